@@ -1,0 +1,43 @@
+// The one narrow door between the MoE block and wherever expert weights live.
+// The engine-core implementation (offload/resident_expert_source.h) hands out the
+// experts in place in the model file; the offload engine replaces it with a GPU
+// cache fed by prefetching, and may reorder the experts (ready ones first).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "inference/weight.h"
+
+namespace moe {
+
+// One routed expert of one layer: FFN(x) = down · (silu(gate · x) * (up · x)).
+struct ExpertWeights {
+  WeightView gate;  // rows n_ff_exp, cols n_embd
+  WeightView up;    // rows n_ff_exp, cols n_embd
+  WeightView down;  // rows n_embd, cols n_ff_exp
+};
+
+struct ExpertRef {
+  int expert = -1;
+  ExpertWeights weights;
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+
+  // Layer `layer` starts; hidden is its input, [n_tokens][n_embd] on the host. A
+  // predictor may use it to prefetch later layers' experts. Default: ignored.
+  virtual void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
+    (void)layer, (void)hidden, (void)n_tokens;
+  }
+
+  // The gate of `layer` chose `experts` (unique ids, any order). Returns the same
+  // experts in the order the MoE block must compute them; their weights stay
+  // valid until release(layer).
+  virtual std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) = 0;
+  virtual void release(int layer) = 0;
+};
+
+}  // namespace moe

@@ -1,0 +1,65 @@
+// Text <-> token ids for the two GGUF vocabulary kinds: "llama" (SentencePiece,
+// through the sentencepiece library) and "gpt2" (byte-level BPE, our own code).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/gguf.h"
+#include "models/vocab.h"
+
+namespace moe {
+
+class TokenizerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// GGUF tokenizer.ggml.token_type values (they coincide with SentencePiece's).
+enum class TokenType : int32_t {
+  Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Encodes text. With parse_special, control and user-defined token texts in
+  // `text` (e.g. "<|im_start|>") become their ids; otherwise they are plain text.
+  // Adds BOS first when add_bos is true and the vocabulary has one.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                                      bool parse_special) const = 0;
+  // The bytes one token stands for (may be part of a UTF-8 sequence; empty for
+  // control tokens).
+  virtual std::string tokenBytes(int32_t id) const = 0;
+  std::string decode(std::span<const int32_t> ids) const;
+
+  int32_t vocabSize() const { return static_cast<int32_t>(pieces_.size()); }
+  const std::string& piece(int32_t id) const { return pieces_.at(static_cast<size_t>(id)); }
+  TokenType type(int32_t id) const { return types_.at(static_cast<size_t>(id)); }
+  int32_t bos() const { return bos_; }  // -1 when absent
+  int32_t eos() const { return eos_; }
+  int32_t eot() const { return eot_; }  // end of turn, -1 when absent
+  bool addBosDefault() const { return add_bos_; }
+  // True for ids that end generation (eos, eot, and control tokens the chat
+  // template uses as turn ends).
+  bool isEndOfGeneration(int32_t id) const;
+
+  // Builds the tokenizer the vocabulary names ("llama" or "gpt2"). Throws TokenizerError.
+  static std::unique_ptr<Tokenizer> fromVocab(const VocabData& vocab);
+  static std::unique_ptr<Tokenizer> fromGguf(const gguf::GgufFile& file);
+
+ protected:
+  std::vector<std::string> pieces_;
+  std::vector<TokenType> types_;
+  int32_t bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1, pad_ = -1;
+  bool add_bos_ = false;
+  std::vector<int32_t> end_ids_;  // eos/eot and template turn-end tokens
+};
+
+}  // namespace moe

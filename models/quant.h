@@ -1,0 +1,34 @@
+// Element formats of ggml tensors: half/bfloat conversion and the block
+// quantisations the engine computes (Q8_0, Q4_0), exactly as the GGUF/ggml
+// block definitions give them (shared/GGUF-NOTES.md, "Block formats").
+#pragma once
+
+#include <cstdint>
+
+#include "models/gguf.h"
+
+namespace moe::quant {
+
+float fp16ToFp32(uint16_t h);
+uint16_t fp32ToFp16(float f);   // round to nearest even, as IEEE 754
+float bf16ToFp32(uint16_t b);   // bits << 16
+uint16_t fp32ToBf16(float f);   // round to nearest even; NaN stays NaN
+
+inline constexpr int kBlockQ8_0 = 32;   // elements; 34 bytes: f16 d, int8 q[32]
+inline constexpr int kBlockQ4_0 = 32;   // elements; 18 bytes: f16 d, u8 qs[16]
+
+// True for the types the CPU backend can compute with (F32, F16, BF16, Q8_0, Q4_0).
+bool isComputeSupported(gguf::TensorType t);
+
+// dst[0..n) = the n elements encoded at src. n must be a multiple of the block size.
+void dequantizeRow(gguf::TensorType t, const uint8_t* src, float* dst, int64_t n);
+
+// Encodes n floats (reference quantisation as ggml's quantize_row_*_ref: Q8_0
+// d = amax/127, q = round(x/d); Q4_0 d = max/-8 with the sign of the largest
+// magnitude, q = min(15, (int8)(x/d + 8.5))). dst holds rowBytes(t, n) bytes.
+void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n);
+
+// sum_i dequant(row)[i] * x[i] without materialising the row.
+float dotRow(gguf::TensorType t, const uint8_t* row, const float* x, int64_t n);
+
+}  // namespace moe::quant
