@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Independent GGUF v3 reader (numpy only), written from the public GGUF spec
+(/work/shared/GGUF-NOTES.md), not from moechat's C++ engine.
+
+    r = GGUFReader("model.gguf")
+    r.metadata["general.architecture"]   -> "qwen3moe"
+    r.tensors["blk.0.attn_q.weight"]     -> TensorInfo(name, ne, type, offset)
+    r.tensor("blk.0.attn_q.weight")      -> float64 numpy array
+
+Shapes: GGUF lists dims in ne order (ne0 = contiguous). The numpy array has the
+dims reversed (C order), so a matrix {n_in, n_out} becomes (n_out, n_in) = a
+torch.nn.Linear weight, and a 3-D expert tensor {n_in, n_out, n_expert}
+becomes (n_expert, n_out, n_in).
+
+Dequantisation is exact: every stored value is converted to float64 without
+any intermediate float32 rounding beyond what the format itself defines
+(an f16 scale times an int8 code is computed in float64).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Dict, List, Tuple
+
+import numpy as np
+
+GGUF_MAGIC = 0x46554747  # b"GGUF" read as little-endian u32
+DEFAULT_ALIGNMENT = 32
+
+# metadata value types
+VT_U8, VT_I8, VT_U16, VT_I16, VT_U32, VT_I32, VT_F32, VT_BOOL = 0, 1, 2, 3, 4, 5, 6, 7
+VT_STRING, VT_ARRAY, VT_U64, VT_I64, VT_F64 = 8, 9, 10, 11, 12
+
+_SCALAR_FMT = {
+    VT_U8: "<B", VT_I8: "<b", VT_U16: "<H", VT_I16: "<h",
+    VT_U32: "<I", VT_I32: "<i", VT_F32: "<f", VT_BOOL: "<?",
+    VT_U64: "<Q", VT_I64: "<q", VT_F64: "<d",
+}
+_SCALAR_NP = {
+    VT_U8: "<u1", VT_I8: "<i1", VT_U16: "<u2", VT_I16: "<i2",
+    VT_U32: "<u4", VT_I32: "<i4", VT_F32: "<f4", VT_BOOL: "<u1",
+    VT_U64: "<u8", VT_I64: "<i8", VT_F64: "<f8",
+}
+
+# tensor types: id -> (name, elements per block, bytes per block)
+T_F32, T_F16, T_Q4_0, T_Q8_0 = 0, 1, 2, 8
+T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 12, 13, 14, 30
+TENSOR_TYPES = {
+    T_F32: ("F32", 1, 4),
+    T_F16: ("F16", 1, 2),
+    T_Q4_0: ("Q4_0", 32, 18),
+    T_Q8_0: ("Q8_0", 32, 34),
+    T_Q4_K: ("Q4_K", 256, 144),
+    T_Q5_K: ("Q5_K", 256, 176),
+    T_Q6_K: ("Q6_K", 256, 210),
+    T_BF16: ("BF16", 1, 2),
+}
+
+
+class GGUFError(Exception):
+    pass
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    ne: Tuple[int, ...]      # GGUF order, ne0 first (contiguous)
+    type: int
+    offset: int              # relative to the start of the data section
+
+    @property
+    def type_name(self) -> str:
+        return TENSOR_TYPES.get(self.type, (f"type{self.type}",))[0]
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n
+
+    @property
+    def n_bytes(self) -> int:
+        if self.type not in TENSOR_TYPES:
+            raise GGUFError(f"{self.name}: unsupported tensor type {self.type}")
+        _, blk, bpb = TENSOR_TYPES[self.type]
+        if self.ne[0] % blk != 0:
+            raise GGUFError(f"{self.name}: ne0={self.ne[0]} not a multiple of block size {blk}")
+        return self.n_elements // blk * bpb
+
+    @property
+    def np_shape(self) -> Tuple[int, ...]:
+        return tuple(reversed(self.ne))
+
+
+class _Cursor:
+    """Little-endian reader over a bytes buffer with position tracking."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            raise GGUFError(f"truncated file: need {n} bytes at offset {self.pos}, size {len(self.buf)}")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def scalar(self, vt: int):
+        fmt = _SCALAR_FMT[vt]
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def u32(self) -> int:
+        return self.scalar(VT_U32)
+
+    def u64(self) -> int:
+        return self.scalar(VT_U64)
+
+    def string(self) -> str:
+        n = self.u64()
+        return self.take(n).decode("utf-8")
+
+    def value(self, vt: int) -> Any:
+        if vt in _SCALAR_FMT:
+            v = self.scalar(vt)
+            return bool(v) if vt == VT_BOOL else v
+        if vt == VT_STRING:
+            return self.string()
+        if vt == VT_ARRAY:
+            et = self.u32()
+            n = self.u64()
+            if et in _SCALAR_NP:  # fast path for numeric arrays; kept as python list
+                arr = np.frombuffer(self.take(n * np.dtype(_SCALAR_NP[et]).itemsize), dtype=_SCALAR_NP[et])
+                if et == VT_BOOL:
+                    return [bool(x) for x in arr]
+                return arr.tolist()
+            if et in (VT_STRING, VT_ARRAY):
+                return [self.value(et) for _ in range(n)]
+            raise GGUFError(f"unknown array element type {et} at offset {self.pos}")
+        raise GGUFError(f"unknown metadata value type {vt} at offset {self.pos}")
+
+
+class GGUFReader:
+    def __init__(self, path_or_bytes):
+        if isinstance(path_or_bytes, (bytes, bytearray)):
+            self.path = None
+            self.buf = bytes(path_or_bytes)
+        else:
+            self.path = str(path_or_bytes)
+            with open(self.path, "rb") as f:
+                self.buf = f.read()
+        c = _Cursor(self.buf)
+        magic = c.u32()
+        if magic != GGUF_MAGIC:
+            raise GGUFError(f"bad magic 0x{magic:08x}")
+        self.version = c.u32()
+        if self.version != 3:
+            raise GGUFError(f"unsupported GGUF version {self.version} (want 3)")
+        n_tensors = c.u64()
+        n_kv = c.u64()
+
+        self.metadata: Dict[str, Any] = {}
+        self.metadata_types: Dict[str, int] = {}
+        for _ in range(n_kv):
+            key = c.string()
+            vt = c.u32()
+            if key in self.metadata:
+                raise GGUFError(f"duplicate metadata key {key}")
+            self.metadata[key] = c.value(vt)
+            self.metadata_types[key] = vt
+
+        self.tensors: Dict[str, TensorInfo] = {}
+        for _ in range(n_tensors):
+            name = c.string()
+            n_dims = c.u32()
+            if not 1 <= n_dims <= 4:
+                raise GGUFError(f"{name}: n_dims={n_dims}")
+            ne = tuple(c.u64() for _ in range(n_dims))
+            ttype = c.u32()
+            off = c.u64()
+            if name in self.tensors:
+                raise GGUFError(f"duplicate tensor {name}")
+            self.tensors[name] = TensorInfo(name, ne, ttype, off)
+
+        self.alignment = int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+            raise GGUFError(f"general.alignment={self.alignment} is not a power of two")
+        self.data_offset = (c.pos + self.alignment - 1) // self.alignment * self.alignment
+        for t in self.tensors.values():
+            if t.offset % self.alignment != 0:
+                raise GGUFError(f"{t.name}: offset {t.offset} not aligned to {self.alignment}")
+            end = self.data_offset + t.offset + t.n_bytes
+            if end > len(self.buf):
+                raise GGUFError(f"{t.name}: data [{t.offset}, +{t.n_bytes}) beyond end of file")
+
+    # ---- convenience -------------------------------------------------------
+    @property
+    def arch(self) -> str:
+        return self.metadata["general.architecture"]
+
+    def get(self, key: str, default=None):
+        return self.metadata.get(key, default)
+
+    def raw(self, name: str) -> bytes:
+        t = self.tensors[name]
+        start = self.data_offset + t.offset
+        return self.buf[start:start + t.n_bytes]
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Dequantised float64 array of shape reversed(ne)."""
+        t = self.tensors[name]
+        flat = dequantize(self.raw(name), t.type, t.n_elements)
+        return flat.reshape(t.np_shape)
+
+
+# ---- dequantisation ---------------------------------------------------------
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    """uint8 array (..., 2) -> float64 of the little-endian IEEE halves."""
+    return np.ascontiguousarray(b).view("<f2")[..., 0].astype(np.float64)
+
+
+def dequantize(data: bytes, ttype: int, n: int) -> np.ndarray:
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if ttype == T_F32:
+        return np.frombuffer(data, dtype="<f4", count=n).astype(np.float64)
+    if ttype == T_F16:
+        return np.frombuffer(data, dtype="<f2", count=n).astype(np.float64)
+    if ttype == T_BF16:
+        bits = np.frombuffer(data, dtype="<u2", count=n).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+    if ttype == T_Q8_0:
+        b = raw.reshape(-1, 34)
+        d = _f16(b[:, 0:2].reshape(-1, 1, 2))                  # (nb, 1)
+        q = b[:, 2:34].view(np.int8).astype(np.float64)        # (nb, 32)
+        return (d * q).reshape(-1)[:n]
+    if ttype == T_Q4_0:
+        b = raw.reshape(-1, 18)
+        d = _f16(b[:, 0:2].reshape(-1, 1, 2))                  # (nb, 1)
+        qs = b[:, 2:18]
+        lo = (qs & 0x0F).astype(np.float64) - 8.0              # elements 0..15
+        hi = (qs >> 4).astype(np.float64) - 8.0                # elements 16..31
+        return (d * np.concatenate([lo, hi], axis=1)).reshape(-1)[:n]
+    if ttype in (T_Q4_K, T_Q5_K):
+        return _dequant_q45k(raw, ttype == T_Q5_K)[:n]
+    if ttype == T_Q6_K:
+        return _dequant_q6k(raw)[:n]
+    name = TENSOR_TYPES.get(ttype, (str(ttype),))[0]
+    raise GGUFError(f"dequantisation of tensor type {name} not implemented")
+
+
+def _kquant_scale_min(s: np.ndarray):
+    """s: (nb, 12) uint8 -> sc, m: (nb, 8) 6-bit scale and min per sub-block."""
+    s = s.astype(np.int64)
+    sc = np.zeros((s.shape[0], 8), np.int64)
+    m = np.zeros((s.shape[0], 8), np.int64)
+    for j in range(8):
+        if j < 4:
+            sc[:, j] = s[:, j] & 63
+            m[:, j] = s[:, j + 4] & 63
+        else:
+            sc[:, j] = (s[:, j + 4] & 15) | ((s[:, j - 4] >> 6) << 4)
+            m[:, j] = (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+    return sc.astype(np.float64), m.astype(np.float64)
+
+
+def _dequant_q45k(raw: np.ndarray, five_bit: bool) -> np.ndarray:
+    bpb = 176 if five_bit else 144
+    b = raw.reshape(-1, bpb)
+    nb = b.shape[0]
+    d = _f16(b[:, 0:2].reshape(-1, 1, 2))
+    dmin = _f16(b[:, 2:4].reshape(-1, 1, 2))
+    sc, m = _kquant_scale_min(b[:, 4:16])
+    if five_bit:
+        qh = b[:, 16:48].astype(np.int64)                        # (nb, 32)
+        qs = b[:, 48:176].astype(np.int64)
+    else:
+        qs = b[:, 16:144].astype(np.int64)
+    out = np.zeros((nb, 256), np.float64)
+    for c in range(4):                                            # 64-element chunks
+        chunk = qs[:, 32 * c:32 * c + 32]
+        lo = chunk & 15
+        hi = chunk >> 4
+        if five_bit:
+            lo = lo + ((qh >> (2 * c)) & 1) * 16
+            hi = hi + ((qh >> (2 * c + 1)) & 1) * 16
+        j0, j1 = 2 * c, 2 * c + 1
+        out[:, 64 * c:64 * c + 32] = d * sc[:, j0:j0 + 1] * lo - dmin * m[:, j0:j0 + 1]
+        out[:, 64 * c + 32:64 * c + 64] = d * sc[:, j1:j1 + 1] * hi - dmin * m[:, j1:j1 + 1]
+    return out.reshape(-1)
+
+
+def _dequant_q6k(raw: np.ndarray) -> np.ndarray:
+    b = raw.reshape(-1, 210)
+    nb = b.shape[0]
+    ql_all = b[:, 0:128].astype(np.int64)
+    qh_all = b[:, 128:192].astype(np.int64)
+    sc_all = b[:, 192:208].view(np.int8).astype(np.float64)
+    d = _f16(b[:, 208:210].reshape(-1, 1, 2))
+    out = np.zeros((nb, 256), np.float64)
+    for half in range(2):
+        ql = ql_all[:, 64 * half:64 * half + 64]
+        qh = qh_all[:, 32 * half:32 * half + 32]
+        sc = sc_all[:, 8 * half:8 * half + 8]
+        base = 128 * half
+        for l in range(32):
+            q1 = ((ql[:, l] & 15) | (((qh[:, l] >> 0) & 3) << 4)) - 32
+            q2 = ((ql[:, l + 32] & 15) | (((qh[:, l] >> 2) & 3) << 4)) - 32
+            q3 = ((ql[:, l] >> 4) | (((qh[:, l] >> 4) & 3) << 4)) - 32
+            q4 = ((ql[:, l + 32] >> 4) | (((qh[:, l] >> 6) & 3) << 4)) - 32
+            is_ = l // 16
+            out[:, base + l] = d[:, 0] * sc[:, is_ + 0] * q1
+            out[:, base + l + 32] = d[:, 0] * sc[:, is_ + 2] * q2
+            out[:, base + l + 64] = d[:, 0] * sc[:, is_ + 4] * q3
+            out[:, base + l + 96] = d[:, 0] * sc[:, is_ + 6] * q4
+    return out.reshape(-1)
+
+
+def describe(r: GGUFReader) -> str:
+    lines = [f"GGUF v{r.version}, {len(r.metadata)} kv, {len(r.tensors)} tensors, "
+             f"alignment {r.alignment}, data at {r.data_offset}"]
+    for k, v in r.metadata.items():
+        if isinstance(v, list) and len(v) > 8:
+            v = f"[{len(v)} items: {v[:4]} ...]"
+        lines.append(f"  {k} = {v!r}")
+    for t in r.tensors.values():
+        lines.append(f"  {t.name:40s} {t.type_name:5s} ne={list(t.ne)} off={t.offset}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    for p in sys.argv[1:]:
+        print(p)
+        print(describe(GGUFReader(p)))
