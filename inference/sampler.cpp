@@ -1,0 +1,174 @@
+// Token sampler. Order of the steps (as llama.cpp's classic chain):
+//   1. sanitise: NaN -> -inf, +inf -> largest finite float (so softmax stays finite);
+//   2. repetition penalty over the last repeat_last_n history tokens, each distinct
+//      token once: positive logit / penalty, negative logit * penalty;
+//   3. temperature <= 0: argmax, lowest id on ties;
+//   4. top-k, softmax with temperature, top-p, min-p, renormalise, seeded draw.
+//
+// Decisions:
+// - All logits -inf/NaN (or an empty vocabulary): there is no token to choose, and a
+//   silent fallback (token 0) would hide a broken forward pass, so sample() throws
+//   std::domain_error (std::invalid_argument for an empty span).
+// - repeat_last_n == 0 disables the penalty; a negative value means the whole history
+//   (llama.cpp uses -1 for "the context size").
+// - The draw uses a uniform built from the raw 64-bit output of mt19937_64 (whose
+//   sequence the standard fixes), never std::uniform_*_distribution (its algorithm is
+//   implementation-defined), so a seed gives the same tokens on every platform.
+#include "inference/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace moe {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Higher logit first; lowest id first among equal logits (deterministic order).
+bool before(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  if (a.first != b.first) return a.first > b.first;
+  return a.second < b.second;
+}
+
+void sanitise(std::span<float> logits) {
+  for (float& x : logits) {
+    if (std::isnan(x)) x = kNegInf;
+    else if (x == std::numeric_limits<float>::infinity()) x = std::numeric_limits<float>::max();
+  }
+}
+
+void applyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> history,
+                            float penalty, int last_n) {
+  if (penalty == 1.0f || last_n == 0 || history.empty()) return;
+  size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
+  std::unordered_set<int32_t> seen;
+  for (int32_t tok : history.subspan(history.size() - n)) {
+    if (tok < 0 || size_t(tok) >= logits.size() || !seen.insert(tok).second) continue;
+    float& x = logits[size_t(tok)];
+    x = x > 0.0f ? x / penalty : x * penalty;
+  }
+}
+
+int32_t argmax(std::span<const float> logits) {
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = i;  // strict: the first (lowest id) wins ties
+  return int32_t(best);
+}
+
+// Uniform in [0, 1) from the top 53 bits of one raw draw.
+double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+Sampler::Sampler(SamplerParams params) : params_(params), rng_(params.seed) {}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) throw std::invalid_argument("Sampler::sample: empty logits");
+  sanitise(logits);
+  applyRepetitionPenalty(logits, history, params_.repeat_penalty, params_.repeat_last_n);
+
+  const int32_t best = argmax(logits);
+  if (logits[size_t(best)] == kNegInf)
+    throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
+  if (params_.temperature <= 0.0f) return best;
+
+  // Candidates: every token that can be drawn at all.
+  candidates_.clear();
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != kNegInf) candidates_.emplace_back(logits[i], int32_t(i));
+
+  // Top-k: nth_element keeps the k best in front (O(n)), then only those are sorted.
+  size_t n = candidates_.size();
+  bool all_sorted = false;  // candidates_[0, n) already in `before` order
+  if (params_.top_k > 0 && size_t(params_.top_k) < n) {
+    n = size_t(params_.top_k);
+    std::nth_element(candidates_.begin(), candidates_.begin() + n - 1, candidates_.end(), before);
+    candidates_.resize(n);
+    // nth_element's order is library-specific; sorting the k survivors (k is small)
+    // makes every later sum run in one canonical order on every platform.
+    std::sort(candidates_.begin(), candidates_.end(), before);
+    all_sorted = true;
+  }
+
+  // Softmax with temperature, in double: p_i ∝ exp((x_i - x_max) / T) (no overflow).
+  const double x_max = double(logits[size_t(best)]);
+  const double inv_t = 1.0 / double(params_.temperature);
+  auto weight = [&](size_t i) { return std::exp((double(candidates_[i].first) - x_max) * inv_t); };
+  double z = 0.0;
+  for (size_t i = 0; i < n; ++i) z += weight(i);
+
+  // From here the kept set is always a prefix of the candidates in `before` order.
+  // Top-p needs that order only as far as the cumulative mass reaches top_p, so the
+  // front is sorted in growing chunks (a 150k vocabulary is rarely sorted whole).
+  size_t sorted = all_sorted ? n : 0;
+  auto sortTo = [&](size_t m) {
+    m = std::min(m, n);
+    if (m <= sorted) return;
+    std::partial_sort(candidates_.begin() + sorted, candidates_.begin() + m,
+                      candidates_.begin() + n, before);
+    sorted = m;
+  };
+  sortTo(64);
+
+  size_t kept = n;
+  if (params_.top_p < 1.0f) {
+    const double target = double(params_.top_p) * z;
+    double cum = 0.0;
+    size_t i = 0;
+    for (;; ++i) {
+      if (i == sorted) sortTo(sorted * 4);
+      if (i >= n) break;
+      cum += weight(i);
+      if (cum >= target) break;
+    }
+    kept = std::min(n, i + 1);  // the smallest prefix reaching top_p; at least one token
+  }
+
+  // Min-p: keep p >= min_p * p_max. Candidate 0 is the most likely token; the ratio
+  // test does not depend on the normalisation, so top-p's truncation does not change it.
+  if (params_.min_p > 0.0f) {
+    const double threshold = double(params_.min_p) * weight(0);
+    size_t i = 1;
+    for (; i < kept; ++i) {
+      if (i == sorted) sortTo(sorted * 4);
+      if (weight(i) < threshold) break;
+    }
+    kept = i;
+  }
+
+  // Renormalise over the kept set and draw, walking it in token-id order: a canonical
+  // order whatever partial_sort left behind, and no sort at all when nothing was cut.
+  if (kept == n && !all_sorted) {
+    double total = 0.0;  // candidates_ may be permuted, but every finite logit is kept
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (logits[i] != kNegInf) total += std::exp((double(logits[i]) - x_max) * inv_t);
+    const double r = uniform01(rng_) * total;
+    double cum = 0.0;
+    int32_t last = best;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (logits[i] == kNegInf) continue;
+      cum += std::exp((double(logits[i]) - x_max) * inv_t);
+      last = int32_t(i);
+      if (r < cum) return last;
+    }
+    return last;  // rounding: r landed on the very top
+  }
+  std::sort(candidates_.begin(), candidates_.begin() + kept,
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  double total = 0.0;
+  for (size_t i = 0; i < kept; ++i) total += weight(i);
+  const double r = uniform01(rng_) * total;
+  double cum = 0.0;
+  for (size_t i = 0; i < kept; ++i) {
+    cum += weight(i);
+    if (r < cum) return candidates_[i].second;
+  }
+  return candidates_[kept - 1].second;  // rounding: r landed on the very top
+}
+
+}  // namespace moe
