@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Plain PyTorch reference forward pass of the GGUF SwiGLU-MoE family
+(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1), written from the
+specification (/work/shared/GGUF-NOTES.md), independently of moechat's C++
+engine.  Readable over fast: whole sequence at once, no KV cache, one
+function per block, float64 by default.
+
+    /usr/bin/python3 tools/reference/moe_reference.py model.gguf --tokens 1 2 3
+    /usr/bin/python3 tools/reference/moe_reference.py model.gguf --tokens 1 2 3 \
+        --dtype float32 --dump-hidden hidden.npz
+
+Mapping to Hugging Face transformers (for the later HF cross-check)
+-------------------------------------------------------------------
+  GGUF tensor                      HF module (Mixtral / Qwen2Moe / Qwen3Moe / Olmoe / DeepSeek)
+  token_embd.weight                model.embed_tokens.weight
+  blk.N.attn_norm.weight           layers.N.input_layernorm.weight
+  blk.N.attn_{q,k,v}.weight/.bias  layers.N.self_attn.{q,k,v}_proj.weight/.bias
+  blk.N.attn_output.weight         layers.N.self_attn.o_proj.weight
+  blk.N.attn_{q,k}_norm.weight     layers.N.self_attn.{q,k}_norm.weight  (qwen3moe: per head; olmoe: whole vector)
+  blk.N.ffn_norm.weight            layers.N.post_attention_layernorm.weight
+  blk.N.ffn_gate_inp.weight        layers.N.{block_sparse_moe,mlp}.gate.weight   (router)
+  blk.N.ffn_{gate,up,down}_exps    experts[e].{w1,w3,w2} (Mixtral) / experts[e].{gate,up,down}_proj, stacked on dim 0
+  blk.N.ffn_{gate,up,down}_shexp   mlp.shared_expert(s).{gate,up,down}_proj
+  blk.N.ffn_gate_inp_shexp.weight  mlp.shared_expert_gate.weight (qwen2moe, Linear(hidden, 1))
+  blk.N.ffn_{gate,up,down}.weight  mlp.{gate,up,down}_proj (deepseek leading dense layers)
+  output_norm.weight               model.norm.weight
+  output.weight                    lm_head.weight  (absent => tied to token_embd)
+
+Where GGUF differs from HF:
+  * llama (Mixtral) and deepseek GGUF files use NORM RoPE (rotate adjacent
+    pairs x[2i], x[2i+1]).  HF Llama/Mixtral/DeepSeek code uses rotate_half
+    (pairs x[i], x[i+d/2]); llama.cpp's convert_hf_to_gguf.py permutes the rows
+    of q_proj/k_proj per head (the "permute" for llama) so that NORM RoPE on
+    the permuted rows equals HF rotate_half on the original rows.  To compare
+    with HF, un-permute attn_q/attn_k: for each head, rows
+    [0,2,4,...,d-2, 1,3,...,d-1] of the GGUF head become HF rows [0..d/2-1, d/2..d-1],
+    i.e.  hf = gguf.reshape(n_head, d//2, 2, n_embd).transpose(1, 2).reshape(...).
+    (Synthetic models have no HF counterpart; their weights are simply used
+    as stored.)  qwen2moe/qwen3moe/olmoe GGUF use NEOX = HF rotate_half, no permutation.
+  * Top-k routing: Mixtral's HF code takes softmax over all experts then
+    renormalises the top-k, which equals softmax over the top-k logits.
+    Qwen2Moe/Olmoe (norm_topk_prob=False) and DeepSeek v1 do not renormalise;
+    Qwen3Moe (norm_topk_prob=True) does.  DeepSeek multiplies by
+    routed_scaling_factor (GGUF expert_weights_scale, default 1).
+  * GGUF matrices are stored {n_in, n_out} in ne order = numpy (n_out, n_in),
+    exactly torch.nn.Linear.weight: y = x @ W.T.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_read import GGUFReader  # noqa: E402
+
+ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
+ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
+
+# Per-architecture semantics (GGUF-NOTES.md table).
+ARCH_TABLE = {
+    #            rope       renorm top-k  shared expert kind   qk-norm kind
+    "llama":    (ROPE_NORM, True,  None,        None),
+    "qwen2moe": (ROPE_NEOX, False, "sigmoid",   None),
+    "qwen3moe": (ROPE_NEOX, True,  None,        "per_head"),
+    "olmoe":    (ROPE_NEOX, False, None,        "whole"),
+    "deepseek": (ROPE_NORM, False, "ungated",   None),
+}
+
+
+@dataclass
+class Config:
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_rot: int
+    n_vocab: int
+    eps: float
+    rope_base: float
+    rope_style: str
+    n_expert: int
+    n_expert_used: int
+    renorm_topk: bool
+    expert_weights_scale: float
+    n_leading_dense: int
+    shared_kind: Optional[str]
+    qk_norm_kind: Optional[str]
+    warnings: List[str] = field(default_factory=list)
+
+
+def config_from_gguf(r: GGUFReader) -> Config:
+    arch = r.arch
+    if arch not in ARCH_TABLE:
+        raise ValueError(f"architecture {arch!r} not supported by the reference")
+    rope_style, renorm, shared_kind, qk_kind = ARCH_TABLE[arch]
+    warnings: List[str] = []
+
+    def key(name, default=None, required=False):
+        k = f"{arch}.{name}"
+        if k in r.metadata:
+            return r.metadata[k]
+        if required:
+            raise KeyError(f"missing metadata {k}")
+        if default is not None:
+            warnings.append(f"{k} absent, using default {default}")
+        return default
+
+    n_embd = int(key("embedding_length", required=True))
+    n_head = int(key("attention.head_count", required=True))
+    n_head_kv = int(key("attention.head_count_kv", n_head))
+    head_dim = int(r.metadata.get(f"{arch}.attention.key_length", n_embd // n_head))
+    v_len = r.metadata.get(f"{arch}.attention.value_length", head_dim)
+    if int(v_len) != head_dim:
+        raise ValueError(f"value_length {v_len} != key_length {head_dim}: not supported")
+    n_rot = int(r.metadata.get(f"{arch}.rope.dimension_count", head_dim))
+    n_vocab = int(r.tensors["token_embd.weight"].ne[1])
+
+    # Metadata that could contradict the per-arch table: report, follow the table.
+    gating = r.metadata.get(f"{arch}.expert_gating_func")
+    if gating is not None and int(gating) != 1:
+        warnings.append(f"{arch}.expert_gating_func={gating} (not softmax); reference uses softmax")
+    wnorm = r.metadata.get(f"{arch}.expert_weights_norm")
+    if wnorm is not None and bool(wnorm) != renorm:
+        warnings.append(f"{arch}.expert_weights_norm={wnorm} but arch table says renorm={renorm}; using table")
+
+    scale = 1.0
+    if arch == "deepseek":
+        scale = float(r.metadata.get("deepseek.expert_weights_scale", 1.0))
+    elif f"{arch}.expert_weights_scale" in r.metadata:
+        warnings.append(f"{arch}.expert_weights_scale present but unused by this arch")
+
+    return Config(
+        arch=arch,
+        n_layer=int(key("block_count", required=True)),
+        n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+        n_rot=n_rot, n_vocab=n_vocab,
+        eps=float(key("attention.layer_norm_rms_epsilon", required=True)),
+        rope_base=float(key("rope.freq_base", 10000.0)),
+        rope_style=rope_style,
+        n_expert=int(key("expert_count", required=True)),
+        n_expert_used=int(key("expert_used_count", required=True)),
+        renorm_topk=renorm,
+        expert_weights_scale=scale,
+        n_leading_dense=int(r.metadata.get(f"{arch}.leading_dense_block_count", 0)),
+        shared_kind=shared_kind,
+        qk_norm_kind=qk_kind,
+        warnings=warnings,
+    )
+
+
+class Weights:
+    """All tensors dequantised once (float64) and cast to the compute dtype."""
+
+    def __init__(self, r: GGUFReader, dtype: torch.dtype):
+        self.r = r
+        self.dtype = dtype
+        self.cache: Dict[str, torch.Tensor] = {}
+
+    def has(self, name: str) -> bool:
+        return name in self.r.tensors
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self.cache:
+            self.cache[name] = torch.from_numpy(self.r.tensor(name)).to(self.dtype)
+        return self.cache[name]
+
+    def get(self, name: str) -> Optional[torch.Tensor]:
+        return self[name] if self.has(name) else None
+
+    def experts(self, layer: int, which: str) -> torch.Tensor:
+        """(n_expert, n_out, n_in) for which in gate/up/down; also accepts the
+        old Mixtral layout of one 2-D tensor per expert."""
+        fused = f"blk.{layer}.ffn_{which}_exps.weight"
+        if self.has(fused):
+            return self[fused]
+        per = []
+        e = 0
+        while self.has(f"blk.{layer}.ffn_{which}.{e}.weight"):
+            per.append(self[f"blk.{layer}.ffn_{which}.{e}.weight"])
+            e += 1
+        if not per:
+            raise KeyError(f"no expert tensors for blk.{layer}.ffn_{which}")
+        return torch.stack(per)
+
+
+# ---- blocks -----------------------------------------------------------------
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight, over the last dim."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None) -> torch.Tensor:
+    y = x @ w.T
+    return y + b if b is not None else y
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, style: str) -> torch.Tensor:
+    """x: (T, H, D). Rotates the first n_rot dims of each head; the rest pass through.
+    theta_i = pos * base^(-2i/n_rot), i = 0..n_rot/2-1."""
+    T, H, D = x.shape
+    half = n_rot // 2
+    i = torch.arange(half, dtype=torch.float64)
+    inv_freq = base ** (-2.0 * i / n_rot)                       # (half,)
+    theta = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (T, half)
+    cos = torch.cos(theta).to(x.dtype)[:, None, :]              # (T, 1, half)
+    sin = torch.sin(theta).to(x.dtype)[:, None, :]
+    rot, rest = x[..., :n_rot], x[..., n_rot:]
+    if style == ROPE_NORM:
+        x0, x1 = rot[..., 0::2], rot[..., 1::2]
+        y0 = x0 * cos - x1 * sin
+        y1 = x0 * sin + x1 * cos
+        out = torch.stack([y0, y1], dim=-1).reshape(T, H, n_rot)
+    elif style == ROPE_NEOX:
+        x0, x1 = rot[..., :half], rot[..., half:]
+        y0 = x0 * cos - x1 * sin
+        y1 = x0 * sin + x1 * cos
+        out = torch.cat([y0, y1], dim=-1)
+    else:
+        raise ValueError(style)
+    return torch.cat([out, rest], dim=-1)
+
+
+def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """x: (T, n_embd), already normalised. Returns attn_output(...) (T, n_embd)."""
+    T = x.shape[0]
+    p = f"blk.{L}."
+    n_q = cfg.n_head * cfg.head_dim
+    n_kv = cfg.n_head_kv * cfg.head_dim
+    if W.has(p + "attn_qkv.weight"):
+        qkv = linear(x, W[p + "attn_qkv.weight"], W.get(p + "attn_qkv.bias"))
+        q, k, v = qkv.split([n_q, n_kv, n_kv], dim=-1)
+    else:
+        q = linear(x, W[p + "attn_q.weight"], W.get(p + "attn_q.bias"))
+        k = linear(x, W[p + "attn_k.weight"], W.get(p + "attn_k.bias"))
+        v = linear(x, W[p + "attn_v.weight"], W.get(p + "attn_v.bias"))
+
+    if cfg.qk_norm_kind == "whole":            # olmoe: over the whole projection vector
+        q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
+        k = rms_norm(k, W[p + "attn_k_norm.weight"], cfg.eps)
+    q = q.reshape(T, cfg.n_head, cfg.head_dim)
+    k = k.reshape(T, cfg.n_head_kv, cfg.head_dim)
+    v = v.reshape(T, cfg.n_head_kv, cfg.head_dim)
+    if cfg.qk_norm_kind == "per_head":         # qwen3moe: per head, weight of size head_dim
+        q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
+        k = rms_norm(k, W[p + "attn_k_norm.weight"], cfg.eps)
+
+    q = rope(q, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style)
+    k = rope(k, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style)
+
+    group = cfg.n_head // cfg.n_head_kv        # query head h uses kv head h // group
+    k = k.repeat_interleave(group, dim=1)      # (T, n_head, D)
+    v = v.repeat_interleave(group, dim=1)
+    scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(cfg.head_dim)   # (H, T, S)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    ctx = torch.einsum("hts,shd->thd", probs, v).reshape(T, n_q)
+    return linear(ctx, W[p + "attn_output.weight"], W.get(p + "attn_output.bias"))
+
+
+def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+    """down(silu(gate x) * up x)."""
+    return linear(torch.nn.functional.silu(linear(x, gate)) * linear(x, up), down)
+
+
+def topk_lowest_index_ties(p: torch.Tensor, k: int) -> List[int]:
+    """Indices of the k largest entries of a 1-D tensor; ties go to the lower index."""
+    vals = p.tolist()
+    return sorted(range(len(vals)), key=lambda e: (-vals[e], e))[:k]
+
+
+@dataclass
+class RoutingInfo:
+    experts: List[List[int]]      # per token, selected experts
+    weights: List[List[float]]
+    margin: List[float]           # per token: prob of k-th selected minus prob of best unselected
+
+
+def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
+    """x: (T, n_embd) normalised. Returns (out, RoutingInfo)."""
+    p = f"blk.{L}."
+    router_logits = linear(x, W[p + "ffn_gate_inp.weight"])      # (T, n_expert)
+    router_probs = torch.softmax(router_logits, dim=-1)
+    gate_e = W.experts(L, "gate")
+    up_e = W.experts(L, "up")
+    down_e = W.experts(L, "down")
+
+    out = torch.zeros_like(x)
+    info = RoutingInfo([], [], [])
+    for t in range(x.shape[0]):
+        sel = topk_lowest_index_ties(router_probs[t], cfg.n_expert_used)
+        w = router_probs[t, sel]
+        if cfg.renorm_topk:
+            w = w / w.sum()
+        w = w * cfg.expert_weights_scale
+        for e, we in zip(sel, w):
+            out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e])
+        rest = [router_probs[t, e].item() for e in range(cfg.n_expert) if e not in sel]
+        info.experts.append(sel)
+        info.weights.append(w.tolist())
+        info.margin.append(router_probs[t, sel[-1]].item() - (max(rest) if rest else 0.0))
+
+    if cfg.shared_kind is not None and W.has(p + "ffn_gate_shexp.weight"):
+        shared = swiglu_ffn(x, W[p + "ffn_gate_shexp.weight"], W[p + "ffn_up_shexp.weight"],
+                            W[p + "ffn_down_shexp.weight"])
+        if cfg.shared_kind == "sigmoid":           # qwen2moe
+            g = torch.sigmoid(x @ W[p + "ffn_gate_inp_shexp.weight"].reshape(-1))  # (T,)
+            shared = shared * g[:, None]
+        out = out + shared
+    return out, info
+
+
+def dense_ffn(W: Weights, L: int, x: torch.Tensor) -> torch.Tensor:
+    p = f"blk.{L}."
+    return swiglu_ffn(x, W[p + "ffn_gate.weight"], W[p + "ffn_up.weight"], W[p + "ffn_down.weight"])
+
+
+def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, positions: torch.Tensor):
+    p = f"blk.{L}."
+    attn_in = rms_norm(h, W[p + "attn_norm.weight"], cfg.eps)
+    h = h + attention(cfg, W, L, attn_in, positions)
+    ffn_in = rms_norm(h, W[p + "ffn_norm.weight"], cfg.eps)
+    is_dense = cfg.arch == "deepseek" and L < cfg.n_leading_dense
+    if is_dense or not W.has(p + "ffn_gate_inp.weight"):
+        ffn_out, info = dense_ffn(W, L, ffn_in), None
+    else:
+        ffn_out, info = moe_ffn(cfg, W, L, ffn_in)
+    return h + ffn_out, info
+
+
+class MoEReference:
+    def __init__(self, path: str, dtype: torch.dtype = torch.float64):
+        self.reader = GGUFReader(path)
+        self.cfg = config_from_gguf(self.reader)
+        self.W = Weights(self.reader, dtype)
+        self.dtype = dtype
+
+    def forward(self, tokens: List[int], dump_hidden: bool = False):
+        """Returns dict: logits (T, n_vocab) [float64 numpy], hidden (list of
+        (T, n_embd) per layer input + final, if dump_hidden), routing (per MoE layer)."""
+        cfg, W = self.cfg, self.W
+        ids = torch.tensor(tokens, dtype=torch.long)
+        if ids.min() < 0 or ids.max() >= cfg.n_vocab:
+            raise ValueError("token id out of range")
+        positions = torch.arange(len(tokens))
+        h = W["token_embd.weight"][ids]                             # (T, n_embd)
+        hidden = [h.clone()] if dump_hidden else []
+        routing = {}
+        for L in range(cfg.n_layer):
+            h, info = transformer_block(cfg, W, L, h, positions)
+            if info is not None:
+                routing[L] = info
+            if dump_hidden:
+                hidden.append(h.clone())
+        h = rms_norm(h, W["output_norm.weight"], cfg.eps)
+        out_w = W["output.weight"] if W.has("output.weight") else W["token_embd.weight"]
+        logits = linear(h, out_w)
+        return {
+            "logits": logits.to(torch.float64).numpy(),
+            "hidden": [x.to(torch.float64).numpy() for x in hidden],
+            "routing": routing,
+        }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", type=int, nargs="+", required=True)
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--dump-hidden", metavar="NPZ", help="write per-layer hidden states (+logits) to NPZ")
+    ap.add_argument("--top", type=int, default=5)
+    a = ap.parse_args()
+    ref = MoEReference(a.model, torch.float64 if a.dtype == "float64" else torch.float32)
+    for w in ref.cfg.warnings:
+        print("warning:", w, file=sys.stderr)
+    res = ref.forward(a.tokens, dump_hidden=bool(a.dump_hidden))
+    for t, row in enumerate(res["logits"]):
+        top = np.argsort(-row, kind="stable")[:a.top]
+        print(f"pos {t} tok {a.tokens[t]}: " + " ".join(f"{i}:{row[i]:.6g}" for i in top))
+    for L, info in res["routing"].items():
+        print(f"layer {L} experts {info.experts} min-margin {min(info.margin):.3g}")
+    if a.dump_hidden:
+        arrs = {f"hidden_{i}": x for i, x in enumerate(res["hidden"])}
+        arrs["logits"] = res["logits"]
+        np.savez(a.dump_hidden, **arrs)
+        print("wrote", a.dump_hidden, "(hidden_0 = embeddings, hidden_{L+1} = after layer L)")
+
+
+if __name__ == "__main__":
+    main()
