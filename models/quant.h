@@ -28,7 +28,14 @@ void dequantizeRow(gguf::TensorType t, const uint8_t* src, float* dst, int64_t n
 // magnitude, q = min(15, (int8)(x/d + 8.5))). dst holds rowBytes(t, n) bytes.
 void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n);
 
-// sum_i dequant(row)[i] * x[i] without materialising the row.
+// sum_i dequant(row)[i] * x[i] without materialising the row. row: rowBytes(t, n)
+// bytes; x: [n]. Uses AVX2/FMA/F16C when the CPU has them. For a given CPU,
+// dotRow(t, row, x, n) == dotRow(F32, dequantizeRow(t, row), x, n) exactly (same
+// summation order for every type), so batched and one-token matmuls agree.
+// Unsupported types throw std::invalid_argument naming the type.
 float dotRow(gguf::TensorType t, const uint8_t* row, const float* x, int64_t n);
+
+// The portable (no SIMD) dotRow, the reference the SIMD path is tested against.
+float dotRowReference(gguf::TensorType t, const uint8_t* row, const float* x, int64_t n);
 
 }  // namespace moe::quant

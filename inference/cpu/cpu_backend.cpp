@@ -1,0 +1,307 @@
+#include "inference/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "models/quant.h"
+
+namespace moe {
+namespace {
+
+using gguf::TensorType;
+
+// Below this many multiply-adds a loop runs on the calling thread: waking the
+// pool costs a few microseconds, about what 64K multiply-adds take.
+constexpr int64_t kMinParallelWork = int64_t{1} << 16;
+// Batched matmul dequantises this many weight rows at a time, then dots them with
+// every token while one token's activations stay in L1.
+constexpr int64_t kRowTile = 8;
+
+// A per-thread scratch buffer that only grows (the pool's threads live as long as
+// the backend, so each keeps one buffer).
+float* scratch(std::vector<float>& buf, size_t n) {
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+void checkWeight(const WeightView& w, const char* op) {
+  if (w.empty() || w.cols <= 0 || w.rows <= 0)
+    throw std::invalid_argument(std::string("cpu backend: ") + op + ": empty weight");
+  if (!quant::isComputeSupported(w.type))
+    throw std::invalid_argument(std::string("cpu backend: ") + op + ": tensor type " +
+                                gguf::tensorTypeName(w.type) + " is not supported for compute");
+}
+
+// sum of squares with 8 independent double lanes: precise, and vectorisable.
+double sumSquares(const float* x, int dim) {  // x: [dim]
+  double lanes[8] = {};
+  int i = 0;
+  for (; i + 8 <= dim; i += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += static_cast<double>(x[i + l]) * x[i + l];
+  for (; i < dim; ++i) lanes[0] += static_cast<double>(x[i]) * x[i];
+  double s = 0.0;
+  for (double v : lanes) s += v;
+  return s;
+}
+
+// Rotation angles of one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i),
+// theta_i = pos * base^(-2i/n_rot). Computed in double and rounded once to float,
+// so large positions (pos * freq up to ~1e5 rad) keep their accuracy.
+void ropeAngles(int32_t pos, int n_rot, float freq_base, float* cs) {  // cs: [n_rot]
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+    const double theta = static_cast<double>(pos) * freq;
+    cs[2 * i] = static_cast<float>(std::cos(theta));
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+// Rotates the first n_rot dims of one head. Norm: pairs (x[2i], x[2i+1]);
+// Neox: pairs (x[i], x[i + n_rot/2]).
+void rotateHead(float* x, int n_rot, const float* cs, RopeStyle style) {  // x: [head_dim]
+  const int half = n_rot / 2;
+  const int stride = style == RopeStyle::Norm ? 2 : 1;  // step between pair starts
+  const int offset = style == RopeStyle::Norm ? 1 : half;  // distance to the partner
+  for (int i = 0; i < half; ++i) {
+    float* a = x + i * stride;
+    float* b = a + offset;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+  }
+}
+
+// One query head over keys 0..n_keys-1 of its kv head. scores: [n_keys] scratch.
+void attendOneHead(const float* q, const float* k_cache, const float* v_cache, int n_keys,
+                   int kv_stride, int head_dim, float scale, float* scores,
+                   float* out) {  // q, out: [head_dim]; caches: [n_ctx][n_head_kv][head_dim]
+  float max_score = -INFINITY;
+  for (int j = 0; j < n_keys; ++j) {
+    const float* k = k_cache + static_cast<size_t>(j) * kv_stride;
+    scores[j] = quant::dotRow(TensorType::F32, reinterpret_cast<const uint8_t*>(k), q, head_dim) *
+                scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  // Softmax with the max subtracted: every exp is <= 1, the sum >= 1.
+  float sum = 0.0f;
+  for (int j = 0; j < n_keys; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  std::fill(out, out + head_dim, 0.0f);
+  for (int j = 0; j < n_keys; ++j) {
+    const float* v = v_cache + static_cast<size_t>(j) * kv_stride;
+    const float p = scores[j];
+    for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
+  }
+  const float inv = 1.0f / sum;
+  for (int d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+
+CpuBackend::~CpuBackend() {
+  for (float* p : allocations_) std::free(p);
+}
+
+std::string CpuBackend::name() const { return "cpu (" + std::to_string(threads()) + " threads)"; }
+
+void CpuBackend::forEach(int64_t n, int64_t work_per_item, const ThreadPool::RangeFn& fn) {
+  const int64_t grain = std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, work_per_item));
+  pool_.parallelFor(n, grain, fn);
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+
+float* CpuBackend::allocFloats(size_t n) {
+  // aligned_alloc wants a size that is a multiple of the alignment; never 0 bytes.
+  const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  std::lock_guard lock(alloc_mu_);
+  allocations_.insert(p);
+  return p;
+}
+
+void CpuBackend::freeFloats(float* p) {
+  if (!p) return;
+  {
+    std::lock_guard lock(alloc_mu_);
+    if (allocations_.erase(p) == 0)
+      throw std::invalid_argument("cpu backend: freeFloats of a pointer it did not allocate");
+  }
+  std::free(p);
+}
+
+void CpuBackend::copy(float* dst, const float* src, size_t n) {  // [n]
+  if (n) std::memmove(dst, src, n * sizeof(float));
+}
+
+void CpuBackend::toHost(float* host_dst, const float* src, size_t n) { copy(host_dst, src, n); }
+
+void CpuBackend::fromHost(float* dst, const float* host_src, size_t n) { copy(dst, host_src, n); }
+
+// ---------------------------------------------------------------------------
+// Weights
+
+void CpuBackend::embed(const WeightView& table, const int32_t* tokens, int n_tokens,
+                       float* out) {  // table: [n_vocab][dim]; out: [n_tokens][dim]
+  checkWeight(table, "embed");
+  for (int t = 0; t < n_tokens; ++t) {
+    const int32_t id = tokens[t];
+    if (id < 0 || id >= table.rows)
+      throw std::out_of_range("cpu backend: embed: token id " + std::to_string(id) +
+                              " outside [0, " + std::to_string(table.rows) + ")");
+    quant::dequantizeRow(table.type, table.data + static_cast<size_t>(id) * table.row_bytes,
+                         out + static_cast<size_t>(t) * table.cols, table.cols);
+  }
+}
+
+void CpuBackend::matmul(const WeightView& w, const float* x, float* y,
+                        int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
+  checkWeight(w, "matmul");
+  if (n_tokens <= 0) return;
+  if (n_tokens == 1)
+    matmulOneToken(w, x, y);
+  else
+    matmulBatch(w, x, y, n_tokens);
+}
+
+void CpuBackend::matmulOneToken(const WeightView& w, const float* x,
+                                float* y) {  // x: [cols]; y: [rows]
+  forEach(w.rows, w.cols, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      y[r] = quant::dotRow(w.type, w.data + static_cast<size_t>(r) * w.row_bytes, x, w.cols);
+  });
+}
+
+void CpuBackend::matmulBatch(const WeightView& w, const float* x, float* y,
+                             int n_tokens) {  // x: [n_tokens][cols]; y: [n_tokens][rows]
+  // Each weight row is read (and dequantised) once for the whole batch. dotRow on
+  // the dequantised F32 row gives exactly what dotRow on the encoded row gives, so
+  // results equal n_tokens one-token calls.
+  const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
+  forEach(tiles, kRowTile * w.cols * n_tokens, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    const bool plain_f32 = w.type == TensorType::F32;
+    float* rows = plain_f32 ? nullptr : scratch(buf, static_cast<size_t>(kRowTile * w.cols));
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t r0 = tile * kRowTile;
+      const int64_t nr = std::min(kRowTile, w.rows - r0);
+      const float* wrows = reinterpret_cast<const float*>(w.data + static_cast<size_t>(r0) * w.row_bytes);
+      if (!plain_f32) {
+        for (int64_t i = 0; i < nr; ++i)
+          quant::dequantizeRow(w.type, w.data + static_cast<size_t>(r0 + i) * w.row_bytes,
+                               rows + i * w.cols, w.cols);
+        wrows = rows;
+      }
+      // F32 rows are contiguous with row_bytes == 4 * cols (GGUF rows are packed).
+      const int64_t stride = plain_f32 ? static_cast<int64_t>(w.row_bytes / sizeof(float)) : w.cols;
+      for (int t = 0; t < n_tokens; ++t) {
+        const float* xt = x + static_cast<size_t>(t) * w.cols;
+        float* yt = y + static_cast<size_t>(t) * w.rows;
+        for (int64_t i = 0; i < nr; ++i)
+          yt[r0 + i] = quant::dotRow(TensorType::F32,
+                                     reinterpret_cast<const uint8_t*>(wrows + i * stride), xt, w.cols);
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Activations
+
+void CpuBackend::rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim,
+                         float eps) {  // x, y: [n_rows][dim]; weight: [dim] or nullptr
+  forEach(n_rows, dim, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      const double mean = sumSquares(xr, dim) / dim;
+      const auto scale = static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps)));
+      if (weight)
+        for (int i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+      else
+        for (int i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
+    }
+  });
+}
+
+void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                      const int32_t* positions, float freq_base,
+                      RopeStyle style) {  // x: [n_tokens][n_heads][head_dim]; positions: [n_tokens]
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+    throw std::invalid_argument("cpu backend: rope: n_rot " + std::to_string(n_rot) +
+                                " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  forEach(n_tokens, static_cast<int64_t>(n_heads) * n_rot * 4, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    float* cs = scratch(buf, n_rot);  // [n_rot/2] (cos, sin) pairs
+    for (int64_t t = begin; t < end; ++t) {
+      ropeAngles(positions[t], n_rot, freq_base, cs);
+      for (int h = 0; h < n_heads; ++h)
+        rotateHead(x + (t * n_heads + h) * static_cast<int64_t>(head_dim), n_rot, cs, style);
+    }
+  });
+}
+
+void CpuBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
+                           int n_tokens, const AttentionShape& shape,
+                           float* out) {  // q, out: [n_tokens][n_head][head_dim];
+                                          // k_cache, v_cache: [n_ctx][n_head_kv][head_dim]
+  const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
+  if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
+    throw std::invalid_argument("cpu backend: attention: bad shape n_head " + std::to_string(n_head) +
+                                ", n_head_kv " + std::to_string(n_head_kv) + ", head_dim " +
+                                std::to_string(hd));
+  const int group = n_head / n_head_kv;  // query heads per kv head
+  const int kv_stride = n_head_kv * hd;  // floats between consecutive positions
+  const int64_t items = static_cast<int64_t>(n_tokens) * n_head;
+  const int64_t work = 2 * static_cast<int64_t>(pos0 + n_tokens) * hd;
+  forEach(items, work, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    float* scores = scratch(buf, static_cast<size_t>(pos0 + n_tokens));
+    for (int64_t item = begin; item < end; ++item) {
+      const int t = static_cast<int>(item / n_head);
+      const int h = static_cast<int>(item % n_head);
+      const int kvh = h / group;
+      attendOneHead(q + item * hd, k_cache + kvh * hd, v_cache + kvh * hd, pos0 + t + 1, kv_stride,
+                    hd, shape.scale, scores, out + item * hd);
+    }
+  });
+}
+
+void CpuBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {  // [n]
+  forEach(static_cast<int64_t>(n), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];  // silu(g) * up
+    }
+  });
+}
+
+void CpuBackend::add(float* y, const float* x, size_t n) {  // [n]
+  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] += x[i];
+  });
+}
+
+void CpuBackend::axpy(float* y, const float* x, float a, size_t n) {  // [n]
+  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] += a * x[i];
+  });
+}
+
+std::unique_ptr<Backend> makeCpuBackend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace moe

@@ -1,0 +1,58 @@
+// The CPU compute backend: host memory, ops on float activations, weights used
+// in place in their file type (F32, F16, BF16, Q8_0, Q4_0) through
+// moe::quant::dotRow. Work is spread over a small persistent thread pool where
+// the op is large enough to pay for the hand-off; small ops run inline.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "inference/backend.h"
+#include "inference/cpu/thread_pool.h"
+
+namespace moe {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads = 0);  // threads <= 0: hardware_concurrency()
+  ~CpuBackend() override;
+
+  std::string name() const override;
+  int threads() const { return pool_.threads(); }
+
+  float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
+  void freeFloats(float* p) override;
+  WeightView prepareWeight(const WeightView& host) override { return host; }
+
+  void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
+  void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
+  void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim,
+               float eps) override;
+  void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+            const int32_t* positions, float freq_base, RopeStyle style) override;
+  void attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
+                 int n_tokens, const AttentionShape& shape, float* out) override;
+  void swiglu(const float* gate, const float* up, float* out, size_t n) override;
+  void add(float* y, const float* x, size_t n) override;
+  void axpy(float* y, const float* x, float a, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+  void toHost(float* host_dst, const float* src, size_t n) override;
+  void fromHost(float* dst, const float* host_src, size_t n) override;
+  void synchronize() override {}
+
+ private:
+  // Runs fn over [0, n) items of `work_per_item` multiply-adds each, in parallel
+  // only when the whole loop is big enough to pay for waking the pool.
+  void forEach(int64_t n, int64_t work_per_item, const ThreadPool::RangeFn& fn);
+  void matmulOneToken(const WeightView& w, const float* x, float* y);
+  void matmulBatch(const WeightView& w, const float* x, float* y, int n_tokens);
+
+  ThreadPool pool_;
+  std::mutex alloc_mu_;
+  std::unordered_set<float*> allocations_;
+};
+
+}  // namespace moe

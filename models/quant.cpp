@@ -1,0 +1,424 @@
+// Element formats: IEEE half and bfloat conversion, and the ggml blocks the CPU
+// backend computes with. Block layouts follow ggml's block definitions
+// (ggml-common.h: block_q8_0, block_q4_0), summarised in shared/GGUF-NOTES.md:
+//   Q8_0: 34 bytes = { f16 d; int8 q[32] }          value_j = d * q[j]
+//   Q4_0: 18 bytes = { f16 d; uint8 qs[16] }        byte j: low nibble = element j,
+//                                                   high nibble = element j + 16,
+//                                                   value = d * (nibble - 8)
+// Multi-byte fields are little-endian (GGUF files are little-endian).
+//
+// dotRow design: every type is decoded 32 elements at a time into exact floats
+// (f16, bf16, d*q and d*(n-8) are all exactly representable in f32) and fed to
+// the same 32-lane accumulator. The lane structure is identical for every type,
+// so dotRow(T, row, x) == dotRow(F32, dequantizeRow(T, row), x) bit for bit on a
+// given code path. The CPU backend relies on that: its batched matmul dequantises
+// a weight row once and dots it as F32, and must agree with the one-token path.
+#include "models/quant.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOECHAT_QUANT_X86 1
+#endif
+
+namespace moe::quant {
+namespace {
+
+using gguf::TensorType;
+
+constexpr int kLanes = 32;           // elements per dot chunk (= Q8_0/Q4_0 block size)
+constexpr int kQ8_0Bytes = 34;       // ggml block_q8_0: f16 d + 32 int8
+constexpr int kQ4_0Bytes = 18;       // ggml block_q4_0: f16 d + 16 nibble pairs
+
+uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t loadU16(const uint8_t* p) {  // little-endian, any alignment
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+void storeU16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v & 0xff);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+// fp16 -> fp32 for all 65536 codes, built once: the portable decode path looks
+// values up instead of branching per element.
+const std::array<float, 65536>& fp16Table() {
+  static const std::array<float, 65536> table = [] {
+    std::array<float, 65536> t{};
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16ToFp32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+
+[[noreturn]] void throwUnsupported(TensorType t, const char* what) {
+  throw std::invalid_argument(std::string("quant: ") + what + ": tensor type " +
+                              gguf::tensorTypeName(t) + " (id " +
+                              std::to_string(static_cast<uint32_t>(t)) +
+                              ") is not supported for compute");
+}
+
+int blockElems(TensorType t) {
+  return (t == TensorType::Q8_0 || t == TensorType::Q4_0) ? kBlockQ8_0 : 1;
+}
+
+void checkLength(TensorType t, int64_t n, const char* what) {
+  if (n < 0 || n % blockElems(t) != 0) {
+    throw std::invalid_argument(std::string("quant: ") + what + ": " + std::to_string(n) +
+                                " elements is not a whole number of " +
+                                gguf::tensorTypeName(t) + " blocks");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Portable decoders: the exact f32 values of 32 consecutive elements.
+
+void decodeF32(const uint8_t* p, float* w, int count) { std::memcpy(w, p, count * sizeof(float)); }
+
+void decodeF16(const uint8_t* p, float* w, int count) {
+  const auto& table = fp16Table();
+  for (int j = 0; j < count; ++j) w[j] = table[loadU16(p + 2 * j)];
+}
+
+void decodeBF16(const uint8_t* p, float* w, int count) {
+  for (int j = 0; j < count; ++j) w[j] = bf16ToFp32(loadU16(p + 2 * j));
+}
+
+void decodeQ8_0(const uint8_t* blk, float* w) {  // w: [32]
+  const float d = fp16Table()[loadU16(blk)];
+  const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+  for (int j = 0; j < kBlockQ8_0; ++j) w[j] = d * static_cast<float>(q[j]);
+}
+
+void decodeQ4_0(const uint8_t* blk, float* w) {  // w: [32]
+  const float d = fp16Table()[loadU16(blk)];
+  const uint8_t* qs = blk + 2;
+  for (int j = 0; j < kBlockQ4_0 / 2; ++j) {
+    w[j] = d * static_cast<float>((qs[j] & 0x0f) - 8);
+    w[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
+  }
+}
+
+// Decodes elements [first, first + count) of a row; count <= 32, and for block
+// types first is a block start and count == 32.
+void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count, float* w) {
+  switch (t) {
+    case TensorType::F32: decodeF32(row + 4 * first, w, count); return;
+    case TensorType::F16: decodeF16(row + 2 * first, w, count); return;
+    case TensorType::BF16: decodeBF16(row + 2 * first, w, count); return;
+    case TensorType::Q8_0: decodeQ8_0(row + (first / kBlockQ8_0) * kQ8_0Bytes, w); return;
+    case TensorType::Q4_0: decodeQ4_0(row + (first / kBlockQ4_0) * kQ4_0Bytes, w); return;
+    default: throwUnsupported(t, "decode");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Portable dot: 32 independent lanes (no reassociation needed, so GCC -O2
+// vectorises the lane loop), reduced in a fixed order at the end.
+
+void accumulate32(float* acc, const float* w, const float* x) {  // acc, w, x: [32]
+  for (int j = 0; j < kLanes; ++j) acc[j] += w[j] * x[j];
+}
+
+float reduce32(const float* acc) {  // acc: [32]; same order as the AVX2 reduction
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
+  const float s4[4] = {s[0] + s[4], s[1] + s[5], s[2] + s[6], s[3] + s[7]};
+  const float s2[2] = {s4[0] + s4[2], s4[1] + s4[3]};
+  return s2[0] + s2[1];
+}
+
+float dotPortable(TensorType t, const uint8_t* row, const float* x, int64_t n) {
+  alignas(64) float acc[kLanes] = {};
+  alignas(64) float w[kLanes];
+  const int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    decodeChunk(t, row, i, kLanes, w);
+    accumulate32(acc, w, x + i);
+  }
+  if (full < n) {  // plain types only: zero padding adds exact zeros to the lanes
+    alignas(64) float xt[kLanes] = {};
+    const int rest = static_cast<int>(n - full);
+    std::fill(w, w + kLanes, 0.0f);
+    decodeChunk(t, row, full, rest, w);
+    std::memcpy(xt, x + full, rest * sizeof(float));
+    accumulate32(acc, w, xt);
+  }
+  return reduce32(acc);
+}
+
+// ---------------------------------------------------------------------------
+// AVX2 + FMA + F16C path: same chunking and lane layout as the portable one
+// (4 accumulators of 8 lanes = 32 lanes), chosen at run time.
+
+#ifdef MOECHAT_QUANT_X86
+#define MOECHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+struct DecodeF32 {
+  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+    const float* f = reinterpret_cast<const float*>(p) + i;
+    for (int k = 0; k < 4; ++k) w[k] = _mm256_loadu_ps(f + 8 * k);
+  }
+};
+
+struct DecodeF16 {
+  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+    const uint8_t* h = p + 2 * i;
+    for (int k = 0; k < 4; ++k)
+      w[k] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 16 * k)));
+  }
+};
+
+struct DecodeBF16 {
+  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+    const uint8_t* b = p + 2 * i;
+    for (int k = 0; k < 4; ++k) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * k));
+      w[k] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    }
+  }
+};
+
+struct DecodeQ8_0 {
+  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+    const uint8_t* blk = p + (i / kBlockQ8_0) * kQ8_0Bytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * k));
+      w[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
+  }
+};
+
+struct DecodeQ4_0 {
+  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+    const uint8_t* blk = p + (i / kBlockQ4_0) * kQ4_0Bytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, mask);                     // elements 0..15
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // elements 16..31
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i n = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[k]), eight);
+      w[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(n));
+    }
+  }
+};
+
+MOECHAT_AVX2 inline float reduceAvx2(const __m256 acc[4]) {
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+template <class Decode>
+MOECHAT_AVX2 float dotAvx2(TensorType t, const uint8_t* row, const float* x, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  __m256 w[4];
+  const int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    Decode::block(row, i, w);
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+  }
+  if (full < n) {  // plain types only; exact values, zero padded as in the portable path
+    alignas(32) float wt[kLanes] = {};
+    alignas(32) float xt[kLanes] = {};
+    const int rest = static_cast<int>(n - full);
+    decodeChunk(t, row, full, rest, wt);
+    std::memcpy(xt, x + full, rest * sizeof(float));
+    for (int k = 0; k < 4; ++k)
+      acc[k] = _mm256_fmadd_ps(_mm256_load_ps(wt + 8 * k), _mm256_load_ps(xt + 8 * k), acc[k]);
+  }
+  return reduceAvx2(acc);
+}
+
+bool haveAvx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+float dotFast(TensorType t, const uint8_t* row, const float* x, int64_t n) {
+  switch (t) {
+    case TensorType::F32: return dotAvx2<DecodeF32>(t, row, x, n);
+    case TensorType::F16: return dotAvx2<DecodeF16>(t, row, x, n);
+    case TensorType::BF16: return dotAvx2<DecodeBF16>(t, row, x, n);
+    case TensorType::Q8_0: return dotAvx2<DecodeQ8_0>(t, row, x, n);
+    case TensorType::Q4_0: return dotAvx2<DecodeQ4_0>(t, row, x, n);
+    default: throwUnsupported(t, "dotRow");
+  }
+}
+#endif  // MOECHAT_QUANT_X86
+
+// ---------------------------------------------------------------------------
+// Reference quantisers (ggml quantize_row_q8_0_ref / quantize_row_q4_0_ref semantics).
+
+void quantizeBlockQ8_0(const float* x, uint8_t* blk) {  // x: [32]
+  float amax = 0.0f;
+  for (int j = 0; j < kBlockQ8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  storeU16(blk, fp32ToFp16(d));
+  auto* q = reinterpret_cast<int8_t*>(blk + 2);
+  for (int j = 0; j < kBlockQ8_0; ++j) q[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+}
+
+void quantizeBlockQ4_0(const float* x, uint8_t* blk) {  // x: [32]
+  // The signed value of largest magnitude maps to -8, so the full range [-8, 7]
+  // is used on that side (ggml's choice; the other side clamps at 15).
+  float amax = 0.0f;
+  float max = 0.0f;
+  for (int j = 0; j < kBlockQ4_0; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  storeU16(blk, fp32ToFp16(d));
+  auto nibble = [id](float v) {
+    const int q = static_cast<int8_t>(v * id + 8.5f);
+    return static_cast<uint8_t>(std::min(15, q));
+  };
+  uint8_t* qs = blk + 2;
+  for (int j = 0; j < kBlockQ4_0 / 2; ++j)
+    qs[j] = static_cast<uint8_t>(nibble(x[j]) | (nibble(x[j + 16]) << 4));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Scalar conversions.
+
+float fp16ToFp32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return bitsFloat(sign | 0x7f800000u | (mant << 13));  // inf / NaN, payload kept
+  if (exp != 0) return bitsFloat(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
+  // Zero or subnormal: mant * 2^-24, exact in f32.
+  const float v = static_cast<float>(mant) * 0x1p-24f;
+  return sign ? -v : v;
+}
+
+uint16_t fp32ToFp16(float f) {
+  const uint32_t x = floatBits(f);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u)  // NaN: stays a (quiet) NaN, top payload bits kept
+    return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u)  // >= 65520 (halfway 65504..65536, ties to even = up): inf
+    return static_cast<uint16_t>(sign | 0x7c00u);
+  if (ax < 0x38800000u) {  // below 2^-14: half subnormal (or zero) in units of 2^-24
+    const int e = static_cast<int>(ax >> 23);
+    const int shift = 126 - e;  // value = mant24 * 2^(e-150) = (mant24 >> shift) * 2^-24
+    if (shift > 24) return sign;  // < 2^-25: rounds to zero
+    const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t r = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;  // may carry into the smallest normal
+    return static_cast<uint16_t>(sign | r);
+  }
+  const uint32_t r = ax - ((127u - 15u) << 23);  // rebias the exponent
+  uint32_t h = r >> 13;
+  const uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+
+float bf16ToFp32(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
+
+uint16_t fp32ToBf16(float f) {
+  const uint32_t x = floatBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u)  // NaN: force a mantissa bit so it cannot become inf
+    return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);  // ties to even
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+// ---------------------------------------------------------------------------
+// Row operations.
+
+bool isComputeSupported(gguf::TensorType t) {
+  switch (t) {
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16:
+    case TensorType::Q8_0:
+    case TensorType::Q4_0: return true;
+    default: return false;
+  }
+}
+
+void dequantizeRow(gguf::TensorType t, const uint8_t* src, float* dst, int64_t n) {
+  if (!isComputeSupported(t)) throwUnsupported(t, "dequantizeRow");
+  checkLength(t, n, "dequantizeRow");
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, n - i));
+    decodeChunk(t, src, i, count, dst + i);
+  }
+}
+
+void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n) {
+  if (!isComputeSupported(t)) throwUnsupported(t, "quantizeRow");
+  checkLength(t, n, "quantizeRow");
+  switch (t) {
+    case TensorType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case TensorType::F16:
+      for (int64_t i = 0; i < n; ++i) storeU16(dst + 2 * i, fp32ToFp16(src[i]));
+      return;
+    case TensorType::BF16:
+      for (int64_t i = 0; i < n; ++i) storeU16(dst + 2 * i, fp32ToBf16(src[i]));
+      return;
+    case TensorType::Q8_0:
+      for (int64_t b = 0; b < n / kBlockQ8_0; ++b)
+        quantizeBlockQ8_0(src + b * kBlockQ8_0, dst + b * kQ8_0Bytes);
+      return;
+    case TensorType::Q4_0:
+      for (int64_t b = 0; b < n / kBlockQ4_0; ++b)
+        quantizeBlockQ4_0(src + b * kBlockQ4_0, dst + b * kQ4_0Bytes);
+      return;
+    default: throwUnsupported(t, "quantizeRow");
+  }
+}
+
+float dotRowReference(gguf::TensorType t, const uint8_t* row, const float* x, int64_t n) {
+  if (!isComputeSupported(t)) throwUnsupported(t, "dotRow");
+  checkLength(t, n, "dotRow");
+  return dotPortable(t, row, x, n);
+}
+
+float dotRow(gguf::TensorType t, const uint8_t* row, const float* x, int64_t n) {
+  if (!isComputeSupported(t)) throwUnsupported(t, "dotRow");
+  checkLength(t, n, "dotRow");
+#ifdef MOECHAT_QUANT_X86
+  if (haveAvx2()) return dotFast(t, row, x, n);
+#endif
+  return dotPortable(t, row, x, n);
+}
+
+}  // namespace moe::quant
