@@ -120,18 +120,31 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
     arch_file = os.path.splitext(name)[0]
     ref64 = M.MoEReference(gguf_path, torch.float64)
     ref32 = M.MoEReference(gguf_path, torch.float32)
+    ref32q = M.MoEReference(gguf_path, torch.float32, act_round=True)
     seqs = token_sequences(ref64.cfg.n_vocab)
-    l64, l32, margins, route_changes = [], [], [], 0
+    l64, l32, l32q, margins, route_changes, route_changes_q = [], [], [], [], 0, 0
     for toks in seqs:
         r64 = ref64.forward(toks)
         r32 = ref32.forward(toks)
+        r32q = ref32q.forward(toks)
         l64.append(r64["logits"])
         l32.append(r32["logits"])
+        l32q.append(r32q["logits"])
         for L, info in r64["routing"].items():
             margins.extend(info.margin)
             route_changes += sum(sorted(a) != sorted(b) for a, b in
                                  zip(info.experts, r32["routing"][L].experts))
+            route_changes_q += sum(sorted(a) != sorted(b) for a, b in
+                                   zip(info.experts, r32q["routing"][L].experts))
     st = gap_stats(l64, l32)
+    st["actround"] = gap_stats(l64, l32q)
+    st["actround"]["route_changes"] = route_changes_q
+    st["actround"]["tol_ok"] = tolerance_ok(np.concatenate(l64), np.concatenate(l32q))
+    types = {}
+    for info in ref64.reader.tensors.values():
+        types.setdefault(info.type_name, 0)
+        types[info.type_name] += 1
+    st["types"] = types
     st.update(model=name, arch=ref64.cfg.arch, n_vocab=ref64.cfg.n_vocab,
               min_route_margin=float(min(margins)) if margins else float("nan"),
               route_changes_f32=route_changes, warnings=ref64.cfg.warnings,
@@ -150,9 +163,12 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
 
 
 def fmt_row(st: dict) -> str:
+    q = st["actround"]
     return (f"| {st['model']} | {st['arch']} | {st['n_vocab']} | {st['max_abs_logit']:.4g} | "
             f"{st['max_abs_diff']:.3g} | {st['rel_to_max']:.3g} | {st['nmse']:.3g} | "
-            f"{st['min_route_margin']:.3g} | {st['route_changes_f32']} |")
+            f"{st['min_route_margin']:.3g} | {st['route_changes_f32']} | "
+            f"{q['max_abs_diff']:.3g} | {q['nmse']:.3g} | {q['route_changes']} | "
+            + " ".join(f"{k}:{v}" for k, v in sorted(st['types'].items())) + " |")
 
 
 def main():
@@ -176,13 +192,16 @@ def main():
     for m in a.models or sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.gguf"))):
         paths.append(m if m.endswith(".gguf") else os.path.join(GOLDEN_DIR, m + ".gguf"))
     print("| model | arch | n_vocab | max abs logit (f64) | max abs diff f32 vs f64 | diff / max | nmse | "
-          "min top-k routing margin | routing changes f32 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "min top-k routing margin | routing changes f32 | act-round f32: max abs diff | act-round nmse | "
+          "act-round routing changes | tensor types |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in paths:
         st = make_one(p, write=not a.no_write)
         print(fmt_row(st), flush=True)
         for w in st["warnings"]:
             print(f"  warning ({st['model']}): {w}")
+        if not st["actround"]["tol_ok"]:
+            print(f"  NOTE: act-round float32 emulation exceeds the proposed tolerance for {st['model']}")
         if not st["tol_ok_f32"]:
             print(f"  NOTE: float32 reference itself exceeds the proposed tolerance for {st['model']}")
         if "bytes" in st:

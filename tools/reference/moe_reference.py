@@ -53,13 +53,13 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_read import GGUFReader  # noqa: E402
+from gguf_read import GGUFReader, T_BF16, T_F16, T_Q4_0, T_Q8_0  # noqa: E402
 
 ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
 ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
@@ -73,6 +73,28 @@ ARCH_TABLE = {
     "olmoe":    (ROPE_NEOX, False, None,        "whole"),
     "deepseek": (ROPE_NORM, False, "ungated",   None),
 }
+
+
+def _round_f16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16).to(x.dtype)
+
+
+def _round_bf16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.bfloat16).to(x.dtype)
+
+
+def _round_q8_0(x: torch.Tensor) -> torch.Tensor:
+    """Quantise the last dim in blocks of 32 as ggml's quantize_row_q8_0:
+    d = amax/127 (stored f16), q = round(x/d)."""
+    shape = x.shape
+    b = x.reshape(*shape[:-1], shape[-1] // 32, 32)
+    d = b.abs().amax(dim=-1, keepdim=True) / 127.0
+    inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
+    q = torch.round(b * inv)
+    return (_round_f16(d) * q).reshape(shape)
+
+
+ACT_ROUNDING = {T_F16: _round_f16, T_BF16: _round_bf16, T_Q8_0: _round_q8_0, T_Q4_0: _round_q8_0}
 
 
 @dataclass
@@ -161,10 +183,23 @@ def config_from_gguf(r: GGUFReader) -> Config:
 class Weights:
     """All tensors dequantised once (float64) and cast to the compute dtype."""
 
-    def __init__(self, r: GGUFReader, dtype: torch.dtype):
+    def __init__(self, r: GGUFReader, dtype: torch.dtype, act_round: bool = False):
         self.r = r
         self.dtype = dtype
+        self.act_round = act_round
         self.cache: Dict[str, torch.Tensor] = {}
+
+    def act(self, name: str) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+        """Activation rounding for a matmul with tensor `name` (None = exact).
+        Only with act_round=True: emulates ggml's CPU matmul, which converts the
+        activation vector to the weight's "vec_dot type" first (F16 -> f16,
+        BF16 -> bf16, Q8_0/Q4_0 -> Q8_0 blocks). Used to measure what such an
+        engine would deviate from the golden; never used for the goldens."""
+        if not self.act_round:
+            return None
+        if name not in self.r.tensors:                      # old per-expert layout
+            name = name.replace("_exps.weight", ".0.weight")
+        return ACT_ROUNDING.get(self.r.tensors[name].type)
 
     def has(self, name: str) -> bool:
         return name in self.r.tensors
@@ -200,7 +235,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None) -> torch.Tensor:
+def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None,
+           act: Optional[Callable] = None) -> torch.Tensor:
+    """y = x W^T + b (torch.nn.Linear). act: optional activation rounding (see Weights.act)."""
+    if act is not None:
+        x = act(x)
     y = x @ w.T
     return y + b if b is not None else y
 
@@ -238,12 +277,12 @@ def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch
     n_q = cfg.n_head * cfg.head_dim
     n_kv = cfg.n_head_kv * cfg.head_dim
     if W.has(p + "attn_qkv.weight"):
-        qkv = linear(x, W[p + "attn_qkv.weight"], W.get(p + "attn_qkv.bias"))
+        qkv = linear(x, W[p + "attn_qkv.weight"], W.get(p + "attn_qkv.bias"), W.act(p + "attn_qkv.weight"))
         q, k, v = qkv.split([n_q, n_kv, n_kv], dim=-1)
     else:
-        q = linear(x, W[p + "attn_q.weight"], W.get(p + "attn_q.bias"))
-        k = linear(x, W[p + "attn_k.weight"], W.get(p + "attn_k.bias"))
-        v = linear(x, W[p + "attn_v.weight"], W.get(p + "attn_v.bias"))
+        q = linear(x, W[p + "attn_q.weight"], W.get(p + "attn_q.bias"), W.act(p + "attn_q.weight"))
+        k = linear(x, W[p + "attn_k.weight"], W.get(p + "attn_k.bias"), W.act(p + "attn_k.weight"))
+        v = linear(x, W[p + "attn_v.weight"], W.get(p + "attn_v.bias"), W.act(p + "attn_v.weight"))
 
     if cfg.qk_norm_kind == "whole":            # olmoe: over the whole projection vector
         q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
@@ -266,12 +305,19 @@ def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch
     scores = scores.masked_fill(~causal, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     ctx = torch.einsum("hts,shd->thd", probs, v).reshape(T, n_q)
-    return linear(ctx, W[p + "attn_output.weight"], W.get(p + "attn_output.bias"))
+    return linear(ctx, W[p + "attn_output.weight"], W.get(p + "attn_output.bias"), W.act(p + "attn_output.weight"))
 
 
-def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
-    """down(silu(gate x) * up x)."""
-    return linear(torch.nn.functional.silu(linear(x, gate)) * linear(x, up), down)
+def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor,
+               acts=(None, None, None)) -> torch.Tensor:
+    """down(silu(gate x) * up x).  acts: activation rounding per matmul (gate, up, down)."""
+    g = linear(x, gate, act=acts[0])
+    u = linear(x, up, act=acts[1])
+    return linear(torch.nn.functional.silu(g) * u, down, act=acts[2])
+
+
+def ffn_acts(W: "Weights", prefix: str, suffix: str):
+    return tuple(W.act(f"{prefix}ffn_{w}{suffix}") for w in ("gate", "up", "down"))
 
 
 def topk_lowest_index_ties(p: torch.Tensor, k: int) -> List[int]:
@@ -290,11 +336,12 @@ class RoutingInfo:
 def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
     """x: (T, n_embd) normalised. Returns (out, RoutingInfo)."""
     p = f"blk.{L}."
-    router_logits = linear(x, W[p + "ffn_gate_inp.weight"])      # (T, n_expert)
+    router_logits = linear(x, W[p + "ffn_gate_inp.weight"], act=W.act(p + "ffn_gate_inp.weight"))      # (T, n_expert)
     router_probs = torch.softmax(router_logits, dim=-1)
     gate_e = W.experts(L, "gate")
     up_e = W.experts(L, "up")
     down_e = W.experts(L, "down")
+    exp_acts = ffn_acts(W, p, "_exps.weight")
 
     out = torch.zeros_like(x)
     info = RoutingInfo([], [], [])
@@ -305,7 +352,7 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
             w = w / w.sum()
         w = w * cfg.expert_weights_scale
         for e, we in zip(sel, w):
-            out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e])
+            out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e], exp_acts)
         rest = [router_probs[t, e].item() for e in range(cfg.n_expert) if e not in sel]
         info.experts.append(sel)
         info.weights.append(w.tolist())
@@ -313,9 +360,10 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
 
     if cfg.shared_kind is not None and W.has(p + "ffn_gate_shexp.weight"):
         shared = swiglu_ffn(x, W[p + "ffn_gate_shexp.weight"], W[p + "ffn_up_shexp.weight"],
-                            W[p + "ffn_down_shexp.weight"])
+                            W[p + "ffn_down_shexp.weight"], ffn_acts(W, p, "_shexp.weight"))
         if cfg.shared_kind == "sigmoid":           # qwen2moe
-            g = torch.sigmoid(x @ W[p + "ffn_gate_inp_shexp.weight"].reshape(-1))  # (T,)
+            gate_w = W[p + "ffn_gate_inp_shexp.weight"].reshape(1, -1)                # (1, n_embd)
+            g = torch.sigmoid(linear(x, gate_w, act=W.act(p + "ffn_gate_inp_shexp.weight")))[..., 0]
             shared = shared * g[:, None]
         out = out + shared
     return out, info
@@ -323,7 +371,8 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
 
 def dense_ffn(W: Weights, L: int, x: torch.Tensor) -> torch.Tensor:
     p = f"blk.{L}."
-    return swiglu_ffn(x, W[p + "ffn_gate.weight"], W[p + "ffn_up.weight"], W[p + "ffn_down.weight"])
+    return swiglu_ffn(x, W[p + "ffn_gate.weight"], W[p + "ffn_up.weight"], W[p + "ffn_down.weight"],
+                      ffn_acts(W, p, ".weight"))
 
 
 def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, positions: torch.Tensor):
@@ -340,10 +389,10 @@ def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, position
 
 
 class MoEReference:
-    def __init__(self, path: str, dtype: torch.dtype = torch.float64):
+    def __init__(self, path: str, dtype: torch.dtype = torch.float64, act_round: bool = False):
         self.reader = GGUFReader(path)
         self.cfg = config_from_gguf(self.reader)
-        self.W = Weights(self.reader, dtype)
+        self.W = Weights(self.reader, dtype, act_round)
         self.dtype = dtype
 
     def forward(self, tokens: List[int], dump_hidden: bool = False):
@@ -364,8 +413,8 @@ class MoEReference:
             if dump_hidden:
                 hidden.append(h.clone())
         h = rms_norm(h, W["output_norm.weight"], cfg.eps)
-        out_w = W["output.weight"] if W.has("output.weight") else W["token_embd.weight"]
-        logits = linear(h, out_w)
+        out_name = "output.weight" if W.has("output.weight") else "token_embd.weight"
+        logits = linear(h, W[out_name], act=W.act(out_name))
         return {
             "logits": logits.to(torch.float64).numpy(),
             "hidden": [x.to(torch.float64).numpy() for x in hidden],
@@ -380,8 +429,10 @@ def main():
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--dump-hidden", metavar="NPZ", help="write per-layer hidden states (+logits) to NPZ")
     ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--act-round", action="store_true",
+                    help="emulate ggml-style activation conversion before each matmul (diagnostic only)")
     a = ap.parse_args()
-    ref = MoEReference(a.model, torch.float64 if a.dtype == "float64" else torch.float32)
+    ref = MoEReference(a.model, torch.float64 if a.dtype == "float64" else torch.float32, a.act_round)
     for w in ref.cfg.warnings:
         print("warning:", w, file=sys.stderr)
     res = ref.forward(a.tokens, dump_hidden=bool(a.dump_hidden))
