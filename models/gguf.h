@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -24,6 +25,9 @@ inline constexpr uint32_t kVersion = 3;
 inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr size_t kMaxTensorNameBytes = 64;
 inline constexpr uint32_t kMaxDims = 4;
+// Reader limits (not in the spec; they bound what a hostile file can make us do).
+inline constexpr uint32_t kMaxArrayDepth = 8;               // nested metadata arrays
+inline constexpr uint64_t kMaxMetadataElements = 1ull << 26;  // array elements, all keys together
 
 class GgufError : public std::runtime_error {
  public:
@@ -68,6 +72,15 @@ struct Value {
   std::optional<bool> asBool() const;
   const std::string* asString() const;
   const std::vector<Value>* asArray() const;
+
+  // Builders that store the value in the variant member the type implies
+  // (unsigned types -> uint64_t, signed -> int64_t, F32/F64 -> double).
+  static Value ofUint(ValueType t, uint64_t v);   // U8, U16, U32, U64
+  static Value ofInt(ValueType t, int64_t v);     // I8, I16, I32, I64
+  static Value ofFloat(ValueType t, double v);    // F32, F64
+  static Value ofBool(bool v);
+  static Value ofString(std::string v);
+  static Value ofArray(ValueType element_type, std::vector<Value> elements);
 };
 
 struct KeyValue {
@@ -136,6 +149,7 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<KeyValue> kv_;
   std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;  // name -> index in tensors_
 };
 
 // Builds a GGUF v3 file: metadata in insertion order, tensors laid out at
@@ -163,6 +177,10 @@ class GgufWriter {
   // so multi-GB files (full-size presets) never sit in memory whole.
   void addTensorGenerated(std::string name, std::vector<uint64_t> dims, TensorType type,
                           std::function<void(std::span<uint8_t> dst)> fill);
+
+  // Bytes of the data section (tensors at their aligned offsets): the bulk of
+  // the file, known before anything is written (disk-space checks).
+  uint64_t dataSectionBytes() const;
 
   std::vector<uint8_t> toBytes() const;
   // Writes to path + ".tmp" and renames, so a crash never leaves a half file.

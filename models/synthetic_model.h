@@ -54,6 +54,8 @@ SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid
 // Builds the writer for a spec (tensors filled lazily while writing).
 gguf::GgufWriter buildModel(const SyntheticSpec& spec);
 void writeModel(const SyntheticSpec& spec, const std::string& path);
+// Tensor bytes of the file writeModel would write (metadata adds a few MB at most).
+uint64_t plannedFileBytes(const SyntheticSpec& spec);
 // The demo model's GGUF bytes, generated in memory (deterministic).
 std::vector<uint8_t> demoModelBytes();
 

@@ -1,0 +1,138 @@
+// generate and chat: stream text from the model to the terminal.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "app/cli/commands.h"
+#include "app/cli/model_options.h"
+#include "inference/tokenizer/chat_template.h"
+
+namespace moe::cli {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void onInterrupt(int) { g_cancel.store(true); }
+
+// Ctrl-C stops the current reply instead of killing the process.
+void installInterruptHandler() {
+  g_cancel.store(false);
+  std::signal(SIGINT, onInterrupt);
+}
+
+void printText(std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+void printStats(const GenerationStats& st) {
+  std::fprintf(stderr,
+               "\n\nprefill: %d tokens (%d reused from cache) in %.3f s = %.1f tok/s; TTFT %.3f s\n"
+               "decode:  %d tokens in %.3f s = %.1f tok/s; stopped: %s\n",
+               st.prompt_tokens, st.reused_tokens, st.prefill_seconds, st.prefillTokensPerSecond(),
+               st.ttft_seconds, st.decode_steps, st.decode_seconds, st.decodeTokensPerSecond(),
+               stopReasonName(st.reason));
+}
+
+std::set<std::string> generateValueOptions() {
+  auto v = modelValueOptions();
+  auto s = samplingValueOptions();
+  v.insert(s.begin(), s.end());
+  v.insert({"--prompt", "--max-tokens", "--stop", "--system"});
+  return v;
+}
+
+std::set<std::string> generateFlags() {
+  auto f = modelFlags();
+  f.insert({"--chat", "--ignore-eos"});
+  return f;
+}
+
+const std::map<std::string, std::string> kAliases = {{"-p", "--prompt"}, {"-n", "--max-tokens"}};
+
+GenerationParams generationParams(const Args& args, const EngineSession& session) {
+  GenerationParams p;
+  p.max_tokens = args.intOr("--max-tokens", 256);
+  if (p.max_tokens < 1) throw UsageError("--max-tokens must be >= 1");
+  p.sampler = samplerParams(args);
+  p.stop_strings = args.values("--stop");
+  // Random weights reach the end token by chance: the demo runs to the limit.
+  p.stop_at_end_token = !(args.flag("--ignore-eos") || session.isDemo());
+  return p;
+}
+
+}  // namespace
+
+int runGenerate(const std::vector<std::string>& argv) {
+  const Args args(argv, generateValueOptions(), generateFlags(), kAliases);
+  const std::string prompt = args.valueOr("--prompt", "Once upon a time");
+  if (prompt.empty()) throw UsageError("empty prompt: give some text with -p");
+  EngineSession session(sessionOptions(args));
+  auto& model = session.model();
+  announceModel(session, model);
+  GenerationParams params = generationParams(args, session);
+
+  std::string text = prompt;
+  bool special = false;
+  if (args.flag("--chat")) {
+    std::vector<ChatMessage> msgs;
+    if (auto sys = args.value("--system")) msgs.push_back({"system", *sys});
+    msgs.push_back({"user", prompt});
+    text = applyChatTemplate(model.chatFamily(), msgs, true);
+    special = true;
+    for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
+  }
+  const auto& tok = model.tokenizer();
+  const auto ids = tok.encode(text, tok.addBosDefault(), special);
+  installInterruptHandler();
+  if (!args.flag("--chat")) printText(prompt);
+  const auto st = session.generator().generate(ids, params, printText, &g_cancel);
+  printStats(st);
+  return st.reason == StopReason::Cancelled ? 130 : 0;
+}
+
+int runChat(const std::vector<std::string>& argv) {
+  const Args args(argv, generateValueOptions(), generateFlags(), kAliases);
+  EngineSession session(sessionOptions(args));
+  auto& model = session.model();
+  announceModel(session, model);
+  GenerationParams params = generationParams(args, session);
+  for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
+  const auto& tok = model.tokenizer();
+
+  std::vector<ChatMessage> history;
+  if (auto sys = args.value("--system")) history.push_back({"system", *sys});
+  std::fprintf(stderr, "chat template: %s. Type a message; /reset clears the chat, /exit or EOF quits.\n",
+               chatFamilyName(model.chatFamily()));
+  std::string line;
+  for (;;) {
+    std::fprintf(stderr, "\n> ");
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      history.resize(args.value("--system") ? 1 : 0);
+      session.generator().reset();
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back({"user", line});
+    const auto ids = tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
+    std::string reply;
+    installInterruptHandler();
+    GenerationStats st;
+    try {
+      st = session.generator().generate(ids, params, [&](std::string_view s) {
+        reply += s;
+        printText(s);
+      }, &g_cancel);
+    } catch (const std::length_error& e) {
+      std::fprintf(stderr, "%s\nThe conversation no longer fits the context: /reset to start over.\n", e.what());
+      history.pop_back();
+      continue;
+    }
+    history.push_back({"assistant", reply});
+    printStats(st);
+  }
+  return 0;
+}
+
+}  // namespace moe::cli

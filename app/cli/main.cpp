@@ -1,0 +1,62 @@
+// moechat-cli: the moechat engine without a window.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+
+namespace {
+
+const char* kUsage = R"(usage: moechat-cli COMMAND [options]
+
+commands:
+  info (FILE | --demo) [--vram GB] [--ctx N]
+      architecture, sizes, expert bytes, and what fits a VRAM budget
+  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling]
+      stream a completion to stdout; tokens/s at the end (stderr)
+  chat (FILE | --demo) [--system TEXT] [-n N] [sampling]
+      interactive chat on stdin/stdout with the model's chat template
+  logits (FILE | --demo) --tokens 1,2,3
+      raw logits of every position, one line per position
+  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
+      write a synthetic GGUF MoE model (random weights)
+
+model options:  --ctx N (context, default 2048)  --threads N
+sampling:       --temp T (0 = greedy)  --top-k K  --top-p P  --min-p P
+                --repeat-penalty R  --repeat-last-n N  --seed S
+The demo model (--demo) is built into the program: random weights, it shows
+the machinery, not language. Real models: see README.md.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (command == "info") return moe::cli::runInfo(args);
+    if (command == "generate") return moe::cli::runGenerate(args);
+    if (command == "chat") return moe::cli::runChat(args);
+    if (command == "logits") return moe::cli::runLogits(args);
+    if (command == "gen-model") return moe::cli::runGenModel(args);
+    std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const moe::cli::UsageError& e) {
+    std::fprintf(stderr, "moechat-cli %s: %s\n(see moechat-cli --help)\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "moechat-cli %s: out of memory\n", command.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moechat-cli %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,49 @@
+#include "app/cli/model_options.h"
+
+#include <cstdio>
+
+namespace moe::cli {
+
+std::set<std::string> modelValueOptions() { return {"--ctx", "--threads"}; }
+std::set<std::string> modelFlags() { return {"--demo"}; }
+std::set<std::string> samplingValueOptions() {
+  return {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed"};
+}
+
+SessionOptions sessionOptions(const Args& args) {
+  SessionOptions o;
+  o.demo = args.flag("--demo");
+  if (!o.demo) {
+    if (args.positionals().empty()) throw UsageError("no model given: pass a GGUF file or --demo");
+    o.model_path = args.positionals().front();
+  } else if (!args.positionals().empty()) {
+    throw UsageError("--demo and a model file '" + args.positionals().front() + "' are exclusive");
+  }
+  o.n_ctx = args.intOr("--ctx", 2048);
+  if (o.n_ctx < 16) throw UsageError("--ctx must be at least 16");
+  o.threads = args.intOr("--threads", 0);
+  return o;
+}
+
+SamplerParams samplerParams(const Args& args) {
+  SamplerParams p;
+  p.temperature = static_cast<float>(args.doubleOr("--temp", p.temperature));
+  p.top_k = args.intOr("--top-k", p.top_k);
+  p.top_p = static_cast<float>(args.doubleOr("--top-p", p.top_p));
+  p.min_p = static_cast<float>(args.doubleOr("--min-p", p.min_p));
+  p.repeat_penalty = static_cast<float>(args.doubleOr("--repeat-penalty", p.repeat_penalty));
+  p.repeat_last_n = args.intOr("--repeat-last-n", p.repeat_last_n);
+  p.seed = static_cast<uint64_t>(args.doubleOr("--seed", 42));
+  if (p.repeat_penalty <= 0) throw UsageError("--repeat-penalty must be > 0");
+  return p;
+}
+
+void announceModel(const EngineSession& session, Model& model) {
+  const auto& c = model.config();
+  std::fprintf(stderr, "model: %s (%s, %d layers, %d experts, %d used per token)\n",
+               c.model_name.empty() ? "(unnamed)" : c.model_name.c_str(), c.arch_name.c_str(),
+               c.n_layer, c.n_expert, c.n_expert_used);
+  if (session.isDemo() || model.isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
+}
+
+}  // namespace moe::cli

@@ -1,0 +1,24 @@
+// Options every model-using command shares: the model (FILE or --demo),
+// context, threads, and sampling.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/core/engine_session.h"
+#include "inference/sampler.h"
+
+namespace moe::cli {
+
+// Options that take a value / flags, for Args.
+std::set<std::string> modelValueOptions();
+std::set<std::string> modelFlags();
+std::set<std::string> samplingValueOptions();
+
+SessionOptions sessionOptions(const Args& args);
+SamplerParams samplerParams(const Args& args);
+// Prints the demo notice (stderr) when the demo model is in use.
+void announceModel(const EngineSession& session, class Model& model);
+
+}  // namespace moe::cli

@@ -1,0 +1,113 @@
+#include "inference/generator.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "inference/text_stream.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* stopReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::Length: return "length";
+    case StopReason::EndToken: return "end-token";
+    case StopReason::StopString: return "stop-string";
+    case StopReason::Cancelled: return "cancelled";
+    case StopReason::ContextFull: return "context-full";
+  }
+  return "?";
+}
+
+double GenerationStats::prefillTokensPerSecond() const {
+  const int n = prompt_tokens - reused_tokens;
+  return prefill_seconds > 0 ? n / prefill_seconds : 0.0;
+}
+
+double GenerationStats::decodeTokensPerSecond() const {
+  return decode_seconds > 0 ? decode_steps / decode_seconds : 0.0;
+}
+
+Generator::Generator(const Model& model, Transformer& transformer) : model_(model), tf_(transformer) {}
+
+void Generator::reset() {
+  cached_.clear();
+  tf_.truncate(0);
+}
+
+GenerationStats Generator::generate(std::span<const int32_t> prompt, const GenerationParams& params,
+                                    const std::function<void(std::string_view)>& on_text,
+                                    const std::atomic<bool>* cancel) {
+  if (prompt.empty()) throw std::invalid_argument("empty prompt: nothing to generate from");
+  if (static_cast<int>(prompt.size()) >= tf_.nCtx())
+    throw std::length_error("prompt has " + std::to_string(prompt.size()) +
+                            " tokens; the context holds " + std::to_string(tf_.nCtx()) +
+                            " (leave room for the reply, or raise --ctx)");
+  GenerationStats st;
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  tf_.setCancelFlag(cancel);
+
+  // Keep the cached prefix this prompt shares with the last one (a chat's history);
+  // at least one token must run to produce logits.
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
+  if (keep == prompt.size()) --keep;
+  tf_.truncate(static_cast<int>(keep));
+  cached_.resize(keep);
+  st.reused_tokens = static_cast<int>(keep);
+
+  const auto t0 = Clock::now();
+  std::vector<float> logits;
+  try {
+    tf_.forward(prompt.subspan(keep), logits);
+  } catch (const Cancelled&) {
+    st.reason = StopReason::Cancelled;
+    st.prefill_seconds = secondsSince(t0);
+    return st;
+  }
+  cached_.insert(cached_.end(), prompt.begin() + keep, prompt.end());
+  st.prefill_seconds = secondsSince(t0);
+
+  Sampler sampler(params.sampler);
+  TextStream text(params.stop_strings);
+  const auto& tok = model_.tokenizer();
+  Clock::time_point decode_start;
+  for (;;) {
+    const int32_t next = sampler.sample(logits, cached_);
+    if (st.generated_tokens == 0) {
+      st.ttft_seconds = secondsSince(t0);
+      decode_start = Clock::now();
+    }
+    ++st.generated_tokens;
+    if (params.stop_at_end_token && tok.isEndOfGeneration(next)) {
+      st.reason = StopReason::EndToken;
+      break;
+    }
+    if (auto out = text.push(tok.tokenBytes(next)); !out.empty() && on_text) on_text(out);
+    if (text.stopped()) { st.reason = StopReason::StopString; break; }
+    if (st.generated_tokens >= params.max_tokens) { st.reason = StopReason::Length; break; }
+    if (cancel && cancel->load()) { st.reason = StopReason::Cancelled; break; }
+    if (tf_.nPast() >= tf_.nCtx()) { st.reason = StopReason::ContextFull; break; }
+    try {
+      const int32_t one[1] = {next};
+      tf_.forward(one, logits);
+    } catch (const Cancelled&) {
+      st.reason = StopReason::Cancelled;
+      break;
+    }
+    cached_.push_back(next);
+    ++st.decode_steps;
+  }
+  if (st.generated_tokens > 0) st.decode_seconds = secondsSince(decode_start);
+  if (auto rest = text.finish(); !rest.empty() && on_text && !text.stopped()) on_text(rest);
+  return st;
+}
+
+}  // namespace moe

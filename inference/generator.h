@@ -1,0 +1,64 @@
+// The generation loop: prefill the prompt in one batch (reusing the cached
+// prefix of the conversation), then decode token by token with the sampler,
+// streaming text, until a limit, an end token, a stop string or a cancel.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inference/model.h"
+#include "inference/sampler.h"
+#include "inference/transformer.h"
+
+namespace moe {
+
+struct GenerationParams {
+  int max_tokens = 256;
+  SamplerParams sampler;
+  std::vector<std::string> stop_strings;
+  bool stop_at_end_token = true;  // off: the demo bench generates exactly max_tokens
+};
+
+enum class StopReason { Length, EndToken, StopString, Cancelled, ContextFull };
+const char* stopReasonName(StopReason r);
+
+struct GenerationStats {
+  int prompt_tokens = 0;     // tokens of the prompt
+  int reused_tokens = 0;     // of those, already in the KV cache
+  int generated_tokens = 0;  // tokens sampled
+  int decode_steps = 0;      // single-token forward passes
+  double prefill_seconds = 0;  // prompt forward pass
+  double decode_seconds = 0;   // all decode steps
+  double ttft_seconds = 0;     // start to first sampled token
+  StopReason reason = StopReason::Length;
+
+  double prefillTokensPerSecond() const;  // prefilled (not reused) tokens / prefill time
+  double decodeTokensPerSecond() const;   // decode steps / decode time
+};
+
+class Generator {
+ public:
+  Generator(const Model& model, Transformer& transformer);
+
+  // Throws std::invalid_argument for an empty prompt and std::length_error when
+  // the prompt does not fit the context. on_text gets displayable UTF-8 pieces.
+  GenerationStats generate(std::span<const int32_t> prompt, const GenerationParams& params,
+                           const std::function<void(std::string_view)>& on_text,
+                           const std::atomic<bool>* cancel = nullptr);
+
+  // Token ids the KV cache currently holds (prompt + generated, in order).
+  const std::vector<int32_t>& cachedTokens() const { return cached_; }
+  void reset();
+
+ private:
+  const Model& model_;
+  Transformer& tf_;
+  std::vector<int32_t> cached_;
+};
+
+}  // namespace moe

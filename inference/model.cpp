@@ -1,0 +1,261 @@
+#include "inference/model.h"
+
+#include <string>
+
+#include "models/quant.h"
+
+namespace moe {
+namespace {
+
+std::string dimsText(const gguf::TensorInfo& t) {
+  std::string s = "{";
+  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
+  return s + "}";
+}
+
+std::string expectText(const std::vector<uint64_t>& dims) {
+  std::string s = "{";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "}";
+}
+
+}  // namespace
+
+// Looks tensors up by name, checks their shapes and types against the config,
+// and turns them into views / backend vectors.
+class Model::Loader {
+ public:
+  explicit Loader(Model& m) : m_(m), f_(m.file_), c_(m.config_) {}
+
+  void run() {
+    auto& w = m_.weights_;
+    const uint64_t E = c_.n_embd;
+    w.token_embd = matrix("token_embd.weight", {E, 0});
+    if (c_.n_vocab == 0) c_.n_vocab = static_cast<int>(w.token_embd.rows);
+    if (w.token_embd.rows != c_.n_vocab)
+      throw ModelError("token_embd.weight has " + std::to_string(w.token_embd.rows) +
+                       " rows but the vocabulary has " + std::to_string(c_.n_vocab) + " tokens");
+    w.output_norm = vector("output_norm.weight", E);
+    if (f_.findTensor("output.weight")) {
+      w.output = matrix("output.weight", {E, uint64_t(c_.n_vocab)});
+    } else {
+      w.output = w.token_embd;  // tied output projection (GGUF-NOTES.md)
+      w.output_tied = true;
+    }
+    m_.host_experts_.resize(c_.n_layer);
+    for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(layer(il));
+    m_.sizes_.other_bytes = countedBytes_;
+  }
+
+ private:
+  std::string blk(int il, const char* name) const {
+    return "blk." + std::to_string(il) + "." + name;
+  }
+
+  const gguf::TensorInfo& find(const std::string& name) const {
+    const auto* t = f_.findTensor(name);
+    if (!t) throw ModelError("model file lacks tensor '" + name + "' required by " + c_.arch_name);
+    return *t;
+  }
+
+  // A 2-D weight with dims {cols, rows}; a 0 in `want` means "any".
+  WeightView matrix(const std::string& name, std::vector<uint64_t> want) {
+    return view(find(name), want);
+  }
+  WeightView optionalMatrix(const std::string& name, std::vector<uint64_t> want) {
+    const auto* t = f_.findTensor(name);
+    return t ? view(*t, want) : WeightView{};
+  }
+
+  WeightView view(const gguf::TensorInfo& t, const std::vector<uint64_t>& want) {
+    checkDims(t, want);
+    checkComputable(t);
+    countedBytes_ += t.nbytes;
+    WeightView v;
+    v.type = t.type;
+    v.data = f_.tensorData(t).data();
+    v.cols = static_cast<int64_t>(t.ne(0));
+    v.rows = static_cast<int64_t>(t.nElements() / t.ne(0));
+    v.row_bytes = t.rowBytes();
+    return m_.backend_.prepareWeight(v);
+  }
+
+  void checkDims(const gguf::TensorInfo& t, const std::vector<uint64_t>& want) const {
+    bool ok = t.dims.size() == want.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] == 0 || want[i] == t.dims[i];
+    if (!ok)
+      throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected " +
+                       expectText(want) + " for this " + c_.arch_name + " configuration");
+  }
+
+  void checkComputable(const gguf::TensorInfo& t) const {
+    if (!quant::isComputeSupported(t.type))
+      throw ModelError("tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
+                       ", which moechat cannot compute yet (supported: F32, F16, BF16, Q8_0, Q4_0)");
+  }
+
+  // A 1-D tensor of `n` elements, converted to F32 in backend memory.
+  const float* vector(const std::string& name, uint64_t n) { return toBackend(find(name), n); }
+  const float* optionalVector(const std::string& name, uint64_t n) {
+    const auto* t = f_.findTensor(name);
+    return t ? toBackend(*t, n) : nullptr;
+  }
+
+  const float* toBackend(const gguf::TensorInfo& t, uint64_t n) {
+    if (t.nElements() != n || t.dims.size() != 1)
+      throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected {" +
+                       std::to_string(n) + "}");
+    checkComputable(t);
+    countedBytes_ += t.nbytes;
+    std::vector<float> host(n);
+    quant::dequantizeRow(t.type, f_.tensorData(t).data(), host.data(), static_cast<int64_t>(n));
+    float* dev = m_.backend_.allocFloats(n);
+    m_.backend_.fromHost(dev, host.data(), n);
+    m_.owned_vectors_.push_back(dev);
+    return dev;
+  }
+
+  LayerWeights layer(int il) {
+    LayerWeights L;
+    const uint64_t E = c_.n_embd, Q = c_.qWidth(), KV = c_.kvWidth();
+    L.attn_norm = vector(blk(il, "attn_norm.weight"), E);
+    attention(il, L);
+    L.ffn_norm = vector(blk(il, "ffn_norm.weight"), E);
+    if (c_.qk_norm == QkNorm::PerHead) {
+      L.q_norm = vector(blk(il, "attn_q_norm.weight"), c_.head_dim);
+      L.k_norm = vector(blk(il, "attn_k_norm.weight"), c_.head_dim);
+    } else if (c_.qk_norm == QkNorm::Whole) {
+      L.q_norm = vector(blk(il, "attn_q_norm.weight"), Q);
+      L.k_norm = vector(blk(il, "attn_k_norm.weight"), KV);
+    }
+    if (!c_.isMoeLayer(il)) {
+      const uint64_t F = c_.n_ff;
+      L.ffn_gate = matrix(blk(il, "ffn_gate.weight"), {E, F});
+      L.ffn_up = matrix(blk(il, "ffn_up.weight"), {E, F});
+      L.ffn_down = matrix(blk(il, "ffn_down.weight"), {F, E});
+      return L;
+    }
+    L.router = matrix(blk(il, "ffn_gate_inp.weight"), {E, uint64_t(c_.n_expert)});
+    if (c_.n_ff_shexp > 0) {
+      const uint64_t S = c_.n_ff_shexp;
+      L.shexp_gate = matrix(blk(il, "ffn_gate_shexp.weight"), {E, S});
+      L.shexp_up = matrix(blk(il, "ffn_up_shexp.weight"), {E, S});
+      L.shexp_down = matrix(blk(il, "ffn_down_shexp.weight"), {S, E});
+      if (c_.shared_expert_gated) L.shexp_router = matrix(blk(il, "ffn_gate_inp_shexp.weight"), {E});
+    }
+    experts(il);
+    return L;
+  }
+
+  // q/k/v as three tensors or one fused attn_qkv (rows q, then k, then v).
+  void attention(int il, LayerWeights& L) {
+    const uint64_t E = c_.n_embd, Q = c_.qWidth(), KV = c_.kvWidth();
+    if (const auto* fused = f_.findTensor(blk(il, "attn_qkv.weight"))) {
+      WeightView qkv = view(*fused, {E, Q + 2 * KV});
+      L.wq = rowSlice(qkv, 0, Q);
+      L.wk = rowSlice(qkv, Q, KV);
+      L.wv = rowSlice(qkv, Q + KV, KV);
+      if (const float* b = optionalVector(blk(il, "attn_qkv.bias"), Q + 2 * KV)) {
+        L.bq = b;
+        L.bk = b + Q;
+        L.bv = b + Q + KV;
+      }
+    } else {
+      L.wq = matrix(blk(il, "attn_q.weight"), {E, Q});
+      L.wk = matrix(blk(il, "attn_k.weight"), {E, KV});
+      L.wv = matrix(blk(il, "attn_v.weight"), {E, KV});
+      L.bq = optionalVector(blk(il, "attn_q.bias"), Q);
+      L.bk = optionalVector(blk(il, "attn_k.bias"), KV);
+      L.bv = optionalVector(blk(il, "attn_v.bias"), KV);
+    }
+    L.wo = matrix(blk(il, "attn_output.weight"), {Q, E});
+  }
+
+  static WeightView rowSlice(const WeightView& w, uint64_t first, uint64_t count) {
+    WeightView s = w;
+    s.data = w.data + first * w.row_bytes;
+    s.rows = static_cast<int64_t>(count);
+    return s;
+  }
+
+  // Routed experts: stacked 3-D tensors {in, out, n_expert} (expert e = byte range
+  // [e*nb2, (e+1)*nb2)), or very old Mixtral files' one 2-D tensor per expert.
+  void experts(int il) {
+    const uint64_t E = c_.n_embd, F = c_.n_ff_exp, N = c_.n_expert;
+    auto& table = m_.host_experts_[il];
+    table.resize(N);
+    if (f_.findTensor(blk(il, "ffn_gate_exps.weight"))) {
+      const char* names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+      const std::vector<uint64_t> shapes[3] = {{E, F, N}, {E, F, N}, {F, E, N}};
+      for (int m = 0; m < 3; ++m) {
+        const auto& t = find(blk(il, names[m]));
+        checkDims(t, shapes[m]);
+        checkComputable(t);
+        const auto data = f_.tensorData(t);
+        const uint64_t per_expert = t.nbytes / N;
+        for (uint64_t e = 0; e < N; ++e) {
+          WeightView v;
+          v.type = t.type;
+          v.data = data.data() + e * per_expert;
+          v.cols = static_cast<int64_t>(t.dims[0]);
+          v.rows = static_cast<int64_t>(t.dims[1]);
+          v.row_bytes = t.rowBytes();
+          (m == 0 ? table[e].gate : m == 1 ? table[e].up : table[e].down) = v;
+        }
+        m_.sizes_.routed_expert_bytes += t.nbytes;
+      }
+    } else {
+      for (uint64_t e = 0; e < N; ++e) {
+        const std::string idx = "." + std::to_string(e) + ".weight";
+        table[e].gate = hostMatrix(blk(il, ("ffn_gate" + idx).c_str()), {E, F});
+        table[e].up = hostMatrix(blk(il, ("ffn_up" + idx).c_str()), {E, F});
+        table[e].down = hostMatrix(blk(il, ("ffn_down" + idx).c_str()), {F, E});
+      }
+    }
+    m_.sizes_.expert_bytes = table[0].gate.bytes() + table[0].up.bytes() + table[0].down.bytes();
+    m_.sizes_.moe_layers++;
+  }
+
+  // An expert matrix stays in the file (host memory): the expert source owns where it goes.
+  WeightView hostMatrix(const std::string& name, std::vector<uint64_t> want) {
+    const auto& t = find(name);
+    checkDims(t, want);
+    checkComputable(t);
+    m_.sizes_.routed_expert_bytes += t.nbytes;
+    WeightView v;
+    v.type = t.type;
+    v.data = f_.tensorData(t).data();
+    v.cols = static_cast<int64_t>(t.dims[0]);
+    v.rows = static_cast<int64_t>(t.dims[1]);
+    v.row_bytes = t.rowBytes();
+    return v;
+  }
+
+  Model& m_;
+  const gguf::GgufFile& f_;
+  ModelConfig& c_;
+  uint64_t countedBytes_ = 0;
+};
+
+Model::Model(gguf::GgufFile file, Backend& backend) : file_(std::move(file)), backend_(backend) {}
+
+Model::~Model() {
+  for (float* p : owned_vectors_) backend_.freeFloats(p);
+}
+
+std::unique_ptr<Model> Model::load(gguf::GgufFile file, Backend& backend) {
+  std::unique_ptr<Model> m(new Model(std::move(file), backend));
+  m->config_ = ModelConfig::fromGguf(m->file_);
+  m->tokenizer_ = Tokenizer::fromGguf(m->file_);
+  if (m->config_.n_vocab != 0 && m->tokenizer_->vocabSize() != m->config_.n_vocab)
+    throw ModelError("tokenizer size mismatch");
+  Loader(*m).run();
+  m->chat_family_ = chatFamilyFor(m->file_);
+  return m;
+}
+
+bool Model::isSynthetic() const {
+  return file_.getBool("moechat.synthetic").value_or(false);
+}
+
+}  // namespace moe

@@ -1,0 +1,94 @@
+// A loaded model: its config, the non-expert weights (prepared for a backend),
+// the table of every routed expert's matrices in the file, and the tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/expert_source.h"
+#include "inference/model_config.h"
+#include "inference/tokenizer/chat_template.h"
+#include "inference/tokenizer/tokenizer.h"
+#include "models/gguf.h"
+
+namespace moe {
+
+// Weights of one transformer block. Views are prepared for the backend; vectors
+// (norms, biases) are F32 in backend memory. Optional parts are empty / nullptr.
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightView wq;                     // rows q_width, cols n_embd
+  WeightView wk, wv;                 // rows kv_width, cols n_embd
+  WeightView wo;                     // rows n_embd, cols q_width
+  const float* bq = nullptr;         // [q_width] (Qwen2-family files)
+  const float* bk = nullptr;         // [kv_width]
+  const float* bv = nullptr;         // [kv_width]
+  const float* q_norm = nullptr;     // [head_dim] (PerHead) or [q_width] (Whole)
+  const float* k_norm = nullptr;     // [head_dim] (PerHead) or [kv_width] (Whole)
+  const float* ffn_norm = nullptr;   // [n_embd]
+
+  // Dense FFN (deepseek's leading layers).
+  WeightView ffn_gate, ffn_up;  // rows n_ff, cols n_embd
+  WeightView ffn_down;          // rows n_embd, cols n_ff
+
+  // MoE: the router; routed experts are reached through an ExpertSource.
+  WeightView router;  // rows n_expert, cols n_embd
+  WeightView shexp_gate, shexp_up;  // rows n_ff_shexp, cols n_embd
+  WeightView shexp_down;            // rows n_embd, cols n_ff_shexp
+  WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
+};
+
+struct ModelWeights {
+  WeightView token_embd;               // rows n_vocab, cols n_embd
+  const float* output_norm = nullptr;  // [n_embd]
+  WeightView output;                   // rows n_vocab, cols n_embd (token_embd when tied)
+  bool output_tied = false;
+  std::vector<LayerWeights> layers;
+};
+
+// Sizes that the CLI, the fit estimate and the offload engine report.
+struct ModelSizes {
+  uint64_t expert_bytes = 0;        // one routed expert: gate + up + down
+  uint64_t routed_expert_bytes = 0; // all routed experts of all layers
+  uint64_t other_bytes = 0;         // everything else (stays resident)
+  int moe_layers = 0;
+};
+
+class Model {
+ public:
+  // Validates every tensor the config implies (names, shapes, types) and builds
+  // the tokenizer. Throws ModelError / TokenizerError with the reason.
+  static std::unique_ptr<Model> load(gguf::GgufFile file, Backend& backend);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  ChatFamily chatFamily() const { return chat_family_; }
+  const gguf::GgufFile& file() const { return file_; }
+  const ModelSizes& sizes() const { return sizes_; }
+  // Host views of every routed expert in the file: [n_layer][n_expert]
+  // (empty rows for dense layers). The resident expert source serves these.
+  const std::vector<std::vector<ExpertWeights>>& hostExperts() const { return host_experts_; }
+  // True for the demo/synthetic models whose weights are random.
+  bool isSynthetic() const;
+
+ private:
+  Model(gguf::GgufFile file, Backend& backend);
+  class Loader;
+
+  gguf::GgufFile file_;
+  Backend& backend_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  ModelSizes sizes_;
+  std::vector<std::vector<ExpertWeights>> host_experts_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatFamily chat_family_ = ChatFamily::ChatML;
+  std::vector<float*> owned_vectors_;  // backend allocations for norms and biases
+};
+
+}  // namespace moe

@@ -1,0 +1,174 @@
+#include "inference/model_config.h"
+
+#include <cmath>
+#include <string>
+
+namespace moe {
+namespace {
+
+struct ArchInfo {
+  const char* name;
+  Arch arch;
+  RopeStyle rope;          // GGUF-NOTES.md "Details real files carry": RoPE layout per arch
+  bool norm_topk_default;  // GGUF-NOTES.md MoE table: renormalise top-k weights
+};
+
+constexpr ArchInfo kArchs[] = {
+    {"llama", Arch::Llama, RopeStyle::Norm, true},
+    {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
+    {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true},
+    {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
+    {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},
+};
+
+const ArchInfo* findArch(const std::string& name) {
+  for (const auto& a : kArchs)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+std::string supportedArchList() {
+  std::string out;
+  for (const auto& a : kArchs) out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+// Reads `{arch}.suffix` as a positive int that fits; throws naming the key.
+class KeyReader {
+ public:
+  KeyReader(const gguf::GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+
+  int required(const std::string& suffix) const {
+    auto v = optional(suffix);
+    if (!v) throw ModelError("model file lacks required key '" + key(suffix) + "'");
+    return *v;
+  }
+  std::optional<int> optional(const std::string& suffix) const {
+    const std::string k = key(suffix);
+    std::optional<uint64_t> v;
+    try {
+      v = f_.getUint(k);
+    } catch (const gguf::GgufError& e) {
+      throw ModelError("key '" + k + "': " + e.what());
+    }
+    if (!v) return std::nullopt;
+    if (*v > (1u << 30)) throw ModelError("key '" + k + "' = " + std::to_string(*v) + " is implausibly large");
+    return static_cast<int>(*v);
+  }
+  std::optional<float> optionalFloat(const std::string& suffix) const {
+    try {
+      auto v = f_.getFloat(key(suffix));
+      if (v && !std::isfinite(*v)) throw ModelError("key '" + key(suffix) + "' is not finite");
+      return v ? std::optional<float>(static_cast<float>(*v)) : std::nullopt;
+    } catch (const gguf::GgufError& e) {
+      throw ModelError("key '" + key(suffix) + "': " + e.what());
+    }
+  }
+  std::optional<bool> optionalBool(const std::string& suffix) const {
+    try {
+      return f_.getBool(key(suffix));
+    } catch (const gguf::GgufError& e) {
+      throw ModelError("key '" + key(suffix) + "': " + e.what());
+    }
+  }
+  std::string key(const std::string& suffix) const { return arch_ + "." + suffix; }
+
+ private:
+  const gguf::GgufFile& f_;
+  std::string arch_;
+};
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw ModelError("invalid model configuration: " + what);
+}
+
+}  // namespace
+
+const char* archName(Arch a) {
+  for (const auto& info : kArchs)
+    if (info.arch == a) return info.name;
+  return "?";
+}
+
+ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
+  ModelConfig c;
+  auto arch = file.getString("general.architecture");
+  if (!arch) throw ModelError("model file lacks 'general.architecture'");
+  const ArchInfo* info = findArch(*arch);
+  if (!info)
+    throw ModelError("unsupported architecture '" + *arch + "' (supported: " + supportedArchList() + ")");
+  c.arch = info->arch;
+  c.arch_name = *arch;
+  c.model_name = file.getString("general.name").value_or("");
+  c.rope_style = info->rope;
+  c.norm_topk_weights = info->norm_topk_default;
+
+  const KeyReader k(file, *arch);
+  c.n_layer = k.required("block_count");
+  c.n_embd = k.required("embedding_length");
+  c.n_head = k.required("attention.head_count");
+  c.n_head_kv = k.optional("attention.head_count_kv").value_or(c.n_head);
+  c.n_ctx_train = k.optional("context_length").value_or(4096);
+  require(c.n_head > 0, "attention.head_count must be > 0");
+  c.head_dim = k.optional("attention.key_length").value_or(c.n_embd / c.n_head);
+  if (auto vlen = k.optional("attention.value_length"); vlen && *vlen != c.head_dim)
+    throw ModelError("attention.value_length " + std::to_string(*vlen) + " != key_length " +
+                     std::to_string(c.head_dim) + " is not supported");
+  c.n_rot = k.optional("rope.dimension_count").value_or(c.head_dim);
+  c.rms_eps = k.optionalFloat("attention.layer_norm_rms_epsilon").value_or(1e-5f);
+  c.rope_freq_base = k.optionalFloat("rope.freq_base").value_or(10000.0f);
+
+  c.n_ff = k.optional("feed_forward_length").value_or(0);
+  c.n_expert = k.optional("expert_count").value_or(0);
+  c.n_expert_used = k.optional("expert_used_count").value_or(0);
+  c.n_ff_exp = k.optional("expert_feed_forward_length").value_or(c.n_ff);
+  c.n_leading_dense = k.optional("leading_dense_block_count").value_or(0);
+  c.expert_weights_scale = k.optionalFloat("expert_weights_scale").value_or(1.0f);
+  if (auto norm = k.optionalBool("expert_weights_norm")) c.norm_topk_weights = *norm;
+  if (auto g = k.optional("expert_gating_func")) {
+    require(*g == 1 || *g == 2, "expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
+    c.gating = *g == 2 ? GatingFunc::Sigmoid : GatingFunc::Softmax;
+  }
+
+  switch (c.arch) {
+    case Arch::Qwen2Moe:
+      // One shared expert whose output is scaled by sigmoid(ffn_gate_inp_shexp . x).
+      c.n_expert_shared = 1;
+      c.n_ff_shexp = k.optional("expert_shared_feed_forward_length").value_or(c.n_ff);
+      c.shared_expert_gated = true;
+      break;
+    case Arch::Deepseek:
+      // n_shared experts of width n_ff_exp, stored fused as one FFN (GGUF-NOTES.md).
+      c.n_expert_shared = k.optional("expert_shared_count").value_or(0);
+      c.n_ff_shexp = c.n_expert_shared * c.n_ff_exp;
+      break;
+    case Arch::Qwen3Moe: c.qk_norm = QkNorm::PerHead; break;
+    case Arch::Olmoe: c.qk_norm = QkNorm::Whole; break;
+    case Arch::Llama: break;
+  }
+
+  if (auto tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->asArray())
+    c.n_vocab = static_cast<int>(tokens->asArray()->size());
+
+  require(c.n_layer > 0, "block_count must be > 0");
+  require(c.n_embd > 0, "embedding_length must be > 0");
+  require(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0,
+          "head_count (" + std::to_string(c.n_head) + ") must be a multiple of head_count_kv (" +
+              std::to_string(c.n_head_kv) + ")");
+  require(c.head_dim > 0 && c.head_dim % 2 == 0, "head dimension must be even and > 0");
+  require(c.n_rot > 0 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0,
+          "rope.dimension_count must be even and within the head dimension");
+  require(c.n_expert > 0, "not a Mixture-of-Experts model ({arch}.expert_count missing or 0)");
+  require(c.n_expert_used > 0 && c.n_expert_used <= c.n_expert,
+          "expert_used_count must be in 1..expert_count");
+  require(c.n_ff_exp > 0, "expert_feed_forward_length must be > 0");
+  require(c.n_leading_dense >= 0 && c.n_leading_dense < c.n_layer,
+          "leading_dense_block_count must be below block_count");
+  require(c.n_leading_dense == 0 || c.n_ff > 0, "dense layers need feed_forward_length");
+  require(c.rms_eps > 0.0f, "layer_norm_rms_epsilon must be > 0");
+  require(c.rope_freq_base > 0.0f, "rope.freq_base must be > 0");
+  require(c.n_ctx_train > 0, "context_length must be > 0");
+  return c;
+}
+
+}  // namespace moe

@@ -1,0 +1,64 @@
+#include "inference/text_stream.h"
+
+#include <algorithm>
+
+namespace moe {
+
+size_t completeUtf8Prefix(std::string_view s) {
+  // Walk back over at most 3 continuation bytes to the last lead byte and check
+  // whether its sequence is complete.
+  const size_t n = s.size();
+  size_t i = n;
+  int back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i == 0) return back == 0 ? 0 : n;  // only continuation bytes: invalid, let it through
+  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
+  size_t need = 1;
+  if (lead >= 0xF0 && lead < 0xF8) need = 4;
+  else if (lead >= 0xE0) need = 3;
+  else if (lead >= 0xC0) need = 2;
+  else return n;  // ASCII lead: complete (stray continuation bytes pass as they are)
+  const size_t have = n - (i - 1);
+  return have >= need ? n : i - 1;
+}
+
+TextStream::TextStream(std::vector<std::string> stop_strings) : stops_(std::move(stop_strings)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string TextStream::push(std::string_view bytes) {
+  if (stopped_) return {};
+  pending_.append(bytes);
+  for (const auto& stop : stops_) {
+    const size_t at = pending_.find(stop);
+    if (at != std::string::npos) {
+      stopped_ = true;
+      matched_ = stop;
+      std::string out = pending_.substr(0, at);
+      pending_.clear();
+      return out;
+    }
+  }
+  // Hold back the longest tail that is a prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& stop : stops_)
+    for (size_t len = std::min(stop.size() - 1, pending_.size()); len > hold; --len)
+      if (pending_.compare(pending_.size() - len, len, stop, 0, len) == 0) {
+        hold = len;
+        break;
+      }
+  size_t emit = completeUtf8Prefix(std::string_view(pending_).substr(0, pending_.size() - hold));
+  std::string out = pending_.substr(0, emit);
+  pending_.erase(0, emit);
+  return out;
+}
+
+std::string TextStream::finish() {
+  std::string out;
+  out.swap(pending_);
+  const size_t ok = completeUtf8Prefix(out);
+  if (ok < out.size()) out = out.substr(0, ok) + "\xEF\xBF\xBD";
+  return out;
+}
+
+}  // namespace moe

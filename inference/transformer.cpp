@@ -1,0 +1,293 @@
+#include "inference/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace moe {
+
+// Activation buffers in backend memory, sized for kMaxBatch tokens, plus the
+// host-side routing arrays.
+struct Transformer::Scratch {
+  Backend& be;
+  std::vector<float*> owned;
+  float* x;       // [batch][n_embd] residual stream
+  float* xn;      // [batch][n_embd] normalised input of a block
+  float* q;       // [batch][q_width]
+  float* k;       // [batch][kv_width]
+  float* v;       // [batch][kv_width]
+  float* attn;    // [batch][q_width]
+  float* out;     // [batch][n_embd] block output
+  float* ff_a;    // [batch][max ffn width] gate / activation
+  float* ff_b;    // [batch][max ffn width] up
+  float* gathered;// [batch][n_embd] rows routed to one expert
+  float* router;  // [batch][n_expert]
+  float* scalar;  // [batch] shared-expert gate logits
+  float* logits;  // [batch][n_vocab]
+  std::vector<float> host_router;  // [batch][n_expert]
+  std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
+  std::vector<float> host_scalar;  // [batch]
+  std::vector<int> chosen;         // [batch][n_expert_used]
+  std::vector<float> chosen_w;     // [batch][n_expert_used]
+  std::vector<float> host_zero;    // [batch][n_embd] zeros, to clear an accumulator
+
+  Scratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
+    const size_t B = batch;
+    const size_t ffn = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
+    x = alloc(B * c.n_embd);
+    xn = alloc(B * c.n_embd);
+    q = alloc(B * c.qWidth());
+    k = alloc(B * c.kvWidth());
+    v = alloc(B * c.kvWidth());
+    attn = alloc(B * c.qWidth());
+    out = alloc(B * c.n_embd);
+    ff_a = alloc(B * ffn);
+    ff_b = alloc(B * ffn);
+    gathered = alloc(B * c.n_embd);
+    router = alloc(B * c.n_expert);
+    scalar = alloc(B);
+    logits = alloc(B * c.n_vocab);
+    host_router.resize(B * c.n_expert);
+    host_hidden.resize(B * c.n_embd);
+    host_scalar.resize(B);
+    chosen.resize(B * c.n_expert_used);
+    chosen_w.resize(B * c.n_expert_used);
+    host_zero.assign(B * c.n_embd, 0.0f);
+  }
+  ~Scratch() {
+    for (float* p : owned) be.freeFloats(p);
+  }
+  float* alloc(size_t n) {
+    owned.push_back(be.allocFloats(n));
+    return owned.back();
+  }
+};
+
+Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx)
+    : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
+  if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    k_cache_.push_back(backend_.allocFloats(size_t(n_ctx) * cfg_.kvWidth()));
+    v_cache_.push_back(backend_.allocFloats(size_t(n_ctx) * cfg_.kvWidth()));
+  }
+  s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
+}
+
+Transformer::~Transformer() {
+  s_.reset();
+  for (float* p : k_cache_) backend_.freeFloats(p);
+  for (float* p : v_cache_) backend_.freeFloats(p);
+}
+
+void Transformer::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
+
+void Transformer::checkCancel() const {
+  if (cancel_ && cancel_->load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  if (tokens.empty()) throw std::invalid_argument("forward() needs at least one token");
+  if (n_past_ + static_cast<int>(tokens.size()) > n_ctx_)
+    throw std::length_error("context full: " + std::to_string(n_past_) + " cached + " +
+                            std::to_string(tokens.size()) + " new tokens exceed the context of " +
+                            std::to_string(n_ctx_));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= cfg_.n_vocab)
+      throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary (" +
+                              std::to_string(cfg_.n_vocab) + ")");
+  logits.assign((all_logits ? tokens.size() : 1) * size_t(cfg_.n_vocab), 0.0f);
+  const int start = n_past_;
+  try {
+    for (size_t first = 0; first < tokens.size(); first += kMaxBatch) {
+      const size_t n = std::min<size_t>(kMaxBatch, tokens.size() - first);
+      const bool last_chunk = first + n == tokens.size();
+      if (all_logits)
+        forwardBatch(tokens.subspan(first, n), logits, true, first * cfg_.n_vocab);
+      else if (last_chunk)
+        forwardBatch(tokens.subspan(first, n), logits, false, 0);
+      else {
+        std::vector<float> unused;
+        forwardBatch(tokens.subspan(first, n), unused, false, std::string::npos);
+      }
+    }
+  } catch (...) {
+    n_past_ = start;  // a half-written step never counts as cached
+    throw;
+  }
+}
+
+// One batch of n <= kMaxBatch tokens at positions n_past_... logits_offset npos
+// means "no logits wanted" (an early prefill chunk).
+void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits,
+                               bool all_logits, size_t logits_offset) {
+  const int n = static_cast<int>(tokens.size());
+  const auto& w = model_.weights();
+  positions_.resize(n);
+  std::iota(positions_.begin(), positions_.end(), n_past_);
+
+  backend_.embed(w.token_embd, tokens.data(), n, s_->x);
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    checkCancel();
+    attentionBlock(il, n);
+    if (cfg_.isMoeLayer(il))
+      moeBlock(il, n);
+    else
+      denseFfn(il, n);
+  }
+  n_past_ += n;
+  if (logits_offset == std::string::npos) return;
+
+  // Only the rows whose logits are wanted go through the output projection.
+  const int first_row = all_logits ? 0 : n - 1;
+  const int rows = n - first_row;
+  const size_t E = cfg_.n_embd;
+  backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
+  backend_.matmul(w.output, s_->xn, s_->logits, rows);
+  backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+}
+
+void Transformer::addBias(float* x, const float* bias, int n_rows, int width) {
+  if (!bias) return;
+  for (int r = 0; r < n_rows; ++r) backend_.add(x + size_t(r) * width, bias, width);
+}
+
+void Transformer::attentionBlock(int il, int n) {
+  const auto& L = model_.weights().layers[il];
+  const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
+  backend_.rmsNorm(s_->x, L.attn_norm, s_->xn, n, E, cfg_.rms_eps);
+  backend_.matmul(L.wq, s_->xn, s_->q, n);
+  backend_.matmul(L.wk, s_->xn, s_->k, n);
+  backend_.matmul(L.wv, s_->xn, s_->v, n);
+  addBias(s_->q, L.bq, n, Q);
+  addBias(s_->k, L.bk, n, KV);
+  addBias(s_->v, L.bv, n, KV);
+  if (cfg_.qk_norm == QkNorm::PerHead) {
+    backend_.rmsNorm(s_->q, L.q_norm, s_->q, n * cfg_.n_head, hd, cfg_.rms_eps);
+    backend_.rmsNorm(s_->k, L.k_norm, s_->k, n * cfg_.n_head_kv, hd, cfg_.rms_eps);
+  } else if (cfg_.qk_norm == QkNorm::Whole) {
+    backend_.rmsNorm(s_->q, L.q_norm, s_->q, n, Q, cfg_.rms_eps);
+    backend_.rmsNorm(s_->k, L.k_norm, s_->k, n, KV, cfg_.rms_eps);
+  }
+  backend_.rope(s_->q, n, cfg_.n_head, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base, cfg_.rope_style);
+  backend_.rope(s_->k, n, cfg_.n_head_kv, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base, cfg_.rope_style);
+  backend_.copy(k_cache_[il] + size_t(n_past_) * KV, s_->k, size_t(n) * KV);
+  backend_.copy(v_cache_[il] + size_t(n_past_) * KV, s_->v, size_t(n) * KV);
+
+  AttentionShape shape{cfg_.n_head, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
+  backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
+  backend_.matmul(L.wo, s_->attn, s_->out, n);
+  backend_.add(s_->x, s_->out, size_t(n) * E);
+}
+
+void Transformer::denseFfn(int il, int n) {
+  const auto& L = model_.weights().layers[il];
+  const int E = cfg_.n_embd, F = cfg_.n_ff;
+  backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
+  backend_.matmul(L.ffn_gate, s_->xn, s_->ff_a, n);
+  backend_.matmul(L.ffn_up, s_->xn, s_->ff_b, n);
+  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * F);
+  backend_.matmul(L.ffn_down, s_->ff_a, s_->out, n);
+  backend_.add(s_->x, s_->out, size_t(n) * E);
+}
+
+namespace {
+
+// Top-k of one token's router logits -> expert ids and mixing weights, as the
+// GGUF MoE family defines them (GGUF-NOTES.md, MoE table): gating function over
+// all experts, top-k by probability (ties: lower id), optional renormalisation,
+// then the expert_weights_scale.
+void routeToken(const float* logits, int n_expert, const ModelConfig& c, int* ids, float* weights) {
+  std::vector<double> p(n_expert);
+  if (c.gating == GatingFunc::Softmax) {
+    const double mx = *std::max_element(logits, logits + n_expert);
+    double sum = 0;
+    for (int e = 0; e < n_expert; ++e) sum += p[e] = std::exp(double(logits[e]) - mx);
+    for (double& x : p) x /= sum;
+  } else {
+    for (int e = 0; e < n_expert; ++e) p[e] = 1.0 / (1.0 + std::exp(-double(logits[e])));
+  }
+  std::vector<int> order(n_expert);
+  std::iota(order.begin(), order.end(), 0);
+  const int k = c.n_expert_used;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += p[order[i]];
+  for (int i = 0; i < k; ++i) {
+    ids[i] = order[i];
+    double wgt = p[order[i]];
+    if (c.norm_topk_weights) wgt /= sum;
+    weights[i] = static_cast<float>(wgt * c.expert_weights_scale);
+  }
+}
+
+}  // namespace
+
+void Transformer::moeBlock(int il, int n) {
+  const auto& L = model_.weights().layers[il];
+  const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
+  backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
+
+  // The expert source sees the layer's FFN input first (a predictor's hook).
+  backend_.toHost(s_->host_hidden.data(), s_->xn, size_t(n) * E);
+  experts_.onLayerInput(il, std::span<const float>(s_->host_hidden.data(), size_t(n) * E), n);
+
+  backend_.matmul(L.router, s_->xn, s_->router, n);
+  backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
+  for (int t = 0; t < n; ++t)
+    routeToken(&s_->host_router[size_t(t) * NE], NE, cfg_, &s_->chosen[size_t(t) * K], &s_->chosen_w[size_t(t) * K]);
+  if (on_routing_)
+    on_routing_({il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
+                 std::span<const float>(s_->chosen_w.data(), size_t(n) * K)});
+
+  // Which tokens each expert serves, and with which weight.
+  std::vector<std::vector<std::pair<int, float>>> served(NE);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < K; ++j) served[s_->chosen[size_t(t) * K + j]].push_back({t, s_->chosen_w[size_t(t) * K + j]});
+  std::vector<int> needed;
+  for (int e = 0; e < NE; ++e)
+    if (!served[e].empty()) needed.push_back(e);
+
+  float* moe_out = s_->out;  // [n][n_embd], accumulates the weighted expert outputs
+  backend_.fromHost(moe_out, s_->host_zero.data(), size_t(n) * E);
+  const std::vector<ExpertRef> order = experts_.acquire(il, needed);
+  const int F = cfg_.n_ff_exp;
+  for (const ExpertRef& ref : order) {
+    const auto& rows = served.at(ref.expert);
+    const int m = static_cast<int>(rows.size());
+    for (int i = 0; i < m; ++i) backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(rows[i].first) * E, E);
+    backend_.matmul(ref.weights.gate, s_->gathered, s_->ff_a, m);
+    backend_.matmul(ref.weights.up, s_->gathered, s_->ff_b, m);
+    backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(m) * F);
+    backend_.matmul(ref.weights.down, s_->ff_a, s_->gathered, m);
+    for (int i = 0; i < m; ++i)
+      backend_.axpy(moe_out + size_t(rows[i].first) * E, s_->gathered + size_t(i) * E, rows[i].second, E);
+  }
+  experts_.release(il);
+
+  if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
+  backend_.add(s_->x, moe_out, size_t(n) * E);
+}
+
+// Shared experts run on every token: deepseek adds them as they are; qwen2moe
+// scales them per token by sigmoid(ffn_gate_inp_shexp . x).
+void Transformer::sharedExperts(int il, int n, float* moe_out) {
+  const auto& L = model_.weights().layers[il];
+  const int E = cfg_.n_embd, S = cfg_.n_ff_shexp;
+  backend_.matmul(L.shexp_gate, s_->xn, s_->ff_a, n);
+  backend_.matmul(L.shexp_up, s_->xn, s_->ff_b, n);
+  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * S);
+  backend_.matmul(L.shexp_down, s_->ff_a, s_->gathered, n);
+  if (L.shexp_router.empty()) {
+    backend_.add(moe_out, s_->gathered, size_t(n) * E);
+    return;
+  }
+  backend_.matmul(L.shexp_router, s_->xn, s_->scalar, n);
+  backend_.toHost(s_->host_scalar.data(), s_->scalar, n);
+  for (int t = 0; t < n; ++t) {
+    const float gate = 1.0f / (1.0f + std::exp(-s_->host_scalar[t]));
+    backend_.axpy(moe_out + size_t(t) * E, s_->gathered + size_t(t) * E, gate, E);
+  }
+}
+
+}  // namespace moe

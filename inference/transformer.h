@@ -1,0 +1,81 @@
+// The forward pass of the SwiGLU MoE family over a Backend, with its KV cache.
+// One instance = one sequence (one conversation's context).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/expert_source.h"
+#include "inference/model.h"
+
+namespace moe {
+
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("cancelled") {}
+};
+
+// Routing decision of one MoE layer for one batch, reported to observers
+// (tests, trace collection, the metrics of later issues).
+struct RoutingEvent {
+  int layer = 0;
+  int n_tokens = 0;
+  std::span<const int> experts;   // [n_tokens][n_expert_used]
+  std::span<const float> weights; // [n_tokens][n_expert_used]
+};
+
+class Transformer {
+ public:
+  // n_ctx: context length of this sequence (<= the model's trained context is not
+  // required, but memory is 2 * n_layer * n_ctx * kv_width floats).
+  Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  // Runs `tokens` at positions nPast().. and appends them to the KV cache. Writes
+  // the logits of the last token ([n_vocab]) or, with all_logits, of every token
+  // ([n_tokens][n_vocab]) to `logits`. Throws std::length_error past the context,
+  // Cancelled when `cancel` turns true between layers (the cache is then rolled back).
+  void forward(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
+
+  int nPast() const { return n_past_; }
+  int nCtx() const { return n_ctx_; }
+  // Forgets cached positions from n on (keeps the shared prefix of a conversation).
+  void truncate(int n);
+  void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+  void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
+  // Largest batch one forward step computes at once; longer prompts run in chunks.
+  static constexpr int kMaxBatch = 256;
+
+ private:
+  struct Scratch;
+  void forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
+                    size_t logits_offset);
+  void attentionBlock(int il, int n);
+  void denseFfn(int il, int n);
+  void moeBlock(int il, int n);
+  void sharedExperts(int il, int n, float* moe_out);
+  void addBias(float* x, const float* bias, int n_rows, int width);
+  void checkCancel() const;
+
+  const Model& model_;
+  const ModelConfig& cfg_;
+  Backend& backend_;
+  ExpertSource& experts_;
+  int n_ctx_;
+  int n_past_ = 0;
+  std::vector<float*> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width]
+  std::unique_ptr<Scratch> s_;
+  const std::atomic<bool>* cancel_ = nullptr;
+  std::function<void(const RoutingEvent&)> on_routing_;
+  std::vector<int32_t> positions_;
+};
+
+}  // namespace moe

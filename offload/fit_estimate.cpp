@@ -1,0 +1,27 @@
+#include "offload/fit_estimate.h"
+
+#include <algorithm>
+
+namespace moe {
+
+FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_t vram_budget, int n_ctx) {
+  FitEstimate f;
+  f.vram_budget = vram_budget;
+  f.resident_bytes = sizes.other_bytes;
+  f.kv_cache_bytes = 2ull * cfg.n_layer * uint64_t(n_ctx) * cfg.kvWidth() * sizeof(float);
+  // Activations for a prefill batch of 256 tokens plus a fixed 256 MiB margin for
+  // the CUDA context's own allocations (cuBLAS workspace, kernels).
+  const uint64_t widest = std::max<uint64_t>({uint64_t(cfg.n_vocab), uint64_t(cfg.n_ff), uint64_t(cfg.n_ff_shexp)});
+  f.workspace_bytes = 256ull * (8ull * cfg.n_embd + 2 * widest) * sizeof(float) + (256ull << 20);
+  f.expert_bytes = sizes.expert_bytes;
+  f.total_experts = uint64_t(sizes.moe_layers) * cfg.n_expert;
+  f.host_pinned_bytes = sizes.routed_expert_bytes;
+  const uint64_t fixed = f.resident_bytes + f.kv_cache_bytes + f.workspace_bytes;
+  if (vram_budget > fixed && f.expert_bytes > 0)
+    f.cache_slots = std::min<uint64_t>((vram_budget - fixed) / f.expert_bytes, f.total_experts);
+  f.fits_gpu = f.cache_slots >= 2;  // two staging slots stream any layer
+  f.all_experts_fit = f.total_experts > 0 && f.cache_slots == f.total_experts;
+  return f;
+}
+
+}  // namespace moe
