@@ -1,0 +1,141 @@
+// Per-family chat templates, written from the Jinja templates the models
+// publish in tokenizer_config.json (cited per family below). We do not run
+// Jinja: each template is a few string concatenations, and tests pin the
+// exact strings. When a GGUF's tokenizer.chat_template disagrees, the file wins:
+// add a family or a test with that text.
+#include "inference/tokenizer/chat_template.h"
+
+#include <optional>
+
+namespace moe {
+
+namespace {
+
+// DeepSeek's end-of-sentence token: fullwidth vertical bars and U+2581.
+const std::string kDeepSeekEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+
+// mistralai/Mixtral-8x7B-Instruct-v0.1: "[INST] " + user + " [/INST]" and
+// assistant + eos_token, strictly alternating, no system role. Later Mistral
+// templates fold a system prompt into the first user turn as
+// system + "\n\n" + user; we do the same.
+std::string mixtral(const std::vector<ChatMessage>& messages) {
+  std::string system, out;
+  bool folded = false;
+  for (const auto& m : messages) {
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n\n") + m.content;
+    } else if (m.role == "user") {
+      std::string content = m.content;
+      if (!folded && !system.empty()) content = system + "\n\n" + content;
+      folded = true;
+      out += "[INST] " + content + " [/INST]";
+    } else if (m.role == "assistant") {
+      out += m.content + "</s>";
+    }
+  }
+  return out;  // the generation prompt is the "[/INST]" already written
+}
+
+// ChatML (Qwen1.5-MoE / Qwen2-MoE / Qwen3-MoE tokenizer_config.json):
+// "<|im_start|>" + role + "\n" + content + "<|im_end|>\n" per message, then
+// "<|im_start|>assistant\n". Qwen1.5/2 insert a default system prompt ("You are
+// a helpful assistant.") when none is given; Qwen3 does not. We insert none:
+// the app supplies its system prompt explicitly.
+std::string chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out;
+  for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// deepseek-ai/deepseek-moe-16b-chat (and deepseek-llm-*-chat): system content
+// + "\n\n"; "User: " + content + "\n\n"; "Assistant: " + content + eos_token;
+// generation prompt "Assistant:" (no trailing space).
+std::string deepseek(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out;
+  // The system prompt comes first whatever its position in the list.
+  for (const auto& m : messages)
+    if (m.role == "system") out += m.content + "\n\n";
+  for (const auto& m : messages) {
+    if (m.role == "user") out += "User: " + m.content + "\n\n";
+    else if (m.role == "assistant") out += "Assistant: " + m.content + kDeepSeekEos;
+  }
+  if (add_generation_prompt) out += "Assistant:";
+  return out;
+}
+
+// allenai/OLMoE-1B-7B-0924-Instruct: the Tulu template of allenai/open-instruct:
+// "<|system|>\n" + content + "\n", "<|user|>\n" + content + "\n",
+// "<|assistant|>\n" + content + eos_token (+ "\n" unless last), then
+// "<|assistant|>\n" as generation prompt. eos_token is "<|endoftext|>".
+std::string olmoe(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    const bool last = i + 1 == messages.size();
+    if (m.role == "system") out += "<|system|>\n" + m.content + "\n";
+    else if (m.role == "user") out += "<|user|>\n" + m.content + "\n";
+    else if (m.role == "assistant") out += "<|assistant|>\n" + m.content + "<|endoftext|>" + (last ? "" : "\n");
+  }
+  if (add_generation_prompt) out += "<|assistant|>\n";
+  return out;
+}
+
+bool contains(const std::string& s, std::string_view needle) { return s.find(needle) != std::string::npos; }
+
+// The family a Jinja template text is written for, if its markers tell.
+std::optional<ChatFamily> familyFromTemplate(const std::string& t) {
+  if (contains(t, "<|im_start|>")) return ChatFamily::ChatML;
+  if (contains(t, "[INST]")) return ChatFamily::Mixtral;
+  if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return ChatFamily::Olmoe;
+  if (contains(t, "User: ") && contains(t, "Assistant:")) return ChatFamily::DeepSeek;
+  return std::nullopt;
+}
+
+ChatFamily familyFromArch(const std::string& arch) {
+  if (arch == "llama") return ChatFamily::Mixtral;
+  if (arch == "deepseek" || arch == "deepseek2") return ChatFamily::DeepSeek;
+  if (arch == "olmoe") return ChatFamily::Olmoe;
+  return ChatFamily::ChatML;  // qwen2moe, qwen3moe and anything unknown
+}
+
+}  // namespace
+
+const char* chatFamilyName(ChatFamily f) {
+  switch (f) {
+    case ChatFamily::Mixtral: return "mixtral";
+    case ChatFamily::ChatML: return "chatml";
+    case ChatFamily::DeepSeek: return "deepseek";
+    case ChatFamily::Olmoe: return "olmoe";
+  }
+  return "unknown";
+}
+
+ChatFamily chatFamilyFor(const gguf::GgufFile& file) {
+  if (auto tmpl = file.getString("tokenizer.chat_template"))
+    if (auto family = familyFromTemplate(*tmpl)) return *family;
+  return familyFromArch(file.getString("general.architecture").value_or(""));
+}
+
+std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
+                              bool add_generation_prompt) {
+  switch (family) {
+    case ChatFamily::Mixtral: return mixtral(messages);
+    case ChatFamily::ChatML: return chatml(messages, add_generation_prompt);
+    case ChatFamily::DeepSeek: return deepseek(messages, add_generation_prompt);
+    case ChatFamily::Olmoe: return olmoe(messages, add_generation_prompt);
+  }
+  return {};
+}
+
+std::vector<std::string> chatStopStrings(ChatFamily family) {
+  switch (family) {
+    case ChatFamily::Mixtral: return {"</s>", "[INST]"};
+    case ChatFamily::ChatML: return {"<|im_end|>", "<|endoftext|>", "<|im_start|>"};
+    case ChatFamily::DeepSeek: return {kDeepSeekEos, "\n\nUser:"};
+    case ChatFamily::Olmoe: return {"<|endoftext|>", "<|user|>"};
+  }
+  return {};
+}
+
+}  // namespace moe
