@@ -1,0 +1,502 @@
+// Every op of the CPU backend against a naive double-precision version written
+// here, on seeded random inputs, judged by normalised mean squared error
+//   nmse = sum((a - b)^2) / sum(b^2)   (a: backend, b: double reference).
+// Bounds: the ops compute in float, so each output carries a relative rounding
+// error of roughly sqrt(terms) * 2^-24 ~ 1e-6 at worst for our sizes, i.e. an
+// nmse around 1e-12; we allow 1e-10, loose enough for any summation order, tight
+// enough that one wrong element, index or pairing shows (those give nmse >= 1e-4).
+// Quantised weights are judged against the double product of their DEQUANTISED
+// values (the quantisation error is test_quant's business), so the same bound holds.
+#include <QtTest/QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/cpu/thread_pool.h"
+#include "models/gguf.h"
+#include "models/quant.h"
+
+using moe::AttentionShape;
+using moe::RopeStyle;
+using moe::WeightView;
+using moe::gguf::TensorType;
+
+namespace {
+
+constexpr double kFloatBound = 1e-10;  // see the file comment
+
+std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+double nmse(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den > 0.0 ? num / den : num;
+}
+
+// A weight of `rows` x `cols` random values encoded as `type`, plus its exact
+// dequantised values.
+struct TestWeight {
+  std::vector<uint8_t> bytes;  // [rows][row_bytes]
+  std::vector<float> deq;      // [rows][cols]
+  WeightView view;
+};
+
+TestWeight makeWeight(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  TestWeight w;
+  const auto values = randomFloats(static_cast<size_t>(rows * cols), seed);
+  const size_t rb = moe::gguf::rowBytes(type, cols);
+  w.bytes.resize(rb * rows);
+  w.deq.resize(values.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    moe::quant::quantizeRow(type, values.data() + r * cols, w.bytes.data() + r * rb, cols);
+    moe::quant::dequantizeRow(type, w.bytes.data() + r * rb, w.deq.data() + r * cols, cols);
+  }
+  w.view = WeightView{type, w.bytes.data(), cols, rows, rb};
+  return w;
+}
+
+// ---- naive double references ------------------------------------------------
+
+std::vector<double> refMatmul(const std::vector<float>& w, const std::vector<float>& x, int64_t rows,
+                              int64_t cols, int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]
+  std::vector<double> y(static_cast<size_t>(n_tokens * rows));
+  for (int t = 0; t < n_tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0.0;
+      for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(w[r * cols + c]) * x[t * cols + c];
+      y[t * rows + r] = s;
+    }
+  return y;
+}
+
+std::vector<double> refRmsNorm(const std::vector<float>& x, const float* weight, int n_rows, int dim,
+                               float eps) {  // x: [n_rows][dim]
+  std::vector<double> y(x.size());
+  for (int r = 0; r < n_rows; ++r) {
+    double ss = 0.0;
+    for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+    const double scale = 1.0 / std::sqrt(ss / dim + eps);
+    for (int i = 0; i < dim; ++i) y[r * dim + i] = x[r * dim + i] * scale * (weight ? weight[i] : 1.0);
+  }
+  return y;
+}
+
+std::vector<double> refRope(const std::vector<float>& x, int n_tokens, int n_heads, int head_dim,
+                            int n_rot, const std::vector<int32_t>& pos, double base,
+                            RopeStyle style) {  // x: [n_tokens][n_heads][head_dim]
+  std::vector<double> y(x.begin(), x.end());
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h) {
+      double* v = y.data() + (t * n_heads + h) * head_dim;
+      for (int i = 0; i < n_rot / 2; ++i) {
+        const double theta = pos[t] * std::pow(base, -2.0 * i / n_rot);
+        // Norm pairs (2i, 2i+1); Neox pairs (i, i + n_rot/2).
+        const int a = style == RopeStyle::Norm ? 2 * i : i;
+        const int b = style == RopeStyle::Norm ? 2 * i + 1 : i + n_rot / 2;
+        const double x0 = v[a], x1 = v[b];
+        v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+    }
+  return y;
+}
+
+std::vector<double> refAttention(const std::vector<float>& q, const std::vector<float>& k,
+                                 const std::vector<float>& v, int pos0, int n_tokens,
+                                 const AttentionShape& s) {
+  // q: [n_tokens][n_head][hd]; k, v: [n_ctx][n_head_kv][hd]
+  const int hd = s.head_dim;
+  std::vector<double> out(static_cast<size_t>(n_tokens) * s.n_head * hd, 0.0);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < s.n_head; ++h) {
+      const int kvh = h / (s.n_head / s.n_head_kv);
+      const int n_keys = pos0 + t + 1;
+      std::vector<double> p(n_keys);
+      double mx = -1e300;
+      for (int j = 0; j < n_keys; ++j) {
+        double d = 0.0;
+        for (int i = 0; i < hd; ++i)
+          d += static_cast<double>(q[(t * s.n_head + h) * hd + i]) * k[(j * s.n_head_kv + kvh) * hd + i];
+        p[j] = d * s.scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0.0;
+      for (auto& e : p) sum += (e = std::exp(e - mx));
+      for (int j = 0; j < n_keys; ++j)
+        for (int i = 0; i < hd; ++i)
+          out[(t * s.n_head + h) * hd + i] += p[j] / sum * v[(j * s.n_head_kv + kvh) * hd + i];
+    }
+  return out;
+}
+
+QString describe(double e, double bound) {
+  return QStringLiteral("nmse %1 > bound %2").arg(e).arg(bound);
+}
+
+}  // namespace
+
+class TestCpuOps : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // ---- matmul --------------------------------------------------------------
+
+  void matmul_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<int>("threads");
+    const TensorType all[] = {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                              TensorType::Q4_0};
+    for (TensorType t : all)
+      for (auto [rows, cols] : {std::pair{1, 32}, {7, 64}, {33, 96}, {130, 1024}})
+        for (int nt : {1, 3, 8})
+          for (int th : {1, 3})
+            QTest::addRow("%s/%dx%d/t%d/th%d", moe::gguf::tensorTypeName(t), rows, cols, nt, th)
+                << int(t) << rows << cols << nt << th;
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16})  // odd widths
+      for (auto [rows, cols] : {std::pair{5, 7}, {13, 33}, {9, 101}})
+        for (int nt : {1, 5})
+          QTest::addRow("%s/%dx%d/t%d/th3", moe::gguf::tensorTypeName(t), rows, cols, nt)
+              << int(t) << rows << cols << nt << 3;
+  }
+
+  void matmul() {
+    QFETCH(int, type);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    QFETCH(int, n_tokens);
+    QFETCH(int, threads);
+    auto be = moe::makeCpuBackend(threads);
+    const auto w = makeWeight(static_cast<TensorType>(type), rows, cols, 1000 + rows);
+    const auto x = randomFloats(static_cast<size_t>(n_tokens) * cols, 2000 + cols);
+    std::vector<float> y(static_cast<size_t>(n_tokens) * rows, NAN);
+    be->matmul(w.view, x.data(), y.data(), n_tokens);
+    const double e = nmse(y, refMatmul(w.deq, x, rows, cols, n_tokens));
+    QVERIFY2(e <= kFloatBound, qPrintable(describe(e, kFloatBound)));
+  }
+
+  void matmulBatchEqualsSingleTokens_data() {
+    QTest::addColumn<int>("type");
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::F16, TensorType::F32})
+      QTest::newRow(moe::gguf::tensorTypeName(t)) << int(t);
+  }
+
+  void matmulBatchEqualsSingleTokens() {
+    // The batched path dequantises each row once and dots it as F32; quant.h
+    // documents that this equals dotRow on the encoded row bit for bit, so a
+    // prefill batch must give exactly what n_tokens one-token calls give.
+    QFETCH(int, type);
+    const int rows = 67, cols = 256, n_tokens = 5;
+    auto be = moe::makeCpuBackend(3);
+    const auto w = makeWeight(static_cast<TensorType>(type), rows, cols, 77);
+    const auto x = randomFloats(static_cast<size_t>(n_tokens) * cols, 78);
+    std::vector<float> batched(static_cast<size_t>(n_tokens) * rows);
+    be->matmul(w.view, x.data(), batched.data(), n_tokens);
+    for (int t = 0; t < n_tokens; ++t) {
+      std::vector<float> single(rows);
+      be->matmul(w.view, x.data() + t * cols, single.data(), 1);
+      for (int r = 0; r < rows; ++r) QCOMPARE(batched[t * rows + r], single[r]);
+    }
+  }
+
+  void matmulRejectsUnsupportedType() {
+    auto be = moe::makeCpuBackend(1);
+    std::vector<uint8_t> bytes(144 * 2);
+    const WeightView w{TensorType::Q4_K, bytes.data(), 256, 2, 144};
+    std::vector<float> x(256), y(2);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, be->matmul(w, x.data(), y.data(), 1));
+  }
+
+  // ---- embed ---------------------------------------------------------------
+
+  void embed_data() {
+    QTest::addColumn<int>("type");
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                         TensorType::Q4_0})
+      QTest::newRow(moe::gguf::tensorTypeName(t)) << int(t);
+  }
+
+  void embed() {
+    // A lookup is exact: the output must equal the dequantised rows bit for bit.
+    QFETCH(int, type);
+    const int vocab = 11, dim = 64;
+    auto be = moe::makeCpuBackend(2);
+    const auto table = makeWeight(static_cast<TensorType>(type), vocab, dim, 5);
+    const int32_t tokens[] = {0, 10, 3, 3};
+    std::vector<float> out(4 * dim);
+    be->embed(table.view, tokens, 4, out.data());
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < dim; ++i) QCOMPARE(out[t * dim + i], table.deq[tokens[t] * dim + i]);
+  }
+
+  void embedOutOfRange() {
+    auto be = moe::makeCpuBackend(1);
+    const auto table = makeWeight(TensorType::F16, 11, 32, 5);
+    std::vector<float> out(2 * 32);
+    for (int32_t bad : {11, -1, 1 << 30}) {
+      const int32_t tokens[] = {2, bad};
+      try {
+        be->embed(table.view, tokens, 2, out.data());
+        QFAIL("out-of-range token id accepted");
+      } catch (const std::out_of_range& e) {
+        QVERIFY2(std::string(e.what()).find(std::to_string(bad)) != std::string::npos, e.what());
+      }
+    }
+  }
+
+  // ---- rmsNorm -------------------------------------------------------------
+
+  void rmsNorm_data() {
+    QTest::addColumn<int>("n_rows");
+    QTest::addColumn<int>("dim");
+    QTest::addColumn<bool>("with_weight");
+    QTest::addColumn<int>("threads");
+    for (auto [n, d] : {std::pair{1, 64}, {5, 33}, {3, 4096}, {40, 1000}})
+      for (bool w : {true, false})
+        for (int th : {1, 3}) QTest::addRow("%dx%d/w%d/th%d", n, d, int(w), th) << n << d << w << th;
+  }
+
+  void rmsNorm() {
+    QFETCH(int, n_rows);
+    QFETCH(int, dim);
+    QFETCH(bool, with_weight);
+    QFETCH(int, threads);
+    auto be = moe::makeCpuBackend(threads);
+    // Offset inputs (mean far from 0) stress a naive float sum of squares.
+    const auto x = randomFloats(static_cast<size_t>(n_rows) * dim, 31, 50.0f, 60.0f);
+    const auto weight = randomFloats(dim, 32, 0.5f, 1.5f);
+    const float* wp = with_weight ? weight.data() : nullptr;
+    std::vector<float> y(x.size());
+    be->rmsNorm(x.data(), wp, y.data(), n_rows, dim, 1e-6f);
+    const double e = nmse(y, refRmsNorm(x, wp, n_rows, dim, 1e-6f));
+    QVERIFY2(e <= kFloatBound, qPrintable(describe(e, kFloatBound)));
+  }
+
+  // ---- rope ----------------------------------------------------------------
+
+  void ropeHandValues() {
+    // head_dim 4, n_rot 4, position 1, base 10000: pair 0 turns by 1 rad, pair 1 by
+    // 10000^(-2/4) = 0.01 rad. x = (1, 0, 0, 0):
+    //   Norm (pairs (0,1), (2,3)):  (cos 1, sin 1, 0, 0)
+    //   Neox (pairs (0,2), (1,3)):  (cos 1, 0, sin 1, 0)
+    auto be = moe::makeCpuBackend(1);
+    const int32_t pos[] = {1};
+    float norm[4] = {1, 0, 0, 0};
+    be->rope(norm, 1, 1, 4, 4, pos, 10000.0f, RopeStyle::Norm);
+    QVERIFY(std::fabs(norm[0] - std::cos(1.0)) < 1e-7 && std::fabs(norm[1] - std::sin(1.0)) < 1e-7);
+    QCOMPARE(norm[2], 0.0f);
+    float neox[4] = {1, 0, 0, 0};
+    be->rope(neox, 1, 1, 4, 4, pos, 10000.0f, RopeStyle::Neox);
+    QVERIFY(std::fabs(neox[0] - std::cos(1.0)) < 1e-7 && std::fabs(neox[2] - std::sin(1.0)) < 1e-7);
+    QCOMPARE(neox[1], 0.0f);
+  }
+
+  void rope_data() {
+    QTest::addColumn<int>("style");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<int>("n_heads");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("n_rot");
+    QTest::addColumn<float>("base");
+    QTest::addColumn<int>("threads");
+    for (RopeStyle st : {RopeStyle::Norm, RopeStyle::Neox})
+      for (int nt : {1, 4, 64})
+        for (auto [hd, nr] : {std::pair{8, 8}, {64, 64}, {64, 32}, {12, 6}, {128, 64}})
+          for (int th : {1, 3})
+            QTest::addRow("%s/t%d/hd%d/rot%d/th%d", st == RopeStyle::Norm ? "norm" : "neox", nt, hd, nr, th)
+                << int(st) << nt << 3 << hd << nr << (hd == 128 ? 1e6f : 10000.0f) << th;
+  }
+
+  void rope() {
+    QFETCH(int, style);
+    QFETCH(int, n_tokens);
+    QFETCH(int, n_heads);
+    QFETCH(int, head_dim);
+    QFETCH(int, n_rot);
+    QFETCH(float, base);
+    QFETCH(int, threads);
+    auto be = moe::makeCpuBackend(threads);
+    auto x = randomFloats(static_cast<size_t>(n_tokens) * n_heads * head_dim, 41);
+    std::vector<int32_t> pos(n_tokens);
+    std::mt19937 rng(42);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 8192);  // large angles included
+    const auto ref = refRope(x, n_tokens, n_heads, head_dim, n_rot, pos, base, static_cast<RopeStyle>(style));
+    const auto before = x;
+    be->rope(x.data(), n_tokens, n_heads, head_dim, n_rot, pos.data(), base, static_cast<RopeStyle>(style));
+    const double e = nmse(x, ref);
+    QVERIFY2(e <= kFloatBound, qPrintable(describe(e, kFloatBound)));
+    // Dims past n_rot are untouched, bit for bit.
+    for (int th = 0; th < n_tokens * n_heads; ++th)
+      for (int i = n_rot; i < head_dim; ++i) QCOMPARE(x[th * head_dim + i], before[th * head_dim + i]);
+  }
+
+  // ---- attention -----------------------------------------------------------
+
+  void attention_data() {
+    QTest::addColumn<int>("n_head");
+    QTest::addColumn<int>("n_head_kv");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("pos0");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<int>("threads");
+    for (auto [nh, nkv] : {std::pair{4, 4}, {4, 2}, {8, 2}})  // GQA ratios 1, 2, 4
+      for (int hd : {8, 12, 64})
+        for (auto [p0, nt] : {std::pair{0, 1}, {0, 4}, {5, 1}, {37, 4}, {200, 3}})
+          for (int th : {1, 3})
+            QTest::addRow("h%d/kv%d/hd%d/p%d/t%d/th%d", nh, nkv, hd, p0, nt, th) << nh << nkv << hd << p0 << nt << th;
+  }
+
+  void attention() {
+    QFETCH(int, n_head);
+    QFETCH(int, n_head_kv);
+    QFETCH(int, head_dim);
+    QFETCH(int, pos0);
+    QFETCH(int, n_tokens);
+    QFETCH(int, threads);
+    auto be = moe::makeCpuBackend(threads);
+    const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
+    const int n_ctx = pos0 + n_tokens + 3;
+    const size_t kv_size = static_cast<size_t>(n_ctx) * n_head_kv * head_dim;
+    // Scores of a few units: softmax neither uniform nor one-hot.
+    const auto q = randomFloats(static_cast<size_t>(n_tokens) * n_head * head_dim, 51, -2.0f, 2.0f);
+    auto k = randomFloats(kv_size, 52, -2.0f, 2.0f);
+    auto v = randomFloats(kv_size, 53);
+    // Rows past the last query's position hold huge values: reading them (a causal
+    // mask bug) would swamp the result.
+    const size_t live = static_cast<size_t>(pos0 + n_tokens) * n_head_kv * head_dim;
+    std::fill(k.begin() + live, k.end(), 1e3f);
+    std::fill(v.begin() + live, v.end(), 1e3f);
+    std::vector<float> out(q.size(), NAN);
+    be->attention(q.data(), k.data(), v.data(), pos0, n_tokens, shape, out.data());
+    const double e = nmse(out, refAttention(q, k, v, pos0, n_tokens, shape));
+    QVERIFY2(e <= kFloatBound, qPrintable(describe(e, kFloatBound)));
+  }
+
+  void attentionRejectsBadGqa() {
+    auto be = moe::makeCpuBackend(1);
+    std::vector<float> buf(64);
+    const AttentionShape shape{6, 4, 8, 0.3f};  // 6 % 4 != 0
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             be->attention(buf.data(), buf.data(), buf.data(), 0, 1, shape, buf.data()));
+  }
+
+  // ---- elementwise ---------------------------------------------------------
+
+  void elementwise_data() {
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("threads");
+    for (int n : {1, 17, 1000, 300001})  // the last runs on the pool
+      for (int th : {1, 3}) QTest::addRow("n%d/th%d", n, th) << n << th;
+  }
+
+  void elementwise() {
+    QFETCH(int, n);
+    QFETCH(int, threads);
+    auto be = moe::makeCpuBackend(threads);
+    const auto a = randomFloats(n, 61, -8.0f, 8.0f);
+    const auto b = randomFloats(n, 62, -3.0f, 3.0f);
+    std::vector<double> ref(n);
+    std::vector<float> out(n);
+
+    be->swiglu(a.data(), b.data(), out.data(), n);
+    for (int i = 0; i < n; ++i) ref[i] = a[i] / (1.0 + std::exp(-static_cast<double>(a[i]))) * b[i];
+    double e = nmse(out, ref);
+    QVERIFY2(e <= kFloatBound, qPrintable("swiglu " + describe(e, kFloatBound)));
+
+    out = a;
+    be->add(out.data(), b.data(), n);
+    // One float addition, correctly rounded: equal to the float sum bit for bit.
+    for (int i = 0; i < n; ++i) QCOMPARE(out[i], a[i] + b[i]);
+
+    out = a;
+    be->axpy(out.data(), b.data(), -0.37f, n);
+    for (int i = 0; i < n; ++i) ref[i] = a[i] + -0.37 * static_cast<double>(b[i]);
+    e = nmse(out, ref);
+    QVERIFY2(e <= kFloatBound, qPrintable("axpy " + describe(e, kFloatBound)));
+
+    std::vector<float> dst(n, 0.0f);
+    be->copy(dst.data(), a.data(), n);
+    QCOMPARE(dst, a);
+    std::fill(dst.begin(), dst.end(), 0.0f);
+    be->toHost(dst.data(), b.data(), n);
+    QCOMPARE(dst, b);
+    std::fill(dst.begin(), dst.end(), 0.0f);
+    be->fromHost(dst.data(), a.data(), n);
+    QCOMPARE(dst, a);
+  }
+
+  // ---- memory and pool -----------------------------------------------------
+
+  void allocFloats() {
+    auto be = moe::makeCpuBackend(1);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) {
+      float* p = be->allocFloats(n);
+      QVERIFY(p != nullptr);
+      QCOMPARE(reinterpret_cast<uintptr_t>(p) % 64, uintptr_t{0});
+      for (size_t i = 0; i < n; ++i) QCOMPARE(p[i], 0.0f);
+      if (n) p[n - 1] = 1.0f;  // writable to the end (ASan checks)
+      be->freeFloats(p);
+    }
+    float stranger = 0.0f;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, be->freeFloats(&stranger));
+    be->freeFloats(nullptr);
+    be->allocFloats(10);  // left for the destructor to free (LeakSanitizer checks)
+    be->synchronize();
+  }
+
+  void threadPoolCoversEveryIndexOnce() {
+    for (int threads : {1, 2, 3, 8}) {
+      moe::ThreadPool pool(threads);
+      QCOMPARE(pool.threads(), threads);
+      for (int64_t n : {1, 7, 1000, 100003}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallelFor(n, 3, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) QCOMPARE(hits[i].load(), 1);
+      }
+    }
+  }
+
+  void threadPoolNestedAndExceptions() {
+    moe::ThreadPool pool(3);
+    std::atomic<int64_t> total{0};
+    pool.parallelFor(10, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        pool.parallelFor(100, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });  // runs inline
+    });
+    QCOMPARE(total.load(), int64_t{1000});
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, pool.parallelFor(1000, 1, [](int64_t b, int64_t) {
+                               if (b >= 500) throw std::runtime_error("chunk failed");
+                             }));
+    // The pool still works after a failed loop.
+    std::atomic<int64_t> count{0};
+    pool.parallelFor(1000, 1, [&](int64_t b, int64_t e) { count += e - b; });
+    QCOMPARE(count.load(), int64_t{1000});
+  }
+
+  void defaultThreadCount() {
+    auto be = moe::makeCpuBackend();
+    const auto hw = std::max(1u, std::thread::hardware_concurrency());
+    QVERIFY2(QString::fromStdString(be->name()).contains(QString::number(hw)), be->name().c_str());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCpuOps)
+#include "test_cpu_ops.moc"
