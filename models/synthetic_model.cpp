@@ -1,0 +1,327 @@
+// Synthetic GGUF MoE models: llama.cpp's metadata keys and tensor names/shapes
+// (shared/GGUF-NOTES.md "MoE metadata", "MoE tensors"), random weights from a seeded
+// generator, vocabularies from models/synthetic_vocab.h.
+//
+// Determinism: every value comes from integer arithmetic on splitmix64 output plus
+// one correctly rounded float operation (IEEE), never from <random> distributions or
+// libm functions (both may differ between platforms), so a spec gives the same bytes
+// everywhere. Each row of each tensor has its own stream, keyed by (seed, tensor name,
+// row): tensors can be generated in any order, rows in parallel, and full-size
+// presets stream through GgufWriter::addTensorGenerated one tensor at a time.
+//
+// Scales keep activations O(1) through any depth: matrices ~ N(0, 1/fan_in) (so
+// W x has unit variance for a unit-RMS x); the projections that write into the
+// residual stream (attn_output, ffn_down*) are further scaled by 1/sqrt(2 n_layer) so
+// the stream stays O(1) and the token embedding (~N(0, 1)) keeps its say; norm weights
+// lie in [0.9, 1.1]; routers get 2/sqrt(n_embd) so router logits have std ~2 and
+// top-k routing differs from token to token instead of being near uniform.
+#include "models/synthetic_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+#include "models/quant.h"
+#include "models/synthetic_vocab.h"
+#include "models/vocab.h"
+
+namespace moe::synth {
+
+namespace {
+
+using gguf::TensorType;
+
+// ---- deterministic random values -------------------------------------------------
+
+// splitmix64 (Steele, Lea, Flood 2014): a 64-bit counter through a bijective mixer.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() { return mix64(state += 0x9E3779B97F4A7C15ULL); }
+};
+
+// FNV-1a over the tensor name: gives each tensor its own stream.
+uint64_t nameHash(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ULL;
+  return h;
+}
+
+enum class Init { Normal, NearOne };
+
+struct InitSpec {
+  Init kind = Init::Normal;
+  double sigma = 1.0;  // Normal: standard deviation
+};
+
+// Normal-like: the sum of four uniform 16-bit integers (Irwin-Hall, variance
+// 4 x 65536^2 / 12), centred: an exact integer, then one float multiply.
+// NearOne: 1 + k / 10240 for k uniform in [-1024, 1024], one float division.
+void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
+  SplitMix rng{row_key};
+  if (init.kind == Init::NearOne) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int k = int(rng.next() % 2049) - 1024;
+      dst[i] = float(10240 + k) / 10240.0f;
+    }
+    return;
+  }
+  const float scale = float(init.sigma * std::sqrt(3.0) / 65536.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = rng.next();
+    const int32_t sum = int32_t(r & 0xFFFF) + int32_t((r >> 16) & 0xFFFF) +
+                        int32_t((r >> 32) & 0xFFFF) + int32_t(r >> 48) - 131070;
+    dst[i] = float(sum) * scale;
+  }
+}
+
+// The fill function of one tensor: row r (of ne0 elements) from key (seed, name, r),
+// encoded with quantizeRow. Large tensors are generated on several threads; the
+// result does not depend on the thread count.
+std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name,
+                                                 TensorType type, uint64_t ne0,
+                                                 uint64_t n_rows, InitSpec init) {
+  const uint64_t key = mix64(seed) ^ nameHash(name);
+  return [=](std::span<uint8_t> dst) {
+    const uint64_t row_bytes = gguf::rowBytes(type, ne0);
+    auto work = [&](uint64_t begin, uint64_t end) {
+      std::vector<float> row(ne0);
+      for (uint64_t r = begin; r < end; ++r) {
+        fillRow(row.data(), int64_t(ne0), mix64(key + r), init);
+        quant::quantizeRow(type, row.data(), dst.data() + r * row_bytes, int64_t(ne0));
+      }
+    };
+    const uint64_t elems = ne0 * n_rows;
+    const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    const uint64_t n_threads = elems < (uint64_t(1) << 22) ? 1 : std::min<uint64_t>(hw, n_rows);
+    if (n_threads <= 1) return work(0, n_rows);
+    std::vector<std::thread> threads;
+    const uint64_t per = (n_rows + n_threads - 1) / n_threads;
+    for (uint64_t t = 0; t < n_threads; ++t)
+      threads.emplace_back(work, std::min(n_rows, t * per), std::min(n_rows, (t + 1) * per));
+    for (auto& th : threads) th.join();
+  };
+}
+
+// ---- tensors ---------------------------------------------------------------------
+
+class ModelBuilder {
+ public:
+  ModelBuilder(const SyntheticSpec& spec, gguf::GgufWriter& w) : s_(spec), w_(w) {}
+
+  // dims ne0 first; every row has ne0 elements.
+  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type,
+              InitSpec init) {
+    uint64_t rows = 1;
+    for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
+    auto fill = makeFill(s_.seed, name, type, dims[0], rows, init);
+    w_.addTensorGenerated(name, std::move(dims), type, std::move(fill));
+  }
+  // A matrix {fan_in, fan_out(, n_expert)}: N(0, gain^2 / fan_in).
+  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type,
+              double gain = 1.0) {
+    const double sigma = gain / std::sqrt(double(dims[0]));
+    tensor(name, std::move(dims), type, {Init::Normal, sigma});
+  }
+  // Norm weights are 1-D and F32 in llama.cpp files.
+  void norm(const std::string& name, uint64_t n) {
+    tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0});
+  }
+
+  void build(uint64_t n_vocab) {
+    const uint64_t d = uint64_t(s_.n_embd);
+    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type, {Init::Normal, 1.0});  // [n_vocab][n_embd]
+    for (int l = 0; l < s_.n_layer; ++l) layer(l);
+    norm("output_norm.weight", d);
+    if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
+  }
+
+ private:
+  std::string blk(int l, const char* what) const {
+    return "blk." + std::to_string(l) + "." + what;
+  }
+  // Projections into the residual stream: 1/sqrt(2 n_layer) keeps its sum O(1).
+  double residualGain() const { return 1.0 / std::sqrt(2.0 * s_.n_layer); }
+
+  void layer(int l) {
+    attention(l);
+    norm(blk(l, "ffn_norm.weight"), uint64_t(s_.n_embd));
+    if (l < s_.n_leading_dense) denseFfn(l);
+    else moeFfn(l);
+  }
+
+  void attention(int l) {
+    const uint64_t d = uint64_t(s_.n_embd), hd = uint64_t(s_.head_dim);
+    const uint64_t q_w = uint64_t(s_.n_head) * hd, kv_w = uint64_t(s_.n_head_kv) * hd;
+    const TensorType wt = s_.weight_type;
+    norm(blk(l, "attn_norm.weight"), d);
+    matrix(blk(l, "attn_q.weight"), {d, q_w}, wt);       // [n_head*head_dim][n_embd]
+    matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());  // [n_embd][n_head*head_dim]
+    if (s_.qkv_bias) {  // Qwen2 family; 1-D, F32
+      const InitSpec small{Init::Normal, 0.1};
+      tensor(blk(l, "attn_q.bias"), {q_w}, TensorType::F32, small);
+      tensor(blk(l, "attn_k.bias"), {kv_w}, TensorType::F32, small);
+      tensor(blk(l, "attn_v.bias"), {kv_w}, TensorType::F32, small);
+    }
+    if (s_.arch == "qwen3moe") {  // per head: one {head_dim} weight shared by all heads
+      norm(blk(l, "attn_q_norm.weight"), hd);
+      norm(blk(l, "attn_k_norm.weight"), hd);
+    } else if (s_.arch == "olmoe") {  // over the whole q / k projection
+      norm(blk(l, "attn_q_norm.weight"), q_w);
+      norm(blk(l, "attn_k_norm.weight"), kv_w);
+    }
+  }
+
+  // deepseek leading dense layers: one SwiGLU of width n_ff.
+  void denseFfn(int l) {
+    const uint64_t d = uint64_t(s_.n_embd), ff = uint64_t(s_.n_ff);
+    matrix(blk(l, "ffn_gate.weight"), {d, ff}, s_.weight_type);  // [n_ff][n_embd]
+    matrix(blk(l, "ffn_up.weight"), {d, ff}, s_.weight_type);    // [n_ff][n_embd]
+    matrix(blk(l, "ffn_down.weight"), {ff, d}, s_.weight_type, residualGain());  // [n_embd][n_ff]
+  }
+
+  void moeFfn(int l) {
+    const uint64_t d = uint64_t(s_.n_embd), ff = uint64_t(s_.n_ff_exp), ne = uint64_t(s_.n_expert);
+    const TensorType et = s_.expert_type;
+    // Router F32: llama.cpp's converter writes ffn_gate_inp as F32 and its quantizer
+    // leaves it alone (it is tiny, and routing is sensitive to its precision).
+    matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);  // [n_expert][n_embd]
+    matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);  // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);    // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, et, residualGain());  // [n_expert][n_embd][n_ff_exp]
+    if (s_.n_expert_shared <= 0) return;
+    const uint64_t sh = uint64_t(s_.n_ff_shexp);
+    if (s_.arch == "qwen2moe")  // the shared expert's sigmoid gate, {n_embd}, F32
+      tensor(blk(l, "ffn_gate_inp_shexp.weight"), {d}, TensorType::F32,
+             {Init::Normal, 1.0 / std::sqrt(double(d))});
+    matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s_.weight_type);  // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_up_shexp.weight"), {d, sh}, s_.weight_type);    // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_down_shexp.weight"), {sh, d}, s_.weight_type, residualGain());  // [n_embd][n_ff_shexp]
+  }
+
+  const SyntheticSpec& s_;
+  gguf::GgufWriter& w_;
+};
+
+// ---- metadata --------------------------------------------------------------------
+
+// Layer-norm epsilon of each family's published configs (Mixtral, OLMoE 1e-5;
+// Qwen, DeepSeek 1e-6).
+float rmsEps(const std::string& arch) {
+  return (arch == "llama" || arch == "olmoe") ? 1e-5f : 1e-6f;
+}
+
+void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
+  u32("block_count", s.n_layer);
+  u32("context_length", s.n_ctx);
+  u32("embedding_length", s.n_embd);
+  // Dense FFN width; MoE-only models carry their configs' intermediate_size here.
+  u32("feed_forward_length", s.n_ff > 0 ? s.n_ff : s.n_ff_exp);
+  u32("attention.head_count", s.n_head);
+  u32("attention.head_count_kv", s.n_head_kv);
+  // llama.cpp writes key/value_length for qwen3moe; elsewhere head_dim = n_embd / n_head
+  // and real files omit them, so readers must derive it.
+  if (s.arch == "qwen3moe" || s.head_dim * s.n_head != s.n_embd) {
+    u32("attention.key_length", s.head_dim);
+    u32("attention.value_length", s.head_dim);
+  }
+  w.setFloat32(a + "attention.layer_norm_rms_epsilon", rmsEps(s.arch));
+  w.setFloat32(a + "rope.freq_base", s.rope_freq_base);
+  u32("rope.dimension_count", s.head_dim);
+  u32("expert_count", s.n_expert);
+  u32("expert_used_count", s.n_expert_used);
+  u32("expert_feed_forward_length", s.n_ff_exp);
+  if (s.arch == "qwen2moe") u32("expert_shared_feed_forward_length", s.n_ff_shexp);
+  if (s.arch == "deepseek") {
+    u32("expert_shared_count", s.n_expert_shared);
+    u32("leading_dense_block_count", s.n_leading_dense);
+    w.setFloat32(a + "expert_weights_scale", 1.0f);
+  }
+}
+
+// The builders return exactly the target size: past the tokens learned from their
+// small corpus they fill with UNUSED (type 5) placeholders, which no tokenizer ever
+// produces. So presets get the published n_vocab (embedding and output sizes, up to
+// 151936) without pretending to be a real vocabulary.
+VocabData makeVocab(const SyntheticSpec& s) {
+  return s.vocab == VocabKind::SentencePiece ? buildSpmVocab(s.n_vocab_target)
+                                             : buildGpt2Vocab(s.n_vocab_target, s.bpe_pre);
+}
+
+// ---- validation ------------------------------------------------------------------
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("synthetic spec: " + what);
+}
+
+void checkRows(TensorType t, int ne0, const char* what) {
+  try {
+    gguf::rowBytes(t, uint64_t(ne0));
+  } catch (const gguf::GgufError&) {
+    throw std::invalid_argument(std::string("synthetic spec: ") + what + " width " +
+                                std::to_string(ne0) + " is not a whole number of " +
+                                gguf::tensorTypeName(t) + " blocks");
+  }
+}
+
+void validate(const SyntheticSpec& s) {
+  const auto archs = supportedArchs();
+  require(std::find(archs.begin(), archs.end(), s.arch) != archs.end(),
+          "unsupported architecture '" + s.arch + "'");
+  require(s.n_layer > 0 && s.n_embd > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.head_dim > 0,
+          "sizes must be positive");
+  require(s.n_head % s.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
+  require(s.n_expert > 0 && s.n_expert_used > 0 && s.n_expert_used <= s.n_expert,
+          "need 0 < n_expert_used <= n_expert");
+  require(s.n_ff_exp > 0, "n_ff_exp must be positive");
+  require(s.n_leading_dense == 0 || s.arch == "deepseek", "leading dense layers are deepseek only");
+  require(s.n_leading_dense < s.n_layer, "at least one MoE layer");
+  require(s.n_leading_dense == 0 || s.n_ff > 0, "dense layers need n_ff");
+  require(s.n_vocab_target > 0, "n_vocab_target must be positive");
+  if (s.n_expert_shared > 0) {
+    require(s.arch == "deepseek" || s.arch == "qwen2moe", "shared experts: deepseek/qwen2moe only");
+    require(s.n_ff_shexp > 0, "shared experts need n_ff_shexp");
+    if (s.arch == "deepseek")  // GGUF-NOTES: one SwiGLU of n_ff_exp x expert_shared_count
+      require(s.n_ff_shexp == s.n_ff_exp * s.n_expert_shared, "deepseek n_ff_shexp != n_shared x n_ff_exp");
+  }
+  const TensorType wt = s.weight_type, et = s.expert_type;
+  checkRows(wt, s.n_embd, "n_embd");
+  checkRows(et, s.n_embd, "n_embd");
+  checkRows(wt, s.n_head * s.head_dim, "attention");
+  checkRows(et, s.n_ff_exp, "n_ff_exp");
+  if (s.n_leading_dense > 0) checkRows(wt, s.n_ff, "n_ff");
+  if (s.n_expert_shared > 0) checkRows(wt, s.n_ff_shexp, "n_ff_shexp");
+}
+
+}  // namespace
+
+gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
+  validate(spec);
+  gguf::GgufWriter w;
+  w.setString("general.architecture", spec.arch);
+  w.setString("general.name", spec.name);
+  w.setAlignment(uint32_t(gguf::kDefaultAlignment));
+  writeHyperparameters(spec, w);
+  const VocabData vocab = makeVocab(spec);
+  vocab.writeTo(w);
+  ModelBuilder(spec, w).build(vocab.tokens.size());
+  return w;
+}
+
+void writeModel(const SyntheticSpec& spec, const std::string& path) {
+  buildModel(spec).writeFile(path);
+}
+
+std::vector<uint8_t> demoModelBytes() { return buildModel(demoSpec()).toBytes(); }
+
+}  // namespace moe::synth

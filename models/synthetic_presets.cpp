@@ -1,0 +1,234 @@
+// The specs of the synthetic models: one tiny model per architecture (tests, golden
+// files, the demo) and the full-size shape presets of shared/MODEL-SHAPES.md.
+#include <stdexcept>
+
+#include "models/synthetic_model.h"
+
+namespace moe::synth {
+
+namespace {
+
+using gguf::TensorType;
+
+// Common tiny base: 2 layers, 64 wide, 4 heads of 16. Every matrix's ne0 is a
+// multiple of 32, so any block type (Q8_0, Q4_0) fits every row.
+SyntheticSpec tinyBase(const std::string& arch) {
+  SyntheticSpec s;
+  s.arch = arch;
+  s.name = "moechat tiny " + arch + " (random weights)";
+  s.n_layer = 2;
+  s.n_embd = 64;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 16;
+  s.n_ctx = 512;
+  return s;
+}
+
+// Mixtral style: 8 experts top-2, no shared expert, SentencePiece vocabulary, F16.
+SyntheticSpec tinyLlama() {
+  SyntheticSpec s = tinyBase("llama");
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 64;
+  s.n_ff = 64;  // Mixtral files carry feed_forward_length = the expert width
+  s.n_vocab_target = 320;
+  s.vocab = VocabKind::SentencePiece;
+  s.expert_type = TensorType::F16;
+  s.weight_type = TensorType::F16;
+  s.seed = 101;
+  return s;
+}
+
+// Qwen1.5-MoE style: one sigmoid-gated shared expert, q/k/v biases, Q8_0 experts.
+// 12 experts top-4: neither count a power of two, on purpose.
+SyntheticSpec tinyQwen2Moe() {
+  SyntheticSpec s = tinyBase("qwen2moe");
+  s.n_expert = 12;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 32;
+  s.n_expert_shared = 1;
+  s.n_ff_shexp = 64;
+  s.n_ff = 64;  // Qwen1.5-MoE files carry intermediate_size (= the shared width) here
+  s.rope_freq_base = 1000000.0f;
+  s.n_vocab_target = 384;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "qwen2";
+  s.expert_type = TensorType::Q8_0;
+  s.weight_type = TensorType::F16;
+  s.qkv_bias = true;
+  s.seed = 202;
+  return s;
+}
+
+// Qwen3-MoE style: per-head QK-norm, head_dim (32) != n_embd / n_head (16), so the
+// attention width (128) differs from n_embd; 16 experts top-4; BF16; output tied to
+// token_embd (exercises the absent-output.weight path).
+SyntheticSpec tinyQwen3Moe() {
+  SyntheticSpec s = tinyBase("qwen3moe");
+  s.head_dim = 32;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 32;
+  s.n_ff = 96;
+  s.rope_freq_base = 1000000.0f;
+  s.n_vocab_target = 384;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "qwen2";
+  s.expert_type = TensorType::BF16;
+  s.weight_type = TensorType::BF16;
+  s.tied_output = true;
+  s.seed = 303;
+  return s;
+}
+
+// DeepSeek-MoE v1 style: 3 layers, the first dense (n_ff 128), 2 ungated shared
+// experts fused into one FFN of 2 x n_ff_exp, Q4_0 experts, Q8_0 other matrices, MHA.
+SyntheticSpec tinyDeepseek() {
+  SyntheticSpec s = tinyBase("deepseek");
+  s.n_layer = 3;
+  s.n_head_kv = 4;
+  s.n_leading_dense = 1;
+  s.n_ff = 128;
+  s.n_expert = 10;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 32;
+  s.n_expert_shared = 2;
+  s.n_ff_shexp = 64;  // = n_expert_shared x n_ff_exp (GGUF-NOTES)
+  s.n_vocab_target = 320;
+  s.vocab = VocabKind::SentencePiece;
+  s.expert_type = TensorType::Q4_0;
+  s.weight_type = TensorType::Q8_0;
+  s.seed = 404;
+  return s;
+}
+
+// OLMoE style: QK-norm over the whole q/k projections, 8 experts top-2, MHA,
+// F32 experts beside F16 matrices.
+SyntheticSpec tinyOlmoe() {
+  SyntheticSpec s = tinyBase("olmoe");
+  s.n_head_kv = 4;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 32;
+  s.n_ff = 32;  // OLMoE files carry intermediate_size = the expert width
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "olmo";  // what OLMoE GGUF files carry (GGUF-NOTES "Likely pairings")
+  s.expert_type = TensorType::F32;
+  s.weight_type = TensorType::F16;
+  s.seed = 505;
+  return s;
+}
+
+// Full-size presets. Layers, widths, experts, heads and vocabularies: MODEL-SHAPES.md.
+// Not in that table, taken from the models' published configs (they do not change
+// the work per token): n_ff of MoE-only models (feed_forward_length as the GGUF files
+// carry it), context length, rope base. Experts default to F16 (BF16 for Qwen3,
+// as MODEL-SHAPES' example); benchmarks pick other types by editing the spec.
+SyntheticSpec preset(const std::string& short_name, const std::string& arch, int n_layer,
+                     int n_embd, int n_ff_exp, int n_expert, int n_used, int n_head,
+                     int n_head_kv, int head_dim, int n_vocab) {
+  SyntheticSpec s;
+  s.name = "moechat preset " + short_name + " (random weights)";
+  s.arch = arch;
+  s.n_layer = n_layer;
+  s.n_embd = n_embd;
+  s.n_ff_exp = n_ff_exp;
+  s.n_ff = n_ff_exp;
+  s.n_expert = n_expert;
+  s.n_expert_used = n_used;
+  s.n_head = n_head;
+  s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim;
+  s.n_vocab_target = n_vocab;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.expert_type = TensorType::F16;
+  s.weight_type = TensorType::F16;
+  s.rope_freq_base = 1000000.0f;
+  s.n_ctx = 32768;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> supportedArchs() {
+  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"};
+}
+
+SyntheticSpec tinySpec(const std::string& arch) {
+  if (arch == "llama") return tinyLlama();
+  if (arch == "qwen2moe") return tinyQwen2Moe();
+  if (arch == "qwen3moe") return tinyQwen3Moe();
+  if (arch == "deepseek") return tinyDeepseek();
+  if (arch == "olmoe") return tinyOlmoe();
+  throw std::invalid_argument("tinySpec: unsupported architecture '" + arch + "'");
+}
+
+SyntheticSpec demoSpec() {
+  SyntheticSpec s = tinyLlama();
+  s.name = "moechat demo (random weights)";
+  return s;
+}
+
+// DS-2 (DeepSeek-V2-Lite, arch deepseek2) is absent on purpose: its MLA attention
+// (compressed kv, decoupled rope heads) has tensors and a forward pass the engine does
+// not implement, so a file of that shape could not be run.
+std::vector<std::string> presetNames() {
+  return {"DS-1", "QW-1", "QW-2", "Mixt", "Q3-30B", "Q3-235B", "OLMoE"};
+}
+
+SyntheticSpec presetSpec(const std::string& n) {
+  SyntheticSpec s;
+  if (n == "DS-1") {  // deepseek-moe-16b
+    s = preset(n, "deepseek", 28, 2048, 1408, 64, 6, 16, 16, 128, 102400);
+    s.n_expert_shared = 2;
+    s.n_ff_shexp = 2816;
+    s.n_leading_dense = 1;
+    s.n_ff = 10944;
+    s.n_ctx = 4096;
+    s.rope_freq_base = 10000.0f;
+    s.bpe_pre = "deepseek-llm";
+  } else if (n == "QW-1") {  // Qwen1.5-MoE-A2.7B
+    s = preset(n, "qwen2moe", 24, 2048, 1408, 60, 4, 16, 16, 128, 151936);
+    s.n_expert_shared = 1;
+    s.n_ff_shexp = 5632;
+    s.n_ff = 5632;
+    s.n_ctx = 8192;
+    s.qkv_bias = true;
+    s.bpe_pre = "qwen2";
+  } else if (n == "QW-2") {  // Qwen2-57B-A14B
+    s = preset(n, "qwen2moe", 28, 3584, 2560, 64, 8, 28, 4, 128, 151936);
+    s.n_expert_shared = 1;
+    s.n_ff_shexp = 20480;
+    s.n_ff = 18944;
+    s.qkv_bias = true;
+    s.bpe_pre = "qwen2";
+  } else if (n == "Mixt") {  // Mixtral-8x7B
+    s = preset(n, "llama", 32, 4096, 14336, 8, 2, 32, 8, 128, 32000);
+    s.vocab = VocabKind::SentencePiece;
+  } else if (n == "Q3-30B") {  // Qwen3-30B-A3B: attention 32 x 128 = 4096 wide, n_embd 2048
+    s = preset(n, "qwen3moe", 48, 2048, 768, 128, 8, 32, 4, 128, 151936);
+    s.n_ff = 6144;
+    s.n_ctx = 40960;
+    s.bpe_pre = "qwen2";
+    s.expert_type = s.weight_type = TensorType::BF16;
+  } else if (n == "Q3-235B") {  // Qwen3-235B-A22B: attention 64 x 128 = 8192 wide
+    s = preset(n, "qwen3moe", 94, 4096, 1536, 128, 8, 64, 4, 128, 151936);
+    s.n_ff = 12288;
+    s.n_ctx = 40960;
+    s.bpe_pre = "qwen2";
+    s.expert_type = s.weight_type = TensorType::BF16;
+  } else if (n == "OLMoE") {  // OLMoE-1B-7B
+    s = preset(n, "olmoe", 16, 2048, 1024, 64, 8, 16, 16, 128, 50304);
+    s.n_ctx = 4096;
+    s.rope_freq_base = 10000.0f;
+    s.bpe_pre = "olmo";
+  } else {
+    throw std::invalid_argument("presetSpec: unknown preset '" + n +
+                                "' (DS-2 is not supported: MLA attention)");
+  }
+  return s;
+}
+
+}  // namespace moe::synth
