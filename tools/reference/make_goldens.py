@@ -162,6 +162,35 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
     return st
 
 
+MUTATIONS = {
+    # name: function(cfg) applying a plausible engine bug
+    "rope NORM<->NEOX": lambda c: setattr(c, "rope_style", M.ROPE_NEOX if c.rope_style == M.ROPE_NORM else M.ROPE_NORM),
+    "top-k renorm flipped": lambda c: setattr(c, "renorm_topk", not c.renorm_topk),
+    "shared expert dropped": lambda c: setattr(c, "shared_kind", None),
+    "rms eps x10": lambda c: setattr(c, "eps", c.eps * 10),
+    "rope base x2": lambda c: setattr(c, "rope_base", c.rope_base * 2),
+    "one expert fewer": lambda c: setattr(c, "n_expert_used", c.n_expert_used - 1),
+}
+
+
+def sensitivity(gguf_path: str) -> dict:
+    """How far do plausible bugs move the logits, in units of the proposed bound?"""
+    ref = M.MoEReference(gguf_path, torch.float64)
+    seqs = token_sequences(ref.cfg.n_vocab)
+    base = np.concatenate([ref.forward(s)["logits"] for s in seqs])
+    bound = 1e-3 * np.abs(base).max() + 1e-4
+    out = {}
+    for name, mutate in MUTATIONS.items():
+        if name == "shared expert dropped" and ref.cfg.shared_kind is None:
+            continue
+        m = M.MoEReference(gguf_path, torch.float64)
+        m.W = ref.W
+        mutate(m.cfg)
+        got = np.concatenate([m.forward(s)["logits"] for s in seqs])
+        out[name] = float(np.abs(got - base).max() / bound)
+    return out
+
+
 def fmt_row(st: dict) -> str:
     q = st["actround"]
     return (f"| {st['model']} | {st['arch']} | {st['n_vocab']} | {st['max_abs_logit']:.4g} | "
@@ -175,6 +204,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", help="arch names or .gguf paths (default: all in tests/data/golden)")
     ap.add_argument("--no-write", action="store_true", help="only measure the float32 gap")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="also report how far plausible bugs move the logits (in units of the bound)")
     ap.add_argument("--compare", nargs=2, metavar=("GOLDEN", "TEST"),
                     help="compare two .logits files with the proposed tolerance")
     a = ap.parse_args()
@@ -204,6 +235,10 @@ def main():
             print(f"  NOTE: act-round float32 emulation exceeds the proposed tolerance for {st['model']}")
         if not st["tol_ok_f32"]:
             print(f"  NOTE: float32 reference itself exceeds the proposed tolerance for {st['model']}")
+        if a.sensitivity:
+            sens = sensitivity(p)
+            print("  bug sensitivity (max|diff| / bound): "
+                  + ", ".join(f"{k} {v:.3g}" for k, v in sens.items()))
         if "bytes" in st:
             print(f"  wrote {st['file']} ({st['bytes']} bytes)")
 
