@@ -171,61 +171,85 @@ float dotPortable(TensorType t, const uint8_t* row, const float* x, int64_t n) {
 #ifdef MOECHAT_QUANT_X86
 #define MOECHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+// Each decoder yields the 32 elements of one chunk as four registers of 8. Named
+// registers rather than arrays: GCC -O2 does not unroll the k-loops, and arrays of
+// __m256 indexed in a loop end up on the stack.
+struct Chunk {
+  __m256 w0, w1, w2, w3;
+};
+
 struct DecodeF32 {
-  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const float* f = reinterpret_cast<const float*>(p) + i;
-    for (int k = 0; k < 4; ++k) w[k] = _mm256_loadu_ps(f + 8 * k);
+    return {_mm256_loadu_ps(f), _mm256_loadu_ps(f + 8), _mm256_loadu_ps(f + 16),
+            _mm256_loadu_ps(f + 24)};
   }
 };
 
 struct DecodeF16 {
-  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+  MOECHAT_AVX2 static __m256 eight(const uint8_t* h) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+  }
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const uint8_t* h = p + 2 * i;
-    for (int k = 0; k < 4; ++k)
-      w[k] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 16 * k)));
+    return {eight(h), eight(h + 16), eight(h + 32), eight(h + 48)};
   }
 };
 
 struct DecodeBF16 {
-  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+  MOECHAT_AVX2 static __m256 eight(const uint8_t* b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const uint8_t* b = p + 2 * i;
-    for (int k = 0; k < 4; ++k) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * k));
-      w[k] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-    }
+    return {eight(b), eight(b + 16), eight(b + 32), eight(b + 48)};
   }
 };
 
 struct DecodeQ8_0 {
-  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+  MOECHAT_AVX2 static __m256 eight(__m256 d, const uint8_t* q) {  // d * q[0..8)
+    const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)));
+  }
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const uint8_t* blk = p + (i / kBlockQ8_0) * kQ8_0Bytes;
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)));
-    for (int k = 0; k < 4; ++k) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * k));
-      w[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-    }
+    const uint8_t* q = blk + 2;
+    return {eight(d, q), eight(d, q + 8), eight(d, q + 16), eight(d, q + 24)};
   }
 };
 
 struct DecodeQ4_0 {
-  MOECHAT_AVX2 static void block(const uint8_t* p, int64_t i, __m256 w[4]) {
+  MOECHAT_AVX2 static __m256 eight(__m256 d, __m128i nibbles) {  // d * (n - 8), low 8 bytes
+    const __m256i n = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nibbles), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(n));
+  }
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const uint8_t* blk = p + (i / kBlockQ4_0) * kQ4_0Bytes;
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)));
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i lo = _mm_and_si128(bytes, mask);                     // elements 0..15
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // elements 16..31
-    const __m256i eight = _mm256_set1_epi32(8);
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int k = 0; k < 4; ++k) {
-      const __m256i n = _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[k]), eight);
-      w[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(n));
-    }
+    return {eight(d, lo), eight(d, _mm_srli_si128(lo, 8)), eight(d, hi),
+            eight(d, _mm_srli_si128(hi, 8))};
   }
 };
 
-MOECHAT_AVX2 inline float reduceAvx2(const __m256 acc[4]) {
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+struct Acc {
+  __m256 a0, a1, a2, a3;
+};
+
+MOECHAT_AVX2 inline void fma32(Acc& acc, const Chunk& w, const float* x) {  // x: [32]
+  acc.a0 = _mm256_fmadd_ps(w.w0, _mm256_loadu_ps(x), acc.a0);
+  acc.a1 = _mm256_fmadd_ps(w.w1, _mm256_loadu_ps(x + 8), acc.a1);
+  acc.a2 = _mm256_fmadd_ps(w.w2, _mm256_loadu_ps(x + 16), acc.a2);
+  acc.a3 = _mm256_fmadd_ps(w.w3, _mm256_loadu_ps(x + 24), acc.a3);
+}
+
+MOECHAT_AVX2 inline float reduceAvx2(const Acc& acc) {  // same order as reduce32
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc.a0, acc.a1), _mm256_add_ps(acc.a2, acc.a3));
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
@@ -234,22 +258,16 @@ MOECHAT_AVX2 inline float reduceAvx2(const __m256 acc[4]) {
 
 template <class Decode>
 MOECHAT_AVX2 float dotAvx2(TensorType t, const uint8_t* row, const float* x, int64_t n) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  __m256 w[4];
+  Acc acc{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   const int64_t full = n - n % kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    Decode::block(row, i, w);
-    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + i + 8 * k), acc[k]);
-  }
+  for (int64_t i = 0; i < full; i += kLanes) fma32(acc, Decode::block(row, i), x + i);
   if (full < n) {  // plain types only; exact values, zero padded as in the portable path
     alignas(32) float wt[kLanes] = {};
     alignas(32) float xt[kLanes] = {};
     const int rest = static_cast<int>(n - full);
     decodeChunk(t, row, full, rest, wt);
     std::memcpy(xt, x + full, rest * sizeof(float));
-    for (int k = 0; k < 4; ++k)
-      acc[k] = _mm256_fmadd_ps(_mm256_load_ps(wt + 8 * k), _mm256_load_ps(xt + 8 * k), acc[k]);
+    fma32(acc, DecodeF32::block(reinterpret_cast<const uint8_t*>(wt), 0), xt);
   }
   return reduceAvx2(acc);
 }
