@@ -136,7 +136,12 @@ class ModelBuilder {
 
   void build(uint64_t n_vocab) {
     const uint64_t d = uint64_t(s_.n_embd);
-    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type, {Init::Normal, 1.0});  // [n_vocab][n_embd]
+    // Embeddings ~N(0, 1). Tied output: ~N(0, 1/n_embd) instead, as output.weight would
+    // be; with unit-size embeddings the logit of the input token itself (|e|^2 = n_embd)
+    // would dominate and every model would just echo its input. The first RMS norm
+    // makes the layers blind to that scale.
+    const double embd_sigma = s_.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
+    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type, {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
     for (int l = 0; l < s_.n_layer; ++l) layer(l);
     norm("output_norm.weight", d);
     if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
