@@ -18,6 +18,7 @@
 #include "inference/tokenizer/protobuf_wire.h"
 #include "inference/tokenizer/spm_tokenizer.h"
 #include "inference/tokenizer/tokenizer.h"
+#include "models/synthetic_model.h"
 #include "models/synthetic_vocab.h"
 
 using namespace moe;
@@ -455,6 +456,33 @@ class TestTokenizer : public QObject {
     v = buildSpmVocab(300);
     v.tokens[300 - 1] = v.tokens[300 - 2];  // a duplicate piece is tolerated (made unused)
     QCOMPARE(Tokenizer::fromVocab(v)->vocabSize(), 300);
+  }
+
+  // Through GGUF metadata (VocabData::writeTo / fromGguf, written elsewhere).
+  void fromGgufRoundTrip_data() {
+    QTest::addColumn<QString>("kind");
+    for (const char* k : {"spm", "qwen2", "deepseek-llm"}) QTest::newRow(k) << QString(k);
+  }
+  void fromGgufRoundTrip() {
+    QFETCH(QString, kind);
+    const VocabData v = kind == "spm" ? buildSpmVocab(400) : buildGpt2Vocab(400, kind.toStdString());
+    gguf::GgufWriter w;
+    w.setString("general.architecture", "llama");
+    v.writeTo(w);
+    const auto viaFile = Tokenizer::fromGguf(gguf::GgufFile::fromBytes(w.toBytes()));
+    const auto direct = Tokenizer::fromVocab(v);
+    for (const auto& s : kRoundTripSamples)
+      QCOMPARE(viaFile->encode(s, true, true), direct->encode(s, true, true));
+    QCOMPARE(viaFile->eos(), direct->eos());
+    QCOMPARE(viaFile->bos(), direct->bos());
+    QCOMPARE(viaFile->addBosDefault(), direct->addBosDefault());
+  }
+
+  void demoModelTokenizer() {
+    const auto file = gguf::GgufFile::fromBytes(synth::demoModelBytes());
+    const auto t = Tokenizer::fromGguf(file);
+    const std::string prompt = applyChatTemplate(chatFamilyFor(file), {{"user", "Hello there"}}, true);
+    QCOMPARE(t->decode(t->encode(prompt, t->addBosDefault(), false)), prompt);
   }
 
   // ---- chat templates ----

@@ -129,7 +129,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   const auto* spm = dynamic_cast<const SpmTokenizer*>(this);
   if (spm && spm->addsSpacePrefix() && !out.empty() && out[0] == ' ') {
     const auto first_text = std::find_if(ids.begin(), ids.end(), [&](int32_t id) {
-      return type(id) != TokenType::Control;
+      return type(id) != TokenType::Control && type(id) != TokenType::Unused;
     });
     if (first_text != ids.end() && type(*first_text) == TokenType::Normal &&
         piece(*first_text).rfind("\xE2\x96\x81", 0) == 0)
