@@ -123,6 +123,7 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
     ref32q = M.MoEReference(gguf_path, torch.float32, act_round=True)
     seqs = token_sequences(ref64.cfg.n_vocab)
     l64, l32, l32q, margins, route_changes, route_changes_q = [], [], [], [], 0, 0
+    router_gap = 0.0
     for toks in seqs:
         r64 = ref64.forward(toks)
         r32 = ref32.forward(toks)
@@ -132,6 +133,7 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
         l32q.append(r32q["logits"])
         for L, info in r64["routing"].items():
             margins.extend(info.margin)
+            router_gap = max(router_gap, float(np.abs(info.probs - r32["routing"][L].probs).max()))
             route_changes += sum(sorted(a) != sorted(b) for a, b in
                                  zip(info.experts, r32["routing"][L].experts))
             route_changes_q += sum(sorted(a) != sorted(b) for a, b in
@@ -147,6 +149,7 @@ def make_one(gguf_path: str, write: bool = True) -> dict:
     st["types"] = types
     st.update(model=name, arch=ref64.cfg.arch, n_vocab=ref64.cfg.n_vocab,
               min_route_margin=float(min(margins)) if margins else float("nan"),
+              router_prob_gap_f32=router_gap,
               route_changes_f32=route_changes, warnings=ref64.cfg.warnings,
               tol_ok_f32=tolerance_ok(np.concatenate(l64), np.concatenate(l32)))
     if write:
@@ -195,7 +198,7 @@ def fmt_row(st: dict) -> str:
     q = st["actround"]
     return (f"| {st['model']} | {st['arch']} | {st['n_vocab']} | {st['max_abs_logit']:.4g} | "
             f"{st['max_abs_diff']:.3g} | {st['rel_to_max']:.3g} | {st['nmse']:.3g} | "
-            f"{st['min_route_margin']:.3g} | {st['route_changes_f32']} | "
+            f"{st['min_route_margin']:.3g} | {st['router_prob_gap_f32']:.3g} | {st['route_changes_f32']} | "
             f"{q['max_abs_diff']:.3g} | {q['nmse']:.3g} | {q['route_changes']} | "
             + " ".join(f"{k}:{v}" for k, v in sorted(st['types'].items())) + " |")
 
@@ -223,9 +226,9 @@ def main():
     for m in a.models or sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.gguf"))):
         paths.append(m if m.endswith(".gguf") else os.path.join(GOLDEN_DIR, m + ".gguf"))
     print("| model | arch | n_vocab | max abs logit (f64) | max abs diff f32 vs f64 | diff / max | nmse | "
-          "min top-k routing margin | routing changes f32 | act-round f32: max abs diff | act-round nmse | "
+          "min top-k routing margin | max router prob diff f32 | routing changes f32 | act-round f32: max abs diff | act-round nmse | "
           "act-round routing changes | tensor types |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in paths:
         st = make_one(p, write=not a.no_write)
         print(fmt_row(st), flush=True)

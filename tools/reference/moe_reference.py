@@ -331,6 +331,7 @@ class RoutingInfo:
     experts: List[List[int]]      # per token, selected experts
     weights: List[List[float]]
     margin: List[float]           # per token: prob of k-th selected minus prob of best unselected
+    probs: Optional[np.ndarray] = None   # (T, n_expert) router softmax, float64 copy
 
 
 def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
@@ -344,7 +345,7 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
     exp_acts = ffn_acts(W, p, "_exps.weight")
 
     out = torch.zeros_like(x)
-    info = RoutingInfo([], [], [])
+    info = RoutingInfo([], [], [], router_probs.to(torch.float64).numpy())
     for t in range(x.shape[0]):
         sel = topk_lowest_index_ties(router_probs[t], cfg.n_expert_used)
         w = router_probs[t, sel]
