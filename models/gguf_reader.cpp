@@ -33,6 +33,22 @@ namespace {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
+// Names the field being read, for error messages only. Built from views so that the hot
+// path (a 150k-entry string array) creates no strings; the text is formed on failure.
+struct Field {
+  const char* what;
+  std::string_view name = {};   // key or tensor name, quoted when present
+  const char* suffix = "";
+  int64_t index = -1;           // metadata entry / tensor number, when known
+
+  std::string describe() const {
+    std::string s = what;
+    if (index >= 0) s += " " + std::to_string(index);
+    if (!name.empty()) s += " " + quoted(name);
+    return s + suffix;
+  }
+};
+
 // Bounds-checked little-endian reader over [base, base + size).
 class Cursor {
  public:
@@ -41,26 +57,34 @@ class Cursor {
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
 
-  // Throws unless n more bytes exist; `what` names the field for the message.
-  void need(uint64_t n, const std::string& what) const {
+  // Throws unless n more bytes exist.
+  void need(uint64_t n, const Field& f, const char* extra = "") const {
     if (n > remaining()) {
-      throw GgufError("truncated file: " + what + " needs " + std::to_string(n) + " bytes at offset " +
-                      std::to_string(pos_) + ", only " + std::to_string(remaining()) + " left");
+      throw GgufError("truncated file: " + f.describe() + extra + " needs " + std::to_string(n) +
+                      " bytes at offset " + std::to_string(pos_) + ", only " + std::to_string(remaining()) + " left");
     }
   }
 
   template <typename T>
-  T read(const std::string& what) {
-    need(sizeof(T), what);
+  T read(const Field& f) {
+    need(sizeof(T), f);
     T v;
     std::memcpy(&v, base_ + pos_, sizeof(T));  // GGUF is little-endian, as are our targets
     pos_ += sizeof(T);
     return v;
   }
 
-  std::string readString(const std::string& what) {
-    const uint64_t len = read<uint64_t>(what + " length");
-    need(len, what + " (" + std::to_string(len) + " bytes)");
+  std::string readString(const Field& f) {
+    uint64_t len = 0;
+    if (remaining() >= sizeof len) {
+      std::memcpy(&len, base_ + pos_, sizeof len);
+      pos_ += sizeof len;
+    } else {
+      need(sizeof len, f, " length");
+    }
+    if (len > remaining()) {
+      need(len, f, (" (" + std::to_string(len) + " bytes)").c_str());
+    }
     std::string s(reinterpret_cast<const char*>(base_ + pos_), len);
     pos_ += len;
     return s;
@@ -109,18 +133,18 @@ class MetadataParser {
     Value v;
     v.type = type;
     switch (type) {
-      case ValueType::U8: v.data = uint64_t{c_.read<uint8_t>(where(key))}; break;
-      case ValueType::U16: v.data = uint64_t{c_.read<uint16_t>(where(key))}; break;
-      case ValueType::U32: v.data = uint64_t{c_.read<uint32_t>(where(key))}; break;
-      case ValueType::U64: v.data = c_.read<uint64_t>(where(key)); break;
-      case ValueType::I8: v.data = int64_t{c_.read<int8_t>(where(key))}; break;
-      case ValueType::I16: v.data = int64_t{c_.read<int16_t>(where(key))}; break;
-      case ValueType::I32: v.data = int64_t{c_.read<int32_t>(where(key))}; break;
-      case ValueType::I64: v.data = c_.read<int64_t>(where(key)); break;
-      case ValueType::F32: v.data = double{c_.read<float>(where(key))}; break;
-      case ValueType::F64: v.data = c_.read<double>(where(key)); break;
+      case ValueType::U8: v.data = uint64_t{c_.read<uint8_t>(valueOf(key))}; break;
+      case ValueType::U16: v.data = uint64_t{c_.read<uint16_t>(valueOf(key))}; break;
+      case ValueType::U32: v.data = uint64_t{c_.read<uint32_t>(valueOf(key))}; break;
+      case ValueType::U64: v.data = c_.read<uint64_t>(valueOf(key)); break;
+      case ValueType::I8: v.data = int64_t{c_.read<int8_t>(valueOf(key))}; break;
+      case ValueType::I16: v.data = int64_t{c_.read<int16_t>(valueOf(key))}; break;
+      case ValueType::I32: v.data = int64_t{c_.read<int32_t>(valueOf(key))}; break;
+      case ValueType::I64: v.data = c_.read<int64_t>(valueOf(key)); break;
+      case ValueType::F32: v.data = double{c_.read<float>(valueOf(key))}; break;
+      case ValueType::F64: v.data = c_.read<double>(valueOf(key)); break;
       case ValueType::Bool: v.data = readBool(key); break;
-      case ValueType::String: v.data = c_.readString(where(key)); break;
+      case ValueType::String: v.data = c_.readString(valueOf(key)); break;
       case ValueType::Array: readArray(v, key, depth); break;
     }
     return v;
@@ -128,7 +152,7 @@ class MetadataParser {
 
   ValueType readType(const std::string& key, const char* role) {
     const uint64_t at = c_.pos();
-    const uint32_t id = c_.read<uint32_t>(where(key) + " " + role);
+    const uint32_t id = c_.read<uint32_t>(Field{"value of key", key, " type"});
     if (!isKnownValueType(id)) {
       throw GgufError("key " + quoted(key) + ": unknown " + role + " " + std::to_string(id) + " at offset " +
                       std::to_string(at));
@@ -137,11 +161,11 @@ class MetadataParser {
   }
 
  private:
-  static std::string where(const std::string& key) { return "value of key " + quoted(key); }
+  static Field valueOf(const std::string& key) { return Field{"value of key", key}; }
 
   bool readBool(const std::string& key) {
     const uint64_t at = c_.pos();
-    const uint8_t b = c_.read<uint8_t>(where(key));
+    const uint8_t b = c_.read<uint8_t>(valueOf(key));
     if (b > 1) {
       throw GgufError("key " + quoted(key) + ": bool byte " + std::to_string(b) + " at offset " +
                       std::to_string(at) + " is neither 0 nor 1");
@@ -155,7 +179,7 @@ class MetadataParser {
                       " at offset " + std::to_string(c_.pos()));
     }
     v.array_type = readType(key, "array element type");
-    const uint64_t count = c_.read<uint64_t>(where(key) + " array count");
+    const uint64_t count = c_.read<uint64_t>(Field{"value of key", key, " array count"});
     checkArrayCount(key, v.array_type, count);
     std::vector<Value> elems;
     elems.reserve(count);  // bounded by checkArrayCount
@@ -189,17 +213,19 @@ constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
 
 std::string tensorWhere(const std::string& name) { return "tensor " + quoted(name); }
 
+constexpr const char* kNeSuffix[kMaxDims] = {" ne0", " ne1", " ne2", " ne3"};
+
 // Reads the dims of one tensor; returns the element count (checked below 2^63, as ggml
 // keeps ne as int64_t).
 uint64_t readDims(Cursor& c, TensorInfo& t, const std::string& where) {
-  const uint32_t n_dims = c.read<uint32_t>(where + " n_dims");
+  const uint32_t n_dims = c.read<uint32_t>(Field{"tensor", t.name, " n_dims"});
   if (n_dims < 1 || n_dims > kMaxDims) {
     throw GgufError(where + ": n_dims " + std::to_string(n_dims) + " outside 1.." + std::to_string(kMaxDims));
   }
   t.dims.resize(n_dims);
   uint64_t elements = 1;
   for (uint32_t d = 0; d < n_dims; ++d) {
-    t.dims[d] = c.read<uint64_t>(where + " ne" + std::to_string(d));
+    t.dims[d] = c.read<uint64_t>(Field{"tensor", t.name, kNeSuffix[d]});
     if (t.dims[d] == 0) {
       throw GgufError(where + ": ne" + std::to_string(d) + " is 0 (empty tensors are not supported)");
     }
@@ -213,7 +239,7 @@ uint64_t readDims(Cursor& c, TensorInfo& t, const std::string& where) {
 
 // Reads the type and computes the byte size from the block traits (rows x row bytes).
 void readTypeAndSize(Cursor& c, TensorInfo& t, uint64_t elements, const std::string& where) {
-  const uint32_t type_id = c.read<uint32_t>(where + " type");
+  const uint32_t type_id = c.read<uint32_t>(Field{"tensor", t.name, " type"});
   const auto traits = typeTraits(type_id);
   if (!traits) throw GgufError(where + ": unknown tensor type id " + std::to_string(type_id));
   t.type = static_cast<TensorType>(type_id);
@@ -231,7 +257,7 @@ void readTypeAndSize(Cursor& c, TensorInfo& t, uint64_t elements, const std::str
 TensorInfo readTensorInfo(Cursor& c, uint64_t index, uint64_t alignment) {
   const uint64_t at = c.pos();
   TensorInfo t;
-  t.name = c.readString("name of tensor " + std::to_string(index));
+  t.name = c.readString(Field{"name of tensor", {}, "", static_cast<int64_t>(index)});
   const std::string where = tensorWhere(t.name);
   if (t.name.empty()) {
     throw GgufError("tensor " + std::to_string(index) + " at offset " + std::to_string(at) + " has an empty name");
@@ -242,7 +268,7 @@ TensorInfo readTensorInfo(Cursor& c, uint64_t index, uint64_t alignment) {
   }
   const uint64_t elements = readDims(c, t, where);
   readTypeAndSize(c, t, elements, where);
-  t.offset = c.read<uint64_t>(where + " offset");
+  t.offset = c.read<uint64_t>(Field{"tensor", t.name, " offset"});
   if (t.offset % alignment != 0) {
     throw GgufError(where + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
                     std::to_string(alignment));
@@ -359,15 +385,15 @@ void GgufFile::parse() {
   Cursor c(base_, size_);
 
   // Header: magic, version, tensor_count, kv_count (gguf.md "File Structure").
-  const uint32_t magic = c.read<uint32_t>("magic");
+  const uint32_t magic = c.read<uint32_t>(Field{"magic"});
   if (magic != kMagic) throw GgufError("not a GGUF file (bad magic)");
-  version_ = c.read<uint32_t>("version");
+  version_ = c.read<uint32_t>(Field{"version"});
   if (version_ != kVersion) {
     throw GgufError("unsupported GGUF version " + std::to_string(version_) + " (need " +
                     std::to_string(kVersion) + ")");
   }
-  const uint64_t tensor_count = c.read<uint64_t>("tensor_count");
-  const uint64_t kv_count = c.read<uint64_t>("kv_count");
+  const uint64_t tensor_count = c.read<uint64_t>(Field{"tensor_count"});
+  const uint64_t kv_count = c.read<uint64_t>(Field{"kv_count"});
   if (kv_count > c.remaining() / kMinKeyValueBytes) {
     throw GgufError("kv_count " + std::to_string(kv_count) + " cannot fit in the " +
                     std::to_string(c.remaining()) + " bytes after the header");
@@ -383,7 +409,7 @@ void GgufFile::parse() {
   kv_.reserve(kv_count);
   for (uint64_t i = 0; i < kv_count; ++i) {
     const uint64_t at = c.pos();
-    std::string key = c.readString("key of metadata entry " + std::to_string(i));
+    std::string key = c.readString(Field{"key of metadata entry", {}, "", static_cast<int64_t>(i)});
     if (key.empty()) throw GgufError("metadata entry " + std::to_string(i) + " at offset " + std::to_string(at) + " has an empty key");
     if (!keys.insert(key).second) {
       throw GgufError("duplicate metadata key " + quoted(key) + " at offset " + std::to_string(at));

@@ -126,13 +126,13 @@ add('vocab_bad_token_type.gguf', build(vocab_kvs[:2] + [
 
 # ---- malformed files -----------------------------------------------------
 small = build([arch], [('a', [4], F32_T)])
-add('bad_empty_file.gguf', b'', 'truncated file: magic')
+add('bad_empty_file.gguf', b'', 'empty file (no GGUF header)')
 add('bad_magic.gguf', b'GGUX' + small[4:], 'bad magic')
 add('bad_version2.gguf', small[:4] + struct.pack('<I', 2) + small[8:], 'unsupported GGUF version 2 (need 3)')
 add('bad_truncated_header.gguf', small[:13], 'truncated file: tensor_count')
 add('bad_huge_kv_count.gguf', header(0, 2**62), 'kv_count 4611686018427387904 cannot fit')
 add('bad_huge_tensor_count.gguf', header(2**60, 0) + b'\0' * 64, 'tensor_count 1152921504606846976 cannot fit')
-add('bad_huge_string.gguf', header(0, 1) + struct.pack('<Q', 2**63) + b'k', 'key of metadata entry 0 (9223372036854775808 bytes)')
+add('bad_huge_string.gguf', header(0, 1) + struct.pack('<Q', 2**63) + b'k' * 16, 'key of metadata entry 0 (9223372036854775808 bytes)')
 add('bad_huge_array.gguf', header(0, 1) + kv('x', ARR, arr(U64, b'\0' * 16, 2**40)), "key 'x': array of 1099511627776 u64 elements")
 nested = b''
 for _ in range(20):
@@ -155,8 +155,8 @@ add('bad_ne0_not_block.gguf', header(1, 0) + tinfo('q', [48], Q8_0_T, 0) + b'\0'
 add('bad_kquant_ne0.gguf', header(1, 0) + tinfo('k', [128], Q4_K_T, 0) + b'\0' * 256, "tensor 'k': ne0 128 is not a multiple of the Q4_K block size 256")
 add('bad_offset_unaligned.gguf', pad(header(1, 0) + tinfo('a', [4], F32_T, 8), 32) + b'\0' * 64, "tensor 'a': offset 8 is not a multiple of the alignment 32")
 past = build([], [('blk.0.ffn_up_exps.weight', [32, 4, 2], Q8_0_T)])
-add('bad_past_eof.gguf', past[:-64], "tensor 'blk.0.ffn_up_exps.weight': data [64, 336) runs past end of file (size 256)")
-add('bad_offset_huge.gguf', pad(header(1, 0) + tinfo('a', [4], F32_T, 2**64 - 32), 32) + b'\0' * 32, "tensor 'a': data [64, 18446744073709551648) runs past end of file (size 96)")
+add('bad_past_eof.gguf', past[:-64], "tensor 'blk.0.ffn_up_exps.weight': data [96, 368) runs past end of file (size 320)")
+add('bad_offset_huge.gguf', pad(header(1, 0) + tinfo('a', [4], F32_T, 2**64 - 32), 32) + b'\0' * 32, "tensor 'a': data [18446744073709551648, 18446744073709551664) runs past end of file (size 96)")
 ov = pad(header(2, 0) + tinfo('a', [16], F32_T, 0) + tinfo('b', [8], F32_T, 32), 32) + b'\0' * 64
 add('bad_overlap.gguf', ov, "tensor 'b': data at offset 32 overlaps tensor 'a' [0, 64)")
 add('bad_alignment_not_pow2.gguf', build([kv('general.alignment', U32, struct.pack('<I', 48))], []), 'general.alignment 48 is not a power of two')
