@@ -1,6 +1,7 @@
 #include "models/synthetic_vocab.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -219,6 +220,20 @@ std::map<Symbols, int> gpt2Words() {
   return words;
 }
 
+// Greedy BPE training does not depend on where it stops, so we train each
+// kind once to exhaustion (thread-safe static) and take a prefix.
+const std::vector<Merge>& allSpmMerges() {
+  static const std::vector<Merge> merges = trainBpe(spmWords(), SIZE_MAX);
+  return merges;
+}
+const std::vector<Merge>& allGpt2Merges() {
+  static const std::vector<Merge> merges = trainBpe(gpt2Words(), SIZE_MAX);
+  return merges;
+}
+std::vector<Merge> firstMerges(const std::vector<Merge>& all, size_t n) {
+  return {all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(n, all.size()))};
+}
+
 void addToken(VocabData& v, std::string text, float score, int32_t type) {
   v.tokens.push_back(std::move(text));
   v.scores.push_back(score);
@@ -244,7 +259,7 @@ VocabData buildSpmVocab(int target_size) {
   const size_t room = static_cast<size_t>(target_size - kBase);
   std::vector<std::string> chars = spmCharacters();
   chars.resize(std::min(chars.size(), room / 2));
-  const std::vector<Merge> merges = trainBpe(spmWords(), room - chars.size());
+  const std::vector<Merge> merges = firstMerges(allSpmMerges(), room - chars.size());
 
   std::unordered_set<std::string> seen(v.tokens.begin(), v.tokens.end());
   int rank = 0;
@@ -282,7 +297,7 @@ VocabData buildGpt2Vocab(int target_size, std::string pre) {
   v.model = "gpt2";
   v.pre = std::move(pre);
   for (int b = 0; b < 256; ++b) addToken(v, byteLevel(static_cast<unsigned char>(b)), 0.0f, kNormal);
-  const std::vector<Merge> merges = trainBpe(gpt2Words(), static_cast<size_t>(target_size - fixed));
+  const std::vector<Merge> merges = firstMerges(allGpt2Merges(), static_cast<size_t>(target_size - fixed));
   std::unordered_set<std::string> seen(v.tokens.begin(), v.tokens.end());
   for (const auto& m : merges) {
     v.merges.push_back(m.left + " " + m.right);
