@@ -28,6 +28,10 @@ class TextStream {
   std::string matched_;
 };
 
+// s with every byte that does not belong to a well-formed UTF-8 sequence
+// (stray continuation bytes, overlong forms, surrogates) replaced by U+FFFD.
+std::string sanitizeUtf8(std::string_view s);
+
 // Length of the longest prefix of s that ends on a UTF-8 character boundary.
 size_t completeUtf8Prefix(std::string_view s);
 

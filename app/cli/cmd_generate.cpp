@@ -28,9 +28,9 @@ void printText(std::string_view s) {
 void printStats(const GenerationStats& st) {
   std::fprintf(stderr,
                "\n\nprefill: %d tokens (%d reused from cache) in %.3f s = %.1f tok/s; TTFT %.3f s\n"
-               "decode:  %d tokens in %.3f s = %.1f tok/s; stopped: %s\n",
+               "decode:  %d tokens generated; %d decode steps in %.3f s = %.1f tok/s; stopped: %s\n",
                st.prompt_tokens, st.reused_tokens, st.prefill_seconds, st.prefillTokensPerSecond(),
-               st.ttft_seconds, st.decode_steps, st.decode_seconds, st.decodeTokensPerSecond(),
+               st.ttft_seconds, st.generated_tokens, st.decode_steps, st.decode_seconds, st.decodeTokensPerSecond(),
                stopReasonName(st.reason));
 }
 

@@ -1,0 +1,127 @@
+// ModelConfig and the model loader: each architecture's flags come from GGUF
+// metadata, and every way a file can be wrong gets a message naming the problem.
+#include <QtTest>
+
+#include "engine_fixture.h"
+#include "models/quant.h"
+
+using namespace moe;
+
+namespace {
+
+gguf::GgufFile rebuilt(const synth::SyntheticSpec& spec, const std::function<void(gguf::GgufWriter&)>& edit) {
+  auto w = synth::buildModel(spec);
+  edit(w);
+  return gguf::GgufFile::fromBytes(w.toBytes());
+}
+
+template <typename F>
+QString errorOf(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+class ModelConfigTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void flagsPerArchitecture() {
+    struct Want { const char* arch; RopeStyle rope; QkNorm qk; bool norm_topk; bool shexp_gated; bool dense_first; };
+    const Want wants[] = {
+        {"llama", RopeStyle::Norm, QkNorm::None, true, false, false},
+        {"qwen2moe", RopeStyle::Neox, QkNorm::None, false, true, false},
+        {"qwen3moe", RopeStyle::Neox, QkNorm::PerHead, true, false, false},
+        {"deepseek", RopeStyle::Norm, QkNorm::None, false, false, true},
+        {"olmoe", RopeStyle::Neox, QkNorm::Whole, false, false, false},
+    };
+    for (const auto& w : wants) {
+      const auto spec = synth::tinySpec(w.arch);
+      const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+      QCOMPARE(c.arch_name, std::string(w.arch));
+      QCOMPARE(c.rope_style, w.rope);
+      QCOMPARE(c.qk_norm, w.qk);
+      QCOMPARE(c.norm_topk_weights, w.norm_topk);
+      QCOMPARE(c.shared_expert_gated, w.shexp_gated);
+      QCOMPARE(c.isMoeLayer(0), !w.dense_first);
+      QCOMPARE(c.n_expert, spec.n_expert);
+      QCOMPARE(c.n_expert_used, spec.n_expert_used);
+      QCOMPARE(c.head_dim, spec.head_dim);
+      QCOMPARE(c.n_layer, spec.n_layer);
+    }
+  }
+
+  void deepseekSharedExpertsAreFused() {
+    const auto spec = synth::tinySpec("deepseek");
+    const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+    QCOMPARE(c.n_expert_shared, spec.n_expert_shared);
+    QCOMPARE(c.n_ff_shexp, spec.n_expert_shared * spec.n_ff_exp);
+    QCOMPARE(c.n_leading_dense, spec.n_leading_dense);
+  }
+
+  void unsupportedArchitectureIsNamed() {
+    gguf::GgufWriter w;
+    w.setString("general.architecture", "deepseek2");
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+    QVERIFY2(msg.contains("unsupported architecture 'deepseek2'") && msg.contains("qwen3moe"), qPrintable(msg));
+  }
+
+  void missingKeyIsNamed() {
+    gguf::GgufWriter w;
+    w.setString("general.architecture", "olmoe");
+    w.setUint32("olmoe.block_count", 2);
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+    QVERIFY2(msg.contains("olmoe.embedding_length"), qPrintable(msg));
+  }
+
+  void denseModelIsRejected() {
+    auto f = rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 0); });
+    QVERIFY(errorOf([&] { ModelConfig::fromGguf(f); }).contains("not a Mixture-of-Experts"));
+  }
+
+  void wrongKeyTypeIsNamed() {
+    auto f = rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setString("llama.block_count", "two"); });
+    QVERIFY(errorOf([&] { ModelConfig::fromGguf(f); }).contains("llama.block_count"));
+  }
+
+  void missingTensorIsNamed() {
+    auto spec = synth::tinySpec("qwen2moe");
+    // A file whose architecture says qwen3moe lacks the QK-norm tensors.
+    auto f = rebuilt(spec, [](gguf::GgufWriter& w) { w.setString("general.architecture", "qwen3moe"); });
+    auto backend = makeCpuBackend(1);
+    const auto msg = errorOf([&] { Model::load(std::move(f), *backend); });
+    QVERIFY2(msg.contains("lacks required key") || msg.contains("lacks tensor"), qPrintable(msg));
+  }
+
+  void uncomputableTypeIsNamed() {
+    // A K-quant expert tensor opens (the reader knows its layout) but cannot be
+    // computed yet: copy a model, swapping one expert tensor for a Q4_K one.
+    auto spec = synth::tinySpec("llama");
+    spec.n_embd = 256;  // K-quants need rows of 256 elements
+    spec.head_dim = 64;
+    const auto src = gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes());
+    gguf::GgufWriter w;
+    for (const auto& kv : src.metadata())
+      if (kv.key != "general.alignment") w.setValue(kv.key, kv.value);
+    for (const auto& t : src.tensors()) {
+      if (t.name == "blk.0.ffn_gate_exps.weight") {
+        std::vector<uint8_t> q4k(gguf::rowBytes(gguf::TensorType::Q4_K, t.dims[0]) * t.dims[1] * t.dims[2], 0);
+        w.addTensor(t.name, t.dims, gguf::TensorType::Q4_K, q4k);
+      } else {
+        const auto d = src.tensorData(t);
+        w.addTensor(t.name, t.dims, t.type, std::vector<uint8_t>(d.begin(), d.end()));
+      }
+    }
+    auto backend = makeCpuBackend(1);
+    const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(w.toBytes()), *backend); });
+    QVERIFY2(msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("Q4_K") && msg.contains("cannot compute"),
+             qPrintable(msg));
+  }
+};
+
+QTEST_APPLESS_MAIN(ModelConfigTest)
+#include "test_model_config.moc"

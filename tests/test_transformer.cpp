@@ -1,0 +1,186 @@
+// Forward-pass invariants on every synthetic architecture: a batched prefill
+// equals token-by-token decoding, chunked prefill equals one batch, truncating
+// the cache and recomputing reproduces the logits, cancel rolls back, the
+// context limit is enforced, and the expert order an ExpertSource imposes is
+// honoured without changing the result. (Golden logits against an independent
+// implementation are in test_golden.cpp.)
+#include <QtTest>
+
+#include <atomic>
+#include <algorithm>
+
+#include "engine_fixture.h"
+
+using namespace moe;
+
+namespace {
+
+// The same experts as the resident source, in reverse order, counting calls.
+class ReversingSource : public ExpertSource {
+ public:
+  explicit ReversingSource(const std::vector<std::vector<ExpertWeights>>& t) : inner_(t) {}
+  std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override {
+    auto refs = inner_.acquire(layer, experts);
+    std::reverse(refs.begin(), refs.end());
+    ++acquires;
+    for (const auto& r : refs) order.push_back(r.expert);
+    return refs;
+  }
+  void release(int layer) override { inner_.release(layer); ++releases; }
+  void onLayerInput(int, std::span<const float> hidden, int n_tokens) override {
+    inputs += n_tokens;
+    QVERIFY(hidden.size() % size_t(n_tokens) == 0);
+  }
+  ResidentExpertSource inner_;
+  int acquires = 0, releases = 0, inputs = 0;
+  std::vector<int> order;
+};
+
+std::vector<int32_t> someTokens(int n, int vocab, int salt = 0) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((7 + 13 * i + salt * 31) % vocab);
+  return t;
+}
+
+}  // namespace
+
+class TransformerTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void archs_data() {
+    QTest::addColumn<QString>("arch");
+    for (const auto& a : synth::supportedArchs()) QTest::newRow(a.c_str()) << QString::fromStdString(a);
+  }
+
+  void batchEqualsSequential_data() { archs_data(); }
+  void batchEqualsSequential() {
+    QFETCH(QString, arch);
+    EngineFixture f(synth::tinySpec(arch.toStdString()));
+    const int nv = f.model->config().n_vocab;
+    const auto tokens = someTokens(9, nv);
+    auto batch = f.transformer();
+    std::vector<float> all;
+    batch->forward(tokens, all, true);
+    QCOMPARE(all.size(), tokens.size() * size_t(nv));
+    auto seq = f.transformer();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::vector<float> one;
+      seq->forward(std::span(tokens).subspan(i, 1), one);
+      const std::vector<float> ref(all.begin() + i * nv, all.begin() + (i + 1) * nv);
+      // Same arithmetic per token; only the summation order of a batch may differ.
+      QVERIFY2(relMaxDiff(one, ref) < 1e-4, qPrintable(QString("position %1").arg(i)));
+    }
+    QCOMPARE(seq->nPast(), 9);
+  }
+
+  void chunkedPrefillEqualsOneBatch() {
+    EngineFixture f(synth::tinySpec("qwen3moe"));
+    const int nv = f.model->config().n_vocab;
+    const int n = Transformer::kMaxBatch + 37;  // forces two chunks
+    const auto tokens = someTokens(n, nv, 3);
+    auto a = f.transformer(512);
+    std::vector<float> last, all;
+    a->forward(tokens, last);
+    auto b = f.transformer(512);
+    b->forward(tokens, all, true);
+    const std::vector<float> ref(all.end() - nv, all.end());
+    QVERIFY(relMaxDiff(last, ref) < 1e-6);
+    QCOMPARE(a->nPast(), n);
+  }
+
+  void truncateAndRecompute() {
+    EngineFixture f(synth::tinySpec("llama"));
+    const int nv = f.model->config().n_vocab;
+    auto t = f.transformer();
+    std::vector<float> first, again, other;
+    const auto six = someTokens(6, nv);
+    t->forward(six, first);
+    t->truncate(3);
+    QCOMPARE(t->nPast(), 3);
+    t->forward(std::span(six).subspan(3), again);
+    QVERIFY(relMaxDiff(again, first) < 1e-6);
+    // A different suffix gives different logits (the cache is really used).
+    t->truncate(3);
+    t->forward(someTokens(3, nv, 5), other);
+    QVERIFY(relMaxDiff(other, first) > 1e-3);
+  }
+
+  void cancelRollsBack() {
+    EngineFixture f(synth::tinySpec("deepseek"));
+    auto t = f.transformer();
+    std::vector<float> logits;
+    t->forward(someTokens(4, f.model->config().n_vocab), logits);
+    std::atomic<bool> cancel{true};
+    t->setCancelFlag(&cancel);
+    QVERIFY_THROWS_EXCEPTION(Cancelled, t->forward(someTokens(4, f.model->config().n_vocab), logits));
+    QCOMPARE(t->nPast(), 4);
+  }
+
+  void contextLimitAndBadIds() {
+    EngineFixture f(synth::tinySpec("olmoe"));
+    auto t = f.transformer(8);
+    std::vector<float> logits;
+    QVERIFY_THROWS_EXCEPTION(std::length_error, t->forward(someTokens(9, 100), logits));
+    QCOMPARE(t->nPast(), 0);
+    const int32_t bad[1] = {f.model->config().n_vocab};
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, t->forward(bad, logits));
+  }
+
+  void expertOrderIsHonouredAndHarmless_data() { archs_data(); }
+  void expertOrderIsHonouredAndHarmless() {
+    QFETCH(QString, arch);
+    EngineFixture f(synth::tinySpec(arch.toStdString()));
+    const auto& c = f.model->config();
+    const auto tokens = someTokens(5, c.n_vocab, 2);
+    std::vector<float> plain, reordered;
+    f.transformer()->forward(tokens, plain, true);
+    ReversingSource rev(f.model->hostExperts());
+    auto t = f.transformer(256, &rev);
+    std::vector<std::pair<int, int>> routed;  // (layer, expert) from the observer
+    t->setRoutingObserver([&](const RoutingEvent& ev) {
+      QCOMPARE(int(ev.experts.size()), ev.n_tokens * c.n_expert_used);
+      for (size_t i = 0; i < ev.weights.size(); ++i) QVERIFY(ev.weights[i] > 0.0f);
+    });
+    t->forward(tokens, reordered, true);
+    QVERIFY(relMaxDiff(reordered, plain) < 1e-5);  // only the summation order changed
+    int moe_layers = 0;
+    for (int il = 0; il < c.n_layer; ++il) moe_layers += c.isMoeLayer(il);
+    QCOMPARE(rev.acquires, moe_layers);
+    QCOMPARE(rev.releases, moe_layers);
+    QCOMPARE(rev.inputs, moe_layers * 5);
+  }
+
+  void routingWeightsFollowTheArchitecture() {
+    // Mixtral-style (llama) renormalises the top-k weights to 1; qwen2moe does not.
+    for (const char* arch : {"llama", "qwen2moe"}) {
+      EngineFixture f(synth::tinySpec(arch));
+      auto t = f.transformer();
+      bool sums_to_one = true;
+      t->setRoutingObserver([&](const RoutingEvent& ev) {
+        const int k = f.model->config().n_expert_used;
+        for (int tok = 0; tok < ev.n_tokens; ++tok) {
+          float s = 0;
+          for (int j = 0; j < k; ++j) s += ev.weights[size_t(tok) * k + j];
+          sums_to_one = sums_to_one && std::abs(s - 1.0f) < 1e-5f;
+        }
+      });
+      std::vector<float> logits;
+      t->forward(someTokens(4, f.model->config().n_vocab), logits);
+      QCOMPARE(sums_to_one, std::string(arch) == "llama");
+    }
+  }
+
+  void tiedOutputUsesEmbedding() {
+    auto spec = synth::tinySpec("qwen3moe");
+    spec.tied_output = true;
+    EngineFixture f(spec);
+    QVERIFY(f.model->weights().output_tied);
+    QCOMPARE(f.model->weights().output.data, f.model->weights().token_embd.data);
+    std::vector<float> logits;
+    f.transformer()->forward(someTokens(3, f.model->config().n_vocab), logits);
+    QVERIFY(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+  }
+};
+
+QTEST_APPLESS_MAIN(TransformerTest)
+#include "test_transformer.moc"
