@@ -315,6 +315,8 @@ gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
   gguf::GgufWriter w;
   w.setString("general.architecture", spec.arch);
   w.setString("general.name", spec.name);
+  // Lets every front end say "random weights" whatever the file is called.
+  w.setBool("moechat.synthetic", true);
   w.setAlignment(uint32_t(gguf::kDefaultAlignment));
   writeHyperparameters(spec, w);
   const VocabData vocab = makeVocab(spec);

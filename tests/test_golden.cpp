@@ -83,7 +83,8 @@ class GoldenTest : public QObject {
         QCOMPARE(ref.size(), nv);
         // Tolerance (tests/data/golden/README.md): both sides compute with the same
         // stored (dequantised) weights; the gap is float32 vs float64 arithmetic,
-        // measured there at well below this bound.
+        // measured there at ~1e-6 relative; the engine itself measured 1.8e-7..4.9e-7
+        // (tests/data/golden/README.md). 1e-4 leaves 200x for summation-order changes.
         double max_ref = 0, max_diff = 0;
         for (size_t v = 0; v < nv; ++v) {
           max_ref = std::max(max_ref, std::abs(ref[v]));
@@ -104,7 +105,7 @@ class GoldenTest : public QObject {
   }
 
  private:
-  static constexpr double kRelTolerance = 1e-3;
+  static constexpr double kRelTolerance = 1e-4;  // measured worst: 4.9e-7 (qwen3moe)
   static constexpr double kAbsTolerance = 1e-4;
 };
 
