@@ -118,7 +118,8 @@ void decodeQ4_0(const uint8_t* blk, float* w) {  // w: [32]
 
 // Decodes elements [first, first + count) of a row; count <= 32, and for block
 // types first is a block start and count == 32.
-void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count, float* w) {
+void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count,
+                 float* w) {  // w: [count]
   switch (t) {
     case TensorType::F32: decodeF32(row + 4 * first, w, count); return;
     case TensorType::F16: decodeF16(row + 2 * first, w, count); return;
@@ -145,7 +146,8 @@ float reduce32(const float* acc) {  // acc: [32]; same order as the AVX2 reducti
   return s2[0] + s2[1];
 }
 
-float dotPortable(TensorType t, const uint8_t* row, const float* x, int64_t n) {
+float dotPortable(TensorType t, const uint8_t* row, const float* x,
+                  int64_t n) {  // row: rowBytes(t, n) bytes; x: [n]
   alignas(64) float acc[kLanes] = {};
   alignas(64) float w[kLanes];
   const int64_t full = n - n % kLanes;
@@ -257,7 +259,8 @@ MOECHAT_AVX2 inline float reduceAvx2(const Acc& acc) {  // same order as reduce3
 }
 
 template <class Decode>
-MOECHAT_AVX2 float dotAvx2(TensorType t, const uint8_t* row, const float* x, int64_t n) {
+MOECHAT_AVX2 float dotAvx2(TensorType t, const uint8_t* row, const float* x,
+                           int64_t n) {  // row: rowBytes(t, n) bytes; x: [n]
   Acc acc{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   const int64_t full = n - n % kLanes;
   for (int64_t i = 0; i < full; i += kLanes) fma32(acc, Decode::block(row, i), x + i);
