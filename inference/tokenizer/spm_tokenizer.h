@@ -56,8 +56,12 @@ class SpmTokenizer : public TokenizerCommon {
   ~SpmTokenizer() override;
 
   // parse_special: only a raw-text fragment that starts at byte 0 of `text`
-  // gets the dummy-prefix space (the behaviour of llama.cpp's SPM path before
-  // mid-2024; newer llama.cpp also prefixes text that follows a special token).
+  // gets the dummy-prefix space; text after a special token does not (so
+  // "<s>[INST]" gives "[" not "▁["). This follows llama.cpp's original SPM
+  // path; later llama.cpp versions also prefix a fragment that follows a
+  // special token (as Hugging Face's legacy Llama tokenizer does).
+  // User-defined pieces are matched by sentencepiece itself even without
+  // parse_special.
   std::vector<int32_t> encode(std::string_view text, bool add_bos,
                               bool parse_special) const override;
   // Normal pieces with U+2581 turned into spaces, <0xXX> byte pieces as the
