@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "inference/tokenizer/spm_tokenizer.h"  // TokenizerCommon, SpecialTokenMatcher
+#include "inference/tokenizer/tokenizer_common.h"
 
 namespace moe {
 
