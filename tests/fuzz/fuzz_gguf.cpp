@@ -1,8 +1,10 @@
 // libFuzzer target for the GGUF reader and the tokenizer-metadata reader.
 // Every input must either parse or throw GgufError; ASan/UBSan (the fuzz build
-// enables both) turn any out-of-bounds read or overflow into a crash.
+// enables both) turn any out-of-bounds read or overflow into a crash. Accepted
+// inputs are also rewritten with GgufWriter and must parse back identically.
 // Build and run: docs/FUZZING.md.
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -49,6 +51,38 @@ uint32_t touchTensors(const GgufFile& f) {
   return sum;
 }
 
+// Whatever the reader accepts, the writer must reproduce: rewrite the file and parse
+// it again; metadata and tensors must come back identical. (The writer refuses
+// alignments below 8, which the reader accepts: those files are skipped.)
+void rewriteAndCompare(const GgufFile& f) {
+  GgufWriter w;
+  try {
+    for (const KeyValue& kv : f.metadata()) w.setValue(kv.key, kv.value);
+  } catch (const GgufError&) {
+    if (f.alignment() < 8) return;
+    __builtin_trap();
+  }
+  for (const TensorInfo& t : f.tensors()) {
+    auto d = f.tensorData(t);
+    w.addTensor(t.name, t.dims, t.type, std::vector<uint8_t>(d.begin(), d.end()));
+  }
+  const GgufFile g = GgufFile::fromBytes(w.toBytes());
+  if (g.metadata().size() != f.metadata().size() || g.tensors().size() != f.tensors().size()) __builtin_trap();
+  for (size_t i = 0; i < f.metadata().size(); ++i) {
+    if (g.metadata()[i].key != f.metadata()[i].key || g.metadata()[i].value.type != f.metadata()[i].value.type) {
+      __builtin_trap();
+    }
+  }
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const TensorInfo& a = f.tensors()[i];
+    const TensorInfo& b = g.tensors()[i];
+    if (a.name != b.name || a.dims != b.dims || a.type != b.type || a.nbytes != b.nbytes) __builtin_trap();
+    auto da = f.tensorData(a);
+    auto db = g.tensorData(b);
+    if (!std::equal(da.begin(), da.end(), db.begin(), db.end())) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -57,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     touchMetadata(f);
     volatile uint32_t sink = touchTensors(f);
     (void)sink;
+    rewriteAndCompare(f);
     try {
       (void)moe::VocabData::fromGguf(f);
     } catch (const GgufError&) {
