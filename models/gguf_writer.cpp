@@ -5,6 +5,7 @@
 // alignment.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -79,6 +80,11 @@ void validateValue(const std::string& key, const Value& v, uint32_t depth) {
       return;
     case ValueType::F32: case ValueType::F64:
       if (!std::holds_alternative<double>(v.data)) badValue(key, v, "float types hold a double");
+      // Converting an out-of-range double to float is undefined behaviour.
+      if (v.type == ValueType::F32 && std::isfinite(*v.asFloat()) &&
+          std::fabs(*v.asFloat()) > std::numeric_limits<float>::max()) {
+        badValue(key, v, "value does not fit the type");
+      }
       return;
     case ValueType::Bool:
       if (!v.asBool()) badValue(key, v, "bool holds a bool");

@@ -313,6 +313,7 @@ void TestGguf::writerRejectsInvalidInput() {
   QVERIFY(throwsWith([&] { w.addTensor("a", {1}, TensorType::F32, std::vector<uint8_t>(4)); }, "duplicate tensor"));
   Value bad = Value::ofUint(ValueType::U8, 300);
   QVERIFY(throwsWith([&] { w.setValue("k", bad); }, "does not fit"));
+  QVERIFY(throwsWith([&] { w.setValue("k", Value::ofFloat(ValueType::F32, 1e300)); }, "does not fit"));
   Value mixed = Value::ofArray(ValueType::U32, {Value::ofInt(ValueType::I32, 1)});
   QVERIFY(throwsWith([&] { w.setValue("k", mixed); }, "element of type i32 in an array of u32"));
   Value wrong;
