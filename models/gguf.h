@@ -28,6 +28,9 @@ inline constexpr uint32_t kMaxDims = 4;
 // Reader limits (not in the spec; they bound what a hostile file can make us do).
 inline constexpr uint32_t kMaxArrayDepth = 8;               // nested metadata arrays
 inline constexpr uint64_t kMaxMetadataElements = 1ull << 26;  // array elements, all keys together
+// general.alignment above this is refused by reader and writer: real files use 32..4096,
+// and a huge value would only make a rewrite pad gigabytes (found by fuzzing).
+inline constexpr uint64_t kMaxAlignment = 1ull << 20;
 
 class GgufError : public std::runtime_error {
  public:

@@ -7,8 +7,9 @@
 // - Tensors with a zero dimension are rejected: no model needs an empty tensor, and
 //   allowing them would make "offset inside the data section" and overlap checks
 //   depend on zero-length ranges.
-// - general.alignment: any power of two is accepted (llama.cpp reads those), although
-//   the spec asks writers for a multiple of 8; our writer only writes multiples of 8.
+// - general.alignment: any power of two up to kMaxAlignment (1 MiB) is accepted
+//   (llama.cpp reads 1, 2, 4 too), although the spec asks writers for a multiple of 8;
+//   our writer only writes multiples of 8.
 // - Bool values must be 0 or 1; other bytes mean a corrupt file.
 // - With no tensors, the padding before the (empty) data section may be missing.
 // - Trailing bytes after the last tensor are allowed (writers pad the last tensor).
@@ -427,6 +428,10 @@ void GgufFile::parse() {
     alignment_ = *a->asUint();
     if (!isPowerOfTwo(alignment_)) {
       throw GgufError("general.alignment " + std::to_string(alignment_) + " is not a power of two");
+    }
+    if (alignment_ > kMaxAlignment) {
+      throw GgufError("general.alignment " + std::to_string(alignment_) + " exceeds the supported maximum " +
+                      std::to_string(kMaxAlignment));
     }
   }
 

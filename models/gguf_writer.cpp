@@ -19,6 +19,8 @@ namespace moe::gguf {
 
 namespace {
 
+uint64_t alignUpTo(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
 // Little-endian byte sink for the header, metadata and tensor infos.
 class ByteWriter {
  public:
@@ -34,15 +36,11 @@ class ByteWriter {
     put<uint64_t>(s.size());
     out_.insert(out_.end(), s.begin(), s.end());
   }
-  void padTo(uint64_t alignment) {
-    while (out_.size() % alignment != 0) out_.push_back(0);
-  }
+  void padTo(uint64_t alignment) { out_.resize(alignUpTo(out_.size(), alignment), 0); }
 
  private:
   std::vector<uint8_t>& out_;
 };
-
-uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 [[noreturn]] void badValue(const std::string& key, const Value& v, const std::string& why) {
   throw GgufError("GgufWriter: key '" + key + "' (" + valueTypeName(v.type) + "): " + why);
@@ -214,8 +212,9 @@ void GgufWriter::setValue(std::string key, Value v) {
   if (key == "general.alignment") {
     const uint64_t a = v.asUint().value_or(0);
     // gguf.md: u32, a multiple of 8; a power of two so offsets can be masked.
-    if (v.type != ValueType::U32 || a < 8 || (a & (a - 1)) != 0) {
-      throw GgufError("GgufWriter: general.alignment must be a u32 power of two >= 8");
+    if (v.type != ValueType::U32 || a < 8 || a > kMaxAlignment || (a & (a - 1)) != 0) {
+      throw GgufError("GgufWriter: general.alignment must be a u32 power of two in 8.." +
+                      std::to_string(kMaxAlignment));
     }
     alignment_ = static_cast<uint32_t>(a);
   }
@@ -306,7 +305,7 @@ std::vector<uint64_t> layoutOffsets(const Tensors& tensors, uint64_t alignment) 
   uint64_t next = 0;
   for (const auto& t : tensors) {
     offsets.push_back(next);
-    next = alignUp(next + t.nbytes, alignment);
+    next = alignUpTo(next + t.nbytes, alignment);
   }
   return offsets;
 }
@@ -378,7 +377,7 @@ void GgufWriter::writeFile(const std::string& path) const {
     }
     written = offsets[i] + t.nbytes;
   }
-  file.writeZeros(alignUp(written, alignment_) - written);
+  file.writeZeros(alignUpTo(written, alignment_) - written);
   file.commit();
 }
 
