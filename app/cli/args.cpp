@@ -62,6 +62,17 @@ int Args::intOr(const std::string& name, int fallback) const {
   return static_cast<int>(x);
 }
 
+uint64_t Args::uint64Or(const std::string& name, uint64_t fallback) const {
+  auto v = value(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = std::strtoull(v->c_str(), &end, 10);
+  if (errno || end == v->c_str() || *end || (*v)[0] == '-')
+    throw UsageError("option " + name + " needs a non-negative integer, got '" + *v + "'");
+  return x;
+}
+
 double Args::doubleOr(const std::string& name, double fallback) const {
   auto v = value(name);
   if (!v) return fallback;

@@ -2,6 +2,7 @@
 // flags, and positionals. Unknown options are errors, never ignored.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,6 +30,7 @@ class Args {
   std::vector<std::string> values(const std::string& name) const;  // repeatable options
   int intOr(const std::string& name, int fallback) const;
   double doubleOr(const std::string& name, double fallback) const;
+  uint64_t uint64Or(const std::string& name, uint64_t fallback) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:

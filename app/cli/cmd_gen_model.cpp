@@ -39,7 +39,7 @@ int runGenModel(const std::vector<std::string>& argv) {
   if (auto a = args.value("--arch")) spec = synth::tinySpec(*a);
   else if (auto p = args.value("--preset")) spec = synth::presetSpec(*p);
   else spec = synth::demoSpec();
-  if (auto s = args.value("--seed")) spec.seed = static_cast<uint64_t>(args.intOr("--seed", 1));
+  spec.seed = args.uint64Or("--seed", spec.seed);
   if (auto t = args.value("--expert-type")) spec.expert_type = parseType(*t);
   if (auto t = args.value("--weight-type")) spec.weight_type = parseType(*t);
   const auto out = args.value("--output");

@@ -33,7 +33,7 @@ SamplerParams samplerParams(const Args& args) {
   p.min_p = static_cast<float>(args.doubleOr("--min-p", p.min_p));
   p.repeat_penalty = static_cast<float>(args.doubleOr("--repeat-penalty", p.repeat_penalty));
   p.repeat_last_n = args.intOr("--repeat-last-n", p.repeat_last_n);
-  p.seed = static_cast<uint64_t>(args.doubleOr("--seed", 42));
+  p.seed = args.uint64Or("--seed", 42);
   if (p.repeat_penalty <= 0) throw UsageError("--repeat-penalty must be > 0");
   return p;
 }
