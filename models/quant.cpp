@@ -24,6 +24,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <cpuid.h>
 #define MOECHAT_QUANT_X86 1
 #endif
 
@@ -275,9 +276,15 @@ MOECHAT_AVX2 float dotAvx2(TensorType t, const uint8_t* row, const float* x,
   return reduceAvx2(acc);
 }
 
+// F16C is read from CPUID leaf 1 (ECX bit 29, Intel SDM vol. 2A) because clang 14's
+// __builtin_cpu_supports does not know the name "f16c".
+bool haveF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+}
+
 bool haveAvx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && haveF16c();
   return ok;
 }
 
