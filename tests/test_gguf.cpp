@@ -1,181 +1,10 @@
 // GGUF v3 reader/writer and VocabData. Format facts: ggml docs/gguf.md
 // (shared/GGUF-NOTES.md). Files built byte by byte here and in
 // tests/data/gguf_corpus/make_corpus.py check the spec independently of our writer.
-#include <QDir>
-#include <QElapsedTimer>
-#include <QFile>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
-#include <QProcess>
-#include <QStandardPaths>
-#include <QTemporaryDir>
-#include <QtTest>
-
-#include <cmath>
-#include <cstring>
-#include <random>
-
-#include <time.h>
-
-#include "models/gguf.h"
-#include "models/vocab.h"
-
-using namespace moe::gguf;
-
-namespace {
-
-// ---- helpers ---------------------------------------------------------------
-
-// Independent little-endian GGUF byte builder (does not use GgufWriter).
-struct Bytes {
-  std::vector<uint8_t> b;
-  template <typename T>
-  Bytes& put(T v) {
-    uint8_t tmp[sizeof(T)];
-    std::memcpy(tmp, &v, sizeof(T));
-    b.insert(b.end(), tmp, tmp + sizeof(T));
-    return *this;
-  }
-  Bytes& str(std::string_view s) {
-    put<uint64_t>(s.size());
-    b.insert(b.end(), s.begin(), s.end());
-    return *this;
-  }
-  Bytes& padTo(size_t a) {
-    while (b.size() % a != 0) b.push_back(0);
-    return *this;
-  }
-};
-
-std::vector<uint8_t> fromHex(const char* hex) {
-  std::vector<uint8_t> out;
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (const char* p = hex; *p != 0;) {
-    if (*p == ' ' || *p == '\n') {
-      ++p;
-      continue;
-    }
-    out.push_back(static_cast<uint8_t>(nibble(p[0]) << 4 | nibble(p[1])));
-    p += 2;
-  }
-  return out;
-}
-
-std::vector<uint8_t> patternBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& x : v) x = static_cast<uint8_t>(rng());
-  return v;
-}
-
-bool sameScalar(const Value& a, const Value& b) {
-  if (a.data.index() != b.data.index()) return false;
-  if (auto u = std::get_if<uint64_t>(&a.data)) return *u == std::get<uint64_t>(b.data);
-  if (auto i = std::get_if<int64_t>(&a.data)) return *i == std::get<int64_t>(b.data);
-  if (auto d = std::get_if<double>(&a.data)) return *d == std::get<double>(b.data);
-  if (auto x = std::get_if<bool>(&a.data)) return *x == std::get<bool>(b.data);
-  if (auto s = std::get_if<std::string>(&a.data)) return *s == std::get<std::string>(b.data);
-  return false;
-}
-
-bool sameValue(const Value& a, const Value& b) {
-  if (a.type != b.type) return false;
-  if (a.type != ValueType::Array) return sameScalar(a, b);
-  if (a.array_type != b.array_type) return false;
-  const auto& x = *a.asArray();
-  const auto& y = *b.asArray();
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!sameValue(x[i], y[i])) return false;
-  }
-  return true;
-}
-
-// Expects fn to throw GgufError whose message contains `needle`.
-template <typename Fn>
-bool throwsWith(Fn fn, const std::string& needle, std::string* got = nullptr) {
-  try {
-    fn();
-  } catch (const GgufError& e) {
-    if (got) *got = e.what();
-    return std::string(e.what()).find(needle) != std::string::npos;
-  }
-  if (got) *got = "(no exception)";
-  return false;
-}
-
-const std::vector<uint32_t> kAllTensorTypeIds = {0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 24, 25, 26, 30, 39};
-
-std::vector<std::pair<std::string, Value>> everyValueType() {
-  using VT = ValueType;
-  std::vector<std::pair<std::string, Value>> kv = {
-      {"v.u8", Value::ofUint(VT::U8, 255)},
-      {"v.i8", Value::ofInt(VT::I8, -128)},
-      {"v.u16", Value::ofUint(VT::U16, 65535)},
-      {"v.i16", Value::ofInt(VT::I16, -32768)},
-      {"v.u32", Value::ofUint(VT::U32, 4294967295u)},
-      {"v.i32", Value::ofInt(VT::I32, -2147483647 - 1)},
-      {"v.f32", Value::ofFloat(VT::F32, 3.25)},
-      {"v.bool", Value::ofBool(true)},
-      {"v.string", Value::ofString("")},  // set below: holds a NUL byte
-      {"v.u64", Value::ofUint(VT::U64, UINT64_MAX)},
-      {"v.i64", Value::ofInt(VT::I64, INT64_MIN)},
-      {"v.f64", Value::ofFloat(VT::F64, -1e300)},
-      {"v.empty_string", Value::ofString("")},
-      {"v.empty_array", Value::ofArray(VT::U32, {})},
-      {"v.arr_u8", Value::ofArray(VT::U8, {Value::ofUint(VT::U8, 0), Value::ofUint(VT::U8, 7)})},
-      {"v.arr_i16", Value::ofArray(VT::I16, {Value::ofInt(VT::I16, -1)})},
-      {"v.arr_f64", Value::ofArray(VT::F64, {Value::ofFloat(VT::F64, 0.5), Value::ofFloat(VT::F64, -2)})},
-      {"v.arr_bool", Value::ofArray(VT::Bool, {Value::ofBool(false), Value::ofBool(true)})},
-      {"v.arr_i64", Value::ofArray(VT::I64, {Value::ofInt(VT::I64, INT64_MAX)})},
-  };
-  static const char kText[] = "unicode \xE2\x9C\x93 and \0 inside";
-  kv[8].second = Value::ofString(std::string(kText, sizeof kText - 1));
-  // Nested: array of arrays of strings, and array of arrays of arrays of i32.
-  Value inner1 = Value::ofArray(VT::String, {Value::ofString("a"), Value::ofString("bc")});
-  Value inner2 = Value::ofArray(VT::String, {});
-  kv.push_back({"v.nested_str", Value::ofArray(VT::Array, {inner1, inner2})});
-  Value deep = Value::ofArray(VT::I32, {Value::ofInt(VT::I32, 42)});
-  for (int i = 0; i < 3; ++i) deep = Value::ofArray(VT::Array, {deep});
-  kv.push_back({"v.nested_deep", deep});
-  return kv;
-}
-
-// A small writer-made model with vocab, metadata of several types and tensors.
-GgufWriter smallModelWriter() {
-  GgufWriter w;
-  w.setString("general.architecture", "llama");
-  w.setUint32("llama.block_count", 1);
-  w.setFloat32("llama.rope.freq_base", 10000.0f);
-  moe::VocabData v;
-  v.model = "llama";
-  v.tokens = {"<unk>", "<s>", "</s>", "a", "b"};
-  v.scores = {0, 0, 0, -1, -2};
-  v.token_types = {2, 3, 3, 1, 1};
-  v.bos_id = 1;
-  v.eos_id = 2;
-  v.unk_id = 0;
-  v.writeTo(w);
-  w.setValue("x.nested", Value::ofArray(ValueType::Array, {Value::ofArray(ValueType::U16, {Value::ofUint(ValueType::U16, 9)})}));
-  w.addTensor("token_embd.weight", {32, 5}, TensorType::Q8_0, patternBytes(34 * 5, 1));
-  w.addTensor("output_norm.weight", {32}, TensorType::F32, patternBytes(128, 2));
-  return w;
-}
-
-double threadCpuMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-QString repoRoot() { return QDir(QStringLiteral(MOECHAT_TEST_DATA "/../..")).canonicalPath(); }
-
-}  // namespace
+#include "gguf_test_util.h"
 
 class TestGguf : public QObject {
   Q_OBJECT
-
  private slots:
   void typeTraitsMatchGgml();
   void everyValueTypeRoundTrips();
@@ -185,16 +14,10 @@ class TestGguf : public QObject {
   void writerRejectsInvalidInput();
   void setValueReplacesInPlace();
   void byteExactLayout();
-  void readsHandBuiltLlamaCppMoeFile();
-  void corpusFilesGiveExpectedErrors();
-  void truncationAtEveryOffsetThrows();
-  void byteFlipsNeverCrash();
   void typedGettersCheckTypes();
-  void openReportsFileErrors();
   void writeFileStreamsGeneratedTensors();
   void vocabRoundTrip();
-  void largeVocabParsesQuickly();
-  void interopWithHuggingfaceParser();
+  void largeVocabRoundTrips();
 };
 
 void TestGguf::typeTraitsMatchGgml() {
@@ -375,168 +198,6 @@ void TestGguf::byteExactLayout() {
   QCOMPARE(*f.getString("general.architecture"), std::string("tiny"));
 }
 
-void TestGguf::readsHandBuiltLlamaCppMoeFile() {
-  // Shaped like a llama.cpp-converted Mixtral-style file: optional q/k/v biases, no
-  // output.weight (tied to token_embd), old-style per-expert 2-D tensors.
-  const uint64_t n_embd = 32, n_ff = 64, n_vocab = 4, n_expert = 2;
-  struct T { std::string name; std::vector<uint64_t> dims; TensorType type; };
-  std::vector<T> ts = {
-      {"token_embd.weight", {n_embd, n_vocab}, TensorType::Q8_0},
-      {"blk.0.attn_norm.weight", {n_embd}, TensorType::F32},
-      {"blk.0.attn_q.weight", {n_embd, n_embd}, TensorType::F16},
-      {"blk.0.attn_q.bias", {n_embd}, TensorType::F32},
-      {"blk.0.attn_k.weight", {n_embd, n_embd}, TensorType::Q8_0},
-      {"blk.0.attn_k.bias", {n_embd}, TensorType::F32},
-      {"blk.0.attn_v.weight", {n_embd, n_embd}, TensorType::Q4_0},
-      {"blk.0.attn_v.bias", {n_embd}, TensorType::F32},
-      {"blk.0.attn_output.weight", {n_embd, n_embd}, TensorType::Q8_0},
-      {"blk.0.ffn_norm.weight", {n_embd}, TensorType::F32},
-      {"blk.0.ffn_gate_inp.weight", {n_embd, n_expert}, TensorType::F32},
-  };
-  for (uint64_t e = 0; e < n_expert; ++e) {
-    const std::string E = std::to_string(e);
-    ts.push_back({"blk.0.ffn_gate." + E + ".weight", {n_embd, n_ff}, TensorType::Q8_0});
-    ts.push_back({"blk.0.ffn_down." + E + ".weight", {n_ff, n_embd}, TensorType::Q8_0});
-    ts.push_back({"blk.0.ffn_up." + E + ".weight", {n_embd, n_ff}, TensorType::Q8_0});
-  }
-  ts.push_back({"output_norm.weight", {n_embd}, TensorType::F32});
-
-  Bytes b;
-  b.put<uint32_t>(0x46554747).put<uint32_t>(3).put<uint64_t>(ts.size()).put<uint64_t>(9);
-  b.str("general.architecture").put<uint32_t>(8).str("llama");
-  b.str("general.name").put<uint32_t>(8).str("tiny mixtral");
-  b.str("llama.block_count").put<uint32_t>(4).put<uint32_t>(1);
-  b.str("llama.expert_count").put<uint32_t>(4).put<uint32_t>(n_expert);
-  b.str("llama.expert_used_count").put<uint32_t>(4).put<uint32_t>(2);
-  b.str("llama.attention.layer_norm_rms_epsilon").put<uint32_t>(6).put<float>(1e-5f);
-  b.str("general.file_type").put<uint32_t>(4).put<uint32_t>(7);
-  b.str("tokenizer.ggml.model").put<uint32_t>(8).str("llama");
-  b.str("tokenizer.ggml.tokens").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(n_vocab);
-  for (const char* tok : {"<unk>", "<s>", "</s>", "\xE2\x96\x81hi"}) b.str(tok);
-  uint64_t offset = 0;
-  std::vector<uint64_t> offsets;
-  for (const T& t : ts) {
-    uint64_t n = rowBytes(t.type, t.dims[0]);
-    for (size_t i = 1; i < t.dims.size(); ++i) n *= t.dims[i];
-    offsets.push_back(offset);
-    b.str(t.name).put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
-    for (uint64_t d : t.dims) b.put<uint64_t>(d);
-    b.put<uint32_t>(static_cast<uint32_t>(t.type)).put<uint64_t>(offset);
-    offset = (offset + n + 31) / 32 * 32;
-  }
-  b.padTo(32);
-  const size_t data_start = b.b.size();
-  for (size_t i = 0; i < ts.size(); ++i) {
-    b.b.resize(data_start + offsets[i], 0);
-    const uint64_t n = (i + 1 < ts.size() ? offsets[i + 1] : offset) - offsets[i];
-    b.b.insert(b.b.end(), n, static_cast<uint8_t>(i + 1));  // tensor i's bytes hold i + 1
-  }
-
-  const GgufFile f = GgufFile::fromBytes(b.b);
-  QCOMPARE(f.tensors().size(), ts.size());
-  QCOMPARE(f.dataOffset(), uint64_t{data_start});
-  QVERIFY(f.findTensor("output.weight") == nullptr);
-  QVERIFY(f.findTensor("blk.0.attn_q.bias") != nullptr);
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const TensorInfo* t = f.findTensor(ts[i].name);
-    QVERIFY2(t != nullptr, ts[i].name.c_str());
-    QCOMPARE(t->dims, ts[i].dims);
-    QCOMPARE(t->type, ts[i].type);
-    QCOMPARE(t->offset, offsets[i]);
-    const auto data = f.tensorData(*t);
-    QCOMPARE(int(data.front()), int(i + 1));
-    QCOMPARE(int(data.back()), int(i + 1));
-  }
-  QCOMPARE(f.findTensor("blk.0.ffn_gate.1.weight")->nbytes, uint64_t{34 * 64});
-  QCOMPARE(*f.getUint("llama.expert_count"), n_expert);
-  QCOMPARE(*f.getFloat("llama.attention.layer_norm_rms_epsilon"), double(1e-5f));
-  const auto vocab = moe::VocabData::fromGguf(f);
-  QCOMPARE(vocab.tokens.size(), size_t{n_vocab});
-  QCOMPARE(vocab.bos_id, -1);  // absent keys stay -1
-}
-
-void TestGguf::corpusFilesGiveExpectedErrors() {
-  const QString dir = QStringLiteral(MOECHAT_TEST_DATA "/gguf_corpus/");
-  QFile manifest(dir + "MANIFEST.txt");
-  QVERIFY(manifest.open(QIODevice::ReadOnly | QIODevice::Text));
-  int checked = 0;
-  while (!manifest.atEnd()) {
-    const QString line = QString::fromUtf8(manifest.readLine()).trimmed();
-    if (line.isEmpty() || line.startsWith('#')) continue;
-    const QStringList cols = line.split('\t');
-    QVERIFY2(cols.size() >= 2, qPrintable(line));
-    const std::string path = (dir + cols[0]).toStdString();
-    const std::string expect = cols[1].toStdString();
-    std::optional<GgufFile> f;
-    std::string error;
-    try {
-      f = GgufFile::open(path);
-    } catch (const GgufError& e) {
-      error = e.what();
-    }
-    const std::string what = cols[0].toStdString() + ": got \"" + error + "\"";
-    if (expect == "ok") {
-      QVERIFY2(f.has_value(), what.c_str());
-    } else {
-      QVERIFY2(!f && error.find(expect) != std::string::npos, (what + ", want \"" + expect + "\"").c_str());
-    }
-    if (f && cols.size() >= 3) {
-      const std::string vexpect = cols[2].toStdString();
-      std::string verr = "ok";
-      try {
-        (void)moe::VocabData::fromGguf(*f);
-      } catch (const GgufError& e) {
-        verr = e.what();
-      }
-      QVERIFY2(verr.find(vexpect) != std::string::npos,
-               (cols[0].toStdString() + ": vocab got \"" + verr + "\", want \"" + vexpect + "\"").c_str());
-    }
-    ++checked;
-  }
-  QVERIFY(checked >= 40);
-}
-
-void TestGguf::truncationAtEveryOffsetThrows() {
-  const auto full = smallModelWriter().toBytes();
-  const GgufFile whole = GgufFile::fromBytes(full);
-  const TensorInfo& last = whole.tensors().back();
-  const uint64_t needed = whole.dataOffset() + last.offset + last.nbytes;
-  for (size_t len = 0; len < full.size(); ++len) {
-    std::vector<uint8_t> prefix(full.begin(), full.begin() + len);
-    try {
-      const GgufFile f = GgufFile::fromBytes(std::move(prefix));
-      // Only the trailing padding after the last tensor is optional.
-      QVERIFY2(len >= needed, qPrintable(QString("prefix of %1 bytes opened").arg(len)));
-    } catch (const GgufError&) {
-      QVERIFY2(len < needed, qPrintable(QString("prefix of %1 bytes rejected").arg(len)));
-    }
-  }
-}
-
-void TestGguf::byteFlipsNeverCrash() {
-  // Any exception other than GgufError (bad_alloc, length_error) fails the test; ASan
-  // builds catch out-of-bounds reads.
-  const auto full = smallModelWriter().toBytes();
-  int opened = 0;
-  for (size_t i = 0; i < full.size(); ++i) {
-    for (uint8_t mask : {uint8_t{0xff}, uint8_t{0x80}, uint8_t{0x01}}) {
-      auto bytes = full;
-      bytes[i] ^= mask;
-      try {
-        const GgufFile f = GgufFile::fromBytes(std::move(bytes));
-        for (const TensorInfo& t : f.tensors()) QCOMPARE(f.tensorData(t).size(), size_t(t.nbytes));
-        try {
-          (void)moe::VocabData::fromGguf(f);
-        } catch (const GgufError&) {
-        }
-        ++opened;
-      } catch (const GgufError&) {
-      }
-    }
-  }
-  QVERIFY(opened > 0);  // flips inside tensor data must still open
-}
-
 void TestGguf::typedGettersCheckTypes() {
   GgufWriter w;
   w.setString("s", "text");
@@ -562,13 +223,6 @@ void TestGguf::typedGettersCheckTypes() {
   QCOMPARE(*f.getFloatArray("ia"), (std::vector<double>{1, -1}));
   QCOMPARE(*f.getIntArray("ia"), (std::vector<int64_t>{1, -1}));
   QCOMPARE(*f.getFloatArray("fa"), (std::vector<double>{1.5, -2.0}));
-}
-
-void TestGguf::openReportsFileErrors() {
-  QVERIFY(throwsWith([] { GgufFile::open("/nonexistent/x.gguf"); }, "/nonexistent/x.gguf: cannot open"));
-  QVERIFY(throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA); }, "not a regular file"));
-  QVERIFY(throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA "/gguf_corpus/bad_empty_file.gguf"); }, "empty file"));
-  QVERIFY(throwsWith([] { GgufFile::fromBytes({}); }, "truncated file: magic"));
 }
 
 void TestGguf::writeFileStreamsGeneratedTensors() {
@@ -657,7 +311,7 @@ void TestGguf::vocabRoundTrip() {
                      "missing or empty tokenizer.ggml.tokens"));
 }
 
-void TestGguf::largeVocabParsesQuickly() {
+void TestGguf::largeVocabRoundTrips() {
   // A 150k-token BPE vocabulary (Qwen-sized) with scores, types and merges.
   const size_t n = 150000;
   moe::VocabData v;
@@ -672,7 +326,7 @@ void TestGguf::largeVocabParsesQuickly() {
   v.writeTo(w);
   auto bytes = w.toBytes();
 
-  // CPU time of this thread, not wall time: the test must not fail on a loaded CI machine.
+  // The time is reported, not asserted: tests check behaviour, benchmarks measure speed.
   QElapsedTimer wall;
   wall.start();
   const double cpu_start = threadCpuMs();
@@ -682,86 +336,8 @@ void TestGguf::largeVocabParsesQuickly() {
   QCOMPARE(r.tokens.size(), n);
   QCOMPARE(r.merges.size(), n - 1);
   qInfo("parsed 150k tokens + 150k merges + scores + types: %.0f ms CPU, %lld ms wall", ms, wall.elapsed());
-#if defined(__SANITIZE_ADDRESS__)
-  const double limit = 10000;  // ASan/UBSan builds run several times slower
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  const double limit = 10000;
-#else
-  const double limit = 1000;
-#endif
-#else
-  const double limit = 1000;
-#endif
-  QVERIFY2(ms < limit, qPrintable(QString("took %1 ms").arg(ms)));
-}
-
-void TestGguf::interopWithHuggingfaceParser() {
-  // Cross-check with a third-party parser: tools/interop (npm ci --prefix tools/interop).
-  const QString node = QStandardPaths::findExecutable("node");
-  const QString interop = repoRoot() + "/tools/interop";
-  if (node.isEmpty()) QSKIP("node not found: install Node.js to run the GGUF interop check");
-  if (!QDir(interop + "/node_modules/@huggingface/gguf").exists()) {
-    QSKIP("tools/interop/node_modules missing: run `npm ci --prefix tools/interop` to enable the interop check");
-  }
-  QTemporaryDir dir;
-  QVERIFY(dir.isValid());
-  const std::string path = dir.filePath("interop.gguf").toStdString();
-  GgufWriter w = smallModelWriter();
-  w.setAlignment(64);
-  for (const auto& [k, v] : everyValueType()) w.setValue(k, v);
-  for (uint32_t id : kAllTensorTypeIds) {
-    const auto traits = *typeTraits(id);
-    const std::vector<uint64_t> dims = {traits.block_elems * 2ull, 3, 2};
-    const auto type = static_cast<TensorType>(id);
-    w.addTensor(std::string("blk.0.t_") + traits.name, dims, type,
-                std::vector<uint8_t>(rowBytes(type, dims[0]) * 6, uint8_t(id)));
-  }
-  w.writeFile(path);
-  const GgufFile ours = GgufFile::open(path);
-
-  QProcess proc;
-  proc.start(node, {interop + "/gguf_dump.mjs", QString::fromStdString(path)});
-  QVERIFY(proc.waitForFinished(60000));
-  QVERIFY2(proc.exitCode() == 0, proc.readAllStandardError().constData());
-  const QJsonObject theirs = QJsonDocument::fromJson(proc.readAllStandardOutput()).object();
-
-  QCOMPARE(theirs["architecture"].toString().toStdString(), *ours.getString("general.architecture"));
-  QCOMPARE(theirs["version"].toInt(), 3);
-  QCOMPARE(theirs["tensor_data_offset"].toString().toULongLong(), ours.dataOffset());
-  const QJsonArray tensors = theirs["tensors"].toArray();
-  QCOMPARE(size_t(tensors.size()), ours.tensors().size());
-  for (size_t i = 0; i < ours.tensors().size(); ++i) {
-    const TensorInfo& t = ours.tensors()[i];
-    const QJsonObject j = tensors[int(i)].toObject();
-    QCOMPARE(j["name"].toString().toStdString(), t.name);
-    QCOMPARE(uint32_t(j["dtype"].toInt()), static_cast<uint32_t>(t.type));
-    QCOMPARE(j["offset"].toString().toULongLong(), t.offset);
-    const QJsonArray shape = j["shape"].toArray();
-    QCOMPARE(size_t(shape.size()), t.dims.size());
-    for (int d = 0; d < shape.size(); ++d) QCOMPARE(shape[d].toString().toULongLong(), t.dims[d]);
-  }
-  const QJsonObject meta = theirs["metadata"].toObject();
-  QCOMPARE(size_t(meta.size()), ours.metadata().size());
-  for (const KeyValue& kv : ours.metadata()) {
-    const QJsonObject j = meta[QString::fromStdString(kv.key)].toObject();
-    QVERIFY2(!j.isEmpty(), kv.key.c_str());
-    QCOMPARE(uint32_t(j["type"].toInt()), static_cast<uint32_t>(kv.value.type));
-    const QJsonValue val = j["value"];
-    if (const std::string* s = kv.value.asString()) {
-      QCOMPARE(val.toString().toStdString(), *s);
-    } else if (const auto* arr = kv.value.asArray()) {
-      QCOMPARE(uint32_t(j["sub_type"].toInt()), static_cast<uint32_t>(kv.value.array_type));
-      QCOMPARE(size_t(val.toArray().size()), arr->size());
-    } else if (kv.value.type == ValueType::U64 || kv.value.type == ValueType::I64) {
-      QCOMPARE(val.toString().toStdString(), kv.value.type == ValueType::U64 ? std::to_string(*kv.value.asUint())
-                                                                             : std::to_string(*kv.value.asInt()));
-    } else if (auto b = kv.value.asBool()) {
-      QCOMPARE(val.toBool(), *b);
-    } else {
-      QCOMPARE(val.toDouble(), *kv.value.asFloat());
-    }
-  }
+  QCOMPARE(r.tokens.back(), std::string("tok149999"));
+  QCOMPARE(r.merges.back(), std::string("t ok149998"));
 }
 
 QTEST_APPLESS_MAIN(TestGguf)
