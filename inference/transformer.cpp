@@ -126,6 +126,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   std::iota(positions_.begin(), positions_.end(), n_past_);
 
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
+  reportHidden(0, n);
   for (int il = 0; il < cfg_.n_layer; ++il) {
     checkCancel();
     attentionBlock(il, n);
@@ -133,6 +134,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
       moeBlock(il, n);
     else
       denseFfn(il, n);
+    reportHidden(il + 1, n);
   }
   n_past_ += n;
   if (logits_offset == std::string::npos) return;
@@ -144,6 +146,13 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
   backend_.matmul(w.output, s_->xn, s_->logits, rows);
   backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+}
+
+void Transformer::reportHidden(int index, int n) {
+  if (!on_hidden_) return;
+  hidden_host_.resize(size_t(n) * cfg_.n_embd);
+  backend_.toHost(hidden_host_.data(), s_->x, hidden_host_.size());
+  on_hidden_({index, n, n_past_, hidden_host_});
 }
 
 void Transformer::addBias(float* x, const float* bias, int n_rows, int width) {

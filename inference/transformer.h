@@ -30,6 +30,16 @@ struct RoutingEvent {
   std::span<const float> weights; // [n_tokens][n_expert_used]
 };
 
+// A named intermediate of one forward step, for diffing layer by layer against a
+// reference (tools/reference/moe_reference.py --dump-hidden numbers them alike):
+// index 0 = the embeddings, index L+1 = the residual stream after layer L.
+struct HiddenEvent {
+  int index = 0;
+  int n_tokens = 0;
+  int first_pos = 0;               // position of the first row
+  std::span<const float> values;   // [n_tokens][n_embd], host memory
+};
+
 class Transformer {
  public:
   // n_ctx: context length of this sequence (<= the model's trained context is not
@@ -51,6 +61,8 @@ class Transformer {
   void truncate(int n);
   void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
+  // Costs a device->host copy per layer while set; unset it for speed.
+  void setHiddenObserver(std::function<void(const HiddenEvent&)> f) { on_hidden_ = std::move(f); }
   // Largest batch one forward step computes at once; longer prompts run in chunks.
   static constexpr int kMaxBatch = 256;
 
@@ -64,6 +76,7 @@ class Transformer {
   void sharedExperts(int il, int n, float* moe_out);
   void addBias(float* x, const float* bias, int n_rows, int width);
   void checkCancel() const;
+  void reportHidden(int index, int n);
 
   const Model& model_;
   const ModelConfig& cfg_;
@@ -75,6 +88,8 @@ class Transformer {
   std::unique_ptr<Scratch> s_;
   const std::atomic<bool>* cancel_ = nullptr;
   std::function<void(const RoutingEvent&)> on_routing_;
+  std::function<void(const HiddenEvent&)> on_hidden_;
+  std::vector<float> hidden_host_;
   std::vector<int32_t> positions_;
 };
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "engine_fixture.h"
+#include "models/quant.h"
 
 using namespace moe;
 
@@ -167,6 +168,31 @@ class TransformerTest : public QObject {
       std::vector<float> logits;
       t->forward(someTokens(4, f.model->config().n_vocab), logits);
       QCOMPARE(sums_to_one, std::string(arch) == "llama");
+    }
+  }
+
+  void hiddenObserverReportsEveryLayer() {
+    EngineFixture f(synth::tinySpec("deepseek"));
+    const auto& c = f.model->config();
+    auto t = f.transformer();
+    std::vector<int> indices;
+    std::vector<float> embeddings;
+    t->setHiddenObserver([&](const HiddenEvent& ev) {
+      indices.push_back(ev.index);
+      QCOMPARE(ev.values.size(), size_t(ev.n_tokens) * c.n_embd);
+      if (ev.index == 0) embeddings.assign(ev.values.begin(), ev.values.end());
+    });
+    const auto tokens = someTokens(3, c.n_vocab);
+    std::vector<float> logits;
+    t->forward(tokens, logits);
+    QCOMPARE(int(indices.size()), c.n_layer + 1);
+    for (int i = 0; i <= c.n_layer; ++i) QCOMPARE(indices[i], i);
+    // hidden_0 is the dequantised embedding row of each token.
+    std::vector<float> row(c.n_embd);
+    const auto& emb = f.model->weights().token_embd;
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      quant::dequantizeRow(emb.type, emb.data + size_t(tokens[k]) * emb.row_bytes, row.data(), c.n_embd);
+      QVERIFY(std::equal(row.begin(), row.end(), embeddings.begin() + k * c.n_embd));
     }
   }
 

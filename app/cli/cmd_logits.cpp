@@ -1,5 +1,6 @@
 // logits: the raw logits of every position, for diffing against other implementations.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "app/cli/commands.h"
@@ -28,7 +29,7 @@ std::vector<int32_t> parseTokenList(const std::string& s) {
 
 int runLogits(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
-  vo.insert({"--tokens", "--text"});
+  vo.insert({"--tokens", "--text", "--dump-hidden"});
   const Args args(argv, vo, modelFlags());
   EngineSession session(sessionOptions(args));
   std::vector<int32_t> ids;
@@ -43,6 +44,20 @@ int runLogits(const std::vector<std::string>& argv) {
   if (static_cast<int>(ids.size()) > session.transformer().nCtx())
     throw std::length_error(std::to_string(ids.size()) + " tokens exceed the context of " +
                             std::to_string(session.transformer().nCtx()) + " (raise --ctx)");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> dump(nullptr, &std::fclose);
+  if (auto path = args.value("--dump-hidden")) {
+    dump.reset(std::fopen(path->c_str(), "w"));
+    if (!dump) throw std::runtime_error("cannot write " + *path);
+    std::fprintf(dump.get(), "# hidden_0 = embeddings, hidden_<L+1> = residual after layer L; one line per position\n");
+    session.transformer().setHiddenObserver([&](const HiddenEvent& ev) {
+      const size_t width = ev.values.size() / ev.n_tokens;
+      for (int t = 0; t < ev.n_tokens; ++t) {
+        std::fprintf(dump.get(), "hidden_%d pos %d", ev.index, ev.first_pos + t);
+        for (size_t i = 0; i < width; ++i) std::fprintf(dump.get(), " %.9g", ev.values[t * width + i]);
+        std::fputc('\n', dump.get());
+      }
+    });
+  }
   std::vector<float> logits;
   session.transformer().forward(ids, logits, /*all_logits=*/true);
   const size_t nv = session.model().config().n_vocab;

@@ -19,8 +19,9 @@ commands:
       stream a completion to stdout; tokens/s at the end (stderr)
   chat (FILE | --demo) [--system TEXT] [-n N] [sampling]
       interactive chat on stdin/stdout with the model's chat template
-  logits (FILE | --demo) --tokens 1,2,3
-      raw logits of every position, one line per position
+  logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
+      raw logits of every position, one line per position; optionally the
+      hidden state after every layer, for diffing layer by layer
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
 
