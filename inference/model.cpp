@@ -25,7 +25,8 @@ std::string expectText(const std::vector<uint64_t>& dims) {
 // and turns them into views / backend vectors.
 class Model::Loader {
  public:
-  explicit Loader(Model& m) : m_(m), f_(m.file_), c_(m.config_) {}
+  Loader(Model& m, bool require_computable)
+      : m_(m), f_(m.file_), c_(m.config_), require_computable_(require_computable) {}
 
   void run() {
     auto& w = m_.weights_;
@@ -88,8 +89,8 @@ class Model::Loader {
                        expectText(want) + " for this " + c_.arch_name + " configuration");
   }
 
-  void checkComputable(const gguf::TensorInfo& t) const {
-    if (!quant::isComputeSupported(t.type))
+  void checkComputable(const gguf::TensorInfo& t, bool always = false) const {
+    if ((require_computable_ || always) && !quant::isComputeSupported(t.type))
       throw ModelError("tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
                        ", which moechat cannot compute yet (supported: F32, F16, BF16, Q8_0, Q4_0)");
   }
@@ -105,7 +106,7 @@ class Model::Loader {
     if (t.nElements() != n || t.dims.size() != 1)
       throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected {" +
                        std::to_string(n) + "}");
-    checkComputable(t);
+    checkComputable(t, /*always=*/true);  // converted to F32 right here
     countedBytes_ += t.nbytes;
     std::vector<float> host(n);
     quant::dequantizeRow(t.type, f_.tensorData(t).data(), host.data(), static_cast<int64_t>(n));
@@ -235,6 +236,7 @@ class Model::Loader {
   const gguf::GgufFile& f_;
   ModelConfig& c_;
   uint64_t countedBytes_ = 0;
+  bool require_computable_;
 };
 
 Model::Model(gguf::GgufFile file, Backend& backend) : file_(std::move(file)), backend_(backend) {}
@@ -243,11 +245,11 @@ Model::~Model() {
   for (float* p : owned_vectors_) backend_.freeFloats(p);
 }
 
-std::unique_ptr<Model> Model::load(gguf::GgufFile file, Backend& backend) {
+std::unique_ptr<Model> Model::load(gguf::GgufFile file, Backend& backend, Purpose purpose) {
   std::unique_ptr<Model> m(new Model(std::move(file), backend));
   m->config_ = ModelConfig::fromGguf(m->file_);
   m->tokenizer_ = Tokenizer::fromGguf(m->file_);  // same token list as config_.n_vocab
-  Loader(*m).run();
+  Loader(*m, purpose == Purpose::Run).run();
   m->chat_family_ = chatFamilyFor(m->file_);
   return m;
 }

@@ -61,7 +61,10 @@ class Model {
  public:
   // Validates every tensor the config implies (names, shapes, types) and builds
   // the tokenizer. Throws ModelError / TokenizerError with the reason.
-  static std::unique_ptr<Model> load(gguf::GgufFile file, Backend& backend);
+  // With `purpose` Describe, tensors of types the backend cannot compute (K-quants)
+  // are accepted, so `info` can report on any file; such a model must not run.
+  enum class Purpose { Run, Describe };
+  static std::unique_ptr<Model> load(gguf::GgufFile file, Backend& backend, Purpose purpose = Purpose::Run);
   ~Model();
 
   const ModelConfig& config() const { return config_; }

@@ -5,6 +5,9 @@
 #include <numeric>
 
 namespace moe {
+namespace {
+constexpr size_t kNoLogits = static_cast<size_t>(-1);  // an early prefill chunk wants none
+}  // namespace
 
 // Activation buffers in backend memory, sized for kMaxBatch tokens, plus the
 // host-side routing arrays.
@@ -107,7 +110,7 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
         forwardBatch(tokens.subspan(first, n), logits, false, 0);
       else {
         std::vector<float> unused;
-        forwardBatch(tokens.subspan(first, n), unused, false, std::string::npos);
+        forwardBatch(tokens.subspan(first, n), unused, false, kNoLogits);
       }
     }
   } catch (...) {
@@ -116,8 +119,8 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
   }
 }
 
-// One batch of n <= kMaxBatch tokens at positions n_past_... logits_offset npos
-// means "no logits wanted" (an early prefill chunk).
+// One batch of n <= kMaxBatch tokens at positions n_past_..; logits go to
+// logits[logits_offset..] unless logits_offset is kNoLogits.
 void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits,
                                bool all_logits, size_t logits_offset) {
   const int n = static_cast<int>(tokens.size());
@@ -137,7 +140,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
     reportHidden(il + 1, n);
   }
   n_past_ += n;
-  if (logits_offset == std::string::npos) return;
+  if (logits_offset == kNoLogits) return;
 
   // Only the rows whose logits are wanted go through the output projection.
   const int first_row = all_logits ? 0 : n - 1;

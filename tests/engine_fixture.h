@@ -25,6 +25,35 @@ struct EngineFixture {
   }
 };
 
+// The GGUF bytes of `spec` with one tensor re-typed (zero bytes of the new type):
+// how a file with, say, a K-quant expert tensor looks to the loader.
+inline std::vector<uint8_t> withTensorRetyped(const moe::synth::SyntheticSpec& spec, const std::string& tensor,
+                                              moe::gguf::TensorType type) {
+  using namespace moe::gguf;
+  const auto src = GgufFile::fromBytes(moe::synth::buildModel(spec).toBytes());
+  GgufWriter w;
+  for (const auto& kv : src.metadata())
+    if (kv.key != "general.alignment") w.setValue(kv.key, kv.value);
+  for (const auto& t : src.tensors()) {
+    if (t.name == tensor) {
+      std::vector<uint8_t> zeros(rowBytes(type, t.dims[0]) * (t.nElements() / t.dims[0]), 0);
+      w.addTensor(t.name, t.dims, type, zeros);
+    } else {
+      const auto d = src.tensorData(t);
+      w.addTensor(t.name, t.dims, t.type, std::vector<uint8_t>(d.begin(), d.end()));
+    }
+  }
+  return w.toBytes();
+}
+
+// A tiny llama model whose blk.0 gate experts are Q4_K (K-quants need rows of 256).
+inline std::vector<uint8_t> tinyModelWithKQuantExperts() {
+  auto spec = moe::synth::tinySpec("llama");
+  spec.n_embd = 256;
+  spec.head_dim = 64;
+  return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::Q4_K);
+}
+
 // max |a - b| relative to max |b|.
 inline double relMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, scale = 1e-30;

@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 
 #include "models/gguf.h"
+#include "engine_fixture.h"
 #include "models/synthetic_model.h"
 
 namespace {
@@ -99,6 +100,14 @@ class CliTest : public QObject {
     moe::gguf::GgufWriter w;
     w.setString("general.architecture", "mamba");
     expectFailure(runCli({"info", writeFile("mamba.gguf", w.toBytes())}), 1, "unsupported architecture 'mamba'");
+  }
+
+  void kQuantFileIsDescribedButNotRun() {
+    const QString path = writeFile("kquant.gguf", tinyModelWithKQuantExperts());
+    const auto info = runCli({"info", path});
+    QCOMPARE(info.code, 0);
+    QVERIFY2(info.out.contains("Q4_K"), qPrintable(info.out));
+    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "Q4_K, which moechat cannot compute yet");
   }
 
   void emptyPrompt() { expectFailure(runCli({"generate", "--demo", "-p", ""}), 2, "empty prompt"); }

@@ -98,28 +98,14 @@ class ModelConfigTest : public QObject {
   }
 
   void uncomputableTypeIsNamed() {
-    // A K-quant expert tensor opens (the reader knows its layout) but cannot be
-    // computed yet: copy a model, swapping one expert tensor for a Q4_K one.
-    auto spec = synth::tinySpec("llama");
-    spec.n_embd = 256;  // K-quants need rows of 256 elements
-    spec.head_dim = 64;
-    const auto src = gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes());
-    gguf::GgufWriter w;
-    for (const auto& kv : src.metadata())
-      if (kv.key != "general.alignment") w.setValue(kv.key, kv.value);
-    for (const auto& t : src.tensors()) {
-      if (t.name == "blk.0.ffn_gate_exps.weight") {
-        std::vector<uint8_t> q4k(gguf::rowBytes(gguf::TensorType::Q4_K, t.dims[0]) * t.dims[1] * t.dims[2], 0);
-        w.addTensor(t.name, t.dims, gguf::TensorType::Q4_K, q4k);
-      } else {
-        const auto d = src.tensorData(t);
-        w.addTensor(t.name, t.dims, t.type, std::vector<uint8_t>(d.begin(), d.end()));
-      }
-    }
+    // A K-quant expert tensor opens (the reader knows its layout) but cannot be computed yet.
     auto backend = makeCpuBackend(1);
-    const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(w.toBytes()), *backend); });
+    const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend); });
     QVERIFY2(msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("Q4_K") && msg.contains("cannot compute"),
              qPrintable(msg));
+    // Described, not run: `info` loads it with Purpose::Describe.
+    auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend, Model::Purpose::Describe);
+    QCOMPARE(described->hostExperts()[0][0].gate.type, gguf::TensorType::Q4_K);
   }
 };
 

@@ -42,7 +42,7 @@ int runInfo(const std::vector<std::string>& argv) {
   auto backend = makeCpuBackend(1);
   auto file = openModelFile(so);
   const uint64_t file_size = file.fileSize();
-  auto model = Model::load(std::move(file), *backend);
+  auto model = Model::load(std::move(file), *backend, Model::Purpose::Describe);
   const auto& c = model->config();
   const auto& s = model->sizes();
 
