@@ -44,7 +44,11 @@ std::string sanitizeUtf8(std::string_view s) {
       cp = (cp << 6) | (b(i + k) & 0x3F);
     }
     ok = ok && cp >= min_cp && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (ok) {
+    const bool control = (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp < 0xA0);
+    if (ok && control) {
+      out += kReplacement;
+      i += len;
+    } else if (ok) {
       out.append(s.substr(i, len));
       i += len;
     } else {

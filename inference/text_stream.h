@@ -29,7 +29,9 @@ class TextStream {
 };
 
 // s with every byte that does not belong to a well-formed UTF-8 sequence
-// (stray continuation bytes, overlong forms, surrogates) replaced by U+FFFD.
+// (stray continuation bytes, overlong forms, surrogates) replaced by U+FFFD, and
+// every control character but tab, newline and carriage return (C0, DEL, C1)
+// replaced too: model output must not be able to drive a terminal (ESC sequences).
 std::string sanitizeUtf8(std::string_view s);
 
 // Length of the longest prefix of s that ends on a UTF-8 character boundary.

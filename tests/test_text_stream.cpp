@@ -60,6 +60,13 @@ class TextStreamTest : public QObject {
     TextStream s;
     QCOMPARE(s.push("x\xFFy"), std::string("x\xEF\xBF\xBDy"));
   }
+  void controlCharactersCannotReachTheTerminal() {
+    const std::string rep = "\xEF\xBF\xBD";
+    QCOMPARE(moe::sanitizeUtf8("a\x1B[2Jb"), "a" + rep + "[2Jb");   // ESC: clear screen
+    QCOMPARE(moe::sanitizeUtf8("\x07\x7F"), rep + rep);              // BEL, DEL
+    QCOMPARE(moe::sanitizeUtf8("\xC2\x9B"), rep);                    // C1 CSI
+    QCOMPARE(moe::sanitizeUtf8("tab\tnl\ncr\r"), std::string("tab\tnl\ncr\r"));
+  }
   void completeUtf8Prefix() {
     QCOMPARE(moe::completeUtf8Prefix(""), size_t(0));
     QCOMPARE(moe::completeUtf8Prefix("ab\xC3"), size_t(2));
