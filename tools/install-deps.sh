@@ -8,6 +8,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite qt6-charts-dev libgl-dev fonts-dejavu-core
   libsqlite3-dev libsentencepiece-dev sentencepiece libpcre2-dev
   clang libclang-rt-dev   # libFuzzer target (tests/fuzz)
+  clang-format            # the tree's format, checked in CI
 )
 # Node runs the third-party GGUF parser of the interop test; use the one present.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
