@@ -15,7 +15,7 @@ namespace moe {
 
 struct AttentionShape {
   int n_head = 0;
-  int n_head_kv = 0;   // GQA: query head h reads kv head h / (n_head / n_head_kv)
+  int n_head_kv = 0;  // GQA: query head h reads kv head h / (n_head / n_head_kv)
   int head_dim = 0;
   float scale = 0.0f;  // usually 1/sqrt(head_dim)
 };
@@ -36,17 +36,16 @@ class Backend {
   // y[t][0..w.rows) = W · x[t]   x: [n_tokens][w.cols]
   virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
   // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight   (weight: [dim] F32, any row count)
-  virtual void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim,
-                       float eps) = 0;
+  virtual void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) = 0;
   // In place, x: [n_tokens][n_heads][head_dim]; the first n_rot dims of each head rotate
   // by positions[t] * base^(-2i/n_rot).
-  virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
-                    const int32_t* positions, float freq_base, RopeStyle style) = 0;
+  virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                    float freq_base, RopeStyle style) = 0;
   // Causal attention of n_tokens queries at positions pos0.. over the cache rows 0..pos0+t.
   // q: [n_tokens][n_head][head_dim]; k_cache, v_cache: [n_ctx][n_head_kv][head_dim];
   // out: [n_tokens][n_head][head_dim]
-  virtual void attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
-                         int n_tokens, const AttentionShape& shape, float* out) = 0;
+  virtual void attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+                         const AttentionShape& shape, float* out) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, float* out, size_t n) = 0;
   // y[i] += x[i]

@@ -9,9 +9,7 @@ namespace moe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -47,9 +45,8 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
                                     const std::atomic<bool>* cancel) {
   if (prompt.empty()) throw std::invalid_argument("empty prompt: nothing to generate from");
   if (static_cast<int>(prompt.size()) >= tf_.nCtx())
-    throw std::length_error("prompt has " + std::to_string(prompt.size()) +
-                            " tokens; the context holds " + std::to_string(tf_.nCtx()) +
-                            " (leave room for the reply, or raise --ctx)");
+    throw std::length_error("prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                            std::to_string(tf_.nCtx()) + " (leave room for the reply, or raise --ctx)");
   GenerationStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   tf_.setCancelFlag(cancel);
@@ -91,10 +88,22 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
       break;
     }
     if (auto out = text.push(tok.tokenBytes(next)); !out.empty() && on_text) on_text(out);
-    if (text.stopped()) { st.reason = StopReason::StopString; break; }
-    if (st.generated_tokens >= params.max_tokens) { st.reason = StopReason::Length; break; }
-    if (cancel && cancel->load()) { st.reason = StopReason::Cancelled; break; }
-    if (tf_.nPast() >= tf_.nCtx()) { st.reason = StopReason::ContextFull; break; }
+    if (text.stopped()) {
+      st.reason = StopReason::StopString;
+      break;
+    }
+    if (st.generated_tokens >= params.max_tokens) {
+      st.reason = StopReason::Length;
+      break;
+    }
+    if (cancel && cancel->load()) {
+      st.reason = StopReason::Cancelled;
+      break;
+    }
+    if (tf_.nPast() >= tf_.nCtx()) {
+      st.reason = StopReason::ContextFull;
+      break;
+    }
     try {
       const int32_t one[1] = {next};
       tf_.forward(one, logits);

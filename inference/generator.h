@@ -28,10 +28,10 @@ enum class StopReason { Length, EndToken, StopString, Cancelled, ContextFull };
 const char* stopReasonName(StopReason r);
 
 struct GenerationStats {
-  int prompt_tokens = 0;     // tokens of the prompt
-  int reused_tokens = 0;     // of those, already in the KV cache
-  int generated_tokens = 0;  // tokens sampled
-  int decode_steps = 0;      // single-token forward passes
+  int prompt_tokens = 0;       // tokens of the prompt
+  int reused_tokens = 0;       // of those, already in the KV cache
+  int generated_tokens = 0;    // tokens sampled
+  int decode_steps = 0;        // single-token forward passes
   double prefill_seconds = 0;  // prompt forward pass
   double decode_seconds = 0;   // all decode steps
   double ttft_seconds = 0;     // start to first sampled token

@@ -49,9 +49,7 @@ class Model::Loader {
   }
 
  private:
-  std::string blk(int il, const char* name) const {
-    return "blk." + std::to_string(il) + "." + name;
-  }
+  std::string blk(int il, const char* name) const { return "blk." + std::to_string(il) + "." + name; }
 
   const gguf::TensorInfo& find(const std::string& name) const {
     const auto* t = f_.findTensor(name);
@@ -60,9 +58,7 @@ class Model::Loader {
   }
 
   // A 2-D weight with dims {cols, rows}; a 0 in `want` means "any".
-  WeightView matrix(const std::string& name, std::vector<uint64_t> want) {
-    return view(find(name), want);
-  }
+  WeightView matrix(const std::string& name, std::vector<uint64_t> want) { return view(find(name), want); }
   WeightView optionalMatrix(const std::string& name, std::vector<uint64_t> want) {
     const auto* t = f_.findTensor(name);
     return t ? view(*t, want) : WeightView{};
@@ -85,8 +81,8 @@ class Model::Loader {
     bool ok = t.dims.size() == want.size();
     for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] == 0 || want[i] == t.dims[i];
     if (!ok)
-      throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected " +
-                       expectText(want) + " for this " + c_.arch_name + " configuration");
+      throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected " + expectText(want) +
+                       " for this " + c_.arch_name + " configuration");
   }
 
   void checkComputable(const gguf::TensorInfo& t, bool always = false) const {
@@ -254,8 +250,6 @@ std::unique_ptr<Model> Model::load(gguf::GgufFile file, Backend& backend, Purpos
   return m;
 }
 
-bool Model::isSynthetic() const {
-  return file_.getBool("moechat.synthetic").value_or(false);
-}
+bool Model::isSynthetic() const { return file_.getBool("moechat.synthetic").value_or(false); }
 
 }  // namespace moe

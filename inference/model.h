@@ -35,7 +35,7 @@ struct LayerWeights {
   WeightView ffn_down;          // rows n_embd, cols n_ff
 
   // MoE: the router; routed experts are reached through an ExpertSource.
-  WeightView router;  // rows n_expert, cols n_embd
+  WeightView router;                // rows n_expert, cols n_embd
   WeightView shexp_gate, shexp_up;  // rows n_ff_shexp, cols n_embd
   WeightView shexp_down;            // rows n_embd, cols n_ff_shexp
   WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
@@ -51,9 +51,9 @@ struct ModelWeights {
 
 // Sizes that the CLI, the fit estimate and the offload engine report.
 struct ModelSizes {
-  uint64_t expert_bytes = 0;        // one routed expert: gate + up + down
-  uint64_t routed_expert_bytes = 0; // all routed experts of all layers
-  uint64_t other_bytes = 0;         // everything else (stays resident)
+  uint64_t expert_bytes = 0;         // one routed expert: gate + up + down
+  uint64_t routed_expert_bytes = 0;  // all routed experts of all layers
+  uint64_t other_bytes = 0;          // everything else (stays resident)
   int moe_layers = 0;
 };
 

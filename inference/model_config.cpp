@@ -14,10 +14,8 @@ struct ArchInfo {
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", Arch::Llama, RopeStyle::Norm, true},
-    {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
-    {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true},
-    {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
+    {"llama", Arch::Llama, RopeStyle::Norm, true},       {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
+    {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true}, {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
     {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},
 };
 
@@ -52,7 +50,8 @@ class KeyReader {
       throw ModelError("key '" + k + "': " + e.what());
     }
     if (!v) return std::nullopt;
-    if (*v > (1u << 30)) throw ModelError("key '" + k + "' = " + std::to_string(*v) + " is implausibly large");
+    if (*v > (1u << 30))
+      throw ModelError("key '" + k + "' = " + std::to_string(*v) + " is implausibly large");
     return static_cast<int>(*v);
   }
   std::optional<float> optionalFloat(const std::string& suffix) const {
@@ -152,9 +151,9 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
 
   require(c.n_layer > 0, "block_count must be > 0");
   require(c.n_embd > 0, "embedding_length must be > 0");
-  require(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0,
-          "head_count (" + std::to_string(c.n_head) + ") must be a multiple of head_count_kv (" +
-              std::to_string(c.n_head_kv) + ")");
+  require(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0, "head_count (" + std::to_string(c.n_head) +
+                                                              ") must be a multiple of head_count_kv (" +
+                                                              std::to_string(c.n_head_kv) + ")");
   require(c.head_dim > 0 && c.head_dim % 2 == 0, "head dimension must be even and > 0");
   require(c.n_rot > 0 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0,
           "rope.dimension_count must be even and within the head dimension");

@@ -36,13 +36,15 @@ bool before(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>&
 
 void sanitise(std::span<float> logits) {
   for (float& x : logits) {
-    if (std::isnan(x)) x = kNegInf;
-    else if (x == std::numeric_limits<float>::infinity()) x = std::numeric_limits<float>::max();
+    if (std::isnan(x))
+      x = kNegInf;
+    else if (x == std::numeric_limits<float>::infinity())
+      x = std::numeric_limits<float>::max();
   }
 }
 
-void applyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> history,
-                            float penalty, int last_n) {
+void applyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> history, float penalty,
+                            int last_n) {
   if (penalty == 1.0f || last_n == 0 || history.empty()) return;
   size_t n = last_n < 0 ? history.size() : std::min(history.size(), size_t(last_n));
   std::unordered_set<int32_t> seen;
@@ -73,8 +75,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   applyRepetitionPenalty(logits, history, params_.repeat_penalty, params_.repeat_last_n);
 
   const int32_t best = argmax(logits);
-  if (logits[size_t(best)] == kNegInf)
-    throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
+  if (logits[size_t(best)] == kNegInf) throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
   if (params_.temperature <= 0.0f) return best;
 
   // Candidates: every token that can be drawn at all.
@@ -109,8 +110,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   auto sortTo = [&](size_t m) {
     m = std::min(m, n);
     if (m <= sorted) return;
-    std::partial_sort(candidates_.begin() + sorted, candidates_.begin() + m,
-                      candidates_.begin() + n, before);
+    std::partial_sort(candidates_.begin() + sorted, candidates_.begin() + m, candidates_.begin() + n, before);
     sorted = m;
   };
   sortTo(64);

@@ -11,11 +11,11 @@ namespace moe {
 
 struct SamplerParams {
   float temperature = 0.8f;
-  int top_k = 40;            // <= 0: off
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off; keeps tokens with p >= min_p * p_max
+  int top_k = 40;               // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off; keeps tokens with p >= min_p * p_max
   float repeat_penalty = 1.1f;  // 1: off (llama.cpp convention: divide positive logits, multiply negative)
-  int repeat_last_n = 64;    // how many recent tokens the penalty looks at
+  int repeat_last_n = 64;       // how many recent tokens the penalty looks at
   uint64_t seed = 0;
 };
 

@@ -15,10 +15,14 @@ size_t completeUtf8Prefix(std::string_view s) {
   const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
   size_t need = 1;
   if (lead >= 0xF8) return n;  // never a valid lead byte: nothing to wait for
-  if (lead >= 0xF0) need = 4;
-  else if (lead >= 0xE0) need = 3;
-  else if (lead >= 0xC0) need = 2;
-  else return n;  // ASCII lead: complete (stray continuation bytes pass as they are)
+  if (lead >= 0xF0)
+    need = 4;
+  else if (lead >= 0xE0)
+    need = 3;
+  else if (lead >= 0xC0)
+    need = 2;
+  else
+    return n;  // ASCII lead: complete (stray continuation bytes pass as they are)
   const size_t have = n - (i - 1);
   return have >= need ? n : i - 1;
 }
@@ -33,10 +37,14 @@ std::string sanitizeUtf8(std::string_view s) {
     const unsigned char c = b(i);
     size_t len = 0;
     unsigned min_cp = 0;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c < 0xE0) len = 2, min_cp = 0x80;
-    else if (c >= 0xE0 && c < 0xF0) len = 3, min_cp = 0x800;
-    else if (c >= 0xF0 && c < 0xF5) len = 4, min_cp = 0x10000;
+    if (c < 0x80)
+      len = 1;
+    else if (c >= 0xC2 && c < 0xE0)
+      len = 2, min_cp = 0x80;
+    else if (c >= 0xE0 && c < 0xF0)
+      len = 3, min_cp = 0x800;
+    else if (c >= 0xF0 && c < 0xF5)
+      len = 4, min_cp = 0x10000;
     bool ok = len > 0 && i + len <= s.size();
     unsigned cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
     for (size_t k = 1; ok && k < len; ++k) {

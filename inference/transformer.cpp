@@ -14,19 +14,19 @@ constexpr size_t kNoLogits = static_cast<size_t>(-1);  // an early prefill chunk
 struct Transformer::Scratch {
   Backend& be;
   std::vector<float*> owned;
-  float* x;       // [batch][n_embd] residual stream
-  float* xn;      // [batch][n_embd] normalised input of a block
-  float* q;       // [batch][q_width]
-  float* k;       // [batch][kv_width]
-  float* v;       // [batch][kv_width]
-  float* attn;    // [batch][q_width]
-  float* out;     // [batch][n_embd] block output
-  float* ff_a;    // [batch][max ffn width] gate / activation
-  float* ff_b;    // [batch][max ffn width] up
-  float* gathered;// [batch][n_embd] rows routed to one expert
-  float* router;  // [batch][n_expert]
-  float* scalar;  // [batch] shared-expert gate logits
-  float* logits;  // [batch][n_vocab]
+  float* x;                        // [batch][n_embd] residual stream
+  float* xn;                       // [batch][n_embd] normalised input of a block
+  float* q;                        // [batch][q_width]
+  float* k;                        // [batch][kv_width]
+  float* v;                        // [batch][kv_width]
+  float* attn;                     // [batch][q_width]
+  float* out;                      // [batch][n_embd] block output
+  float* ff_a;                     // [batch][max ffn width] gate / activation
+  float* ff_b;                     // [batch][max ffn width] up
+  float* gathered;                 // [batch][n_embd] rows routed to one expert
+  float* router;                   // [batch][n_expert]
+  float* scalar;                   // [batch] shared-expert gate logits
+  float* logits;                   // [batch][n_vocab]
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
   std::vector<float> host_scalar;  // [batch]
@@ -121,8 +121,8 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
 
 // One batch of n <= kMaxBatch tokens at positions n_past_..; logits go to
 // logits[logits_offset..] unless logits_offset is kNoLogits.
-void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits,
-                               bool all_logits, size_t logits_offset) {
+void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
+                               size_t logits_offset) {
   const int n = static_cast<int>(tokens.size());
   const auto& w = model_.weights();
   positions_.resize(n);
@@ -180,8 +180,10 @@ void Transformer::attentionBlock(int il, int n) {
     backend_.rmsNorm(s_->q, L.q_norm, s_->q, n, Q, cfg_.rms_eps);
     backend_.rmsNorm(s_->k, L.k_norm, s_->k, n, KV, cfg_.rms_eps);
   }
-  backend_.rope(s_->q, n, cfg_.n_head, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base, cfg_.rope_style);
-  backend_.rope(s_->k, n, cfg_.n_head_kv, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base, cfg_.rope_style);
+  backend_.rope(s_->q, n, cfg_.n_head, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
+                cfg_.rope_style);
+  backend_.rope(s_->k, n, cfg_.n_head_kv, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
+                cfg_.rope_style);
   backend_.copy(k_cache_[il] + size_t(n_past_) * KV, s_->k, size_t(n) * KV);
   backend_.copy(v_cache_[il] + size_t(n_past_) * KV, s_->v, size_t(n) * KV);
 
@@ -247,7 +249,8 @@ void Transformer::moeBlock(int il, int n) {
   backend_.matmul(L.router, s_->xn, s_->router, n);
   backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
   for (int t = 0; t < n; ++t)
-    routeToken(&s_->host_router[size_t(t) * NE], NE, cfg_, &s_->chosen[size_t(t) * K], &s_->chosen_w[size_t(t) * K]);
+    routeToken(&s_->host_router[size_t(t) * NE], NE, cfg_, &s_->chosen[size_t(t) * K],
+               &s_->chosen_w[size_t(t) * K]);
   if (on_routing_)
     on_routing_({il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
                  std::span<const float>(s_->chosen_w.data(), size_t(n) * K)});
@@ -255,7 +258,8 @@ void Transformer::moeBlock(int il, int n) {
   // Which tokens each expert serves, and with which weight.
   std::vector<std::vector<std::pair<int, float>>> served(NE);
   for (int t = 0; t < n; ++t)
-    for (int j = 0; j < K; ++j) served[s_->chosen[size_t(t) * K + j]].push_back({t, s_->chosen_w[size_t(t) * K + j]});
+    for (int j = 0; j < K; ++j)
+      served[s_->chosen[size_t(t) * K + j]].push_back({t, s_->chosen_w[size_t(t) * K + j]});
   std::vector<int> needed;
   for (int e = 0; e < NE; ++e)
     if (!served[e].empty()) needed.push_back(e);
@@ -267,7 +271,8 @@ void Transformer::moeBlock(int il, int n) {
   for (const ExpertRef& ref : order) {
     const auto& rows = served.at(ref.expert);
     const int m = static_cast<int>(rows.size());
-    for (int i = 0; i < m; ++i) backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(rows[i].first) * E, E);
+    for (int i = 0; i < m; ++i)
+      backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(rows[i].first) * E, E);
     backend_.matmul(ref.weights.gate, s_->gathered, s_->ff_a, m);
     backend_.matmul(ref.weights.up, s_->gathered, s_->ff_b, m);
     backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(m) * F);

@@ -26,8 +26,8 @@ class Cancelled : public std::runtime_error {
 struct RoutingEvent {
   int layer = 0;
   int n_tokens = 0;
-  std::span<const int> experts;   // [n_tokens][n_expert_used]
-  std::span<const float> weights; // [n_tokens][n_expert_used]
+  std::span<const int> experts;    // [n_tokens][n_expert_used]
+  std::span<const float> weights;  // [n_tokens][n_expert_used]
 };
 
 // A named intermediate of one forward step, for diffing layer by layer against a
@@ -36,8 +36,8 @@ struct RoutingEvent {
 struct HiddenEvent {
   int index = 0;
   int n_tokens = 0;
-  int first_pos = 0;               // position of the first row
-  std::span<const float> values;   // [n_tokens][n_embd], host memory
+  int first_pos = 0;              // position of the first row
+  std::span<const float> values;  // [n_tokens][n_embd], host memory
 };
 
 class Transformer {

@@ -26,7 +26,7 @@ inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr size_t kMaxTensorNameBytes = 64;
 inline constexpr uint32_t kMaxDims = 4;
 // Reader limits (not in the spec; they bound what a hostile file can make us do).
-inline constexpr uint32_t kMaxArrayDepth = 8;               // nested metadata arrays
+inline constexpr uint32_t kMaxArrayDepth = 8;                 // nested metadata arrays
 inline constexpr uint64_t kMaxMetadataElements = 1ull << 26;  // array elements, all keys together
 // general.alignment above this is refused by reader and writer: real files use 32..4096,
 // and a huge value would only make a rewrite pad gigabytes (found by fuzzing).
@@ -38,17 +38,42 @@ class GgufError : public std::runtime_error {
 };
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
-  String = 8, Array = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  Bool = 7,
+  String = 8,
+  Array = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 const char* valueTypeName(ValueType t);
 
 // ggml tensor type ids (ggml.h enum ggml_type). Only those whose block layout we
 // know are accepted by the reader; the CPU backend computes a subset of them.
 enum class TensorType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, I8 = 24, I16 = 25,
-  I32 = 26, BF16 = 30, MXFP4 = 39,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct TypeTraits {
@@ -69,18 +94,18 @@ struct Value {
   ValueType array_type = ValueType::U8;  // element type when type == Array
 
   // Conversions that check the stored type; nullopt when it does not fit.
-  std::optional<uint64_t> asUint() const;   // any non-negative integer type
-  std::optional<int64_t> asInt() const;     // any integer type that fits
-  std::optional<double> asFloat() const;    // float or integer types
+  std::optional<uint64_t> asUint() const;  // any non-negative integer type
+  std::optional<int64_t> asInt() const;    // any integer type that fits
+  std::optional<double> asFloat() const;   // float or integer types
   std::optional<bool> asBool() const;
   const std::string* asString() const;
   const std::vector<Value>* asArray() const;
 
   // Builders that store the value in the variant member the type implies
   // (unsigned types -> uint64_t, signed -> int64_t, F32/F64 -> double).
-  static Value ofUint(ValueType t, uint64_t v);   // U8, U16, U32, U64
-  static Value ofInt(ValueType t, int64_t v);     // I8, I16, I32, I64
-  static Value ofFloat(ValueType t, double v);    // F32, F64
+  static Value ofUint(ValueType t, uint64_t v);  // U8, U16, U32, U64
+  static Value ofInt(ValueType t, int64_t v);    // I8, I16, I32, I64
+  static Value ofFloat(ValueType t, double v);   // F32, F64
   static Value ofBool(bool v);
   static Value ofString(std::string v);
   static Value ofArray(ValueType element_type, std::vector<Value> elements);
@@ -173,8 +198,7 @@ class GgufWriter {
   void setAlignment(uint32_t alignment);    // writes general.alignment
 
   // dims ne0 first; bytes.size() must equal the size the type and dims imply.
-  void addTensor(std::string name, std::vector<uint64_t> dims, TensorType type,
-                 std::vector<uint8_t> bytes);
+  void addTensor(std::string name, std::vector<uint64_t> dims, TensorType type, std::vector<uint8_t> bytes);
 
   // As addTensor, but the bytes are produced by `fill` while the file is written,
   // so multi-GB files (full-size presets) never sit in memory whole.

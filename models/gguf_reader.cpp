@@ -38,9 +38,9 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 // path (a 150k-entry string array) creates no strings; the text is formed on failure.
 struct Field {
   const char* what;
-  std::string_view name = {};   // key or tensor name, quoted when present
+  std::string_view name = {};  // key or tensor name, quoted when present
   const char* suffix = "";
-  int64_t index = -1;           // metadata entry / tensor number, when known
+  int64_t index = -1;  // metadata entry / tensor number, when known
 
   std::string describe() const {
     std::string s = what;
@@ -62,7 +62,8 @@ class Cursor {
   void need(uint64_t n, const Field& f, const char* extra = "") const {
     if (n > remaining()) {
       throw GgufError("truncated file: " + f.describe() + extra + " needs " + std::to_string(n) +
-                      " bytes at offset " + std::to_string(pos_) + ", only " + std::to_string(remaining()) + " left");
+                      " bytes at offset " + std::to_string(pos_) + ", only " + std::to_string(remaining()) +
+                      " left");
     }
   }
 
@@ -102,12 +103,19 @@ static_assert(std::endian::native == std::endian::little, "the GGUF reader assum
 // Smallest encoding of one value of type t: used to bound counts before allocating.
 uint64_t minEncodedSize(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::Bool: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::String: return 8;   // u64 length, empty string
-    case ValueType::Array: return 12;   // u32 element type + u64 count, no elements
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::Bool: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
+    case ValueType::String: return 8;  // u64 length, empty string
+    case ValueType::Array: return 12;  // u32 element type + u64 count, no elements
   }
   return 1;
 }
@@ -192,9 +200,9 @@ class MetadataParser {
   void checkArrayCount(const std::string& key, ValueType elem, uint64_t count) {
     const uint64_t min = minEncodedSize(elem);
     if (count > c_.remaining() / min) {
-      throw GgufError("key " + quoted(key) + ": array of " + std::to_string(count) + " " + valueTypeName(elem) +
-                      " elements at offset " + std::to_string(c_.pos()) + " cannot fit in the " +
-                      std::to_string(c_.remaining()) + " bytes left");
+      throw GgufError("key " + quoted(key) + ": array of " + std::to_string(count) + " " +
+                      valueTypeName(elem) + " elements at offset " + std::to_string(c_.pos()) +
+                      " cannot fit in the " + std::to_string(c_.remaining()) + " bytes left");
     }
     total_elements_ += count;
     if (total_elements_ > kMaxMetadataElements) {
@@ -245,8 +253,8 @@ void readTypeAndSize(Cursor& c, TensorInfo& t, uint64_t elements, const std::str
   if (!traits) throw GgufError(where + ": unknown tensor type id " + std::to_string(type_id));
   t.type = static_cast<TensorType>(type_id);
   if (t.dims[0] % traits->block_elems != 0) {
-    throw GgufError(where + ": ne0 " + std::to_string(t.dims[0]) + " is not a multiple of the " + traits->name +
-                    " block size " + std::to_string(traits->block_elems));
+    throw GgufError(where + ": ne0 " + std::to_string(t.dims[0]) + " is not a multiple of the " +
+                    traits->name + " block size " + std::to_string(traits->block_elems));
   }
   const uint64_t row = rowBytes(t.type, t.dims[0]);
   const uint64_t rows = elements / t.dims[0];
@@ -261,7 +269,8 @@ TensorInfo readTensorInfo(Cursor& c, uint64_t index, uint64_t alignment) {
   t.name = c.readString(Field{"name of tensor", {}, "", static_cast<int64_t>(index)});
   const std::string where = tensorWhere(t.name);
   if (t.name.empty()) {
-    throw GgufError("tensor " + std::to_string(index) + " at offset " + std::to_string(at) + " has an empty name");
+    throw GgufError("tensor " + std::to_string(index) + " at offset " + std::to_string(at) +
+                    " has an empty name");
   }
   if (t.name.size() > kMaxTensorNameBytes) {
     throw GgufError(where + ": name of " + std::to_string(t.name.size()) + " bytes exceeds " +
@@ -311,8 +320,8 @@ void checkTensorExtents(const std::vector<TensorInfo>& tensors, uint64_t data_of
     const TensorInfo& prev = *by_offset[i - 1];
     const TensorInfo& cur = *by_offset[i];
     if (cur.offset < prev.offset + prev.nbytes) {  // no overflow: both extents are inside the file
-      throw GgufError(tensorWhere(cur.name) + ": data at offset " + std::to_string(cur.offset) + " overlaps " +
-                      tensorWhere(prev.name) + " [" + std::to_string(prev.offset) + ", " +
+      throw GgufError(tensorWhere(cur.name) + ": data at offset " + std::to_string(cur.offset) +
+                      " overlaps " + tensorWhere(prev.name) + " [" + std::to_string(prev.offset) + ", " +
                       std::to_string(prev.offset + prev.nbytes) + ")");
     }
   }
@@ -411,7 +420,9 @@ void GgufFile::parse() {
   for (uint64_t i = 0; i < kv_count; ++i) {
     const uint64_t at = c.pos();
     std::string key = c.readString(Field{"key of metadata entry", {}, "", static_cast<int64_t>(i)});
-    if (key.empty()) throw GgufError("metadata entry " + std::to_string(i) + " at offset " + std::to_string(at) + " has an empty key");
+    if (key.empty())
+      throw GgufError("metadata entry " + std::to_string(i) + " at offset " + std::to_string(at) +
+                      " has an empty key");
     if (!keys.insert(key).second) {
       throw GgufError("duplicate metadata key " + quoted(key) + " at offset " + std::to_string(at));
     }
@@ -456,7 +467,8 @@ void GgufFile::parse() {
   if (!data_start || *data_start > size_) {
     if (!tensors_.empty()) {
       throw GgufError("data section (aligned to " + std::to_string(alignment_) + " after offset " +
-                      std::to_string(c.pos()) + ") starts past end of file (size " + std::to_string(size_) + ")");
+                      std::to_string(c.pos()) + ") starts past end of file (size " + std::to_string(size_) +
+                      ")");
     }
     data_offset_ = size_;  // no tensors: a writer may omit the final padding
   } else {

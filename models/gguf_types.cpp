@@ -143,7 +143,8 @@ const std::string* Value::asString() const { return std::get_if<std::string>(&da
 const std::vector<Value>* Value::asArray() const { return std::get_if<std::vector<Value>>(&data); }
 
 Value Value::ofUint(ValueType t, uint64_t v) {
-  if (!isUnsignedType(t)) throw GgufError(std::string("Value::ofUint: ") + valueTypeName(t) + " is not unsigned");
+  if (!isUnsignedType(t))
+    throw GgufError(std::string("Value::ofUint: ") + valueTypeName(t) + " is not unsigned");
   Value out;
   out.type = t;
   out.data = v;

@@ -63,8 +63,12 @@ void checkIntRange(const std::string& key, const Value& v) {
     case ValueType::U64: inUnsigned(std::numeric_limits<uint64_t>::max()); break;
     case ValueType::I8: inSigned(-128, 127); break;
     case ValueType::I16: inSigned(-32768, 32767); break;
-    case ValueType::I32: inSigned(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()); break;
-    case ValueType::I64: inSigned(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()); break;
+    case ValueType::I32:
+      inSigned(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+      break;
+    case ValueType::I64:
+      inSigned(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+      break;
     default: break;
   }
 }
@@ -72,11 +76,16 @@ void checkIntRange(const std::string& key, const Value& v) {
 // Checks that the variant member holds what the declared type needs, recursively.
 void validateValue(const std::string& key, const Value& v, uint32_t depth) {
   switch (v.type) {
-    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64:
-    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-      checkIntRange(key, v);
-      return;
-    case ValueType::F32: case ValueType::F64:
+    case ValueType::U8:
+    case ValueType::U16:
+    case ValueType::U32:
+    case ValueType::U64:
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64: checkIntRange(key, v); return;
+    case ValueType::F32:
+    case ValueType::F64:
       if (!std::holds_alternative<double>(v.data)) badValue(key, v, "float types hold a double");
       // Converting an out-of-range double to float is undefined behaviour.
       if (v.type == ValueType::F32 && std::isfinite(*v.asFloat()) &&
@@ -95,8 +104,10 @@ void validateValue(const std::string& key, const Value& v, uint32_t depth) {
       const auto* arr = v.asArray();
       if (arr == nullptr) badValue(key, v, "array holds a std::vector<Value>");
       for (const Value& e : *arr) {
-        if (e.type != v.array_type) badValue(key, v, std::string("element of type ") + valueTypeName(e.type) +
-                                                          " in an array of " + valueTypeName(v.array_type));
+        if (e.type != v.array_type)
+          badValue(key, v,
+                   std::string("element of type ") + valueTypeName(e.type) + " in an array of " +
+                       valueTypeName(v.array_type));
         validateValue(key, e, depth + 1);
       }
       return;
@@ -130,8 +141,8 @@ void putValue(ByteWriter& w, const Value& v) {
 
 void checkTensorShape(const std::string& name, const std::vector<uint64_t>& dims, TensorType type) {
   if (name.empty() || name.size() > kMaxTensorNameBytes) {
-    throw GgufError("GgufWriter: tensor name '" + name + "' must be 1.." + std::to_string(kMaxTensorNameBytes) +
-                    " bytes");
+    throw GgufError("GgufWriter: tensor name '" + name + "' must be 1.." +
+                    std::to_string(kMaxTensorNameBytes) + " bytes");
   }
   if (dims.empty() || dims.size() > kMaxDims) {
     throw GgufError("GgufWriter: tensor '" + name + "' has " + std::to_string(dims.size()) + " dims (1..4)");
@@ -227,11 +238,15 @@ void GgufWriter::setValue(std::string key, Value v) {
   kv_.push_back(KeyValue{std::move(key), std::move(v)});
 }
 
-void GgufWriter::setUint8(std::string key, uint8_t v) { setValue(std::move(key), Value::ofUint(ValueType::U8, v)); }
+void GgufWriter::setUint8(std::string key, uint8_t v) {
+  setValue(std::move(key), Value::ofUint(ValueType::U8, v));
+}
 void GgufWriter::setUint32(std::string key, uint32_t v) {
   setValue(std::move(key), Value::ofUint(ValueType::U32, v));
 }
-void GgufWriter::setInt32(std::string key, int32_t v) { setValue(std::move(key), Value::ofInt(ValueType::I32, v)); }
+void GgufWriter::setInt32(std::string key, int32_t v) {
+  setValue(std::move(key), Value::ofInt(ValueType::I32, v));
+}
 void GgufWriter::setUint64(std::string key, uint64_t v) {
   setValue(std::move(key), Value::ofUint(ValueType::U64, v));
 }
@@ -279,7 +294,8 @@ void GgufWriter::addTensor(std::string name, std::vector<uint64_t> dims, TensorT
   for (const PendingTensor& t : tensors_) {
     if (t.name == name) throw GgufError("GgufWriter: duplicate tensor '" + name + "'");
   }
-  tensors_.push_back(PendingTensor{std::move(name), std::move(dims), type, std::move(bytes), nullptr, nbytes});
+  tensors_.push_back(
+      PendingTensor{std::move(name), std::move(dims), type, std::move(bytes), nullptr, nbytes});
 }
 
 void GgufWriter::addTensorGenerated(std::string name, std::vector<uint64_t> dims, TensorType type,
@@ -362,7 +378,7 @@ void GgufWriter::writeFile(const std::string& path) const {
   const std::vector<uint8_t> head = encodeHead(kv_, tensors_, offsets, alignment_);
   file.write(head.data(), head.size());
 
-  uint64_t written = 0;  // bytes of the data section so far
+  uint64_t written = 0;         // bytes of the data section so far
   std::vector<uint8_t> buffer;  // one generated tensor at a time
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const PendingTensor& t = tensors_[i];

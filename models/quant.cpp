@@ -23,8 +23,8 @@
 #include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
 #include <cpuid.h>
+#include <immintrin.h>
 #define MOECHAT_QUANT_X86 1
 #endif
 
@@ -33,9 +33,9 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr int kLanes = 32;           // elements per dot chunk (= Q8_0/Q4_0 block size)
-constexpr int kQ8_0Bytes = 34;       // ggml block_q8_0: f16 d + 32 int8
-constexpr int kQ4_0Bytes = 18;       // ggml block_q4_0: f16 d + 16 nibble pairs
+constexpr int kLanes = 32;      // elements per dot chunk (= Q8_0/Q4_0 block size)
+constexpr int kQ8_0Bytes = 34;  // ggml block_q8_0: f16 d + 32 int8
+constexpr int kQ4_0Bytes = 18;  // ggml block_q4_0: f16 d + 16 nibble pairs
 
 uint32_t floatBits(float f) {
   uint32_t u;
@@ -70,21 +70,17 @@ const std::array<float, 65536>& fp16Table() {
 }
 
 [[noreturn]] void throwUnsupported(TensorType t, const char* what) {
-  throw std::invalid_argument(std::string("quant: ") + what + ": tensor type " +
-                              gguf::tensorTypeName(t) + " (id " +
-                              std::to_string(static_cast<uint32_t>(t)) +
+  throw std::invalid_argument(std::string("quant: ") + what + ": tensor type " + gguf::tensorTypeName(t) +
+                              " (id " + std::to_string(static_cast<uint32_t>(t)) +
                               ") is not supported for compute");
 }
 
-int blockElems(TensorType t) {
-  return (t == TensorType::Q8_0 || t == TensorType::Q4_0) ? kBlockQ8_0 : 1;
-}
+int blockElems(TensorType t) { return (t == TensorType::Q8_0 || t == TensorType::Q4_0) ? kBlockQ8_0 : 1; }
 
 void checkLength(TensorType t, int64_t n, const char* what) {
   if (n < 0 || n % blockElems(t) != 0) {
     throw std::invalid_argument(std::string("quant: ") + what + ": " + std::to_string(n) +
-                                " elements is not a whole number of " +
-                                gguf::tensorTypeName(t) + " blocks");
+                                " elements is not a whole number of " + gguf::tensorTypeName(t) + " blocks");
   }
 }
 
@@ -184,8 +180,7 @@ struct Chunk {
 struct DecodeF32 {
   MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
     const float* f = reinterpret_cast<const float*>(p) + i;
-    return {_mm256_loadu_ps(f), _mm256_loadu_ps(f + 8), _mm256_loadu_ps(f + 16),
-            _mm256_loadu_ps(f + 24)};
+    return {_mm256_loadu_ps(f), _mm256_loadu_ps(f + 8), _mm256_loadu_ps(f + 16), _mm256_loadu_ps(f + 24)};
   }
 };
 
@@ -235,8 +230,7 @@ struct DecodeQ4_0 {
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i lo = _mm_and_si128(bytes, mask);                     // elements 0..15
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);  // elements 16..31
-    return {eight(d, lo), eight(d, _mm_srli_si128(lo, 8)), eight(d, hi),
-            eight(d, _mm_srli_si128(hi, 8))};
+    return {eight(d, lo), eight(d, _mm_srli_si128(lo, 8)), eight(d, hi), eight(d, _mm_srli_si128(hi, 8))};
   }
 };
 
@@ -362,7 +356,7 @@ uint16_t fp32ToFp16(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u);
   if (ax < 0x38800000u) {  // below 2^-14: half subnormal (or zero) in units of 2^-24
     const int e = static_cast<int>(ax >> 23);
-    const int shift = 126 - e;  // value = mant24 * 2^(e-150) = (mant24 >> shift) * 2^-24
+    const int shift = 126 - e;    // value = mant24 * 2^(e-150) = (mant24 >> shift) * 2^-24
     if (shift > 24) return sign;  // < 2^-25: rounds to zero
     const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
     uint32_t r = mant >> shift;

@@ -10,12 +10,12 @@
 namespace moe::quant {
 
 float fp16ToFp32(uint16_t h);
-uint16_t fp32ToFp16(float f);   // round to nearest even, as IEEE 754
-float bf16ToFp32(uint16_t b);   // bits << 16
-uint16_t fp32ToBf16(float f);   // round to nearest even; NaN stays NaN
+uint16_t fp32ToFp16(float f);  // round to nearest even, as IEEE 754
+float bf16ToFp32(uint16_t b);  // bits << 16
+uint16_t fp32ToBf16(float f);  // round to nearest even; NaN stays NaN
 
-inline constexpr int kBlockQ8_0 = 32;   // elements; 34 bytes: f16 d, int8 q[32]
-inline constexpr int kBlockQ4_0 = 32;   // elements; 18 bytes: f16 d, u8 qs[16]
+inline constexpr int kBlockQ8_0 = 32;  // elements; 34 bytes: f16 d, int8 q[32]
+inline constexpr int kBlockQ4_0 = 32;  // elements; 18 bytes: f16 d, u8 qs[16]
 
 // True for the types the CPU backend can compute with (F32, F16, BF16, Q8_0, Q4_0).
 bool isComputeSupported(gguf::TensorType t);

@@ -75,8 +75,8 @@ void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
   const float scale = float(init.sigma * std::sqrt(3.0) / 65536.0);
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t r = rng.next();
-    const int32_t sum = int32_t(r & 0xFFFF) + int32_t((r >> 16) & 0xFFFF) +
-                        int32_t((r >> 32) & 0xFFFF) + int32_t(r >> 48) - 131070;
+    const int32_t sum = int32_t(r & 0xFFFF) + int32_t((r >> 16) & 0xFFFF) + int32_t((r >> 32) & 0xFFFF) +
+                        int32_t(r >> 48) - 131070;
     dst[i] = float(sum) * scale;
   }
 }
@@ -84,9 +84,8 @@ void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
 // The fill function of one tensor: row r (of ne0 elements) from key (seed, name, r),
 // encoded with quantizeRow. Large tensors are generated on several threads; the
 // result does not depend on the thread count.
-std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name,
-                                                 TensorType type, uint64_t ne0,
-                                                 uint64_t n_rows, InitSpec init) {
+std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name, TensorType type,
+                                                 uint64_t ne0, uint64_t n_rows, InitSpec init) {
   const uint64_t key = mix64(seed) ^ nameHash(name);
   return [=](std::span<uint8_t> dst) {
     const uint64_t row_bytes = gguf::rowBytes(type, ne0);
@@ -116,23 +115,19 @@ class ModelBuilder {
   ModelBuilder(const SyntheticSpec& spec, gguf::GgufWriter& w) : s_(spec), w_(w) {}
 
   // dims ne0 first; every row has ne0 elements.
-  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type,
-              InitSpec init) {
+  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type, InitSpec init) {
     uint64_t rows = 1;
     for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
     auto fill = makeFill(s_.seed, name, type, dims[0], rows, init);
     w_.addTensorGenerated(name, std::move(dims), type, std::move(fill));
   }
   // A matrix {fan_in, fan_out(, n_expert)}: N(0, gain^2 / fan_in).
-  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type,
-              double gain = 1.0) {
+  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type, double gain = 1.0) {
     const double sigma = gain / std::sqrt(double(dims[0]));
     tensor(name, std::move(dims), type, {Init::Normal, sigma});
   }
   // Norm weights are 1-D and F32 in llama.cpp files.
-  void norm(const std::string& name, uint64_t n) {
-    tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0});
-  }
+  void norm(const std::string& name, uint64_t n) { tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0}); }
 
   void build(uint64_t n_vocab) {
     const uint64_t d = uint64_t(s_.n_embd);
@@ -141,24 +136,25 @@ class ModelBuilder {
     // would dominate and every model would just echo its input. The first RMS norm
     // makes the layers blind to that scale.
     const double embd_sigma = s_.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
-    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type, {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
+    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type,
+           {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
     for (int l = 0; l < s_.n_layer; ++l) layer(l);
     norm("output_norm.weight", d);
     if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
   }
 
  private:
-  std::string blk(int l, const char* what) const {
-    return "blk." + std::to_string(l) + "." + what;
-  }
+  std::string blk(int l, const char* what) const { return "blk." + std::to_string(l) + "." + what; }
   // Projections into the residual stream: 1/sqrt(2 n_layer) keeps its sum O(1).
   double residualGain() const { return 1.0 / std::sqrt(2.0 * s_.n_layer); }
 
   void layer(int l) {
     attention(l);
     norm(blk(l, "ffn_norm.weight"), uint64_t(s_.n_embd));
-    if (l < s_.n_leading_dense) denseFfn(l);
-    else moeFfn(l);
+    if (l < s_.n_leading_dense)
+      denseFfn(l);
+    else
+      moeFfn(l);
   }
 
   void attention(int l) {
@@ -166,11 +162,11 @@ class ModelBuilder {
     const uint64_t q_w = uint64_t(s_.n_head) * hd, kv_w = uint64_t(s_.n_head_kv) * hd;
     const TensorType wt = s_.weight_type;
     norm(blk(l, "attn_norm.weight"), d);
-    matrix(blk(l, "attn_q.weight"), {d, q_w}, wt);       // [n_head*head_dim][n_embd]
-    matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);      // [n_head_kv*head_dim][n_embd]
-    matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_q.weight"), {d, q_w}, wt);                       // [n_head*head_dim][n_embd]
+    matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
     matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());  // [n_embd][n_head*head_dim]
-    if (s_.qkv_bias) {  // Qwen2 family; 1-D, F32
+    if (s_.qkv_bias) {                                                   // Qwen2 family; 1-D, F32
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "attn_q.bias"), {q_w}, TensorType::F32, small);
       tensor(blk(l, "attn_k.bias"), {kv_w}, TensorType::F32, small);
@@ -188,8 +184,8 @@ class ModelBuilder {
   // deepseek leading dense layers: one SwiGLU of width n_ff.
   void denseFfn(int l) {
     const uint64_t d = uint64_t(s_.n_embd), ff = uint64_t(s_.n_ff);
-    matrix(blk(l, "ffn_gate.weight"), {d, ff}, s_.weight_type);  // [n_ff][n_embd]
-    matrix(blk(l, "ffn_up.weight"), {d, ff}, s_.weight_type);    // [n_ff][n_embd]
+    matrix(blk(l, "ffn_gate.weight"), {d, ff}, s_.weight_type);                  // [n_ff][n_embd]
+    matrix(blk(l, "ffn_up.weight"), {d, ff}, s_.weight_type);                    // [n_ff][n_embd]
     matrix(blk(l, "ffn_down.weight"), {ff, d}, s_.weight_type, residualGain());  // [n_embd][n_ff]
   }
 
@@ -198,17 +194,17 @@ class ModelBuilder {
     const TensorType et = s_.expert_type;
     // Router F32: llama.cpp's converter writes ffn_gate_inp as F32 and its quantizer
     // leaves it alone (it is tiny, and routing is sensitive to its precision).
-    matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);  // [n_expert][n_embd]
-    matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);  // [n_expert][n_ff_exp][n_embd]
-    matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);    // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);     // [n_expert][n_embd]
+    matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);                  // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);                    // [n_expert][n_ff_exp][n_embd]
     matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, et, residualGain());  // [n_expert][n_embd][n_ff_exp]
     if (s_.n_expert_shared <= 0) return;
     const uint64_t sh = uint64_t(s_.n_ff_shexp);
     if (s_.arch == "qwen2moe")  // the shared expert's sigmoid gate, {n_embd}, F32
       tensor(blk(l, "ffn_gate_inp_shexp.weight"), {d}, TensorType::F32,
              {Init::Normal, 1.0 / std::sqrt(double(d))});
-    matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s_.weight_type);  // [n_ff_shexp][n_embd]
-    matrix(blk(l, "ffn_up_shexp.weight"), {d, sh}, s_.weight_type);    // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s_.weight_type);                  // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_up_shexp.weight"), {d, sh}, s_.weight_type);                    // [n_ff_shexp][n_embd]
     matrix(blk(l, "ffn_down_shexp.weight"), {sh, d}, s_.weight_type, residualGain());  // [n_embd][n_ff_shexp]
   }
 
@@ -220,9 +216,7 @@ class ModelBuilder {
 
 // Layer-norm epsilon of each family's published configs (Mixtral, OLMoE 1e-5;
 // Qwen, DeepSeek 1e-6).
-float rmsEps(const std::string& arch) {
-  return (arch == "llama" || arch == "olmoe") ? 1e-5f : 1e-6f;
-}
+float rmsEps(const std::string& arch) { return (arch == "llama" || arch == "olmoe") ? 1e-5f : 1e-6f; }
 
 void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   const std::string a = s.arch + ".";
@@ -273,9 +267,8 @@ void checkRows(TensorType t, int ne0, const char* what) {
   try {
     gguf::rowBytes(t, uint64_t(ne0));
   } catch (const gguf::GgufError&) {
-    throw std::invalid_argument(std::string("synthetic spec: ") + what + " width " +
-                                std::to_string(ne0) + " is not a whole number of " +
-                                gguf::tensorTypeName(t) + " blocks");
+    throw std::invalid_argument(std::string("synthetic spec: ") + what + " width " + std::to_string(ne0) +
+                                " is not a whole number of " + gguf::tensorTypeName(t) + " blocks");
   }
 }
 
@@ -325,9 +318,7 @@ gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
   return w;
 }
 
-void writeModel(const SyntheticSpec& spec, const std::string& path) {
-  buildModel(spec).writeFile(path);
-}
+void writeModel(const SyntheticSpec& spec, const std::string& path) { buildModel(spec).writeFile(path); }
 
 std::vector<uint8_t> demoModelBytes() { return buildModel(demoSpec()).toBytes(); }
 

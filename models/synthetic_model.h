@@ -14,29 +14,29 @@ namespace moe::synth {
 enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
-  std::string name;           // general.name
-  std::string arch;           // llama | qwen2moe | qwen3moe | deepseek | olmoe
+  std::string name;  // general.name
+  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | olmoe
   int n_layer = 2;
   int n_embd = 64;
   int n_head = 4;
   int n_head_kv = 2;
-  int head_dim = 16;          // qwen3moe may differ from n_embd / n_head
-  int n_ff = 0;               // dense FFN width (deepseek leading dense layers)
+  int head_dim = 16;  // qwen3moe may differ from n_embd / n_head
+  int n_ff = 0;       // dense FFN width (deepseek leading dense layers)
   int n_expert = 8;
   int n_expert_used = 2;
   int n_ff_exp = 32;
-  int n_expert_shared = 0;    // deepseek: shared experts; qwen2moe: 1 (gated)
-  int n_ff_shexp = 0;         // total width of the shared-expert FFN
+  int n_expert_shared = 0;  // deepseek: shared experts; qwen2moe: 1 (gated)
+  int n_ff_shexp = 0;       // total width of the shared-expert FFN
   int n_leading_dense = 0;
   int n_ctx = 512;
-  int n_vocab_target = 320;   // vocabulary size the vocab builder aims for
+  int n_vocab_target = 320;  // vocabulary size the vocab builder aims for
   float rope_freq_base = 10000.0f;
   VocabKind vocab = VocabKind::SentencePiece;
-  std::string bpe_pre = "qwen2";      // tokenizer.ggml.pre for gpt2 vocabularies
+  std::string bpe_pre = "qwen2";                         // tokenizer.ggml.pre for gpt2 vocabularies
   gguf::TensorType expert_type = gguf::TensorType::F16;  // routed experts
   gguf::TensorType weight_type = gguf::TensorType::F16;  // other matrices
-  bool tied_output = false;   // omit output.weight (tied to token_embd)
-  bool qkv_bias = false;      // Qwen2-family attn_{q,k,v}.bias
+  bool tied_output = false;                              // omit output.weight (tied to token_embd)
+  bool qkv_bias = false;                                 // Qwen2-family attn_{q,k,v}.bias
   uint64_t seed = 1;
 };
 

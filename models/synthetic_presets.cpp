@@ -126,9 +126,9 @@ SyntheticSpec tinyOlmoe() {
 // the work per token): n_ff of MoE-only models (feed_forward_length as the GGUF files
 // carry it), context length, rope base. Experts default to F16 (BF16 for Qwen3,
 // as MODEL-SHAPES' example); benchmarks pick other types by editing the spec.
-SyntheticSpec preset(const std::string& short_name, const std::string& arch, int n_layer,
-                     int n_embd, int n_ff_exp, int n_expert, int n_used, int n_head,
-                     int n_head_kv, int head_dim, int n_vocab) {
+SyntheticSpec preset(const std::string& short_name, const std::string& arch, int n_layer, int n_embd,
+                     int n_ff_exp, int n_expert, int n_used, int n_head, int n_head_kv, int head_dim,
+                     int n_vocab) {
   SyntheticSpec s;
   s.name = "moechat preset " + short_name + " (random weights)";
   s.arch = arch;
@@ -152,9 +152,7 @@ SyntheticSpec preset(const std::string& short_name, const std::string& arch, int
 
 }  // namespace
 
-std::vector<std::string> supportedArchs() {
-  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"};
-}
+std::vector<std::string> supportedArchs() { return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"}; }
 
 SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "llama") return tinyLlama();

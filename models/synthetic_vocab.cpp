@@ -15,7 +15,8 @@ namespace {
 
 // The training text: written for this file, a little of everything a chat
 // model sees (prose, code with tabs and newlines, numbers, other scripts).
-constexpr std::string_view kCorpus = R"CORPUS(The quick brown fox jumps over the lazy dog. The dog did not mind; it was a warm afternoon and the sun was shining.
+constexpr std::string_view kCorpus =
+    R"CORPUS(The quick brown fox jumps over the lazy dog. The dog did not mind; it was a warm afternoon and the sun was shining.
 Mixture-of-experts models route every token to a few experts. Only the selected experts run, so the model can be much larger than the compute it spends on each token.
 When the model does not fit in the memory of the graphics card, the experts stay in the main memory and the ones that are needed are copied in on demand.
 This is a simple chat application. You can ask it a question, and it will answer you. It is not always right, but it tries to be helpful and honest.
@@ -158,7 +159,8 @@ std::vector<std::string> spmCharacters() {
   std::map<std::string, int> counts;
   for (const auto& cp : codepoints(kCorpus)) ++counts[cp == " " ? std::string(kSpaceMarker) : cp];
   std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<std::string> out;
   for (const auto& [cp, count] : sorted) out.push_back(cp);
   return out;
@@ -206,7 +208,8 @@ std::map<Symbols, int> gpt2Words() {
   const std::string_view text = kCorpus;
   for (size_t i = 0; i < text.size();) {
     size_t start = i;
-    if (text[i] == ' ' && i + 1 < text.size() && classify(static_cast<unsigned char>(text[i + 1])) != CharClass::Space)
+    if (text[i] == ' ' && i + 1 < text.size() &&
+        classify(static_cast<unsigned char>(text[i + 1])) != CharClass::Space)
       ++i;
     const CharClass cls = classify(static_cast<unsigned char>(text[i]));
     size_t end = i + 1;
@@ -246,14 +249,16 @@ constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUnused = 5, kByte = 
 
 VocabData buildSpmVocab(int target_size) {
   constexpr int kBase = 3 + 256;
-  if (target_size < kBase + 1) throw std::invalid_argument("SentencePiece vocabulary needs at least 260 tokens");
+  if (target_size < kBase + 1)
+    throw std::invalid_argument("SentencePiece vocabulary needs at least 260 tokens");
   VocabData v;
   v.model = "llama";
   addToken(v, "<unk>", 0.0f, kUnknown);
   addToken(v, "<s>", 0.0f, kControl);
   addToken(v, "</s>", 0.0f, kControl);
   static const char* kHex = "0123456789ABCDEF";
-  for (int b = 0; b < 256; ++b) addToken(v, std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0.0f, kByte);
+  for (int b = 0; b < 256; ++b)
+    addToken(v, std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0.0f, kByte);
 
   // Room beyond the fixed tokens: characters get at most half, merges the rest.
   const size_t room = static_cast<size_t>(target_size - kBase);
@@ -265,7 +270,8 @@ VocabData buildSpmVocab(int target_size) {
   int rank = 0;
   for (const auto& m : merges) {
     // Two merges may spell the same piece (a+bc, ab+c): keep the first.
-    if (seen.insert(m.left + m.right).second) addToken(v, m.left + m.right, -static_cast<float>(rank), kNormal);
+    if (seen.insert(m.left + m.right).second)
+      addToken(v, m.left + m.right, -static_cast<float>(rank), kNormal);
     ++rank;
   }
   for (const auto& c : chars)
@@ -283,15 +289,20 @@ VocabData buildSpmVocab(int target_size) {
 }
 
 VocabData buildGpt2Vocab(int target_size, std::string pre) {
-  const std::string kBos = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-  const std::string kEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+  const std::string kBos =
+      "<\xEF\xBD\x9C"
+      "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+  const std::string kEos =
+      "<\xEF\xBD\x9C"
+      "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
   std::vector<std::string> specials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   if (pre == "deepseek-llm") {
     specials.push_back(kBos);
     specials.push_back(kEos);
   }
   const int fixed = 256 + static_cast<int>(specials.size());
-  if (target_size < fixed + 1) throw std::invalid_argument("gpt2 vocabulary too small for bytes and specials");
+  if (target_size < fixed + 1)
+    throw std::invalid_argument("gpt2 vocabulary too small for bytes and specials");
 
   VocabData v;
   v.model = "gpt2";

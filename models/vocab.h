@@ -18,10 +18,10 @@ struct VocabData {
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (1 normal .. 6 byte)
   std::vector<std::string> merges;   // tokenizer.ggml.merges ("a b"), gpt2 only
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1, eot_id = -1;
-  bool add_bos = true;               // tokenizer.ggml.add_bos_token
-  bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix (llama)
+  bool add_bos = true;                    // tokenizer.ggml.add_bos_token
+  bool add_space_prefix = true;           // tokenizer.ggml.add_space_prefix (llama)
   bool remove_extra_whitespaces = false;  // tokenizer.ggml.remove_extra_whitespaces
-  std::string chat_template;         // tokenizer.chat_template (informational)
+  std::string chat_template;              // tokenizer.chat_template (informational)
 
   // Reads the keys; throws gguf::GgufError on missing tokens or inconsistent
   // array lengths / ids out of range.

@@ -11,7 +11,8 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   f.kv_cache_bytes = 2ull * cfg.n_layer * uint64_t(n_ctx) * cfg.kvWidth() * sizeof(float);
   // Activations for a prefill batch of 256 tokens plus a fixed 256 MiB margin for
   // the CUDA context's own allocations (cuBLAS workspace, kernels).
-  const uint64_t widest = std::max<uint64_t>({uint64_t(cfg.n_vocab), uint64_t(cfg.n_ff), uint64_t(cfg.n_ff_shexp)});
+  const uint64_t widest =
+      std::max<uint64_t>({uint64_t(cfg.n_vocab), uint64_t(cfg.n_ff), uint64_t(cfg.n_ff_shexp)});
   f.workspace_bytes = 256ull * (8ull * cfg.n_embd + 2 * widest) * sizeof(float) + (256ull << 20);
   f.expert_bytes = sizes.expert_bytes;
   f.total_experts = uint64_t(sizes.moe_layers) * cfg.n_expert;

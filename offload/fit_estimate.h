@@ -11,20 +11,18 @@
 namespace moe {
 
 struct FitEstimate {
-  uint64_t vram_budget = 0;       // bytes the user allows moechat to use on the GPU
-  uint64_t resident_bytes = 0;    // non-expert weights (always on the GPU)
-  uint64_t kv_cache_bytes = 0;    // f32 K and V for n_ctx positions
-  uint64_t workspace_bytes = 0;   // activations + a safety margin
-  uint64_t expert_bytes = 0;      // one routed expert (3 matrices)
-  uint64_t cache_slots = 0;       // experts the remaining budget holds
-  uint64_t total_experts = 0;     // routed experts in the model
-  uint64_t host_pinned_bytes = 0; // the expert store in pinned host RAM
-  bool fits_gpu = false;          // resident + kv + workspace + >= 2 staging slots fit
-  bool all_experts_fit = false;   // no offloading needed at this budget
+  uint64_t vram_budget = 0;        // bytes the user allows moechat to use on the GPU
+  uint64_t resident_bytes = 0;     // non-expert weights (always on the GPU)
+  uint64_t kv_cache_bytes = 0;     // f32 K and V for n_ctx positions
+  uint64_t workspace_bytes = 0;    // activations + a safety margin
+  uint64_t expert_bytes = 0;       // one routed expert (3 matrices)
+  uint64_t cache_slots = 0;        // experts the remaining budget holds
+  uint64_t total_experts = 0;      // routed experts in the model
+  uint64_t host_pinned_bytes = 0;  // the expert store in pinned host RAM
+  bool fits_gpu = false;           // resident + kv + workspace + >= 2 staging slots fit
+  bool all_experts_fit = false;    // no offloading needed at this budget
 
-  double cacheShare() const {
-    return total_experts ? static_cast<double>(cache_slots) / total_experts : 0.0;
-  }
+  double cacheShare() const { return total_experts ? static_cast<double>(cache_slots) / total_experts : 0.0; }
 };
 
 FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_t vram_budget, int n_ctx);

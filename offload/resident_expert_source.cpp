@@ -16,7 +16,8 @@ std::vector<ExpertRef> ResidentExpertSource::acquire(int layer, std::span<const 
   out.reserve(experts.size());
   for (int e : experts) {
     if (e < 0 || static_cast<size_t>(e) >= row.size())
-      throw std::out_of_range("expert " + std::to_string(e) + " out of range in layer " + std::to_string(layer));
+      throw std::out_of_range("expert " + std::to_string(e) + " out of range in layer " +
+                              std::to_string(layer));
     out.push_back({e, row[e]});
   }
   return out;

@@ -17,7 +17,8 @@ struct EngineFixture {
 
   explicit EngineFixture(const moe::synth::SyntheticSpec& spec, int threads = 2) {
     backend = moe::makeCpuBackend(threads);
-    model = moe::Model::load(moe::gguf::GgufFile::fromBytes(moe::synth::buildModel(spec).toBytes()), *backend);
+    model =
+        moe::Model::load(moe::gguf::GgufFile::fromBytes(moe::synth::buildModel(spec).toBytes()), *backend);
     experts = std::make_unique<moe::ResidentExpertSource>(model->hostExperts());
   }
   std::unique_ptr<moe::Transformer> transformer(int n_ctx = 256, moe::ExpertSource* source = nullptr) {
@@ -27,8 +28,8 @@ struct EngineFixture {
 
 // The GGUF bytes of `spec` with one tensor re-typed (zero bytes of the new type):
 // how a file with, say, a K-quant expert tensor looks to the loader.
-inline std::vector<uint8_t> withTensorRetyped(const moe::synth::SyntheticSpec& spec, const std::string& tensor,
-                                              moe::gguf::TensorType type) {
+inline std::vector<uint8_t> withTensorRetyped(const moe::synth::SyntheticSpec& spec,
+                                              const std::string& tensor, moe::gguf::TensorType type) {
   using namespace moe::gguf;
   const auto src = GgufFile::fromBytes(moe::synth::buildModel(spec).toBytes());
   GgufWriter w;

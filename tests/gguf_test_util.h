@@ -157,7 +157,9 @@ inline GgufWriter smallModelWriter() {
   v.eos_id = 2;
   v.unk_id = 0;
   v.writeTo(w);
-  w.setValue("x.nested", Value::ofArray(ValueType::Array, {Value::ofArray(ValueType::U16, {Value::ofUint(ValueType::U16, 9)})}));
+  w.setValue(
+      "x.nested",
+      Value::ofArray(ValueType::Array, {Value::ofArray(ValueType::U16, {Value::ofUint(ValueType::U16, 9)})}));
   w.addTensor("token_embd.weight", {32, 5}, TensorType::Q8_0, patternBytes(34 * 5, 1));
   w.addTensor("output_norm.weight", {32}, TensorType::F32, patternBytes(128, 2));
   return w;

@@ -5,8 +5,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include "models/gguf.h"
 #include "engine_fixture.h"
+#include "models/gguf.h"
 #include "models/synthetic_model.h"
 
 namespace {
@@ -93,13 +93,15 @@ class CliTest : public QObject {
     auto bytes = moe::synth::demoModelBytes();
     bytes.resize(bytes.size() / 2);  // truncated download
     expectFailure(runCli({"generate", writeFile("half.gguf", bytes), "-n", "4"}), 1, "error:");
-    expectFailure(runCli({"info", writeFile("junk.gguf", {'n', 'o', 't', ' ', 'g', 'g', 'u', 'f'})}), 1, "error:");
+    expectFailure(runCli({"info", writeFile("junk.gguf", {'n', 'o', 't', ' ', 'g', 'g', 'u', 'f'})}), 1,
+                  "error:");
   }
 
   void unsupportedArchitecture() {
     moe::gguf::GgufWriter w;
     w.setString("general.architecture", "mamba");
-    expectFailure(runCli({"info", writeFile("mamba.gguf", w.toBytes())}), 1, "unsupported architecture 'mamba'");
+    expectFailure(runCli({"info", writeFile("mamba.gguf", w.toBytes())}), 1,
+                  "unsupported architecture 'mamba'");
   }
 
   void kQuantFileIsDescribedButNotRun() {

@@ -95,8 +95,8 @@ std::vector<double> refRmsNorm(const std::vector<float>& x, const float* weight,
   return y;
 }
 
-std::vector<double> refRope(const std::vector<float>& x, int n_tokens, int n_heads, int head_dim,
-                            int n_rot, const std::vector<int32_t>& pos, double base,
+std::vector<double> refRope(const std::vector<float>& x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                            const std::vector<int32_t>& pos, double base,
                             RopeStyle style) {  // x: [n_tokens][n_heads][head_dim]
   std::vector<double> y(x.begin(), x.end());
   for (int t = 0; t < n_tokens; ++t)
@@ -143,9 +143,7 @@ std::vector<double> refAttention(const std::vector<float>& q, const std::vector<
   return out;
 }
 
-QString describe(double e, double bound) {
-  return QStringLiteral("nmse %1 > bound %2").arg(e).arg(bound);
-}
+QString describe(double e, double bound) { return QStringLiteral("nmse %1 > bound %2").arg(e).arg(bound); }
 
 }  // namespace
 
@@ -227,8 +225,8 @@ class TestCpuOps : public QObject {
 
   void embed_data() {
     QTest::addColumn<int>("type");
-    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                         TensorType::Q4_0})
+    for (TensorType t :
+         {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0})
       QTest::newRow(moe::gguf::tensorTypeName(t)) << int(t);
   }
 
@@ -359,7 +357,8 @@ class TestCpuOps : public QObject {
       for (int hd : {8, 12, 64})
         for (auto [p0, nt] : {std::pair{0, 1}, {0, 4}, {5, 1}, {37, 4}, {200, 3}})
           for (int th : {1, 3})
-            QTest::addRow("h%d/kv%d/hd%d/p%d/t%d/th%d", nh, nkv, hd, p0, nt, th) << nh << nkv << hd << p0 << nt << th;
+            QTest::addRow("h%d/kv%d/hd%d/p%d/t%d/th%d", nh, nkv, hd, p0, nt, th)
+                << nh << nkv << hd << p0 << nt << th;
   }
 
   void attention() {
@@ -483,8 +482,8 @@ class TestCpuOps : public QObject {
     });
     QCOMPARE(total.load(), int64_t{1000});
     QVERIFY_THROWS_EXCEPTION(std::runtime_error, pool.parallelFor(1000, 1, [](int64_t b, int64_t) {
-                               if (b >= 500) throw std::runtime_error("chunk failed");
-                             }));
+      if (b >= 500) throw std::runtime_error("chunk failed");
+    }));
     // The pool still works after a failed loop.
     std::atomic<int64_t> count{0};
     pool.parallelFor(1000, 1, [&](int64_t b, int64_t e) { count += e - b; });

@@ -40,7 +40,8 @@ class GenerationTest : public QObject {
     EngineSession s(demo());
     QVERIFY(s.isDemo());
     int pieces = 0;
-    const auto st = s.generator().generate(prompt(s, "Hello world"), greedy(20), [&](std::string_view) { ++pieces; });
+    const auto st =
+        s.generator().generate(prompt(s, "Hello world"), greedy(20), [&](std::string_view) { ++pieces; });
     QCOMPARE(st.generated_tokens, 20);
     QCOMPARE(st.decode_steps, 19);  // the last sampled token is not fed back
     QCOMPARE(st.reason, StopReason::Length);
@@ -88,7 +89,9 @@ class GenerationTest : public QObject {
     // Stop on a piece of what the model will say: the reply ends before it.
     // (ASCII, so it cannot be part of a U+FFFD that stands for invalid bytes.)
     size_t at = free_text.size() / 2;
-    while (at + 1 < free_text.size() && !(std::isalnum((unsigned char)free_text[at]) && std::isalnum((unsigned char)free_text[at + 1]))) ++at;
+    while (at + 1 < free_text.size() &&
+           !(std::isalnum((unsigned char)free_text[at]) && std::isalnum((unsigned char)free_text[at + 1])))
+      ++at;
     QVERIFY(at + 1 < free_text.size());
     const std::string stop = free_text.substr(at, 2);
     s.generator().reset();
@@ -104,9 +107,12 @@ class GenerationTest : public QObject {
     EngineSession s(demo());
     std::atomic<bool> cancel{false};
     int pieces = 0;
-    const auto st = s.generator().generate(prompt(s, "abc"), greedy(50), [&](std::string_view) {
-      if (++pieces == 3) cancel.store(true);
-    }, &cancel);
+    const auto st = s.generator().generate(
+        prompt(s, "abc"), greedy(50),
+        [&](std::string_view) {
+          if (++pieces == 3) cancel.store(true);
+        },
+        &cancel);
     QCOMPARE(st.reason, StopReason::Cancelled);
     QVERIFY(st.generated_tokens < 50);
   }

@@ -22,15 +22,27 @@ class TestGguf : public QObject {
 
 void TestGguf::typeTraitsMatchGgml() {
   // Block sizes from ggml-common.h; GGUF-NOTES.md lists the ones the engine relies on.
-  struct Expect { uint32_t id; uint32_t elems, bytes; };
-  for (Expect e : {Expect{0, 1, 4}, {1, 1, 2}, {2, 32, 18}, {8, 32, 34}, {12, 256, 144}, {13, 256, 176},
-                   {14, 256, 210}, {30, 1, 2}, {39, 32, 17}, {10, 256, 84}, {11, 256, 110}}) {
+  struct Expect {
+    uint32_t id;
+    uint32_t elems, bytes;
+  };
+  for (Expect e : {Expect{0, 1, 4},
+                   {1, 1, 2},
+                   {2, 32, 18},
+                   {8, 32, 34},
+                   {12, 256, 144},
+                   {13, 256, 176},
+                   {14, 256, 210},
+                   {30, 1, 2},
+                   {39, 32, 17},
+                   {10, 256, 84},
+                   {11, 256, 110}}) {
     auto t = typeTraits(e.id);
     QVERIFY2(t.has_value(), qPrintable(QString::number(e.id)));
     QCOMPARE(t->block_elems, e.elems);
     QCOMPARE(t->block_bytes, e.bytes);
   }
-  QVERIFY(!typeTraits(4).has_value());   // Q4_2, removed from ggml
+  QVERIFY(!typeTraits(4).has_value());  // Q4_2, removed from ggml
   QVERIFY(!typeTraits(999).has_value());
   QCOMPARE(rowBytes(TensorType::Q4_K, 512), uint64_t{288});
   QCOMPARE(rowBytes(TensorType::MXFP4, 64), uint64_t{34});
@@ -68,8 +80,9 @@ void TestGguf::everyTensorTypeRoundTrips() {
       w.addTensor(std::string("t.") + traits.name, dims, type, data.back());
     } else {
       auto copy = data.back();
-      w.addTensorGenerated(std::string("t.") + traits.name, dims, type,
-                           [copy](std::span<uint8_t> dst) { std::memcpy(dst.data(), copy.data(), dst.size()); });
+      w.addTensorGenerated(std::string("t.") + traits.name, dims, type, [copy](std::span<uint8_t> dst) {
+        std::memcpy(dst.data(), copy.data(), dst.size());
+      });
     }
   }
   const GgufFile f = GgufFile::fromBytes(w.toBytes());
@@ -126,15 +139,20 @@ void TestGguf::writerRejectsInvalidInput() {
                      "has 15 bytes, its type and dims need 16"));
   QVERIFY(throwsWith([&] { w.addTensor("q", {48}, TensorType::Q8_0, std::vector<uint8_t>(51)); },
                      "not a whole number of Q8_0 blocks"));
-  QVERIFY(throwsWith([&] { w.addTensor(std::string(65, 'n'), {1}, TensorType::F32, std::vector<uint8_t>(4)); },
-                     "must be 1..64 bytes"));
-  QVERIFY(throwsWith([&] { w.addTensor("a", {1, 1, 1, 1, 1}, TensorType::F32, std::vector<uint8_t>(4)); },
-                     "has 5 dims"));
+  QVERIFY(
+      throwsWith([&] { w.addTensor(std::string(65, 'n'), {1}, TensorType::F32, std::vector<uint8_t>(4)); },
+                 "must be 1..64 bytes"));
+  QVERIFY(throwsWith(
+      [&] {
+        w.addTensor("a", {1, 1, 1, 1, 1}, TensorType::F32, std::vector<uint8_t>(4));
+      },
+      "has 5 dims"));
   QVERIFY(throwsWith([&] { w.addTensor("a", {0}, TensorType::F32, {}); }, "zero dimension"));
   QVERIFY(throwsWith([&] { w.addTensor("a", {1}, static_cast<TensorType>(5), std::vector<uint8_t>(4)); },
                      "unknown type id 5"));
   w.addTensor("a", {1}, TensorType::F32, std::vector<uint8_t>(4));
-  QVERIFY(throwsWith([&] { w.addTensor("a", {1}, TensorType::F32, std::vector<uint8_t>(4)); }, "duplicate tensor"));
+  QVERIFY(throwsWith([&] { w.addTensor("a", {1}, TensorType::F32, std::vector<uint8_t>(4)); },
+                     "duplicate tensor"));
   Value bad = Value::ofUint(ValueType::U8, 300);
   QVERIFY(throwsWith([&] { w.setValue("k", bad); }, "does not fit"));
   QVERIFY(throwsWith([&] { w.setValue("k", Value::ofFloat(ValueType::F32, 1e300)); }, "does not fit"));
@@ -169,23 +187,29 @@ void TestGguf::byteExactLayout() {
   std::memcpy(data.data(), vals, 8);
   w.addTensor("w", {2}, TensorType::F32, data);
   const auto expected = fromHex(
-      "47475546"                      // magic "GGUF"
-      "03000000"                      // version 3
-      "0100000000000000"              // tensor_count 1
-      "0200000000000000"              // kv_count 2
-      "1400000000000000" "67656e6572616c2e617263686974656374757265"  // "general.architecture"
-      "08000000"                      // type string
-      "0400000000000000" "74696e79"   // "tiny"
-      "1000000000000000" "74696e792e626c6f636b5f636f756e74"  // "tiny.block_count"
-      "04000000" "01000000"           // u32 1
-      "0100000000000000" "77"         // tensor name "w"
-      "01000000"                      // n_dims 1
-      "0200000000000000"              // ne0 2
-      "00000000"                      // type F32
-      "0000000000000000"              // offset 0
+      "47475546"          // magic "GGUF"
+      "03000000"          // version 3
+      "0100000000000000"  // tensor_count 1
+      "0200000000000000"  // kv_count 2
+      "1400000000000000"
+      "67656e6572616c2e617263686974656374757265"  // "general.architecture"
+      "08000000"                                  // type string
+      "0400000000000000"
+      "74696e79"  // "tiny"
+      "1000000000000000"
+      "74696e792e626c6f636b5f636f756e74"  // "tiny.block_count"
+      "04000000"
+      "01000000"  // u32 1
+      "0100000000000000"
+      "77"                // tensor name "w"
+      "01000000"          // n_dims 1
+      "0200000000000000"  // ne0 2
+      "00000000"          // type F32
+      "0000000000000000"  // offset 0
       // 133 bytes so far: 27 bytes of padding to the data section at 160
       "000000000000000000000000000000000000000000000000000000"
-      "0000803f" "00000040"           // 1.0f, 2.0f
+      "0000803f"
+      "00000040"                                            // 1.0f, 2.0f
       "000000000000000000000000000000000000000000000000");  // pad to 192
   QCOMPARE(expected.size(), size_t{192});
   const auto got = w.toBytes();
@@ -210,7 +234,8 @@ void TestGguf::typedGettersCheckTypes() {
   const GgufFile f = GgufFile::fromBytes(w.toBytes());
   QVERIFY(!f.getUint("absent").has_value());
   QVERIFY(!f.getStringArray("absent").has_value());
-  QVERIFY(throwsWith([&] { (void)f.getUint("s"); }, "key 's': expected a non-negative integer, found string"));
+  QVERIFY(
+      throwsWith([&] { (void)f.getUint("s"); }, "key 's': expected a non-negative integer, found string"));
   QVERIFY(throwsWith([&] { (void)f.getUint("neg"); }, "found i32"));
   QVERIFY(throwsWith([&] { (void)f.getInt("big"); }, "expected an integer that fits i64"));
   QVERIFY(throwsWith([&] { (void)f.getString("u"); }, "expected a string, found u32"));
@@ -255,7 +280,8 @@ void TestGguf::writeFileStreamsGeneratedTensors() {
   QCOMPARE(f.fileSize(), uint64_t(inMemory.size()));
   QCOMPARE(int(f.tensorData(*f.findTensor("g2"))[5]), 5 * 3 + 2);
 
-  QVERIFY(throwsWith([&] { w.writeFile("/nonexistent-dir/x.gguf"); }, "cannot create /nonexistent-dir/x.gguf.tmp"));
+  QVERIFY(throwsWith([&] { w.writeFile("/nonexistent-dir/x.gguf"); },
+                     "cannot create /nonexistent-dir/x.gguf.tmp"));
 }
 
 void TestGguf::vocabRoundTrip() {

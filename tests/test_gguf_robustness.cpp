@@ -19,7 +19,11 @@ void TestGgufRobustness::readsHandBuiltLlamaCppMoeFile() {
   // Shaped like a llama.cpp-converted Mixtral-style file: optional q/k/v biases, no
   // output.weight (tied to token_embd), old-style per-expert 2-D tensors.
   const uint64_t n_embd = 32, n_ff = 64, n_vocab = 4, n_expert = 2;
-  struct T { std::string name; std::vector<uint64_t> dims; TensorType type; };
+  struct T {
+    std::string name;
+    std::vector<uint64_t> dims;
+    TensorType type;
+  };
   std::vector<T> ts = {
       {"token_embd.weight", {n_embd, n_vocab}, TensorType::Q8_0},
       {"blk.0.attn_norm.weight", {n_embd}, TensorType::F32},
@@ -180,7 +184,8 @@ void TestGgufRobustness::byteFlipsNeverCrash() {
 void TestGgufRobustness::openReportsFileErrors() {
   QVERIFY(throwsWith([] { GgufFile::open("/nonexistent/x.gguf"); }, "/nonexistent/x.gguf: cannot open"));
   QVERIFY(throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA); }, "not a regular file"));
-  QVERIFY(throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA "/gguf_corpus/bad_empty_file.gguf"); }, "empty file"));
+  QVERIFY(
+      throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA "/gguf_corpus/bad_empty_file.gguf"); }, "empty file"));
   QVERIFY(throwsWith([] { GgufFile::fromBytes({}); }, "truncated file: magic"));
 }
 
@@ -190,7 +195,9 @@ void TestGgufRobustness::interopWithHuggingfaceParser() {
   const QString interop = repoRoot() + "/tools/interop";
   if (node.isEmpty()) QSKIP("node not found: install Node.js to run the GGUF interop check");
   if (!QDir(interop + "/node_modules/@huggingface/gguf").exists()) {
-    QSKIP("tools/interop/node_modules missing: run `npm ci --prefix tools/interop` to enable the interop check");
+    QSKIP(
+        "tools/interop/node_modules missing: run `npm ci --prefix tools/interop` to enable the interop "
+        "check");
   }
   QTemporaryDir dir;
   QVERIFY(dir.isValid());
@@ -242,8 +249,9 @@ void TestGgufRobustness::interopWithHuggingfaceParser() {
       QCOMPARE(uint32_t(j["sub_type"].toInt()), static_cast<uint32_t>(kv.value.array_type));
       QCOMPARE(size_t(val.toArray().size()), arr->size());
     } else if (kv.value.type == ValueType::U64 || kv.value.type == ValueType::I64) {
-      QCOMPARE(val.toString().toStdString(), kv.value.type == ValueType::U64 ? std::to_string(*kv.value.asUint())
-                                                                             : std::to_string(*kv.value.asInt()));
+      QCOMPARE(val.toString().toStdString(), kv.value.type == ValueType::U64
+                                                 ? std::to_string(*kv.value.asUint())
+                                                 : std::to_string(*kv.value.asInt()));
     } else if (auto b = kv.value.asBool()) {
       QCOMPARE(val.toBool(), *b);
     } else {

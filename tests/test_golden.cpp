@@ -93,12 +93,16 @@ class GoldenTest : public QObject {
         const double bound = kRelTolerance * max_ref + kAbsTolerance;
         worst = std::max(worst, max_diff / max_ref);
         QVERIFY2(max_diff <= bound, qPrintable(QString("%1 seq of %2, position %3: max |diff| %4 > %5")
-                                                   .arg(arch).arg(seq.tokens.size()).arg(p).arg(max_diff).arg(bound)));
+                                                   .arg(arch)
+                                                   .arg(seq.tokens.size())
+                                                   .arg(p)
+                                                   .arg(max_diff)
+                                                   .arg(bound)));
         // Greedy choice agrees too (a different argmax would change generated text).
         const auto ref_best = std::max_element(ref.begin(), ref.end()) - ref.begin();
-        const auto got_best = std::max_element(got.begin() + p * nv, got.begin() + (p + 1) * nv) - (got.begin() + p * nv);
-        if (ref_best != got_best)
-          QVERIFY(std::abs(ref[ref_best] - ref[got_best]) <= bound);
+        const auto got_best =
+            std::max_element(got.begin() + p * nv, got.begin() + (p + 1) * nv) - (got.begin() + p * nv);
+        if (ref_best != got_best) QVERIFY(std::abs(ref[ref_best] - ref[got_best]) <= bound);
       }
     }
     qInfo("%s: worst max|diff|/max|logit| = %.2e (bound %.0e)", qPrintable(arch), worst, kRelTolerance);

@@ -31,7 +31,14 @@ class ModelConfigTest : public QObject {
   Q_OBJECT
  private slots:
   void flagsPerArchitecture() {
-    struct Want { const char* arch; RopeStyle rope; QkNorm qk; bool norm_topk; bool shexp_gated; bool dense_first; };
+    struct Want {
+      const char* arch;
+      RopeStyle rope;
+      QkNorm qk;
+      bool norm_topk;
+      bool shexp_gated;
+      bool dense_first;
+    };
     const Want wants[] = {
         {"llama", RopeStyle::Norm, QkNorm::None, true, false, false},
         {"qwen2moe", RopeStyle::Neox, QkNorm::None, false, true, false},
@@ -67,7 +74,8 @@ class ModelConfigTest : public QObject {
     gguf::GgufWriter w;
     w.setString("general.architecture", "deepseek2");
     const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
-    QVERIFY2(msg.contains("unsupported architecture 'deepseek2'") && msg.contains("qwen3moe"), qPrintable(msg));
+    QVERIFY2(msg.contains("unsupported architecture 'deepseek2'") && msg.contains("qwen3moe"),
+             qPrintable(msg));
   }
 
   void missingKeyIsNamed() {
@@ -79,12 +87,14 @@ class ModelConfigTest : public QObject {
   }
 
   void denseModelIsRejected() {
-    auto f = rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 0); });
+    auto f =
+        rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 0); });
     QVERIFY(errorOf([&] { ModelConfig::fromGguf(f); }).contains("not a Mixture-of-Experts"));
   }
 
   void wrongKeyTypeIsNamed() {
-    auto f = rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setString("llama.block_count", "two"); });
+    auto f = rebuilt(synth::tinySpec("llama"),
+                     [](gguf::GgufWriter& w) { w.setString("llama.block_count", "two"); });
     QVERIFY(errorOf([&] { ModelConfig::fromGguf(f); }).contains("llama.block_count"));
   }
 
@@ -100,11 +110,14 @@ class ModelConfigTest : public QObject {
   void uncomputableTypeIsNamed() {
     // A K-quant expert tensor opens (the reader knows its layout) but cannot be computed yet.
     auto backend = makeCpuBackend(1);
-    const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend); });
-    QVERIFY2(msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("Q4_K") && msg.contains("cannot compute"),
-             qPrintable(msg));
+    const auto msg =
+        errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend); });
+    QVERIFY2(
+        msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("Q4_K") && msg.contains("cannot compute"),
+        qPrintable(msg));
     // Described, not run: `info` loads it with Purpose::Describe.
-    auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend, Model::Purpose::Describe);
+    auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithKQuantExperts()), *backend,
+                                 Model::Purpose::Describe);
     QCOMPARE(described->hostExperts()[0][0].gate.type, gguf::TensorType::Q4_K);
   }
 };

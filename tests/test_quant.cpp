@@ -105,9 +105,9 @@ class TestQuant : public QObject {
     // high nibble = element j + 16; value = d * (nibble - 8).
     uint8_t blk[18] = {0x00, 0x38};
     std::memset(blk + 2, 0x88, 16);  // nibble 8 everywhere = 0.0
-    blk[2 + 0] = 0x9F;  // element 0: 0.5*(15-8) =  3.5; element 16: 0.5*(9-8) =  0.5
-    blk[2 + 1] = 0x08;  // element 1: 0.5*(8-8)  =  0.0; element 17: 0.5*(0-8) = -4.0
-    blk[2 + 15] = 0x3A; // element 15: 0.5*(10-8) = 1.0; element 31: 0.5*(3-8) = -2.5
+    blk[2 + 0] = 0x9F;               // element 0: 0.5*(15-8) =  3.5; element 16: 0.5*(9-8) =  0.5
+    blk[2 + 1] = 0x08;               // element 1: 0.5*(8-8)  =  0.0; element 17: 0.5*(0-8) = -4.0
+    blk[2 + 15] = 0x3A;              // element 15: 0.5*(10-8) = 1.0; element 31: 0.5*(3-8) = -2.5
     float out[32];
     quant::dequantizeRow(TensorType::Q4_0, blk, out, 32);
     QCOMPARE(out[0], 3.5f);
@@ -171,11 +171,11 @@ class TestQuant : public QObject {
   }
 
   void fp16Subnormals() {
-    QCOMPARE(quant::fp32ToFp16(0x1p-24f), uint16_t{0x0001});   // smallest subnormal
-    QCOMPARE(quant::fp32ToFp16(0x1p-25f), uint16_t{0x0000});   // tie 0 / 2^-24: even = 0
-    QCOMPARE(quant::fp32ToFp16(0x1.8p-25f), uint16_t{0x0001}); // 0.75 ulp: up
-    QCOMPARE(quant::fp32ToFp16(0x1.8p-24f), uint16_t{0x0002}); // tie 1 / 2 ulps: even = 2
-    QCOMPARE(quant::fp32ToFp16(0x1.4p-23f), uint16_t{0x0002}); // 2.5 ulps: tie, even = 2
+    QCOMPARE(quant::fp32ToFp16(0x1p-24f), uint16_t{0x0001});    // smallest subnormal
+    QCOMPARE(quant::fp32ToFp16(0x1p-25f), uint16_t{0x0000});    // tie 0 / 2^-24: even = 0
+    QCOMPARE(quant::fp32ToFp16(0x1.8p-25f), uint16_t{0x0001});  // 0.75 ulp: up
+    QCOMPARE(quant::fp32ToFp16(0x1.8p-24f), uint16_t{0x0002});  // tie 1 / 2 ulps: even = 2
+    QCOMPARE(quant::fp32ToFp16(0x1.4p-23f), uint16_t{0x0002});  // 2.5 ulps: tie, even = 2
     QCOMPARE(quant::fp32ToFp16(-0x1p-24f), uint16_t{0x8001});
     QCOMPARE(quant::fp32ToFp16(1e-10f), uint16_t{0x0000});
     // Midway between the largest subnormal (1023 * 2^-24) and 2^-14: 1023 is odd, so up.
@@ -337,8 +337,7 @@ class TestQuant : public QObject {
     const float fast = quant::dotRow(t, row.data(), x.data(), n);
     const float portable = quant::dotRowReference(t, row.data(), x.data(), n);
     QVERIFY2(std::fabs(fast - exact) <= 1e-5 * magnitude, qPrintable(QString::number(fast - exact)));
-    QVERIFY2(std::fabs(portable - exact) <= 1e-5 * magnitude,
-             qPrintable(QString::number(portable - exact)));
+    QVERIFY2(std::fabs(portable - exact) <= 1e-5 * magnitude, qPrintable(QString::number(portable - exact)));
     // The documented identity the batched matmul relies on: same summation order
     // for every type, so the encoded row and its F32 dequantisation give equal bits.
     const auto* deq_bytes = reinterpret_cast<const uint8_t*>(deq.data());
@@ -359,8 +358,8 @@ class TestQuant : public QObject {
   }
 
   void computeSupport() {
-    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                         TensorType::Q4_0})
+    for (TensorType t :
+         {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0})
       QVERIFY(quant::isComputeSupported(t));
     for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::MXFP4, TensorType::I32})
       QVERIFY(!quant::isComputeSupported(t));

@@ -136,9 +136,8 @@ class TestSampler : public QObject {
     std::vector<double> p = softmax(l, t);
     std::vector<int32_t> order(l.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return l[a] != l[b] ? l[a] > l[b] : a < b;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return l[a] != l[b] ? l[a] > l[b] : a < b; });
     std::vector<bool> in_set(l.size());
     double cum = 0;
     size_t set_size = 0;

@@ -31,8 +31,8 @@ struct Expected {
 };
 std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t n_vocab) {
   std::map<std::string, Expected> m;
-  const uint64_t d = s.n_embd, hd = s.head_dim, q = uint64_t(s.n_head) * hd,
-                 kv = uint64_t(s.n_head_kv) * hd, ff = s.n_ff_exp, ne = s.n_expert;
+  const uint64_t d = s.n_embd, hd = s.head_dim, q = uint64_t(s.n_head) * hd, kv = uint64_t(s.n_head_kv) * hd,
+                 ff = s.n_ff_exp, ne = s.n_expert;
   const TensorType F32 = TensorType::F32, wt = s.weight_type, et = s.expert_type;
   m["token_embd.weight"] = {{d, n_vocab}, wt};
   m["output_norm.weight"] = {{d}, F32};

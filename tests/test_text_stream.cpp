@@ -53,7 +53,10 @@ class TextStreamTest : public QObject {
     QCOMPARE(s.matchedStop(), std::string("\n\n"));
   }
   void invalidBytesBecomeReplacementChars() {
-    QCOMPARE(moe::sanitizeUtf8("a\x80" "b"), std::string("a\xEF\xBF\xBD" "b"));     // stray continuation
+    QCOMPARE(moe::sanitizeUtf8("a\x80"
+                               "b"),
+             std::string("a\xEF\xBF\xBD"
+                         "b"));                                                        // stray continuation
     QCOMPARE(moe::sanitizeUtf8("\xC0\xAF"), std::string("\xEF\xBF\xBD\xEF\xBF\xBD"));  // overlong '/'
     QCOMPARE(moe::sanitizeUtf8("\xED\xA0\x80").substr(0, 3), std::string("\xEF\xBF\xBD"));  // surrogate
     QCOMPARE(moe::sanitizeUtf8("ok \xE2\x82\xAC"), std::string("ok \xE2\x82\xAC"));
@@ -62,9 +65,9 @@ class TextStreamTest : public QObject {
   }
   void controlCharactersCannotReachTheTerminal() {
     const std::string rep = "\xEF\xBF\xBD";
-    QCOMPARE(moe::sanitizeUtf8("a\x1B[2Jb"), "a" + rep + "[2Jb");   // ESC: clear screen
-    QCOMPARE(moe::sanitizeUtf8("\x07\x7F"), rep + rep);              // BEL, DEL
-    QCOMPARE(moe::sanitizeUtf8("\xC2\x9B"), rep);                    // C1 CSI
+    QCOMPARE(moe::sanitizeUtf8("a\x1B[2Jb"), "a" + rep + "[2Jb");  // ESC: clear screen
+    QCOMPARE(moe::sanitizeUtf8("\x07\x7F"), rep + rep);            // BEL, DEL
+    QCOMPARE(moe::sanitizeUtf8("\xC2\x9B"), rep);                  // C1 CSI
     QCOMPARE(moe::sanitizeUtf8("tab\tnl\ncr\r"), std::string("tab\tnl\ncr\r"));
   }
   void completeUtf8Prefix() {

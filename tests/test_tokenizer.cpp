@@ -5,8 +5,8 @@
 // vocabulary builders and the chat templates.
 #include <QtTest/QtTest>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -48,7 +48,8 @@ std::vector<std::string> splitTabs(const std::string& line) {
 
 std::string unhex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -67,7 +68,10 @@ QString show(const std::vector<int32_t>& ids) {
 
 QString show(const std::vector<std::string_view>& pieces) {
   QStringList parts;
-  for (auto p : pieces) parts << QString::fromUtf8(p.data(), static_cast<qsizetype>(p.size())).replace("\n", "\\n").replace("\r", "\\r");
+  for (auto p : pieces)
+    parts << QString::fromUtf8(p.data(), static_cast<qsizetype>(p.size()))
+                 .replace("\n", "\\n")
+                 .replace("\r", "\\r");
   return "[" + parts.join("|") + "]";
 }
 
@@ -244,8 +248,8 @@ class TestTokenizer : public QObject {
       const std::string text = unhex(f.at(1));
       const auto expected = parseIds(f.at(2));
       QVERIFY2(t.encode(text, false, false) == expected,
-               qPrintable(QString::fromStdString(f.at(0) + ": " + text) + " got " + show(t.encode(text, false, false)) +
-                          " expected " + show(expected)));
+               qPrintable(QString::fromStdString(f.at(0) + ": " + text) + " got " +
+                          show(t.encode(text, false, false)) + " expected " + show(expected)));
       QCOMPARE(t.decode(expected), text);
       ++checked;
     }
@@ -260,7 +264,8 @@ class TestTokenizer : public QObject {
       const std::string text = unhex(f.at(0));
       const auto expected = parseIds(f.size() > 1 ? f.at(1) : "");
       const auto got = t.encode(text, false, false);
-      QVERIFY2(got == expected, qPrintable(QString::fromStdString(text) + " got " + show(got) + " expected " + show(expected)));
+      QVERIFY2(got == expected, qPrintable(QString::fromStdString(text) + " got " + show(got) + " expected " +
+                                           show(expected)));
       QCOMPARE(t.decode(got), text);
       ++checked;
     }
@@ -269,7 +274,7 @@ class TestTokenizer : public QObject {
 
   void spmTokenBytes() {
     const SpmTokenizer t(loadSpmFixture());
-    QCOMPARE(t.tokenBytes(1), std::string());          // <s>
+    QCOMPARE(t.tokenBytes(1), std::string());            // <s>
     QCOMPARE(t.tokenBytes(3 + 0x41), std::string("A"));  // <0x41>
     QCOMPARE(t.tokenBytes(3 + 0x0A), std::string("\n"));
     QCOMPARE(t.tokenBytes(idOf(t, "\xE2\x96\x81the")), std::string(" the"));
@@ -279,7 +284,8 @@ class TestTokenizer : public QObject {
   // ---- round trips on the synthetic vocabularies (byte fallback for what is not in them) ----
   void roundTrips_data() {
     QTest::addColumn<QString>("kind");
-    for (const char* k : {"spm", "qwen2", "llama-bpe", "olmo", "deepseek-llm", "gpt2"}) QTest::newRow(k) << QString(k);
+    for (const char* k : {"spm", "qwen2", "llama-bpe", "olmo", "deepseek-llm", "gpt2"})
+      QTest::newRow(k) << QString(k);
   }
   void roundTrips() {
     QFETCH(QString, kind);
@@ -287,7 +293,8 @@ class TestTokenizer : public QObject {
     const auto t = Tokenizer::fromVocab(v);
     for (const auto& s : kRoundTripSamples) {
       const auto ids = t->encode(s, t->addBosDefault(), false);
-      QVERIFY2(t->decode(ids) == s, qPrintable(QString::fromStdString(s) + " -> " + QString::fromStdString(t->decode(ids))));
+      QVERIFY2(t->decode(ids) == s,
+               qPrintable(QString::fromStdString(s) + " -> " + QString::fromStdString(t->decode(ids))));
       if (t->addBosDefault() && t->bos() >= 0) QCOMPARE(ids.front(), t->bos());
     }
   }
@@ -365,7 +372,8 @@ class TestTokenizer : public QObject {
     QVERIFY(!s->isEndOfGeneration(1));
     const auto d = Tokenizer::fromVocab(buildGpt2Vocab(400, "deepseek-llm"));
     QVERIFY(d->isEndOfGeneration(d->eos()));
-    QCOMPARE(d->piece(d->eos()), std::string("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"));
+    QCOMPARE(d->piece(d->eos()), std::string("<\xEF\xBD\x9C"
+                                             "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"));
   }
 
   // ---- synthetic vocabulary builders ----
@@ -428,11 +436,13 @@ class TestTokenizer : public QObject {
   void bpeIsFastEnough() {
     const auto t = Tokenizer::fromVocab(buildGpt2Vocab(2000, "qwen2"));
     std::string text;
-    for (int i = 0; i < 2000; ++i) text += "The quick brown fox " + std::to_string(i) + " jumps over the lazy dog.\n";
+    for (int i = 0; i < 2000; ++i)
+      text += "The quick brown fox " + std::to_string(i) + " jumps over the lazy dog.\n";
     text += std::string(5000, ' ') + "x";  // one long whitespace word
     const auto start = std::chrono::steady_clock::now();
     const auto ids = t->encode(text, false, false);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     QCOMPARE(t->decode(ids), text);
     qInfo("encoded %zu bytes into %zu tokens in %.1f ms", text.size(), ids.size(), ms);
     QVERIFY(ms < 5000);
@@ -498,12 +508,14 @@ class TestTokenizer : public QObject {
     QCOMPARE(applyChatTemplate(ChatFamily::ChatML, {{"user", "Hi"}}, false),
              std::string("<|im_start|>user\nHi<|im_end|>\n"));
     QCOMPARE(applyChatTemplate(ChatFamily::DeepSeek, conv, true),
-             std::string("Be brief.\n\nUser: Hi\n\nAssistant: Hello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
+             std::string("Be brief.\n\nUser: Hi\n\nAssistant: Hello.<\xEF\xBD\x9C"
+                         "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
                          "User: Why?\n\nAssistant:"));
     QCOMPARE(applyChatTemplate(ChatFamily::Olmoe, conv, true),
              std::string("<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello.<|endoftext|>\n"
                          "<|user|>\nWhy?\n<|assistant|>\n"));
-    QCOMPARE(applyChatTemplate(ChatFamily::Mixtral, {{"user", "Hi"}}, true), std::string("[INST] Hi [/INST]"));
+    QCOMPARE(applyChatTemplate(ChatFamily::Mixtral, {{"user", "Hi"}}, true),
+             std::string("[INST] Hi [/INST]"));
     QCOMPARE(chatStopStrings(ChatFamily::ChatML).front(), std::string("<|im_end|>"));
     QCOMPARE(std::string(chatFamilyName(ChatFamily::Olmoe)), std::string("olmoe"));
   }
@@ -512,11 +524,16 @@ class TestTokenizer : public QObject {
     QTest::addColumn<QString>("arch");
     QTest::addColumn<QString>("tmpl");
     QTest::addColumn<int>("family");
-    QTest::newRow("llama") << "llama" << "" << int(ChatFamily::Mixtral);
-    QTest::newRow("qwen2moe") << "qwen2moe" << "" << int(ChatFamily::ChatML);
-    QTest::newRow("deepseek2") << "deepseek2" << "" << int(ChatFamily::DeepSeek);
-    QTest::newRow("olmoe") << "olmoe" << "" << int(ChatFamily::Olmoe);
-    QTest::newRow("llama with chatml template") << "llama" << "{{'<|im_start|>' + role}}" << int(ChatFamily::ChatML);
+    QTest::newRow("llama") << "llama"
+                           << "" << int(ChatFamily::Mixtral);
+    QTest::newRow("qwen2moe") << "qwen2moe"
+                              << "" << int(ChatFamily::ChatML);
+    QTest::newRow("deepseek2") << "deepseek2"
+                               << "" << int(ChatFamily::DeepSeek);
+    QTest::newRow("olmoe") << "olmoe"
+                           << "" << int(ChatFamily::Olmoe);
+    QTest::newRow("llama with chatml template") << "llama"
+                                                << "{{'<|im_start|>' + role}}" << int(ChatFamily::ChatML);
   }
   void chatFamilyFromGguf() {
     QFETCH(QString, arch);

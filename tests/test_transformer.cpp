@@ -6,8 +6,8 @@
 // implementation are in test_golden.cpp.)
 #include <QtTest>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 
 #include "engine_fixture.h"
 #include "models/quant.h"
@@ -27,7 +27,10 @@ class ReversingSource : public ExpertSource {
     for (const auto& r : refs) order.push_back(r.expert);
     return refs;
   }
-  void release(int layer) override { inner_.release(layer); ++releases; }
+  void release(int layer) override {
+    inner_.release(layer);
+    ++releases;
+  }
   void onLayerInput(int, std::span<const float> hidden, int n_tokens) override {
     inputs += n_tokens;
     QVERIFY(hidden.size() % size_t(n_tokens) == 0);

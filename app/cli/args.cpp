@@ -9,7 +9,7 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
            const std::set<std::string>& flags, const std::map<std::string, std::string>& aliases) {
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string a = argv[i];
-    if (a.size() < 2 || a[0] != '-' || a == "--" ) {
+    if (a.size() < 2 || a[0] != '-' || a == "--") {
       positionals_.push_back(a);
       continue;
     }
@@ -79,7 +79,8 @@ double Args::doubleOr(const std::string& name, double fallback) const {
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(v->c_str(), &end);
-  if (errno || end == v->c_str() || *end) throw UsageError("option " + name + " needs a number, got '" + *v + "'");
+  if (errno || end == v->c_str() || *end)
+    throw UsageError("option " + name + " needs a number, got '" + *v + "'");
   return x;
 }
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <string>
 
-#include "app/cli/commands.h"
 #include "app/cli/args.h"
+#include "app/cli/commands.h"
 #include "models/synthetic_model.h"
 
 namespace moe::cli {
@@ -21,7 +21,6 @@ gguf::TensorType parseType(const std::string& s) {
   throw UsageError("unknown weight type '" + s + "' (F32, F16, BF16, Q8_0, Q4_0)");
 }
 
-
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -34,11 +33,17 @@ int runGenModel(const std::vector<std::string>& argv) {
   const Args args(argv, {"--arch", "--preset", "--seed", "--expert-type", "--weight-type", "--output"},
                   {"--demo"}, {{"-o", "--output"}});
   synth::SyntheticSpec spec;
-  const int chosen = int(args.value("--arch").has_value()) + int(args.value("--preset").has_value()) + int(args.flag("--demo"));
-  if (chosen != 1) throw UsageError("choose exactly one of --arch (" + joined(synth::supportedArchs()) + "), --preset (" + joined(synth::presetNames()) + ") or --demo");
-  if (auto a = args.value("--arch")) spec = synth::tinySpec(*a);
-  else if (auto p = args.value("--preset")) spec = synth::presetSpec(*p);
-  else spec = synth::demoSpec();
+  const int chosen = int(args.value("--arch").has_value()) + int(args.value("--preset").has_value()) +
+                     int(args.flag("--demo"));
+  if (chosen != 1)
+    throw UsageError("choose exactly one of --arch (" + joined(synth::supportedArchs()) + "), --preset (" +
+                     joined(synth::presetNames()) + ") or --demo");
+  if (auto a = args.value("--arch"))
+    spec = synth::tinySpec(*a);
+  else if (auto p = args.value("--preset"))
+    spec = synth::presetSpec(*p);
+  else
+    spec = synth::demoSpec();
   spec.seed = args.uint64Or("--seed", spec.seed);
   if (auto t = args.value("--expert-type")) spec.expert_type = parseType(*t);
   if (auto t = args.value("--weight-type")) spec.weight_type = parseType(*t);
@@ -51,10 +56,11 @@ int runGenModel(const std::vector<std::string>& argv) {
   if (statvfs(dir.c_str(), &vfs) == 0) {
     const uint64_t avail = uint64_t(vfs.f_bavail) * vfs.f_frsize;
     if (bytes > avail)
-      throw std::runtime_error("the model needs " + std::to_string(bytes / 1000000) + " MB but " + dir.string() +
-                               " has " + std::to_string(avail / 1000000) + " MB free");
+      throw std::runtime_error("the model needs " + std::to_string(bytes / 1000000) + " MB but " +
+                               dir.string() + " has " + std::to_string(avail / 1000000) + " MB free");
   }
-  std::fprintf(stderr, "writing %s: %s, %d layers, %d experts (top-%d), %.1f MB, random weights (seed %llu)\n",
+  std::fprintf(stderr,
+               "writing %s: %s, %d layers, %d experts (top-%d), %.1f MB, random weights (seed %llu)\n",
                out->c_str(), spec.arch.c_str(), spec.n_layer, spec.n_expert, spec.n_expert_used, bytes / 1e6,
                (unsigned long long)spec.seed);
   synth::writeModel(spec, *out);

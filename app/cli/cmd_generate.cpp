@@ -30,8 +30,8 @@ void printStats(const GenerationStats& st) {
                "\n\nprefill: %d tokens (%d reused from cache) in %.3f s = %.1f tok/s; TTFT %.3f s\n"
                "decode:  %d tokens generated; %d decode steps in %.3f s = %.1f tok/s; stopped: %s\n",
                st.prompt_tokens, st.reused_tokens, st.prefill_seconds, st.prefillTokensPerSecond(),
-               st.ttft_seconds, st.generated_tokens, st.decode_steps, st.decode_seconds, st.decodeTokensPerSecond(),
-               stopReasonName(st.reason));
+               st.ttft_seconds, st.generated_tokens, st.decode_steps, st.decode_seconds,
+               st.decodeTokensPerSecond(), stopReasonName(st.reason));
 }
 
 std::set<std::string> generateValueOptions() {
@@ -115,17 +115,22 @@ int runChat(const std::vector<std::string>& argv) {
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const auto ids = tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
+    const auto ids =
+        tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
     std::string reply;
     installInterruptHandler();
     GenerationStats st;
     try {
-      st = session.generator().generate(ids, params, [&](std::string_view s) {
-        reply += s;
-        printText(s);
-      }, &g_cancel);
+      st = session.generator().generate(
+          ids, params,
+          [&](std::string_view s) {
+            reply += s;
+            printText(s);
+          },
+          &g_cancel);
     } catch (const std::length_error& e) {
-      std::fprintf(stderr, "%s\nThe conversation no longer fits the context: /reset to start over.\n", e.what());
+      std::fprintf(stderr, "%s\nThe conversation no longer fits the context: /reset to start over.\n",
+                   e.what());
       history.pop_back();
       continue;
     }

@@ -14,16 +14,20 @@ namespace {
 std::string humanBytes(uint64_t b) {
   char buf[32];
   const double x = static_cast<double>(b);
-  if (x >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", x / 1e9);
-  else if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MB", x / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.1f KB", x / 1e3);
+  if (x >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", x / 1e9);
+  else if (x >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", x / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KB", x / 1e3);
   return buf;
 }
 
 std::string expertTypes(const Model& m) {
   std::set<std::string> names;
   for (const auto& layer : m.hostExperts())
-    for (const auto& e : layer) names.insert(gguf::tensorTypeName(e.gate.type)), names.insert(gguf::tensorTypeName(e.down.type));
+    for (const auto& e : layer)
+      names.insert(gguf::tensorTypeName(e.gate.type)), names.insert(gguf::tensorTypeName(e.down.type));
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
@@ -46,23 +50,28 @@ int runInfo(const std::vector<std::string>& argv) {
   const auto& c = model->config();
   const auto& s = model->sizes();
 
-  std::printf("file:            %s (%s)\n", so.demo ? "(embedded demo model)" : so.model_path.c_str(), humanBytes(file_size).c_str());
+  std::printf("file:            %s (%s)\n", so.demo ? "(embedded demo model)" : so.model_path.c_str(),
+              humanBytes(file_size).c_str());
   if (so.demo || model->isSynthetic()) std::printf("note:            %s\n", kDemoNotice);
   std::printf("name:            %s\n", c.model_name.c_str());
   std::printf("architecture:    %s\n", c.arch_name.c_str());
   std::printf("layers:          %d (%d MoE, %d dense)\n", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
   std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
               c.n_head_kv, c.head_dim, c.rope_style == RopeStyle::Norm ? "norm" : "neox", c.rope_freq_base);
-  std::printf("experts:         %d per layer, %d used per token, ffn %d\n", c.n_expert, c.n_expert_used, c.n_ff_exp);
-  if (c.n_ff_shexp) std::printf("shared experts:  ffn %d%s\n", c.n_ff_shexp, c.shared_expert_gated ? " (sigmoid-gated)" : "");
+  std::printf("experts:         %d per layer, %d used per token, ffn %d\n", c.n_expert, c.n_expert_used,
+              c.n_ff_exp);
+  if (c.n_ff_shexp)
+    std::printf("shared experts:  ffn %d%s\n", c.n_ff_shexp, c.shared_expert_gated ? " (sigmoid-gated)" : "");
   std::printf("vocabulary:      %d tokens; context %d; chat template %s\n", c.n_vocab, c.n_ctx_train,
               chatFamilyName(model->chatFamily()));
   std::printf("expert types:    %s\n", expertTypes(*model).c_str());
   std::printf("one expert:      %s\n", humanBytes(s.expert_bytes).c_str());
-  std::printf("routed experts:  %s (%d layers x %d)\n", humanBytes(s.routed_expert_bytes).c_str(), s.moe_layers, c.n_expert);
+  std::printf("routed experts:  %s (%d layers x %d)\n", humanBytes(s.routed_expert_bytes).c_str(),
+              s.moe_layers, c.n_expert);
   std::printf("other weights:   %s (always resident)\n", humanBytes(s.other_bytes).c_str());
   std::printf("per token:       %s of expert weights read (%d x %d layers)\n",
-              humanBytes(s.expert_bytes * c.n_expert_used * s.moe_layers).c_str(), c.n_expert_used, s.moe_layers);
+              humanBytes(s.expert_bytes * c.n_expert_used * s.moe_layers).c_str(), c.n_expert_used,
+              s.moe_layers);
 
   const int n_ctx = std::min(so.n_ctx, c.n_ctx_train);
   const auto fit = estimateFit(c, s, static_cast<uint64_t>(vram_gb * 1e9), n_ctx);

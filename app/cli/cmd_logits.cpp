@@ -17,7 +17,8 @@ std::vector<int32_t> parseTokenList(const std::string& s) {
     const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 0 || v > (1L << 30)) throw UsageError("--tokens: '" + item + "' is not a token id");
+    if (item.empty() || *end || v < 0 || v > (1L << 30))
+      throw UsageError("--tokens: '" + item + "' is not a token id");
     ids.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -48,7 +49,8 @@ int runLogits(const std::vector<std::string>& argv) {
   if (auto path = args.value("--dump-hidden")) {
     dump.reset(std::fopen(path->c_str(), "w"));
     if (!dump) throw std::runtime_error("cannot write " + *path);
-    std::fprintf(dump.get(), "# hidden_0 = embeddings, hidden_<L+1> = residual after layer L; one line per position\n");
+    std::fprintf(dump.get(),
+                 "# hidden_0 = embeddings, hidden_<L+1> = residual after layer L; one line per position\n");
     session.transformer().setHiddenObserver([&](const HiddenEvent& ev) {
       const size_t width = ev.values.size() / ev.n_tokens;
       for (int t = 0; t < ev.n_tokens; ++t) {

@@ -41,8 +41,8 @@ SamplerParams samplerParams(const Args& args) {
 void announceModel(const EngineSession& session, Model& model) {
   const auto& c = model.config();
   std::fprintf(stderr, "model: %s (%s, %d layers, %d experts, %d used per token)\n",
-               c.model_name.empty() ? "(unnamed)" : c.model_name.c_str(), c.arch_name.c_str(),
-               c.n_layer, c.n_expert, c.n_expert_used);
+               c.model_name.empty() ? "(unnamed)" : c.model_name.c_str(), c.arch_name.c_str(), c.n_layer,
+               c.n_expert, c.n_expert_used);
   if (session.isDemo() || model.isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
 }
 

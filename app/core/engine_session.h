@@ -16,8 +16,8 @@ namespace moe {
 struct SessionOptions {
   std::string model_path;  // empty with demo
   bool demo = false;
-  int n_ctx = 2048;        // clamped to the model's trained context
-  int threads = 0;         // 0: all hardware threads
+  int n_ctx = 2048;  // clamped to the model's trained context
+  int threads = 0;   // 0: all hardware threads
 };
 
 class EngineSession {

@@ -64,7 +64,7 @@ void ropeAngles(int32_t pos, int n_rot, float freq_base, float* cs) {  // cs: [n
 // Neox: pairs (x[i], x[i + n_rot/2]).
 void rotateHead(float* x, int n_rot, const float* cs, RopeStyle style) {  // x: [head_dim]
   const int half = n_rot / 2;
-  const int stride = style == RopeStyle::Norm ? 2 : 1;  // step between pair starts
+  const int stride = style == RopeStyle::Norm ? 2 : 1;     // step between pair starts
   const int offset = style == RopeStyle::Norm ? 1 : half;  // distance to the partner
   for (int i = 0; i < half; ++i) {
     float* a = x + i * stride;
@@ -77,14 +77,13 @@ void rotateHead(float* x, int n_rot, const float* cs, RopeStyle style) {  // x: 
 }
 
 // One query head over keys 0..n_keys-1 of its kv head. scores: [n_keys] scratch.
-void attendOneHead(const float* q, const float* k_cache, const float* v_cache, int n_keys,
-                   int kv_stride, int head_dim, float scale, float* scores,
+void attendOneHead(const float* q, const float* k_cache, const float* v_cache, int n_keys, int kv_stride,
+                   int head_dim, float scale, float* scores,
                    float* out) {  // q, out: [head_dim]; caches: [n_ctx][n_head_kv][head_dim]
   float max_score = -INFINITY;
   for (int j = 0; j < n_keys; ++j) {
     const float* k = k_cache + static_cast<size_t>(j) * kv_stride;
-    scores[j] = quant::dotRow(TensorType::F32, reinterpret_cast<const uint8_t*>(k), q, head_dim) *
-                scale;
+    scores[j] = quant::dotRow(TensorType::F32, reinterpret_cast<const uint8_t*>(k), q, head_dim) * scale;
     max_score = std::max(max_score, scores[j]);
   }
   // Softmax with the max subtracted: every exp is <= 1, the sum >= 1.
@@ -159,8 +158,8 @@ void CpuBackend::embed(const WeightView& table, const int32_t* tokens, int n_tok
   for (int t = 0; t < n_tokens; ++t) {
     const int32_t id = tokens[t];
     if (id < 0 || id >= table.rows)
-      throw std::out_of_range("cpu backend: embed: token id " + std::to_string(id) +
-                              " outside [0, " + std::to_string(table.rows) + ")");
+      throw std::out_of_range("cpu backend: embed: token id " + std::to_string(id) + " outside [0, " +
+                              std::to_string(table.rows) + ")");
     quant::dequantizeRow(table.type, table.data + static_cast<size_t>(id) * table.row_bytes,
                          out + static_cast<size_t>(t) * table.cols, table.cols);
   }
@@ -200,8 +199,8 @@ void CpuBackend::matmulBatch(const WeightView& w, const float* x, float* y,
       const float* wrows = reinterpret_cast<const float*>(w.data + static_cast<size_t>(r0) * w.row_bytes);
       if (!plain_f32) {
         for (int64_t i = 0; i < nr; ++i)
-          quant::dequantizeRow(w.type, w.data + static_cast<size_t>(r0 + i) * w.row_bytes,
-                               rows + i * w.cols, w.cols);
+          quant::dequantizeRow(w.type, w.data + static_cast<size_t>(r0 + i) * w.row_bytes, rows + i * w.cols,
+                               w.cols);
         wrows = rows;
       }
       // F32 rows are contiguous with row_bytes == 4 * cols (GGUF rows are packed).
@@ -210,8 +209,8 @@ void CpuBackend::matmulBatch(const WeightView& w, const float* x, float* y,
         const float* xt = x + static_cast<size_t>(t) * w.cols;
         float* yt = y + static_cast<size_t>(t) * w.rows;
         for (int64_t i = 0; i < nr; ++i)
-          yt[r0 + i] = quant::dotRow(TensorType::F32,
-                                     reinterpret_cast<const uint8_t*>(wrows + i * stride), xt, w.cols);
+          yt[r0 + i] = quant::dotRow(TensorType::F32, reinterpret_cast<const uint8_t*>(wrows + i * stride),
+                                     xt, w.cols);
       }
     }
   });
@@ -236,8 +235,8 @@ void CpuBackend::rmsNorm(const float* x, const float* weight, float* y, int n_ro
   });
 }
 
-void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
-                      const int32_t* positions, float freq_base,
+void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                      float freq_base,
                       RopeStyle style) {  // x: [n_tokens][n_heads][head_dim]; positions: [n_tokens]
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
     throw std::invalid_argument("cpu backend: rope: n_rot " + std::to_string(n_rot) +
@@ -253,8 +252,8 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_r
   });
 }
 
-void CpuBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
-                           int n_tokens, const AttentionShape& shape,
+void CpuBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+                           const AttentionShape& shape,
                            float* out) {  // q, out: [n_tokens][n_head][head_dim];
                                           // k_cache, v_cache: [n_ctx][n_head_kv][head_dim]
   const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
@@ -273,8 +272,8 @@ void CpuBackend::attention(const float* q, const float* k_cache, const float* v_
       const int t = static_cast<int>(item / n_head);
       const int h = static_cast<int>(item % n_head);
       const int kvh = h / group;
-      attendOneHead(q + item * hd, k_cache + kvh * hd, v_cache + kvh * hd, pos0 + t + 1, kv_stride,
-                    hd, shape.scale, scores, out + item * hd);
+      attendOneHead(q + item * hd, k_cache + kvh * hd, v_cache + kvh * hd, pos0 + t + 1, kv_stride, hd,
+                    shape.scale, scores, out + item * hd);
     }
   });
 }
@@ -300,8 +299,6 @@ void CpuBackend::axpy(float* y, const float* x, float a, size_t n) {  // [n]
   });
 }
 
-std::unique_ptr<Backend> makeCpuBackend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
-}
+std::unique_ptr<Backend> makeCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
 }  // namespace moe

@@ -58,11 +58,16 @@ const Table& table() {
 bool nextCodepoint(std::string_view s, size_t& i, char32_t& cp) {
   const auto c = static_cast<unsigned char>(s[i]);
   size_t extra = 0;
-  if (c < 0x80) extra = 0;
-  else if ((c >> 5) == 0x6) extra = 1;
-  else if ((c >> 4) == 0xE) extra = 2;
-  else if ((c >> 3) == 0x1E) extra = 3;
-  else return false;
+  if (c < 0x80)
+    extra = 0;
+  else if ((c >> 5) == 0x6)
+    extra = 1;
+  else if ((c >> 4) == 0xE)
+    extra = 2;
+  else if ((c >> 3) == 0x1E)
+    extra = 3;
+  else
+    return false;
   if (i + extra >= s.size()) return false;
   cp = extra == 0 ? c : (c & (0x3Fu >> extra));
   for (size_t k = 1; k <= extra; ++k) {
@@ -136,9 +141,12 @@ std::vector<std::string> deepseekLlmRegexes() {
   return {
       R"([\r\n])",
       R"(\s?\p{L&}+)",
-      "\\s?[!-/:-~\xEF\xBC\x81-\xEF\xBC\x8F\xEF\xBC\x9A-\xEF\xBD\x9E\xE2\x80\x98-\xE2\x80\x9F\xE3\x80\x80-\xE3\x80\x82]+",  // ！-／ ：-～ ‘-‟ 　-。
+      "\\s?[!-/"
+      ":-~\xEF\xBC\x81-\xEF\xBC\x8F\xEF\xBC\x9A-\xEF\xBD\x9E\xE2\x80\x98-\xE2\x80\x9F\xE3\x80\x80-"
+      "\xE3\x80\x82]+",  // ！-／ ：-～ ‘-‟ 　-。
       R"(\s+$)",
-      "[\xE4\xB8\x80-\xE9\xBE\xA5\xE0\xA0\x80-\xE4\xB8\x80\xEA\xB0\x80-\xED\x9F\xBF]+",  // 一-龥 ࠀ-一 가-퟿
+      "[\xE4\xB8\x80-\xE9\xBE\xA5\xE0\xA0\x80-\xE4\xB8\x80\xEA\xB0\x80-\xED\x9F\xBF]+",  // 一-龥 ࠀ-一
+                                                                                         // 가-퟿
       R"(\p{N}+)",
   };
 }
@@ -165,20 +173,19 @@ struct PreTokenizer::Regex {
     if (!code) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof message);
-      throw TokenizerError("pre-tokenizer regex does not compile at " + std::to_string(offset) +
-                           ": " + reinterpret_cast<const char*>(message));
+      throw TokenizerError("pre-tokenizer regex does not compile at " + std::to_string(offset) + ": " +
+                           reinterpret_cast<const char*>(message));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional speed-up; interpreted if it fails
   }
   ~Regex() { pcre2_code_free(code); }
 
   // Appends to `out` the matches in `text` and the non-empty gaps between them.
-  void splitIsolated(std::string_view text, pcre2_match_data* md,
-                     std::vector<std::string_view>& out) const {
+  void splitIsolated(std::string_view text, pcre2_match_data* md, std::vector<std::string_view>& out) const {
     size_t pos = 0, emitted = 0;
     while (pos < text.size()) {
-      const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos,
-                                 0, md, nullptr);
+      const int rc =
+          pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos, 0, md, nullptr);
       if (rc < 0) break;  // no more matches (or an error: keep the rest as one piece)
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const size_t start = ov[0], end = ov[1];
@@ -280,7 +287,9 @@ std::vector<int32_t> BpeTokenizer::mergeWord(std::string_view word) const {
   for (size_t i = 0; i < word.size(); ++i) {
     int32_t id = byte_ids_[static_cast<uint8_t>(word[i])];
     if (id < 0) id = unk_;
-    if (id < 0) throw TokenizerError("vocabulary has no token for byte " + std::to_string(static_cast<uint8_t>(word[i])));
+    if (id < 0)
+      throw TokenizerError("vocabulary has no token for byte " +
+                           std::to_string(static_cast<uint8_t>(word[i])));
     symbols.push_back({id, static_cast<int>(i) - 1, static_cast<int>(i) + 1});
   }
   if (!symbols.empty()) symbols.back().next = -1;
@@ -344,8 +353,7 @@ void BpeTokenizer::appendText(std::string_view text, std::vector<int32_t>& out) 
   for (auto word : pre_->split(text)) appendWord(word, out);
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos,
-                                          bool parse_special) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
   if (!parse_special || specials_.empty()) {
@@ -353,14 +361,14 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos,
     return out;
   }
   for (const auto& fragment : specials_.split(text)) {
-    if (fragment.id >= 0) out.push_back(fragment.id);
-    else appendText(fragment.text, out);
+    if (fragment.id >= 0)
+      out.push_back(fragment.id);
+    else
+      appendText(fragment.text, out);
   }
   return out;
 }
 
-std::string BpeTokenizer::tokenBytes(int32_t id) const {
-  return token_bytes_.at(static_cast<size_t>(id));
-}
+std::string BpeTokenizer::tokenBytes(int32_t id) const { return token_bytes_.at(static_cast<size_t>(id)); }
 
 }  // namespace moe

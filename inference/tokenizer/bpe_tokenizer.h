@@ -60,8 +60,7 @@ class BpeTokenizer : public TokenizerCommon {
   ~BpeTokenizer() override;
 
   // No dummy prefix; add_bos only adds BOS when asked and the vocabulary has one.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos,
-                              bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
   // Byte-level pieces decoded to raw bytes; control tokens ""; user-defined
   // tokens (stored as raw text by the converters) as they are.
   std::string tokenBytes(int32_t id) const override;

@@ -12,7 +12,9 @@ namespace moe {
 namespace {
 
 // DeepSeek's end-of-sentence token: fullwidth vertical bars and U+2581.
-const std::string kDeepSeekEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+const std::string kDeepSeekEos =
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
 
 // mistralai/Mixtral-8x7B-Instruct-v0.1: "[INST] " + user + " [/INST]" and
 // assistant + eos_token, strictly alternating, no system role. Later Mistral
@@ -57,8 +59,10 @@ std::string deepseek(const std::vector<ChatMessage>& messages, bool add_generati
   for (const auto& m : messages)
     if (m.role == "system") out += m.content + "\n\n";
   for (const auto& m : messages) {
-    if (m.role == "user") out += "User: " + m.content + "\n\n";
-    else if (m.role == "assistant") out += "Assistant: " + m.content + kDeepSeekEos;
+    if (m.role == "user")
+      out += "User: " + m.content + "\n\n";
+    else if (m.role == "assistant")
+      out += "Assistant: " + m.content + kDeepSeekEos;
   }
   if (add_generation_prompt) out += "Assistant:";
   return out;
@@ -73,9 +77,12 @@ std::string olmoe(const std::vector<ChatMessage>& messages, bool add_generation_
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const bool last = i + 1 == messages.size();
-    if (m.role == "system") out += "<|system|>\n" + m.content + "\n";
-    else if (m.role == "user") out += "<|user|>\n" + m.content + "\n";
-    else if (m.role == "assistant") out += "<|assistant|>\n" + m.content + "<|endoftext|>" + (last ? "" : "\n");
+    if (m.role == "system")
+      out += "<|system|>\n" + m.content + "\n";
+    else if (m.role == "user")
+      out += "<|user|>\n" + m.content + "\n";
+    else if (m.role == "assistant")
+      out += "<|assistant|>\n" + m.content + "<|endoftext|>" + (last ? "" : "\n");
   }
   if (add_generation_prompt) out += "<|assistant|>\n";
   return out;

@@ -22,7 +22,7 @@ constexpr uint32_t kNormName = 1, kNormAddDummyPrefix = 3, kNormRemoveExtraWhite
 constexpr int32_t kModelTypeBpe = 2;
 }  // namespace proto
 
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";       // U+2581 LOWER ONE EIGHTH BLOCK
 constexpr std::string_view kUnknownSurface = " \xE2\x81\x87 ";  // sentencepiece's default unk_surface
 
 // "<0x41>" -> 0x41; -1 when `piece` is not a byte piece.
@@ -31,10 +31,14 @@ int parseBytePiece(std::string_view piece) {
   unsigned value = 0;
   for (char c : piece.substr(3, 2)) {
     value <<= 4;
-    if (c >= '0' && c <= '9') value |= static_cast<unsigned>(c - '0');
-    else if (c >= 'A' && c <= 'F') value |= static_cast<unsigned>(c - 'A' + 10);
-    else if (c >= 'a' && c <= 'f') value |= static_cast<unsigned>(c - 'a' + 10);
-    else return -1;
+    if (c >= '0' && c <= '9')
+      value |= static_cast<unsigned>(c - '0');
+    else if (c >= 'A' && c <= 'F')
+      value |= static_cast<unsigned>(c - 'A' + 10);
+    else if (c >= 'a' && c <= 'f')
+      value |= static_cast<unsigned>(c - 'a' + 10);
+    else
+      return -1;
   }
   return static_cast<int>(value);
 }
@@ -51,7 +55,8 @@ std::pair<std::string, int32_t> protoPiece(const VocabData& vocab, size_t i,
                                            std::unordered_set<std::string>& seen) {
   std::string piece = vocab.tokens[i];
   int32_t type = typeOf(vocab, i);
-  if (static_cast<int32_t>(i) == vocab.unk_id) type = static_cast<int32_t>(TokenType::Unknown);
+  if (static_cast<int32_t>(i) == vocab.unk_id)
+    type = static_cast<int32_t>(TokenType::Unknown);
   else if (type == static_cast<int32_t>(TokenType::Unknown) && vocab.unk_id >= 0)
     type = static_cast<int32_t>(TokenType::Unused);
   if (type < 1 || type > 6) type = static_cast<int32_t>(TokenType::Normal);
@@ -144,8 +149,7 @@ void SpmTokenizer::appendIds(std::string_view text, const sentencepiece::Sentenc
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos,
-                                          bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
   const auto& later = without_prefix_ ? *without_prefix_ : *with_prefix_;
@@ -154,8 +158,10 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos,
     return out;
   }
   for (const auto& fragment : specials_.split(text)) {
-    if (fragment.id >= 0) out.push_back(fragment.id);
-    else appendIds(fragment.text, fragment.offset == 0 ? *with_prefix_ : later, out);
+    if (fragment.id >= 0)
+      out.push_back(fragment.id);
+    else
+      appendIds(fragment.text, fragment.offset == 0 ? *with_prefix_ : later, out);
   }
   return out;
 }
@@ -164,17 +170,14 @@ std::string SpmTokenizer::tokenBytes(int32_t id) const {
   const std::string& p = piece(id);
   switch (type(id)) {
     case TokenType::Control:
-    case TokenType::Unused:
-      return {};
-    case TokenType::Unknown:
-      return std::string(kUnknownSurface);
+    case TokenType::Unused: return {};
+    case TokenType::Unknown: return std::string(kUnknownSurface);
     case TokenType::Byte: {
       const int byte = parseBytePiece(p);
       if (byte >= 0) return std::string(1, static_cast<char>(byte));
       break;
     }
-    default:
-      break;
+    default: break;
   }
   std::string out;
   out.reserve(p.size());

@@ -31,8 +31,7 @@ class SpmTokenizer : public TokenizerCommon {
   // special token (as Hugging Face's legacy Llama tokenizer does).
   // User-defined pieces are matched by sentencepiece itself even without
   // parse_special.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos,
-                              bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
   // Normal pieces with U+2581 turned into spaces, <0xXX> byte pieces as the
   // byte, the unknown piece as " \u2047 " (sentencepiece's unk surface), "" for
   // control and unused pieces.

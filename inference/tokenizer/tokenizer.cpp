@@ -18,9 +18,13 @@ namespace {
 // Qwen/OLMoE <|endoftext|>, DeepSeek <｜end▁of▁sentence｜> (fullwidth bars,
 // U+2581), Llama-3 <|eot_id|> / <|end_of_text|>.
 constexpr std::array<std::string_view, 6> kTurnEndTexts = {
-    "</s>", "<|im_end|>", "<|endoftext|>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-    "<|eot_id|>", "<|end_of_text|>"};
+    "</s>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<|eot_id|>",
+    "<|end_of_text|>"};
 
 void checkId(int32_t id, size_t n, const char* what) {
   if (id < -1 || id >= static_cast<int64_t>(n))
@@ -109,10 +113,9 @@ void TokenizerCommon::loadCommon(const VocabData& vocab) {
     const auto id = static_cast<int32_t>(i);
     if (!isSpecialType(types_[i])) continue;
     specials_.add(pieces_[i], id);
-    const bool turn_end = std::find(kTurnEndTexts.begin(), kTurnEndTexts.end(), pieces_[i]) !=
-                          kTurnEndTexts.end();
-    if (turn_end && std::find(end_ids_.begin(), end_ids_.end(), id) == end_ids_.end())
-      end_ids_.push_back(id);
+    const bool turn_end =
+        std::find(kTurnEndTexts.begin(), kTurnEndTexts.end(), pieces_[i]) != kTurnEndTexts.end();
+    if (turn_end && std::find(end_ids_.begin(), end_ids_.end(), id) == end_ids_.end()) end_ids_.push_back(id);
   }
 }
 
@@ -145,8 +148,7 @@ bool Tokenizer::isEndOfGeneration(int32_t id) const {
 std::unique_ptr<Tokenizer> Tokenizer::fromVocab(const VocabData& vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(vocab);
   if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(vocab);
-  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model +
-                       "\" (supported: llama, gpt2)");
+  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model + "\" (supported: llama, gpt2)");
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::fromGguf(const gguf::GgufFile& file) {

@@ -22,7 +22,12 @@ class TokenizerError : public std::runtime_error {
 
 // GGUF tokenizer.ggml.token_type values (they coincide with SentencePiece's).
 enum class TokenType : int32_t {
-  Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 class Tokenizer {
@@ -32,8 +37,7 @@ class Tokenizer {
   // Encodes text. With parse_special, control and user-defined token texts in
   // `text` (e.g. "<|im_start|>") become their ids; otherwise they are plain text.
   // Adds BOS first when add_bos is true and the vocabulary has one.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
-                                      bool parse_special) const = 0;
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
   // The bytes one token stands for (may be part of a UTF-8 sequence; empty for
   // control tokens).
   virtual std::string tokenBytes(int32_t id) const = 0;

@@ -3,8 +3,8 @@
 // enables both) turn any out-of-bounds read or overflow into a crash. Accepted
 // inputs are also rewritten with GgufWriter and must parse back identically.
 // Build and run: docs/FUZZING.md.
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -67,9 +67,11 @@ void rewriteAndCompare(const GgufFile& f) {
     w.addTensor(t.name, t.dims, t.type, std::vector<uint8_t>(d.begin(), d.end()));
   }
   const GgufFile g = GgufFile::fromBytes(w.toBytes());
-  if (g.metadata().size() != f.metadata().size() || g.tensors().size() != f.tensors().size()) __builtin_trap();
+  if (g.metadata().size() != f.metadata().size() || g.tensors().size() != f.tensors().size())
+    __builtin_trap();
   for (size_t i = 0; i < f.metadata().size(); ++i) {
-    if (g.metadata()[i].key != f.metadata()[i].key || g.metadata()[i].value.type != f.metadata()[i].value.type) {
+    if (g.metadata()[i].key != f.metadata()[i].key ||
+        g.metadata()[i].value.type != f.metadata()[i].value.type) {
       __builtin_trap();
     }
   }
