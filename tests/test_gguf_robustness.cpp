@@ -4,6 +4,11 @@
 // view of files we write (tools/interop, @huggingface/gguf).
 #include "gguf_test_util.h"
 
+#include "inference/backend.h"
+#include "inference/model.h"
+#include "inference/transformer.h"
+#include "offload/resident_expert_source.h"
+
 class TestGgufRobustness : public QObject {
   Q_OBJECT
  private slots:
@@ -13,6 +18,7 @@ class TestGgufRobustness : public QObject {
   void byteFlipsNeverCrash();
   void openReportsFileErrors();
   void interopWithHuggingfaceParser();
+  void runsModelsWhoseHeaderAThirdPartyWrote();
 };
 
 void TestGgufRobustness::readsHandBuiltLlamaCppMoeFile() {
@@ -257,6 +263,52 @@ void TestGgufRobustness::interopWithHuggingfaceParser() {
     } else {
       QCOMPARE(val.toDouble(), *kv.value.asFloat());
     }
+  }
+}
+
+// A file whose header (metadata and tensor infos) the third-party writer of
+// @huggingface/gguf serialised (tools/interop/gguf_rewrite.mjs, the code behind
+// the Hugging Face hub's GGUF metadata editor): it opens, every tensor's bytes are
+// where they were, and the engine computes the same logits as from our own file.
+void TestGgufRobustness::runsModelsWhoseHeaderAThirdPartyWrote() {
+  const QString node = QStandardPaths::findExecutable("node");
+  const QString interop = repoRoot() + "/tools/interop";
+  if (node.isEmpty()) QSKIP("node not found: install Node.js to run the GGUF interop check");
+  if (!QDir(interop + "/node_modules/@huggingface/gguf").exists())
+    QSKIP("tools/interop/node_modules missing: run `npm ci --prefix tools/interop`");
+  QTemporaryDir dir;
+  for (const char* arch : {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"}) {
+    const QString original = QString(MOECHAT_TEST_DATA) + "/golden/" + arch + ".gguf";
+    const QString rewritten = dir.filePath(QString(arch) + ".gguf");
+    QProcess proc;
+    proc.start(node, {interop + "/gguf_rewrite.mjs", original, rewritten});
+    QVERIFY(proc.waitForFinished(60000));
+    QVERIFY2(proc.exitCode() == 0, proc.readAllStandardError().constData());
+
+    GgufFile ours = GgufFile::open(original.toStdString());
+    GgufFile theirs = GgufFile::open(rewritten.toStdString());
+    QCOMPARE(*theirs.getString("general.description"), std::string("header rewritten by @huggingface/gguf"));
+    QCOMPARE(theirs.metadata().size(), ours.metadata().size() + 1);
+    QCOMPARE(theirs.tensors().size(), ours.tensors().size());
+    for (const auto& t : ours.tensors()) {
+      const TensorInfo* u = theirs.findTensor(t.name);
+      QVERIFY(u);
+      QCOMPARE(u->dims, t.dims);
+      const auto a = ours.tensorData(t), b = theirs.tensorData(*u);
+      QVERIFY(a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin()));
+    }
+
+    auto backend = moe::makeCpuBackend(1);
+    std::vector<float> logits[2];
+    GgufFile* files[2] = {&ours, &theirs};
+    for (int i = 0; i < 2; ++i) {
+      auto model = moe::Model::load(std::move(*files[i]), *backend);
+      moe::ResidentExpertSource experts(model->hostExperts());
+      moe::Transformer t(*model, *backend, experts, 64);
+      const int32_t tokens[] = {3, 17, 42, 5};
+      t.forward(tokens, logits[i], true);
+    }
+    QVERIFY2(logits[0] == logits[1], arch);
   }
 }
 
