@@ -91,6 +91,13 @@ const char* archName(Arch a) {
 
 ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   ModelConfig c;
+  // Files over ~50 GB ship as shards (gguf-split: split.no / split.count); each
+  // shard holds only some tensors. Until the loader joins them, say so plainly.
+  if (auto shards = file.getUint("split.count"); shards && *shards > 1)
+    throw ModelError("this is shard " + std::to_string(file.getUint("split.no").value_or(0) + 1) + " of " +
+                     std::to_string(*shards) +
+                     " of a split model, which moechat cannot open yet; merge the shards into one file "
+                     "first (llama.cpp: llama-gguf-split --merge FIRST-SHARD.gguf OUT.gguf)");
   auto arch = file.getString("general.architecture");
   if (!arch) throw ModelError("model file lacks 'general.architecture'");
   const ArchInfo* info = findArch(*arch);

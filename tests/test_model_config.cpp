@@ -86,6 +86,15 @@ class ModelConfigTest : public QObject {
     QVERIFY2(msg.contains("olmoe.embedding_length"), qPrintable(msg));
   }
 
+  void splitModelGetsAPlainMessage() {
+    auto f = rebuilt(synth::tinySpec("qwen3moe"), [](gguf::GgufWriter& w) {
+      w.setValue("split.no", gguf::Value::ofUint(gguf::ValueType::U16, 0));
+      w.setValue("split.count", gguf::Value::ofUint(gguf::ValueType::U16, 3));
+    });
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(f); });
+    QVERIFY2(msg.contains("shard 1 of 3") && msg.contains("--merge"), qPrintable(msg));
+  }
+
   void denseModelIsRejected() {
     auto f =
         rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 0); });
