@@ -3,7 +3,8 @@
 // every host->device expert copy. One expert = kChunks chunks (chunked
 // prefetching); each chunk starts 256-byte aligned so a device slot can use the
 // same layout. With CUDA the buffer will be pinned (cudaHostAlloc); until then it
-// is plain aligned memory.
+// is plain aligned memory. Files that mix quant types across layers (Q4_K_M) give
+// layers different chunk sizes: every expert is laid out with the largest.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +37,7 @@ class HostExpertStore {
 
   int layers() const { return n_layer_; }
   int experts() const { return n_expert_; }
-  bool hasLayer(int layer) const;  // false for dense layers
+  bool hasLayer(int layer) const;                       // false for dense layers
   size_t expertBytes() const { return expert_bytes_; }  // one expert, all chunks, padded
   size_t chunkOffset(int chunk) const { return chunk_offset_[chunk]; }
   size_t chunkBytes(int chunk) const { return chunk_bytes_[chunk]; }
@@ -52,14 +53,16 @@ class HostExpertStore {
   // (MemAvailable of /proc/meminfo; 0 when unknown).
   static uint64_t bytesNeeded(const Model& model);
   static uint64_t availableRam();
+  // Throws HostMemoryError unless `needed` fits in `available` with 1 GiB left for
+  // the rest of the system (available == 0: unknown, not checked).
+  static void checkFits(uint64_t needed, uint64_t available);
 
  private:
-  struct Layout;
   int n_layer_ = 0, n_expert_ = 0;
   size_t chunk_offset_[kChunks] = {}, chunk_bytes_[kChunks] = {};
   size_t expert_bytes_ = 0, total_bytes_ = 0;
-  std::vector<int> layer_index_;  // [n_layer] index among MoE layers, -1 for dense
-  std::vector<ExpertWeights> templates_;  // [n_layer] views with data = offsets from 0
+  std::vector<int> layer_index_;          // [n_layer] index among MoE layers, -1 for dense
+  std::vector<ExpertWeights> templates_;  // [n_layer] shapes and types (data unset)
   uint8_t* data_ = nullptr;
 };
 

@@ -1,0 +1,133 @@
+#include "offload/host_expert_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace moe {
+namespace {
+
+size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+std::string gigabytes(uint64_t b) {
+  std::ostringstream s;
+  s.precision(2);
+  s << std::fixed << b / 1e9 << " GB";
+  return s.str();
+}
+
+const WeightView& chunkOf(const ExpertWeights& w, int chunk) {
+  return chunk == 0 ? w.gate : chunk == 1 ? w.up : w.down;
+}
+WeightView& chunkOf(ExpertWeights& w, int chunk) { return chunk == 0 ? w.gate : chunk == 1 ? w.up : w.down; }
+
+// The largest chunk sizes over all MoE layers: the one layout every expert uses.
+void largestChunks(const Model& model, size_t bytes[HostExpertStore::kChunks]) {
+  for (const auto& layer : model.hostExperts())
+    for (const auto& e : layer)
+      for (int c = 0; c < HostExpertStore::kChunks; ++c) bytes[c] = std::max(bytes[c], chunkOf(e, c).bytes());
+}
+
+size_t paddedExpertBytes(const size_t bytes[HostExpertStore::kChunks]) {
+  size_t total = 0;
+  for (int c = 0; c < HostExpertStore::kChunks; ++c)
+    total += alignUp(bytes[c], HostExpertStore::kChunkAlignment);
+  return total;
+}
+
+size_t moeLayers(const Model& model) {
+  size_t n = 0;
+  for (const auto& layer : model.hostExperts()) n += !layer.empty();
+  return n;
+}
+
+}  // namespace
+
+uint64_t HostExpertStore::bytesNeeded(const Model& model) {
+  size_t bytes[kChunks] = {};
+  largestChunks(model, bytes);
+  return uint64_t(paddedExpertBytes(bytes)) * model.config().n_expert * moeLayers(model);
+}
+
+uint64_t HostExpertStore::availableRam() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+void HostExpertStore::checkFits(uint64_t needed, uint64_t available) {
+  constexpr uint64_t kSystemReserve = 1ull << 30;
+  if (available != 0 && needed + kSystemReserve > available)
+    throw HostMemoryError("the expert store needs " + gigabytes(needed) + " of host RAM but only " +
+                          gigabytes(available) +
+                          " is available (1 GiB is kept for the system); close other programs or "
+                          "choose a smaller quant of this model");
+}
+
+HostExpertStore::HostExpertStore(const Model& model)
+    : n_layer_(model.config().n_layer), n_expert_(model.config().n_expert) {
+  largestChunks(model, chunk_bytes_);
+  size_t offset = 0;
+  for (int c = 0; c < kChunks; ++c) {
+    chunk_offset_[c] = offset;
+    offset += alignUp(chunk_bytes_[c], kChunkAlignment);
+  }
+  expert_bytes_ = offset;
+  const auto& table = model.hostExperts();
+  layer_index_.assign(n_layer_, -1);
+  templates_.resize(n_layer_);
+  int moe_index = 0;
+  for (int il = 0; il < n_layer_; ++il) {
+    if (table[il].empty()) continue;
+    layer_index_[il] = moe_index++;
+    templates_[il] = table[il][0];
+  }
+  total_bytes_ = expert_bytes_ * size_t(n_expert_) * size_t(moe_index);
+  checkFits(total_bytes_, availableRam());
+
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, alignUp(std::max<size_t>(total_bytes_, 1), 4096)));
+  if (!data_)
+    throw HostMemoryError("could not allocate " + gigabytes(total_bytes_) + " for the expert store");
+  std::memset(data_, 0, total_bytes_);  // padding between chunks is defined
+  for (int il = 0; il < n_layer_; ++il) {
+    if (layer_index_[il] < 0) continue;
+    for (int e = 0; e < n_expert_; ++e) {
+      uint8_t* dst = data_ + (size_t(layer_index_[il]) * n_expert_ + e) * expert_bytes_;
+      for (int c = 0; c < kChunks; ++c) {
+        const WeightView& w = chunkOf(table[il][e], c);
+        if (w.bytes() > chunk_bytes_[c] || w.type != chunkOf(templates_[il], c).type)
+          throw ModelError("layer " + std::to_string(il) + " expert " + std::to_string(e) +
+                           " differs in shape or type from the layer's other experts");
+        std::memcpy(dst + chunk_offset_[c], w.data, w.bytes());
+      }
+    }
+  }
+}
+
+HostExpertStore::~HostExpertStore() { std::free(data_); }
+
+bool HostExpertStore::hasLayer(int layer) const {
+  return layer >= 0 && layer < n_layer_ && layer_index_[layer] >= 0;
+}
+
+const uint8_t* HostExpertStore::expertData(int layer, int expert) const {
+  if (!hasLayer(layer) || expert < 0 || expert >= n_expert_)
+    throw std::out_of_range("no expert " + std::to_string(expert) + " in layer " + std::to_string(layer));
+  return data_ + (size_t(layer_index_[layer]) * n_expert_ + expert) * expert_bytes_;
+}
+
+ExpertWeights HostExpertStore::viewAt(int layer, const uint8_t* base) const {
+  if (!hasLayer(layer)) throw std::out_of_range("layer " + std::to_string(layer) + " has no routed experts");
+  ExpertWeights w = templates_[layer];
+  for (int c = 0; c < kChunks; ++c) chunkOf(w, c).data = base + chunk_offset_[c];
+  return w;
+}
+
+}  // namespace moe
