@@ -7,6 +7,7 @@
 #include "inference/backend.h"
 #include "inference/model.h"
 #include "offload/fit_estimate.h"
+#include "offload/host_expert_store.h"
 
 namespace moe::cli {
 namespace {
@@ -84,7 +85,11 @@ int runInfo(const std::vector<std::string>& argv) {
     std::printf("  expert cache: %llu of %llu experts (%.1f%%)%s\n", (unsigned long long)fit.cache_slots,
                 (unsigned long long)fit.total_experts, 100.0 * fit.cacheShare(),
                 fit.all_experts_fit ? ", everything fits: no offloading needed" : "");
-    std::printf("  pinned host RAM for the expert store: %s\n", humanBytes(fit.host_pinned_bytes).c_str());
+    const uint64_t ram = HostExpertStore::availableRam();
+    const uint64_t store = HostExpertStore::bytesNeeded(*model);
+    std::printf("  pinned host RAM for the expert store: %s (this machine has %s available%s)\n",
+                humanBytes(store).c_str(), ram ? humanBytes(ram).c_str() : "an unknown amount",
+                ram && store + (1ull << 30) > ram ? ": NOT enough" : "");
   }
   return 0;
 }
