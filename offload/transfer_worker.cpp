@@ -1,0 +1,304 @@
+#include "offload/transfer_worker.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace moe {
+
+TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyEngine& copier,
+                               OffloadMetrics& metrics, TransferMode mode, TransferOptions options)
+    : cache_(cache),
+      source_(source),
+      copier_(copier),
+      metrics_(metrics),
+      mode_(mode),
+      options_(options),
+      pending_(static_cast<size_t>(cache.slotCount()), 0) {
+  if (cache.chunksPerExpert() != ExpertBytesSource::kChunks)
+    throw std::invalid_argument("TransferWorker: cache chunks per expert != ExpertBytesSource::kChunks");
+  if (cache.slotBytes() < source.expertBytes())
+    throw std::invalid_argument("TransferWorker: cache slots smaller than one expert");
+  if (mode_ == TransferMode::kThreaded) thread_ = std::thread([this] { run(); });
+}
+
+TransferWorker::~TransferWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int first_chunk, Priority p) {
+  std::deque<ChunkTask>& q = p == Priority::kHigh ? high_ : low_;
+  if (!options_.chunking) {
+    q.push_back({layer, expert, -1, slot});
+    ++pending_[slot];
+    return;
+  }
+  for (int c = first_chunk; c < ExpertBytesSource::kChunks; ++c) {
+    q.push_back({layer, expert, c, slot});
+    ++pending_[slot];
+  }
+}
+
+void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int e : experts) {
+      if (int slot = cache_.find(layer, e); slot >= 0) {
+        cache_.touch(slot);
+        continue;
+      }
+      int slot = cache_.reserve(layer, e, /*predicted=*/true);
+      if (slot < 0) {
+        metrics_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      queueExpertLocked(layer, e, slot, 0, Priority::kLow);
+    }
+  }
+  work_cv_.notify_all();
+}
+
+ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> experts) {
+  ExecutionOrder order;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.setComputingLayer(layer);
+    auto chosen = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
+
+    if (options_.early_preemption) {
+      std::deque<ChunkTask> keep, promote;
+      std::vector<int> discarded_slots;
+      for (const ChunkTask& t : low_) {
+        if (t.layer != layer) {
+          keep.push_back(t);
+        } else if (chosen(t.expert)) {
+          promote.push_back(t);
+        } else {
+          --pending_[t.slot];
+          metrics_.chunks_dropped.fetch_add(1, std::memory_order_relaxed);
+          if (std::find(discarded_slots.begin(), discarded_slots.end(), t.slot) == discarded_slots.end())
+            discarded_slots.push_back(t.slot);
+        }
+      }
+      low_.swap(keep);
+      metrics_.chunks_promoted.fetch_add(promote.size(), std::memory_order_relaxed);
+      for (const ChunkTask& t : promote) high_.push_back(t);
+      for (int slot : discarded_slots) {
+        if (in_progress_ && in_progress_->slot == slot)
+          free_after_current_ = true;  // freed once the chunk being copied completes
+        else
+          cache_.free(slot);
+      }
+    }
+
+    for (int e : experts) {
+      metrics_.expert_uses.fetch_add(1, std::memory_order_relaxed);
+      OrderedExpert o;
+      o.expert = e;
+      o.slot = cache_.find(layer, e);
+      if (o.slot < 0) {
+        metrics_.misses.fetch_add(1, std::memory_order_relaxed);
+        o.slot = cache_.reserve(layer, e, /*predicted=*/false);
+        if (o.slot < 0) {
+          metrics_.unavailable.fetch_add(1, std::memory_order_relaxed);
+          o.residency = Residency::kUnavailable;
+          order.push_back(o);
+          continue;
+        }
+        queueExpertLocked(layer, e, o.slot, 0, Priority::kHigh);
+      } else {
+        cache_.touch(o.slot);
+        if (free_after_current_ && in_progress_ && in_progress_->slot == o.slot) {
+          // Preempted earlier, chosen now: keep it and queue what the drop removed.
+          free_after_current_ = false;
+          if (in_progress_->chunk >= 0)
+            queueExpertLocked(layer, e, o.slot, in_progress_->chunk + 1, Priority::kHigh);
+        }
+        SlotInfo s = cache_.info(o.slot);
+        if (s.state == SlotState::kReady) {
+          metrics_.ready_hits.fetch_add(1, std::memory_order_relaxed);
+          if (s.predicted) metrics_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          metrics_.inflight_hits.fetch_add(1, std::memory_order_relaxed);
+          if (pending_[o.slot] == 0) {  // defensive: LOADING with nothing left to copy
+            queueExpertLocked(layer, e, o.slot, options_.chunking ? s.chunks_done : 0, Priority::kHigh);
+          }
+        }
+      }
+      cache_.pin(o.slot);
+      SlotInfo s = cache_.info(o.slot);
+      o.chunks_done = s.chunks_done;
+      bool started = s.chunks_done > 0 || (in_progress_ && in_progress_->slot == o.slot);
+      o.residency = s.state == SlotState::kReady ? Residency::kReady
+                    : started                    ? Residency::kInFlight
+                                                 : Residency::kNotStarted;
+      order.push_back(o);
+    }
+    if (options_.reordering) {
+      std::stable_sort(order.begin(), order.end(), [](const OrderedExpert& a, const OrderedExpert& b) {
+        if (a.residency != b.residency) return static_cast<int>(a.residency) < static_cast<int>(b.residency);
+        if (a.residency == Residency::kInFlight) return a.chunks_done > b.chunks_done;
+        return false;
+      });
+    }
+  }
+  work_cv_.notify_all();
+  return order;
+}
+
+void TransferWorker::release(int layer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache_.unpinAll();
+  if (cache_.computingLayer() == layer) cache_.setComputingLayer(-1);
+}
+
+std::optional<std::pair<ChunkTask, Priority>> TransferWorker::popLocked() {
+  if (!high_.empty()) {
+    ChunkTask t = high_.front();
+    high_.pop_front();
+    return std::make_pair(t, Priority::kHigh);
+  }
+  if (!low_.empty()) {
+    ChunkTask t = low_.front();
+    low_.pop_front();
+    return std::make_pair(t, Priority::kLow);
+  }
+  return std::nullopt;
+}
+
+size_t TransferWorker::copyTask(const ChunkTask& t) {
+  uint8_t* dst = cache_.slotData(t.slot);
+  const uint8_t* src = source_.expertData(t.layer, t.expert);
+  if (t.chunk < 0) {  // whole expert: one copy, no yielding
+    copier_.copy(dst, src, source_.expertBytes());
+    return source_.expertBytes();
+  }
+  size_t off = source_.chunkOffset(t.chunk), n = source_.chunkBytes(t.chunk);
+  copier_.copy(dst + off, src + off, n);
+  return n;
+}
+
+StepResult TransferWorker::finishLocked(const ChunkTask& t, Priority p, size_t bytes) {
+  StepResult r;
+  r.did_work = true;
+  r.task = t;
+  r.priority = p;
+  r.bytes = bytes;
+  --pending_[t.slot];
+  in_progress_.reset();
+  metrics_.bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
+  metrics_.chunks_copied.fetch_add(t.chunk < 0 ? ExpertBytesSource::kChunks : 1, std::memory_order_relaxed);
+  if (free_after_current_) {
+    free_after_current_ = false;
+    if (pending_[t.slot] == 0) cache_.free(t.slot);
+    r.discarded = true;
+  } else if (t.chunk < 0) {
+    cache_.markReady(t.slot);
+    r.expert_ready = true;
+  } else {
+    r.expert_ready = cache_.markChunkDone(t.slot) == SlotState::kReady;
+  }
+  return r;
+}
+
+StepResult TransferWorker::step() {
+  if (mode_ != TransferMode::kManual) throw std::logic_error("TransferWorker::step: manual mode only");
+  std::pair<ChunkTask, Priority> job;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (in_progress_) throw std::logic_error("TransferWorker::step: re-entered during a copy");
+    auto next = popLocked();
+    if (!next) return {};
+    job = *next;
+    in_progress_ = job.first;
+  }
+  size_t bytes = copyTask(job.first);  // no lock held: a push may arrive meanwhile
+  StepResult r;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    r = finishLocked(job.first, job.second, bytes);
+  }
+  ready_cv_.notify_all();
+  return r;
+}
+
+void TransferWorker::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !high_.empty() || !low_.empty(); });
+    if (stop_) return;
+    auto job = popLocked();
+    in_progress_ = job->first;
+    lock.unlock();
+    size_t bytes = copyTask(job->first);
+    lock.lock();
+    finishLocked(job->first, job->second, bytes);
+    ready_cv_.notify_all();
+  }
+}
+
+bool TransferWorker::waitReady(int layer, int expert) {
+  bool waited = false;
+  auto check = [&]() -> bool {  // under mutex_: true when READY, throws when it never will be
+    int slot = cache_.find(layer, expert);
+    if (slot < 0) throw std::logic_error("TransferWorker::waitReady: expert not in the cache");
+    if (cache_.info(slot).state == SlotState::kReady) return true;
+    if (pending_[slot] == 0)
+      throw std::logic_error("TransferWorker::waitReady: expert LOADING with nothing queued");
+    return false;
+  };
+  if (mode_ == TransferMode::kManual) {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (check()) break;
+      }
+      waited = true;
+      step();
+    }
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!check()) {
+      waited = true;
+      ready_cv_.wait(lock, [&] {
+        if (stop_) throw std::logic_error("TransferWorker::waitReady: worker stopped");
+        return check();
+      });
+    }
+  }
+  if (waited) metrics_.waits.fetch_add(1, std::memory_order_relaxed);
+  return waited;
+}
+
+void TransferWorker::waitIdle() {
+  if (mode_ == TransferMode::kManual) {
+    while (step().did_work) {
+    }
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  ready_cv_.wait(lock, [&] { return stop_ || (high_.empty() && low_.empty() && !in_progress_); });
+}
+
+size_t TransferWorker::queuedHigh() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return high_.size();
+}
+
+size_t TransferWorker::queuedLow() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return low_.size();
+}
+
+size_t TransferWorker::queuedLow(int layer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<size_t>(
+      std::count_if(low_.begin(), low_.end(), [&](const ChunkTask& t) { return t.layer == layer; }));
+}
+
+}  // namespace moe

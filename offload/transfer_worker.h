@@ -1,0 +1,124 @@
+// The transfer worker: feeds the ExpertCache from an ExpertBytesSource through a
+// CopyEngine (ProMoE: chunked prefetching, early preemption, reordered inference).
+//
+// Tasks are chunks (layer, expert, chunk, slot) in two FIFO queues. The high
+// queue is always drained before the low one; a started chunk always completes,
+// so a high task waits for at most the one chunk in progress. Low: predictions
+// (pushPredicted). High: the gate's precise experts (pushPrecise), which first
+// drops that layer's still-queued low chunks (early preemption) and returns the
+// execution order (ready, then in-flight, then not started).
+//
+// Modes: kThreaded runs a worker std::thread; kManual has no thread: the caller
+// runs one chunk per step() (deterministic tests), and waitReady() steps until done.
+//
+// Locking: the worker's mutex guards the queues and is taken before the cache's
+// mutex, never after; copies run with no lock held.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "offload/copy_engine.h"
+#include "offload/expert_bytes_source.h"
+#include "offload/expert_cache.h"
+#include "offload/offload_metrics.h"
+
+namespace moe {
+
+enum class TransferMode { kThreaded, kManual };
+
+struct TransferOptions {
+  bool chunking = true;          // false: a whole expert is one task (all chunks, no yielding)
+  bool early_preemption = true;  // pushPrecise drops the layer's queued low chunks
+  bool reordering = true;        // pushPrecise orders ready -> in-flight -> not started
+};
+
+enum class Priority { kLow, kHigh };
+
+struct ChunkTask {
+  int layer = -1, expert = -1;
+  int chunk = -1;  // 0..kChunks-1, or -1 for a whole expert (chunking off)
+  int slot = -1;
+};
+
+struct StepResult {
+  bool did_work = false;  // false: both queues were empty
+  ChunkTask task;
+  Priority priority = Priority::kLow;
+  size_t bytes = 0;
+  bool expert_ready = false;  // this chunk made the slot READY
+  bool discarded = false;     // the expert was preempted meanwhile; slot freed
+};
+
+enum class Residency { kReady, kInFlight, kNotStarted, kUnavailable };
+
+struct OrderedExpert {
+  int expert = -1;
+  int slot = -1;  // -1 when kUnavailable (no slot could be reserved)
+  Residency residency = Residency::kNotStarted;
+  int chunks_done = 0;
+};
+using ExecutionOrder = std::vector<OrderedExpert>;
+
+class TransferWorker {
+ public:
+  // All references must outlive the worker.
+  TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyEngine& copier,
+                 OffloadMetrics& metrics, TransferMode mode, TransferOptions options = {});
+  ~TransferWorker();
+  TransferWorker(const TransferWorker&) = delete;
+  TransferWorker& operator=(const TransferWorker&) = delete;
+
+  // Low priority: each expert not resident/loading gets a slot (evicting per the
+  // cache's rule; skipped when nothing is evictable) and its chunks queued.
+  void pushPredicted(int layer, std::span<const int> experts);
+  // The gate of `layer` chose `experts`: makes `layer` the computing layer, drops
+  // its queued low chunks (re-queued high for chosen experts, slot freed for the
+  // others), queues missing experts high, pins the chosen slots, returns the order.
+  ExecutionOrder pushPrecise(int layer, std::span<const int> experts);
+  // Blocks until (layer, expert) is READY; returns whether it had to wait.
+  // Throws std::logic_error when it can never become READY (not in the cache).
+  bool waitReady(int layer, int expert);
+  // Blocks until both queues are empty and no copy is in progress (kManual: steps until then).
+  void waitIdle();
+  // Layer computed: unpins its slots and clears the computing layer.
+  void release(int layer);
+
+  StepResult step();  // kManual only: copies exactly one task (chunk or whole expert)
+
+  size_t queuedHigh() const;
+  size_t queuedLow() const;
+  size_t queuedLow(int layer) const;
+  const TransferOptions& options() const { return options_; }
+
+ private:
+  void queueExpertLocked(int layer, int expert, int slot, int first_chunk, Priority p);
+  std::optional<std::pair<ChunkTask, Priority>> popLocked();
+  size_t copyTask(const ChunkTask& t);
+  StepResult finishLocked(const ChunkTask& t, Priority p, size_t bytes);
+  void run();
+
+  ExpertCache& cache_;
+  const ExpertBytesSource& source_;
+  CopyEngine& copier_;
+  OffloadMetrics& metrics_;
+  const TransferMode mode_;
+  const TransferOptions options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_, ready_cv_;
+  std::deque<ChunkTask> high_, low_;
+  std::vector<int> pending_;  // per slot: queued + in-progress tasks
+  std::optional<ChunkTask> in_progress_;
+  bool free_after_current_ = false;  // the in-progress expert was preempted
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace moe
