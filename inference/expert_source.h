@@ -37,6 +37,10 @@ class ExpertSource {
   // experts in the order the MoE block must compute them; their weights stay
   // valid until release(layer).
   virtual std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) = 0;
+  // Called just before the MoE block computes `ref` (in the acquired order): a
+  // source whose copies run in the background waits here, per expert, so that
+  // computing expert i overlaps copying expert i+1. Default: nothing to wait for.
+  virtual void waitFor(int layer, const ExpertRef& ref) { (void)layer, (void)ref; }
   virtual void release(int layer) = 0;
 };
 

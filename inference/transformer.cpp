@@ -24,6 +24,7 @@ struct Transformer::Scratch {
   float* ff_a;                     // [batch][max ffn width] gate / activation
   float* ff_b;                     // [batch][max ffn width] up
   float* gathered;                 // [batch][n_embd] rows routed to one expert
+  float* expert_out;               // [batch][n_expert_used][n_embd] each chosen expert's output
   float* router;                   // [batch][n_expert]
   float* scalar;                   // [batch] shared-expert gate logits
   float* logits;                   // [batch][n_vocab]
@@ -47,6 +48,7 @@ struct Transformer::Scratch {
     ff_a = alloc(B * ffn);
     ff_b = alloc(B * ffn);
     gathered = alloc(B * c.n_embd);
+    expert_out = alloc(B * c.n_expert_used * c.n_embd);
     router = alloc(B * c.n_expert);
     scalar = alloc(B);
     logits = alloc(B * c.n_vocab);
@@ -255,31 +257,38 @@ void Transformer::moeBlock(int il, int n) {
     on_routing_({il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
                  std::span<const float>(s_->chosen_w.data(), size_t(n) * K)});
 
-  // Which tokens each expert serves, and with which weight.
-  std::vector<std::vector<std::pair<int, float>>> served(NE);
+  // Which (token, rank) pairs each expert serves: slot t*K + j of expert_out.
+  std::vector<std::vector<int>> served(NE);
   for (int t = 0; t < n; ++t)
-    for (int j = 0; j < K; ++j)
-      served[s_->chosen[size_t(t) * K + j]].push_back({t, s_->chosen_w[size_t(t) * K + j]});
+    for (int j = 0; j < K; ++j) served[s_->chosen[size_t(t) * K + j]].push_back(t * K + j);
   std::vector<int> needed;
   for (int e = 0; e < NE; ++e)
     if (!served[e].empty()) needed.push_back(e);
 
-  float* moe_out = s_->out;  // [n][n_embd], accumulates the weighted expert outputs
-  backend_.fromHost(moe_out, s_->host_zero.data(), size_t(n) * E);
+  // Experts run in the order the source gives (ready ones first); their outputs
+  // are kept per (token, rank) and summed afterwards in rank order, so the result
+  // is bit-identical whatever the order: every caching policy computes the same.
   const std::vector<ExpertRef> order = experts_.acquire(il, needed);
   const int F = cfg_.n_ff_exp;
   for (const ExpertRef& ref : order) {
-    const auto& rows = served.at(ref.expert);
-    const int m = static_cast<int>(rows.size());
+    experts_.waitFor(il, ref);
+    const auto& slots = served.at(ref.expert);
+    const int m = static_cast<int>(slots.size());
     for (int i = 0; i < m; ++i)
-      backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(rows[i].first) * E, E);
+      backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(slots[i] / K) * E, E);
     backend_.matmul(ref.weights.gate, s_->gathered, s_->ff_a, m);
     backend_.matmul(ref.weights.up, s_->gathered, s_->ff_b, m);
     backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(m) * F);
     backend_.matmul(ref.weights.down, s_->ff_a, s_->gathered, m);
     for (int i = 0; i < m; ++i)
-      backend_.axpy(moe_out + size_t(rows[i].first) * E, s_->gathered + size_t(i) * E, rows[i].second, E);
+      backend_.copy(s_->expert_out + size_t(slots[i]) * E, s_->gathered + size_t(i) * E, E);
   }
+  float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
+  backend_.fromHost(moe_out, s_->host_zero.data(), size_t(n) * E);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < K; ++j)
+      backend_.axpy(moe_out + size_t(t) * E, s_->expert_out + (size_t(t) * K + j) * E,
+                    s_->chosen_w[size_t(t) * K + j], E);
   experts_.release(il);
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);

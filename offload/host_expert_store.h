@@ -15,6 +15,7 @@
 
 #include "inference/expert_source.h"
 #include "inference/model.h"
+#include "offload/expert_bytes_source.h"
 
 namespace moe {
 
@@ -23,9 +24,8 @@ class HostMemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class HostExpertStore {
+class HostExpertStore final : public ExpertBytesSource {
  public:
-  static constexpr int kChunks = 3;  // 0 gate, 1 up, 2 down
   static constexpr size_t kChunkAlignment = 256;
 
   // Copies every routed expert of `model` out of the file. Checks the bytes
@@ -37,14 +37,14 @@ class HostExpertStore {
 
   int layers() const { return n_layer_; }
   int experts() const { return n_expert_; }
-  bool hasLayer(int layer) const;                       // false for dense layers
-  size_t expertBytes() const { return expert_bytes_; }  // one expert, all chunks, padded
-  size_t chunkOffset(int chunk) const { return chunk_offset_[chunk]; }
-  size_t chunkBytes(int chunk) const { return chunk_bytes_[chunk]; }
+  bool hasLayer(int layer) const;                                // false for dense layers
+  size_t expertBytes() const override { return expert_bytes_; }  // one expert, all chunks, padded
+  size_t chunkOffset(int chunk) const override { return chunk_offset_[chunk]; }
+  size_t chunkBytes(int chunk) const override { return chunk_bytes_[chunk]; }
   size_t totalBytes() const { return total_bytes_; }
 
   // The expert's kChunks chunks, expertBytes() long.
-  const uint8_t* expertData(int layer, int expert) const;
+  const uint8_t* expertData(int layer, int expert) const override;
   // Weight views of an expert stored at `base` in this layout (host memory here,
   // or a cache slot that holds a copy of expertData()).
   ExpertWeights viewAt(int layer, const uint8_t* base) const;
