@@ -2,6 +2,9 @@
 // input of every kind gets a clear message and a non-zero exit, never a crash.
 #include <QtTest>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -85,6 +88,27 @@ class CliTest : public QObject {
     QCOMPARE(chat.code, 0);
     QVERIFY(chat.err.contains("ChatML") || chat.err.contains("chatml"));
     QVERIFY(chat.err.contains("decode:"));
+  }
+
+  void benchDemoTableAndJson() {
+    const auto table = runCli({"bench", "--demo", "--decode-tokens", "8"});
+    QCOMPARE(table.code, 0);
+    for (const char* policy : {"resident", "reactive-lru", "proactive"}) QVERIFY(table.out.contains(policy));
+    QVERIFY(table.out.contains("all policies generated identical tokens"));
+    QVERIFY(table.err.contains("link: simulated"));
+    const auto json = runCli({"bench", "--demo", "--decode-tokens", "8", "--json"});
+    QCOMPARE(json.code, 0);
+    const auto doc = QJsonDocument::fromJson(json.out.toUtf8());
+    QVERIFY2(doc.isObject(), qPrintable(json.out));
+    const auto policies = doc.object()["policies"].toArray();
+    QCOMPARE(policies.size(), 3);
+    QCOMPARE(policies[1].toObject()["policy"].toString(), QString("reactive-lru"));
+    const auto reactive = policies[1].toObject();
+    QCOMPARE(reactive["ready_hits"].toDouble() + reactive["inflight_hits"].toDouble() +
+                 reactive["misses"].toDouble(),
+             reactive["expert_uses"].toDouble());
+    QVERIFY(reactive["bytes_h2d"].toDouble() >=
+            doc.object()["bound_bytes"].toDouble());  // nothing beats the bound
   }
 
   void missingFile() { expectFailure(runCli({"info", dir_.filePath("nope.gguf")}), 1, "nope.gguf"); }

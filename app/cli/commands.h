@@ -12,5 +12,6 @@ int runGenerate(const std::vector<std::string>& args);
 int runChat(const std::vector<std::string>& args);
 int runGenModel(const std::vector<std::string>& args);
 int runLogits(const std::vector<std::string>& args);
+int runBench(const std::vector<std::string>& args);
 
 }  // namespace moe::cli

@@ -22,6 +22,9 @@ commands:
   logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
       raw logits of every position, one line per position; optionally the
       hidden state after every layer, for diffing layer by layer
+  bench (FILE | --demo) [--cache-share S] [--prompt-tokens N] [--decode-tokens N]
+        [--link-gbps G] [--json]
+      caching policies side by side at one cache budget (CPU compute, simulated link)
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
 
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "chat") return moe::cli::runChat(args);
     if (command == "logits") return moe::cli::runLogits(args);
     if (command == "gen-model") return moe::cli::runGenModel(args);
+    if (command == "bench") return moe::cli::runBench(args);
     std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const moe::cli::UsageError& e) {
