@@ -1,0 +1,100 @@
+#include "app/qt/app_settings.h"
+
+#include <QDir>
+#include <QStandardPaths>
+
+namespace moe {
+namespace {
+
+const char* kVramBudget = "offload/vram_budget_bytes";
+const char* kPolicy = "offload/policy";
+const char* kModelsFolder = "folders/models";
+const char* kDataFolder = "folders/data";
+const char* kTheme = "ui/theme";
+const char* kLastModel = "models/last";
+
+}  // namespace
+
+QStringList AppSettings::policies() { return {"proactive", "reactive-lru", "static", "cpu-experts"}; }
+
+AppSettings::AppSettings(QSettings& store, QObject* parent) : QObject(parent), store_(store) {}
+
+quint64 AppSettings::vramBudgetBytes() const { return store_.value(kVramBudget, 0).toULongLong(); }
+
+void AppSettings::setVramBudgetBytes(quint64 bytes) {
+  if (bytes == vramBudgetBytes()) return;
+  store_.setValue(kVramBudget, bytes);
+  emit offloadChanged();
+}
+
+QString AppSettings::cachePolicy() const {
+  const QString p = store_.value(kPolicy).toString();
+  return policies().contains(p) ? p : policies().front();
+}
+
+void AppSettings::setCachePolicy(const QString& policy) {
+  if (!policies().contains(policy) || policy == cachePolicy()) return;
+  store_.setValue(kPolicy, policy);
+  emit offloadChanged();
+}
+
+SamplingDefaults AppSettings::sampling() const {
+  SamplingDefaults d;
+  SamplingDefaults s;
+  s.temperature = store_.value("sampling/temperature", d.temperature).toDouble();
+  s.top_p = store_.value("sampling/top_p", d.top_p).toDouble();
+  s.top_k = store_.value("sampling/top_k", d.top_k).toInt();
+  s.min_p = store_.value("sampling/min_p", d.min_p).toDouble();
+  s.repeat_penalty = store_.value("sampling/repeat_penalty", d.repeat_penalty).toDouble();
+  s.max_tokens = store_.value("sampling/max_tokens", d.max_tokens).toInt();
+  return s;
+}
+
+void AppSettings::setSampling(const SamplingDefaults& s) {
+  store_.setValue("sampling/temperature", s.temperature);
+  store_.setValue("sampling/top_p", s.top_p);
+  store_.setValue("sampling/top_k", s.top_k);
+  store_.setValue("sampling/min_p", s.min_p);
+  store_.setValue("sampling/repeat_penalty", s.repeat_penalty);
+  store_.setValue("sampling/max_tokens", s.max_tokens);
+  emit samplingChanged();
+}
+
+QString AppSettings::modelsFolder() const {
+  const QString fallback = QDir(dataFolder()).filePath("models");
+  return store_.value(kModelsFolder, fallback).toString();
+}
+
+void AppSettings::setModelsFolder(const QString& dir) {
+  if (dir == modelsFolder()) return;
+  store_.setValue(kModelsFolder, dir);
+  emit foldersChanged();
+}
+
+QString AppSettings::dataFolder() const {
+  return store_.value(kDataFolder, QStandardPaths::writableLocation(QStandardPaths::AppDataLocation))
+      .toString();
+}
+
+void AppSettings::setDataFolder(const QString& dir) {
+  if (dir == dataFolder()) return;
+  store_.setValue(kDataFolder, dir);
+  emit foldersChanged();
+}
+
+QString AppSettings::theme() const {
+  const QString t = store_.value(kTheme, "system").toString();
+  return (t == "light" || t == "dark") ? t : QString("system");
+}
+
+void AppSettings::setTheme(const QString& theme) {
+  if (theme == this->theme()) return;
+  store_.setValue(kTheme, theme);
+  emit themeChanged();
+}
+
+QString AppSettings::lastModelPath() const { return store_.value(kLastModel).toString(); }
+
+void AppSettings::setLastModelPath(const QString& path) { store_.setValue(kLastModel, path); }
+
+}  // namespace moe

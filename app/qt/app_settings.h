@@ -1,0 +1,62 @@
+// Typed access to the user's settings, with a change signal per group. Built on
+// a QSettings the caller owns and passes in (an INI file in a temp folder in
+// tests), so nothing reaches for a global instance.
+#pragma once
+
+#include <QObject>
+#include <QSettings>
+#include <QString>
+
+namespace moe {
+
+struct SamplingDefaults {
+  double temperature = 0.7;
+  double top_p = 0.9;
+  int top_k = 40;
+  double min_p = 0.05;
+  double repeat_penalty = 1.1;
+  int max_tokens = 1024;
+};
+
+class AppSettings : public QObject {
+  Q_OBJECT
+
+ public:
+  // The caching policies of the offload engine, in the order the UI lists them.
+  static QStringList policies();
+
+  explicit AppSettings(QSettings& store, QObject* parent = nullptr);
+
+  // Bytes of GPU memory moechat may use; 0 means "auto" (what the GPU has free,
+  // less a safety margin).
+  quint64 vramBudgetBytes() const;
+  void setVramBudgetBytes(quint64 bytes);
+
+  QString cachePolicy() const;  // one of policies()
+  void setCachePolicy(const QString& policy);
+
+  SamplingDefaults sampling() const;
+  void setSampling(const SamplingDefaults& s);
+
+  QString modelsFolder() const;
+  void setModelsFolder(const QString& dir);
+  QString dataFolder() const;
+  void setDataFolder(const QString& dir);
+
+  QString theme() const;  // "system", "light" or "dark"
+  void setTheme(const QString& theme);
+
+  QString lastModelPath() const;  // empty: the demo model
+  void setLastModelPath(const QString& path);
+
+ signals:
+  void offloadChanged();
+  void samplingChanged();
+  void foldersChanged();
+  void themeChanged();
+
+ private:
+  QSettings& store_;
+};
+
+}  // namespace moe
