@@ -10,6 +10,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+int64_t microsSince(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+}
+
+// Marks a GenerationProgress running for the lifetime of one generate() call.
+class ProgressScope {
+ public:
+  ProgressScope(GenerationProgress* p, int prompt_tokens) : p_(p) {
+    if (!p_) return;
+    p_->prompt_tokens = prompt_tokens;
+    p_->prefilled_tokens = 0;
+    p_->generated_tokens = 0;
+    p_->prefill_us = 0;
+    p_->ttft_us = -1;
+    p_->decode_us = 0;
+    p_->running = true;
+  }
+  ~ProgressScope() {
+    if (p_) p_->running = false;
+  }
+  GenerationProgress* operator->() const { return p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  GenerationProgress* p_;
+};
 
 }  // namespace
 
@@ -50,6 +76,7 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
   GenerationStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   tf_.setCancelFlag(cancel);
+  ProgressScope progress(params.progress, st.prompt_tokens);
 
   // Keep the cached prefix this prompt shares with the last one (a chat's history);
   // at least one token must run to produce logits.
@@ -71,6 +98,10 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
   }
   cached_.insert(cached_.end(), prompt.begin() + keep, prompt.end());
   st.prefill_seconds = secondsSince(t0);
+  if (progress) {
+    progress->prefill_us = microsSince(t0);
+    progress->prefilled_tokens = st.prompt_tokens - st.reused_tokens;
+  }
 
   Sampler sampler(params.sampler);
   TextStream text(params.stop_strings);
@@ -81,8 +112,13 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
     if (st.generated_tokens == 0) {
       st.ttft_seconds = secondsSince(t0);
       decode_start = Clock::now();
+      if (progress) progress->ttft_us = microsSince(t0);
     }
     ++st.generated_tokens;
+    if (progress) {
+      progress->generated_tokens = st.generated_tokens;
+      progress->decode_us = microsSince(decode_start);
+    }
     if (params.stop_at_end_token && tok.isEndOfGeneration(next)) {
       st.reason = StopReason::EndToken;
       break;

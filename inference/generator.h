@@ -17,11 +17,24 @@
 
 namespace moe {
 
+// Live figures of a running generate(), for a UI that polls them (relaxed
+// atomics; a reader may see one counter a step ahead of another).
+struct GenerationProgress {
+  std::atomic<bool> running{false};
+  std::atomic<int> prompt_tokens{0};     // of the current call
+  std::atomic<int> prefilled_tokens{0};  // prompt tokens run (not reused), once prefill is done
+  std::atomic<int> generated_tokens{0};  // sampled so far
+  std::atomic<int64_t> prefill_us{0};    // prompt forward pass, once done
+  std::atomic<int64_t> ttft_us{-1};      // start to first sampled token; -1 until then
+  std::atomic<int64_t> decode_us{0};     // since the first sampled token
+};
+
 struct GenerationParams {
   int max_tokens = 256;
   SamplerParams sampler;
   std::vector<std::string> stop_strings;
-  bool stop_at_end_token = true;  // off: the demo bench generates exactly max_tokens
+  bool stop_at_end_token = true;           // off: the demo bench generates exactly max_tokens
+  GenerationProgress* progress = nullptr;  // optional, updated as generation runs
 };
 
 enum class StopReason { Length, EndToken, StopString, Cancelled, ContextFull };

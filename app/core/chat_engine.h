@@ -1,0 +1,92 @@
+// What the desktop app needs from an engine: load a model, answer a chat, and
+// live counters to poll. The GUI's worker thread owns one; tests put a scripted
+// engine behind the same interface so GUI tests need no model. Qt-free.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inference/generator.h"
+#include "inference/tokenizer/chat_template.h"
+#include "offload/offload_metrics.h"
+
+namespace moe {
+
+struct EngineLoadOptions {
+  std::string model_path;  // ignored with demo
+  bool demo = false;
+  std::string policy = "proactive";  // a caching policy (see AppSettings::policies)
+  uint64_t vram_budget_bytes = 0;    // 0: auto
+  int n_ctx = 4096;
+  int threads = 0;
+};
+
+struct LoadedModelInfo {
+  std::string path;  // empty for the demo model
+  std::string name;
+  std::string architecture;
+  std::string chat_template;  // family name
+  std::string backend;        // "cpu" / "cuda"
+  std::string policy;         // the caching policy in effect
+  bool demo = false;
+  int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
+  uint64_t file_bytes = 0;
+};
+
+struct ReplyStats {
+  int prompt_tokens = 0;
+  int reused_tokens = 0;
+  int completion_tokens = 0;
+  double ttft_ms = 0;
+  double prefill_tps = 0;
+  double decode_tps = 0;
+  std::string stop_reason;  // stopReasonName()
+};
+
+// Polled 4-10 times a second from the GUI thread while the engine runs on its
+// worker thread: every field is read from atomics.
+struct EngineCounters {
+  bool generating = false;
+  int prompt_tokens = 0;     // current (or last) reply
+  int prefilled_tokens = 0;  // run, not reused; set once prefill is done
+  int generated_tokens = 0;  // current (or last) reply
+  double prefill_seconds = 0;
+  double ttft_seconds = -1;  // -1: no token yet
+  double decode_seconds = 0;
+  uint64_t total_generated = 0;      // since load
+  OffloadSnapshot offload;           // zeros where experts are resident
+  bool experts_resident = true;      // no offloading (every expert in fast memory)
+  double blocked_seconds = 0;        // compute time spent waiting for experts, since load
+  double link_bytes_per_second = 0;  // host->device link: measured (GPU) or simulated; 0: none
+};
+
+// Which experts sit in fast memory, per layer: state[layer * n_expert + e] is
+// 0 absent, 1 loading, 2 ready.
+struct ExpertResidency {
+  int n_layer = 0, n_expert = 0;
+  std::vector<uint8_t> state;
+};
+
+class ChatEngine {
+ public:
+  using LoadProgress = std::function<void(double fraction, std::string_view stage)>;
+  using TextSink = std::function<void(std::string_view)>;
+
+  virtual ~ChatEngine() = default;
+  // Throws std::exception with a readable reason (bad file, out of memory...).
+  virtual LoadedModelInfo load(const EngineLoadOptions& opts, const LoadProgress& progress) = 0;
+  virtual bool loaded() const = 0;
+  // messages: the conversation so far (system first if any), ending with the
+  // user's turn. Streams displayable text to on_text; stops when cancel is set.
+  virtual ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                           const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
+  // Thread-safe: called from the GUI thread while reply() runs.
+  virtual EngineCounters counters() const = 0;
+  virtual ExpertResidency residency() const = 0;
+};
+
+}  // namespace moe

@@ -1,0 +1,102 @@
+#include "app/core/local_chat_engine.h"
+
+#include <filesystem>
+
+#include "app/core/engine_session.h"
+#include "inference/tokenizer/tokenizer.h"
+
+namespace moe {
+
+LocalChatEngine::LocalChatEngine() = default;
+LocalChatEngine::~LocalChatEngine() = default;
+
+LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadProgress& progress) {
+  loaded_ = false;
+  session_.reset();  // frees the old model before the new one maps
+  if (progress) progress(0.0, "opening the model file");
+  SessionOptions so;
+  so.model_path = opts.model_path;
+  so.demo = opts.demo;
+  so.n_ctx = opts.n_ctx;
+  so.threads = opts.threads;
+  session_ = std::make_unique<EngineSession>(so);
+  if (progress) progress(1.0, "ready");
+
+  const auto& cfg = session_->model().config();
+  demo_ = opts.demo;
+  n_layer_ = cfg.n_layer;
+  n_expert_ = cfg.n_expert;
+  LoadedModelInfo info;
+  info.demo = opts.demo;
+  info.path = opts.demo ? std::string() : opts.model_path;
+  info.name = opts.demo ? "Demo model" : std::filesystem::path(opts.model_path).filename().string();
+  info.architecture = cfg.arch_name;
+  info.chat_template = chatFamilyName(session_->model().chatFamily());
+  info.backend = session_->backend().name();
+  info.policy = "resident";  // every expert where the file maps it (CPU backend)
+  info.n_layer = cfg.n_layer;
+  info.n_expert = cfg.n_expert;
+  info.n_expert_used = cfg.n_expert_used;
+  info.n_ctx = session_->transformer().nCtx();
+  if (!opts.demo) {
+    std::error_code ec;
+    info.file_bytes = std::filesystem::file_size(opts.model_path, ec);
+  }
+  loaded_ = true;
+  return info;
+}
+
+bool LocalChatEngine::loaded() const { return loaded_; }
+
+ReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                                  const TextSink& on_text, const std::atomic<bool>& cancel) {
+  if (!session_) throw std::logic_error("no model loaded");
+  auto& model = session_->model();
+  const auto family = model.chatFamily();
+  GenerationParams p = params;
+  for (auto& s : chatStopStrings(family)) p.stop_strings.push_back(s);
+  // Random weights never pick the end token on purpose; the length limit ends a demo reply.
+  if (demo_) p.stop_at_end_token = false;
+  p.progress = &progress_;
+  const auto& tok = model.tokenizer();
+  const auto ids = tok.encode(applyChatTemplate(family, messages, true), tok.addBosDefault(), true);
+  const auto st = session_->generator().generate(ids, p, on_text, &cancel);
+  total_generated_ += static_cast<uint64_t>(st.generated_tokens);
+
+  ReplyStats r;
+  r.prompt_tokens = st.prompt_tokens;
+  r.reused_tokens = st.reused_tokens;
+  r.completion_tokens = st.generated_tokens;
+  r.ttft_ms = st.ttft_seconds * 1e3;
+  r.prefill_tps = st.prefillTokensPerSecond();
+  r.decode_tps = st.decodeTokensPerSecond();
+  r.stop_reason = stopReasonName(st.reason);
+  return r;
+}
+
+EngineCounters LocalChatEngine::counters() const {
+  EngineCounters c;
+  c.generating = progress_.running.load(std::memory_order_relaxed);
+  c.prompt_tokens = progress_.prompt_tokens.load(std::memory_order_relaxed);
+  c.prefilled_tokens = progress_.prefilled_tokens.load(std::memory_order_relaxed);
+  c.generated_tokens = progress_.generated_tokens.load(std::memory_order_relaxed);
+  c.prefill_seconds = progress_.prefill_us.load(std::memory_order_relaxed) * 1e-6;
+  const int64_t ttft = progress_.ttft_us.load(std::memory_order_relaxed);
+  c.ttft_seconds = ttft < 0 ? -1.0 : ttft * 1e-6;
+  c.decode_seconds = progress_.decode_us.load(std::memory_order_relaxed) * 1e-6;
+  c.total_generated =
+      total_generated_.load(std::memory_order_relaxed) + (c.generating ? c.generated_tokens : 0);
+  return c;
+}
+
+ExpertResidency LocalChatEngine::residency() const {
+  ExpertResidency r;
+  if (!loaded_) return r;
+  // Resident source: every expert is where the model file maps it.
+  r.n_layer = n_layer_;
+  r.n_expert = n_expert_;
+  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 2);
+  return r;
+}
+
+}  // namespace moe

@@ -1,0 +1,35 @@
+// The real engine behind ChatEngine: an EngineSession (model, backend, expert
+// source, transformer, generator) driven with the model's chat template.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "app/core/chat_engine.h"
+
+namespace moe {
+
+class EngineSession;
+
+class LocalChatEngine final : public ChatEngine {
+ public:
+  LocalChatEngine();
+  ~LocalChatEngine() override;
+
+  LoadedModelInfo load(const EngineLoadOptions& opts, const LoadProgress& progress) override;
+  bool loaded() const override;
+  ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                   const TextSink& on_text, const std::atomic<bool>& cancel) override;
+  EngineCounters counters() const override;
+  ExpertResidency residency() const override;
+
+ private:
+  std::unique_ptr<EngineSession> session_;
+  std::atomic<bool> loaded_{false};
+  bool demo_ = false;
+  GenerationProgress progress_;
+  std::atomic<uint64_t> total_generated_{0};
+  int n_layer_ = 0, n_expert_ = 0;
+};
+
+}  // namespace moe

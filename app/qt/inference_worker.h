@@ -1,0 +1,80 @@
+// The engine's thread. InferenceWorker is a QObject living in its own QThread
+// and owning a ChatEngine; the GUI talks to it only through queued calls and
+// signals (text is coalesced to one signal every ~40 ms), and polls the
+// engine's atomic counters from a timer. EngineHost owns the thread.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QThread>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "app/core/chat_engine.h"
+
+Q_DECLARE_METATYPE(moe::EngineLoadOptions)
+Q_DECLARE_METATYPE(moe::LoadedModelInfo)
+Q_DECLARE_METATYPE(moe::ReplyStats)
+Q_DECLARE_METATYPE(moe::GenerationParams)
+Q_DECLARE_METATYPE(std::vector<moe::ChatMessage>)
+
+namespace moe {
+
+class InferenceWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  static constexpr int kCoalesceMs = 40;
+
+  explicit InferenceWorker(std::unique_ptr<ChatEngine> engine);
+  ~InferenceWorker() override;
+
+  // Thread-safe: stops reply `reply_id` (whether it is running or still queued).
+  void requestStop(qint64 reply_id);
+  EngineCounters counters() const { return engine_->counters(); }
+  ExpertResidency residency() const { return engine_->residency(); }
+
+ public slots:
+  void loadModel(const moe::EngineLoadOptions& opts);
+  void generate(qint64 reply_id, const std::vector<moe::ChatMessage>& messages,
+                const moe::GenerationParams& params);
+
+ signals:
+  void loadProgress(double fraction, const QString& stage);
+  void modelLoaded(const moe::LoadedModelInfo& info);
+  void loadFailed(const QString& reason);
+  void textReady(qint64 reply_id, const QString& text);
+  void replyFinished(qint64 reply_id, const moe::ReplyStats& stats);
+  void replyFailed(qint64 reply_id, const QString& reason);
+
+ private:
+  std::unique_ptr<ChatEngine> engine_;
+  std::atomic<bool> cancel_{false};
+  std::atomic<qint64> current_reply_{0};
+  std::atomic<qint64> stop_up_to_{0};  // highest reply id asked to stop
+};
+
+// Starts the worker's thread on construction; stops any reply and joins the
+// thread on destruction.
+class EngineHost : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit EngineHost(std::unique_ptr<ChatEngine> engine, QObject* parent = nullptr);
+  ~EngineHost() override;
+
+  InferenceWorker* worker() const { return worker_; }
+  // Queued calls into the worker's thread.
+  void loadModel(const EngineLoadOptions& opts);
+  void generate(qint64 reply_id, const std::vector<ChatMessage>& messages, const GenerationParams& params);
+  void stop(qint64 reply_id) { worker_->requestStop(reply_id); }
+
+ private:
+  QThread thread_;
+  InferenceWorker* worker_;  // deleted on the worker thread when it finishes
+};
+
+void registerEngineMetaTypes();
+
+}  // namespace moe

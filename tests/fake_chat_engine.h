@@ -1,0 +1,118 @@
+// A scripted ChatEngine for GUI tests: no model, no GPU. It "generates" the
+// words of a fixed reply, one per token, optionally pausing between tokens, and
+// moves offload counters the way a cache would (so the strip has data). It
+// honours cancel between tokens like the real engine.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "app/core/chat_engine.h"
+
+namespace moe::test {
+
+class FakeChatEngine final : public ChatEngine {
+ public:
+  std::vector<std::string> words = {"Hello", " from", " the", " **fake**", " engine", "."};
+  std::chrono::milliseconds per_token{0};
+  std::string fail_load_with;   // non-empty: load() throws this
+  std::string fail_reply_with;  // non-empty: reply() throws this
+  std::atomic<int> replies{0};
+  std::vector<ChatMessage> last_messages;  // guarded by mu_
+  mutable std::mutex mu_;
+
+  LoadedModelInfo load(const EngineLoadOptions& opts, const LoadProgress& progress) override {
+    if (progress) progress(0.5, "reading");
+    if (!fail_load_with.empty()) throw std::runtime_error(fail_load_with);
+    loaded_ = true;
+    LoadedModelInfo info;
+    info.demo = opts.demo;
+    info.path = opts.model_path;
+    info.name = opts.demo ? "Demo model" : "fake.gguf";
+    info.architecture = "fake";
+    info.backend = "cpu";
+    info.policy = opts.policy;
+    info.n_layer = 4;
+    info.n_expert = 8;
+    info.n_expert_used = 2;
+    info.n_ctx = 4096;
+    if (progress) progress(1.0, "ready");
+    return info;
+  }
+  bool loaded() const override { return loaded_; }
+
+  ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                   const TextSink& on_text, const std::atomic<bool>& cancel) override {
+    {
+      std::lock_guard lock(mu_);
+      last_messages = messages;
+    }
+    ++replies;
+    if (!fail_reply_with.empty()) throw std::runtime_error(fail_reply_with);
+    ReplyStats st;
+    st.prompt_tokens = static_cast<int>(messages.size()) * 10;
+    generating_ = true;
+    prefilled_ = st.prompt_tokens;
+    generated_ = 0;
+    st.stop_reason = "length";
+    const int limit = std::min<int>(params.max_tokens, static_cast<int>(words.size()));
+    for (int i = 0; i < limit; ++i) {
+      if (cancel.load()) {
+        st.stop_reason = "cancelled";
+        break;
+      }
+      if (per_token.count()) std::this_thread::sleep_for(per_token);
+      on_text(words[static_cast<size_t>(i)]);
+      ++generated_;
+      uses_ += 4;
+      ready_ += 3;
+      prefetched_ += 1;
+      misses_ += 1;
+      bytes_ += 1'000'000;
+    }
+    st.completion_tokens = generated_;
+    st.ttft_ms = 1;
+    st.decode_tps = 100;
+    st.prefill_tps = 1000;
+    generating_ = false;
+    return st;
+  }
+
+  EngineCounters counters() const override {
+    EngineCounters c;
+    c.generating = generating_;
+    c.prompt_tokens = prefilled_;
+    c.prefilled_tokens = prefilled_;
+    c.prefill_seconds = prefilled_ > 0 ? 0.01 : 0;
+    c.generated_tokens = generated_;
+    c.ttft_seconds = generated_ > 0 ? 0.001 : -1;
+    c.decode_seconds = generated_ * 0.01;
+    c.experts_resident = false;
+    c.offload.expert_uses = uses_;
+    c.offload.ready_hits = ready_;
+    c.offload.prefetch_hits = prefetched_;
+    c.offload.misses = misses_;
+    c.offload.bytes_h2d = bytes_;
+    c.link_bytes_per_second = 25e9;
+    return c;
+  }
+
+  ExpertResidency residency() const override {
+    ExpertResidency r;
+    r.n_layer = 4;
+    r.n_expert = 8;
+    r.state.assign(32, 0);
+    for (size_t i = 0; i < r.state.size(); i += 3) r.state[i] = 2;
+    r.state[1] = 1;
+    return r;
+  }
+
+ private:
+  std::atomic<bool> loaded_{false}, generating_{false};
+  std::atomic<int> prefilled_{0}, generated_{0};
+  std::atomic<uint64_t> uses_{0}, ready_{0}, prefetched_{0}, misses_{0}, bytes_{0};
+};
+
+}  // namespace moe::test

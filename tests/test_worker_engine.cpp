@@ -1,0 +1,161 @@
+// InferenceWorker in its own thread: the real engine on the demo model, and a
+// scripted engine for stop / failure paths. Checks signals and their payloads,
+// never timings.
+#include <QSignalSpy>
+#include <QTest>
+#include <memory>
+
+#include "app/core/local_chat_engine.h"
+#include "app/qt/inference_worker.h"
+#include "fake_chat_engine.h"
+
+using namespace moe;
+
+namespace {
+
+GenerationParams greedy(int n) {
+  GenerationParams p;
+  p.max_tokens = n;
+  p.sampler.temperature = 0;
+  return p;
+}
+
+EngineLoadOptions demo() {
+  EngineLoadOptions o;
+  o.demo = true;
+  o.n_ctx = 512;
+  o.threads = 2;
+  return o;
+}
+
+QString joined(const QSignalSpy& spy, qint64 reply_id) {
+  QString s;
+  for (const auto& args : spy)
+    if (args.at(0).toLongLong() == reply_id) s += args.at(1).toString();
+  return s;
+}
+
+}  // namespace
+
+class WorkerEngineTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void realEngineStreamsTheSameTextAsADirectRun() {
+    const std::vector<ChatMessage> chat = {{"user", "Tell me about experts."}};
+    // The reference: the same engine driven directly on this thread.
+    LocalChatEngine direct;
+    direct.load(demo(), nullptr);
+    std::string expected;
+    std::atomic<bool> no_cancel{false};
+    const auto ref = direct.reply(
+        chat, greedy(24), [&](std::string_view s) { expected += s; }, no_cancel);
+
+    EngineHost host(std::make_unique<LocalChatEngine>());
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    QSignalSpy progress(host.worker(), &InferenceWorker::loadProgress);
+    host.loadModel(demo());
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    const auto info = loaded.at(0).at(0).value<LoadedModelInfo>();
+    QVERIFY(info.demo);
+    QVERIFY(info.n_expert > 0);
+    QVERIFY(progress.count() >= 1);
+
+    QSignalSpy text(host.worker(), &InferenceWorker::textReady);
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.generate(7, chat, greedy(24));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+    QCOMPARE(finished.at(0).at(0).toLongLong(), qint64(7));
+    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    QCOMPARE(st.completion_tokens, ref.completion_tokens);
+    QCOMPARE(joined(text, 7), QString::fromStdString(expected));
+    QVERIFY(st.decode_tps > 0);
+    QVERIFY(host.worker()->counters().total_generated >= static_cast<uint64_t>(st.completion_tokens));
+    QVERIFY(!host.worker()->counters().generating);
+  }
+
+  void textIsCoalescedIntoFewerSignalsThanTokens() {
+    auto fake = std::make_unique<test::FakeChatEngine>();
+    fake->words.assign(400, "x");
+    EngineHost host(std::move(fake));
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    host.loadModel(demo());
+    QTRY_COMPARE(loaded.count(), 1);
+    QSignalSpy text(host.worker(), &InferenceWorker::textReady);
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.generate(1, {{"user", "hi"}}, greedy(400));
+    QTRY_COMPARE(finished.count(), 1);
+    QCOMPARE(joined(text, 1), QString(400, 'x'));
+    QVERIFY2(text.count() < 400, qPrintable(QString("%1 signals for 400 tokens").arg(text.count())));
+  }
+
+  void stopEndsARunningReply() {
+    auto fake = std::make_unique<test::FakeChatEngine>();
+    fake->words.assign(5000, "y");
+    fake->per_token = std::chrono::milliseconds(2);
+    EngineHost host(std::move(fake));
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    host.loadModel(demo());
+    QTRY_COMPARE(loaded.count(), 1);
+    QSignalSpy text(host.worker(), &InferenceWorker::textReady);
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.generate(3, {{"user", "hi"}}, greedy(5000));
+    QTRY_VERIFY(text.count() >= 1);
+    host.stop(3);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
+    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    QCOMPARE(QString::fromStdString(st.stop_reason), QString("cancelled"));
+    QVERIFY(st.completion_tokens < 5000);
+  }
+
+  void stopBeforeTheReplyStartsCancelsIt() {
+    auto fake = std::make_unique<test::FakeChatEngine>();
+    EngineHost host(std::move(fake));
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    host.loadModel(demo());
+    QTRY_COMPARE(loaded.count(), 1);
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.stop(5);
+    host.generate(5, {{"user", "hi"}}, greedy(10));
+    QTRY_COMPARE(finished.count(), 1);
+    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    QCOMPARE(QString::fromStdString(st.stop_reason), QString("cancelled"));
+    QCOMPARE(st.completion_tokens, 0);
+    // A later reply is not affected by the old stop.
+    host.generate(6, {{"user", "again"}}, greedy(10));
+    QTRY_COMPARE(finished.count(), 2);
+    QCOMPARE(QString::fromStdString(finished.at(1).at(1).value<ReplyStats>().stop_reason), QString("length"));
+  }
+
+  void loadFailureIsReportedWithTheReason() {
+    EngineHost host(std::make_unique<LocalChatEngine>());
+    QSignalSpy failed(host.worker(), &InferenceWorker::loadFailed);
+    EngineLoadOptions o;
+    o.model_path = "/nonexistent/model.gguf";
+    host.loadModel(o);
+    QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 20000);
+    const QString why = failed.at(0).at(0).toString();
+    QVERIFY2(why.contains("/nonexistent/model.gguf"), qPrintable(why));
+    // Asking for a reply without a model fails cleanly too.
+    QSignalSpy reply_failed(host.worker(), &InferenceWorker::replyFailed);
+    host.generate(1, {{"user", "hi"}}, greedy(4));
+    QTRY_COMPARE(reply_failed.count(), 1);
+  }
+
+  void engineExceptionDuringReplyBecomesReplyFailed() {
+    auto fake = std::make_unique<test::FakeChatEngine>();
+    fake->fail_reply_with = "out of memory while allocating the KV cache";
+    EngineHost host(std::move(fake));
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    host.loadModel(demo());
+    QTRY_COMPARE(loaded.count(), 1);
+    QSignalSpy failed(host.worker(), &InferenceWorker::replyFailed);
+    host.generate(9, {{"user", "hi"}}, greedy(4));
+    QTRY_COMPARE(failed.count(), 1);
+    QCOMPARE(failed.at(0).at(0).toLongLong(), qint64(9));
+    QVERIFY(failed.at(0).at(1).toString().contains("out of memory"));
+  }
+};
+
+QTEST_GUILESS_MAIN(WorkerEngineTest)
+#include "test_worker_engine.moc"

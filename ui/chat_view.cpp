@@ -1,0 +1,216 @@
+#include "ui/chat_view.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace moe {
+namespace {
+
+QString roleTitle(const QString& role) {
+  if (role == "user") return "You";
+  if (role == "assistant") return "Assistant";
+  return "System";
+}
+
+QToolButton* actionButton(const QString& text, const QString& tip, QWidget* parent) {
+  auto* b = new QToolButton(parent);
+  b->setText(text);
+  b->setToolTip(tip);
+  b->setAutoRaise(true);
+  return b;
+}
+
+}  // namespace
+
+MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(parent), m_(m) {
+  setObjectName(m.role == "user" ? "userBubble" : "assistantBubble");
+  setFrameShape(QFrame::StyledPanel);
+  setAutoFillBackground(true);
+  QPalette pal = palette();
+  pal.setColor(QPalette::Window,
+               m.role == "user" ? pal.color(QPalette::AlternateBase) : pal.color(QPalette::Base));
+  setPalette(pal);
+
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(10, 6, 10, 6);
+  auto* head = new QHBoxLayout;
+  auto* who = new QLabel("<b>" + roleTitle(m.role) + "</b>", this);
+  head->addWidget(who);
+  head->addStretch(1);
+  copy_ = actionButton("Copy", "Copy this message as text", this);
+  head->addWidget(copy_);
+  connect(copy_, &QToolButton::clicked, this, [this] { emit copyRequested(m_.id); });
+  if (m.role == "user") {
+    edit_ =
+        actionButton("Edit", "Edit this message and send it again (the replies after it are replaced)", this);
+    head->addWidget(edit_);
+    connect(edit_, &QToolButton::clicked, this, [this] { emit editRequested(m_.id); });
+  } else if (m.role == "assistant") {
+    regenerate_ = actionButton("Regenerate", "Answer the last message again", this);
+    regenerate_->setVisible(false);
+    head->addWidget(regenerate_);
+    connect(regenerate_, &QToolButton::clicked, this, [this] { emit regenerateRequested(m_.id); });
+  }
+  v->addLayout(head);
+
+  body_ = new QLabel(this);
+  body_->setObjectName("messageBody");
+  body_->setTextFormat(Qt::MarkdownText);
+  body_->setWordWrap(true);
+  body_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+  body_->setOpenExternalLinks(false);
+  v->addWidget(body_);
+  footer_ = new QLabel(this);
+  footer_->setObjectName("messageFooter");
+  footer_->setForegroundRole(QPalette::PlaceholderText);
+  v->addWidget(footer_);
+  setText(m.text);
+  setFooter(m.footer, m.state);
+}
+
+void MessageBubble::setText(const QString& text) {
+  m_.text = text;
+  body_->setText(text.isEmpty() && m_.state == "streaming" ? QString("…") : text);
+}
+
+void MessageBubble::setFooter(const QString& footer, const QString& state) {
+  m_.footer = footer;
+  m_.state = state;
+  QString line = footer;
+  if (state == "interrupted")
+    line = "Interrupted (the app stopped while this reply was being written)" +
+           (footer.isEmpty() ? QString() : " · " + footer);
+  else if (state == "stopped")
+    line = "Stopped" + (footer.isEmpty() ? QString() : " · " + footer);
+  else if (state == "error")
+    line = "Failed" + (footer.isEmpty() ? QString() : ": " + footer);
+  footer_->setText(line);
+  footer_->setVisible(!line.isEmpty());
+}
+
+void MessageBubble::setRegenerateVisible(bool on) {
+  if (regenerate_) regenerate_->setVisible(on);
+}
+
+void MessageBubble::setActionsEnabled(bool on) {
+  if (edit_) edit_->setEnabled(on);
+  if (regenerate_) regenerate_->setEnabled(on);
+}
+
+QString MessageBubble::renderedText() const { return body_->text(); }
+
+ChatView::ChatView(QWidget* parent) : QScrollArea(parent) {
+  setObjectName("chatView");
+  setWidgetResizable(true);
+  setFrameShape(QFrame::NoFrame);
+  content_ = new QWidget(this);
+  column_ = new QVBoxLayout(content_);
+  column_->setContentsMargins(12, 12, 12, 12);
+  column_->setSpacing(8);
+  placeholder_ = new QLabel(content_);
+  placeholder_->setObjectName("chatPlaceholder");
+  placeholder_->setAlignment(Qt::AlignCenter);
+  placeholder_->setWordWrap(true);
+  placeholder_->setTextFormat(Qt::RichText);
+  column_->addWidget(placeholder_);
+  column_->addStretch(1);
+  setWidget(content_);
+  render_timer_.setSingleShot(true);
+  render_timer_.setInterval(kRenderMs);
+  connect(&render_timer_, &QTimer::timeout, this, &ChatView::renderPending);
+}
+
+void ChatView::setPlaceholder(const QString& html) {
+  placeholder_->setText(html);
+  placeholder_->setVisible(bubbles_.empty() && !html.isEmpty());
+}
+
+void ChatView::setMessages(const std::vector<MessageItem>& messages) {
+  render_timer_.stop();
+  has_pending_ = false;
+  for (auto* b : bubbles_) b->deleteLater();
+  bubbles_.clear();
+  for (const auto& m : messages) appendMessage(m);
+  placeholder_->setVisible(bubbles_.empty() && !placeholder_->text().isEmpty());
+  updateRegenerate();
+}
+
+void ChatView::appendMessage(const MessageItem& m) {
+  const bool following = atEnd();
+  auto* b = new MessageBubble(m, content_);
+  connect(b, &MessageBubble::copyRequested, this, &ChatView::copyRequested);
+  connect(b, &MessageBubble::editRequested, this, &ChatView::editRequested);
+  connect(b, &MessageBubble::regenerateRequested, this, &ChatView::regenerateRequested);
+  column_->insertWidget(column_->count() - 1, b);  // before the stretch
+  bubbles_.push_back(b);
+  placeholder_->setVisible(false);
+  b->setActionsEnabled(!busy_);
+  updateRegenerate();
+  scrollToEndIfFollowing(following || m.role == "user");
+}
+
+MessageBubble* ChatView::bubbleFor(qint64 id) const {
+  for (auto* b : bubbles_)
+    if (b->item().id == id) return b;
+  return nullptr;
+}
+
+void ChatView::setStreamingText(qint64 id, const QString& text) {
+  pending_id_ = id;
+  pending_text_ = text;
+  has_pending_ = true;
+  if (!render_timer_.isActive()) render_timer_.start();
+}
+
+void ChatView::renderPending() {
+  if (!has_pending_) return;
+  has_pending_ = false;
+  if (auto* b = bubbleFor(pending_id_)) {
+    const bool following = atEnd();
+    b->setText(pending_text_);
+    ++renders_;
+    scrollToEndIfFollowing(following);
+  }
+}
+
+void ChatView::finishMessage(qint64 id, const QString& text, const QString& footer, const QString& state) {
+  if (has_pending_ && pending_id_ == id) {
+    render_timer_.stop();
+    has_pending_ = false;
+  }
+  if (auto* b = bubbleFor(id)) {
+    const bool following = atEnd();
+    b->setText(text);
+    b->setFooter(footer, state);
+    ++renders_;
+    scrollToEndIfFollowing(following);
+  }
+  updateRegenerate();
+}
+
+void ChatView::setBusy(bool busy) {
+  busy_ = busy;
+  for (auto* b : bubbles_) b->setActionsEnabled(!busy);
+  updateRegenerate();
+}
+
+void ChatView::updateRegenerate() {
+  for (auto* b : bubbles_) b->setRegenerateVisible(false);
+  if (!bubbles_.empty() && bubbles_.back()->item().role == "assistant" && !busy_)
+    bubbles_.back()->setRegenerateVisible(true);
+}
+
+bool ChatView::atEnd() const {
+  const auto* bar = verticalScrollBar();
+  return bar->value() >= bar->maximum() - 24;
+}
+
+void ChatView::scrollToEndIfFollowing(bool was_at_end) {
+  if (!was_at_end) return;
+  QTimer::singleShot(0, this, [this] { verticalScrollBar()->setValue(verticalScrollBar()->maximum()); });
+}
+
+}  // namespace moe

@@ -1,0 +1,95 @@
+// The chat pane: one bubble per message, Markdown rendered (code blocks in a
+// monospace font), with copy / edit / regenerate actions. While a reply
+// streams only its bubble is re-rendered, at most every kRenderMs.
+#pragma once
+
+#include <QFrame>
+#include <QScrollArea>
+#include <QString>
+#include <QTimer>
+#include <vector>
+
+class QLabel;
+class QToolButton;
+class QVBoxLayout;
+
+namespace moe {
+
+struct MessageItem {
+  qint64 id = 0;
+  QString role;  // "user", "assistant", "system"
+  QString text;
+  QString state;   // "complete", "streaming", "interrupted", "stopped", "error"
+  QString footer;  // stats line under an assistant reply
+};
+
+class MessageBubble : public QFrame {
+  Q_OBJECT
+
+ public:
+  MessageBubble(const MessageItem& m, QWidget* parent = nullptr);
+  const MessageItem& item() const { return m_; }
+  void setText(const QString& text);
+  void setFooter(const QString& footer, const QString& state);
+  void setRegenerateVisible(bool on);
+  void setActionsEnabled(bool on);
+  QString renderedText() const;
+
+ signals:
+  void copyRequested(qint64 id);
+  void editRequested(qint64 id);
+  void regenerateRequested(qint64 id);
+
+ private:
+  MessageItem m_;
+  QLabel* body_;
+  QLabel* footer_;
+  QToolButton* copy_;
+  QToolButton* edit_ = nullptr;
+  QToolButton* regenerate_ = nullptr;
+};
+
+class ChatView : public QScrollArea {
+  Q_OBJECT
+
+ public:
+  static constexpr int kRenderMs = 50;  // at most 20 re-renders a second
+  explicit ChatView(QWidget* parent = nullptr);
+
+  void setMessages(const std::vector<MessageItem>& messages);
+  void appendMessage(const MessageItem& m);
+  // The streaming reply's whole text so far; rendered on the next tick.
+  void setStreamingText(qint64 id, const QString& text);
+  void finishMessage(qint64 id, const QString& text, const QString& footer, const QString& state);
+  void setBusy(bool busy);
+  void setPlaceholder(const QString& html);
+
+  int bubbleCount() const { return static_cast<int>(bubbles_.size()); }
+  MessageBubble* bubble(int i) const { return bubbles_.at(static_cast<size_t>(i)); }
+  MessageBubble* bubbleFor(qint64 id) const;
+  int renderCount() const { return renders_; }
+
+ signals:
+  void copyRequested(qint64 id);
+  void editRequested(qint64 id);
+  void regenerateRequested(qint64 id);
+
+ private:
+  void renderPending();
+  void updateRegenerate();
+  void scrollToEndIfFollowing(bool was_at_end);
+  bool atEnd() const;
+
+  QWidget* content_;
+  QVBoxLayout* column_;
+  QLabel* placeholder_;
+  std::vector<MessageBubble*> bubbles_;
+  QTimer render_timer_;
+  qint64 pending_id_ = 0;
+  QString pending_text_;
+  bool has_pending_ = false;
+  bool busy_ = false;
+  int renders_ = 0;
+};
+
+}  // namespace moe

@@ -1,0 +1,143 @@
+#include "ui/perf_strip.h"
+
+#include <QDateTime>
+#include <QHBoxLayout>
+#include <QPainter>
+#include <QVBoxLayout>
+
+namespace moe {
+namespace {
+
+const QColor kCached(0x2e, 0x9d, 0x5b);
+const QColor kPrefetched(0x3d, 0x8b, 0xd9);
+const QColor kInflight(0xe0, 0xa3, 0x2e);
+const QColor kMissed(0xd9, 0x4f, 0x3d);
+
+QString rate(double v, const char* unit) {
+  if (v <= 0) return QString("– %1").arg(unit);
+  return QString("%1 %2").arg(v >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'f', 1), unit);
+}
+
+}  // namespace
+
+HitSplitBar::HitSplitBar(QWidget* parent) : QWidget(parent) { setMinimumSize(60, 8); }
+
+void HitSplitBar::setFigures(const PerfFigures& f) {
+  f_ = f;
+  update();
+}
+
+void HitSplitBar::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QRectF r = QRectF(rect()).adjusted(0, 1, 0, -1);
+  p.fillRect(r, palette().color(QPalette::Midlight));
+  if (f_.experts_resident && f_.expert_uses == 0) {
+    p.fillRect(r, kCached);
+    return;
+  }
+  double x = r.left();
+  for (auto [share, color] : {std::pair{f_.cached_share, kCached},
+                              {f_.prefetched_share, kPrefetched},
+                              {f_.inflight_share, kInflight},
+                              {f_.missed_share, kMissed}}) {
+    const double w = r.width() * share;
+    p.fillRect(QRectF(x, r.top(), w, r.height()), color);
+    x += w;
+  }
+}
+
+PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), source_(std::move(source)) {
+  setObjectName("perfStrip");
+  auto* row = new QHBoxLayout(this);
+  row->setContentsMargins(8, 4, 8, 4);
+  row->setSpacing(14);
+  experts_ = addTile("Expert cache", "perfExperts",
+                     "Experts the gates chose in the last interval: green cached, blue prefetched by the "
+                     "predictor, amber still copying, red missed");
+  split_ = new HitSplitBar(this);
+  static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
+  pcie_ = addTile("PCIe host→GPU", "perfPcie",
+                  "Expert bytes copied to the GPU per second, and the share of "
+                  "the link bandwidth measured at start");
+  prefill_ = addTile("Prefill", "perfPrefill", "Prompt tokens per second of the current (or last) reply");
+  decode_ = addTile("Decode", "perfDecode", "Generated tokens per second of the current (or last) reply");
+  ttft_ = addTile("First token", "perfTtft", "Time from sending to the first token of the reply");
+  blocked_ = addTile("Blocked", "perfBlocked", "Share of time the compute waited for experts to arrive");
+  experts_.spark->setFixedMaximum(1.0);
+  blocked_.spark->setFixedMaximum(1.0);
+  experts_.spark->setColor(kCached);
+  blocked_.spark->setColor(kMissed);
+  row->addStretch(1);
+  timer_.setInterval(kPollMs);
+  connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
+  show(figures_);
+}
+
+PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& tip) {
+  auto* box = new QWidget(this);
+  box->setToolTip(tip);
+  auto* col = new QVBoxLayout(box);
+  col->setContentsMargins(0, 0, 0, 0);
+  col->setSpacing(1);
+  auto* caption = new QLabel(title, box);
+  QFont small = caption->font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  caption->setFont(small);
+  caption->setForegroundRole(QPalette::PlaceholderText);
+  auto* value = new QLabel(box);
+  value->setObjectName(object_name);
+  QFont bold = value->font();
+  bold.setBold(true);
+  value->setFont(bold);
+  auto* spark = new Sparkline(kHistory, box);
+  col->addWidget(caption);
+  col->addWidget(value);
+  col->addWidget(spark);
+  static_cast<QHBoxLayout*>(layout())->addWidget(box);
+  return {value, spark};
+}
+
+void PerfStrip::pollNow() {
+  const EngineCounters now = source_();
+  const qint64 ms = QDateTime::currentMSecsSinceEpoch();
+  const double dt = last_ms_ < 0 ? 0.0 : (ms - last_ms_) / 1000.0;
+  figures_ = derivePerfFigures(last_ms_ < 0 ? now : last_, now, dt);
+  last_ = now;
+  last_ms_ = ms;
+  show(figures_);
+}
+
+void PerfStrip::show(const PerfFigures& f) {
+  split_->setFigures(f);
+  const double hit = f.cached_share + f.prefetched_share;
+  if (f.expert_uses > 0) {
+    experts_.value->setText(QString("%1% hit · %2% prefetched · %3% missed")
+                                .arg(qRound(100 * hit))
+                                .arg(qRound(100 * f.prefetched_share))
+                                .arg(qRound(100 * (f.missed_share + f.inflight_share))));
+    experts_.spark->push(hit);
+  } else {
+    experts_.value->setText(f.experts_resident ? "all experts resident" : "idle");
+    if (f.generating) experts_.spark->push(f.experts_resident ? 1.0 : 0.0);
+  }
+  const double gbps = f.h2d_bytes_per_second / 1e9;
+  pcie_.value->setText(f.link_share > 0 ? QString("%1 GB/s (%2% of link)")
+                                              .arg(QString::number(gbps, 'f', 2))
+                                              .arg(qRound(100 * f.link_share))
+                                        : QString("%1 GB/s").arg(QString::number(gbps, 'f', 2)));
+  pcie_.spark->push(gbps);
+  prefill_.value->setText(rate(f.prefill_tps, "tok/s"));
+  decode_.value->setText(rate(f.decode_tps, "tok/s"));
+  if (f.generating) {
+    prefill_.spark->push(f.prefill_tps);
+    decode_.spark->push(f.decode_tps);
+  }
+  ttft_.value->setText(f.ttft_seconds < 0
+                           ? QString("–")
+                           : QString("%1 ms").arg(QString::number(f.ttft_seconds * 1e3, 'f', 0)));
+  if (f.generating && f.ttft_seconds >= 0) ttft_.spark->push(f.ttft_seconds * 1e3);
+  blocked_.value->setText(QString("%1%").arg(qRound(100 * f.blocked_share)));
+  blocked_.spark->push(f.blocked_share);
+}
+
+}  // namespace moe

@@ -1,0 +1,67 @@
+// The live performance strip: expert hits (cached / prefetched / in flight /
+// missed), host->device throughput and its share of the link, prefill and
+// decode tokens/s, time to first token, time blocked waiting for experts; each
+// with a sparkline over the last minute. A QTimer polls the engine's counters
+// (never a signal per expert).
+#pragma once
+
+#include <QLabel>
+#include <QTimer>
+#include <QWidget>
+#include <functional>
+
+#include "app/core/perf_figures.h"
+#include "ui/sparkline.h"
+
+namespace moe {
+
+// One horizontal bar split into the four shares of expert lookups.
+class HitSplitBar : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit HitSplitBar(QWidget* parent = nullptr);
+  void setFigures(const PerfFigures& f);
+  QSize sizeHint() const override { return {120, 10}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  PerfFigures f_;
+};
+
+class PerfStrip : public QWidget {
+  Q_OBJECT
+
+ public:
+  using CounterSource = std::function<EngineCounters()>;
+  static constexpr int kPollMs = 250;
+  static constexpr int kHistory = 60'000 / kPollMs;  // one minute
+
+  explicit PerfStrip(CounterSource source, QWidget* parent = nullptr);
+
+  void start() { timer_.start(); }
+  void stop() { timer_.stop(); }
+  // One poll now (the timer calls this); interval_seconds from the last poll.
+  void pollNow();
+  const PerfFigures& figures() const { return figures_; }
+
+ private:
+  struct Tile {
+    QLabel* value;
+    Sparkline* spark;
+  };
+  Tile addTile(const QString& title, const QString& object_name, const QString& tip);
+  void show(const PerfFigures& f);
+
+  CounterSource source_;
+  QTimer timer_;
+  EngineCounters last_;
+  qint64 last_ms_ = -1;
+  PerfFigures figures_;
+  HitSplitBar* split_ = nullptr;
+  Tile experts_{}, pcie_{}, prefill_{}, decode_{}, ttft_{}, blocked_{};
+};
+
+}  // namespace moe

@@ -1,0 +1,238 @@
+#include "ui/settings_dialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QVBoxLayout>
+
+#include "ui/fit_text.h"
+
+namespace moe {
+namespace {
+
+constexpr double kSliderStepGb = 0.25;
+constexpr double kMaxBudgetGbWithoutGpu = 48.0;  // lets a user plan for a card they will run on
+
+QString policyHelp(const QString& p) {
+  if (p == "proactive")
+    return "Predicts the experts of the next layers and copies them ahead of need; chunked copies, "
+           "early preemption and reordering keep copies off the critical path.";
+  if (p == "reactive-lru")
+    return "Copies an expert when the gate asks for it; evicts the least recently used.";
+  if (p == "static")
+    return "Keeps the most-used experts pinned and streams the rest through two staging slots.";
+  if (p == "cpu-experts")
+    return "Computes a missed expert on the CPU from host RAM when that is sooner than copying it.";
+  return {};
+}
+
+QLineEdit* folderRow(QFormLayout* form, const QString& label, const QString& value, QWidget* parent) {
+  auto* row = new QWidget(parent);
+  auto* h = new QHBoxLayout(row);
+  h->setContentsMargins(0, 0, 0, 0);
+  auto* edit = new QLineEdit(value, row);
+  auto* browse = new QPushButton("Browse…", row);
+  h->addWidget(edit, 1);
+  h->addWidget(browse);
+  QObject::connect(browse, &QPushButton::clicked, row, [edit, parent] {
+    const QString dir = QFileDialog::getExistingDirectory(parent, "Choose a folder", edit->text());
+    if (!dir.isEmpty()) edit->setText(dir);
+  });
+  form->addRow(label, row);
+  return edit;
+}
+
+}  // namespace
+
+SettingsDialog::SettingsDialog(AppSettings& settings, SettingsContext context, QWidget* parent)
+    : QDialog(parent), settings_(settings), ctx_(std::move(context)) {
+  setWindowTitle("Settings");
+  setObjectName("settingsDialog");
+  auto* tabs = new QTabWidget(this);
+  tabs->addTab(buildOffloadTab(), "GPU && offload");
+  tabs->addTab(buildSamplingTab(), "Sampling");
+  tabs->addTab(buildGeneralTab(), "General");
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  connect(buttons, &QDialogButtonBox::accepted, this, &SettingsDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &SettingsDialog::reject);
+  auto* v = new QVBoxLayout(this);
+  v->addWidget(tabs);
+  v->addWidget(buttons);
+  resize(620, 460);
+  updateFit();
+}
+
+QWidget* SettingsDialog::buildOffloadTab() {
+  auto* page = new QWidget(this);
+  auto* form = new QFormLayout(page);
+  const double max_gb =
+      ctx_.gpu_total_bytes ? static_cast<double>(ctx_.gpu_total_bytes) / 1e9 : kMaxBudgetGbWithoutGpu;
+
+  auto_budget_ = new QCheckBox("Auto (what the GPU has free after the model, less a safety margin)", page);
+  auto_budget_->setObjectName("autoBudget");
+  budget_slider_ = new QSlider(Qt::Horizontal, page);
+  budget_slider_->setObjectName("budgetSlider");
+  budget_slider_->setRange(1, static_cast<int>(max_gb / kSliderStepGb));
+  budget_gb_ = new QDoubleSpinBox(page);
+  budget_gb_->setObjectName("budgetGb");
+  budget_gb_->setRange(kSliderStepGb, max_gb);
+  budget_gb_->setDecimals(2);
+  budget_gb_->setSingleStep(kSliderStepGb);
+  budget_gb_->setSuffix(" GB");
+  auto* row = new QWidget(page);
+  auto* h = new QHBoxLayout(row);
+  h->setContentsMargins(0, 0, 0, 0);
+  h->addWidget(budget_slider_, 1);
+  h->addWidget(budget_gb_);
+
+  const quint64 saved = settings_.vramBudgetBytes();
+  auto_budget_->setChecked(saved == 0);
+  const double start_gb = saved ? static_cast<double>(saved) / 1e9 : std::min(max_gb, 16.0);
+  budget_gb_->setValue(start_gb);
+  budget_slider_->setValue(static_cast<int>(start_gb / kSliderStepGb + 0.5));
+  budget_slider_->setEnabled(saved != 0);
+  budget_gb_->setEnabled(saved != 0);
+
+  connect(budget_slider_, &QSlider::valueChanged, this, [this](int v) {
+    const QSignalBlocker block(budget_gb_);
+    budget_gb_->setValue(v * kSliderStepGb);
+    updateFit();
+  });
+  connect(budget_gb_, &QDoubleSpinBox::valueChanged, this, [this](double gb) {
+    const QSignalBlocker block(budget_slider_);
+    budget_slider_->setValue(static_cast<int>(gb / kSliderStepGb + 0.5));
+    updateFit();
+  });
+  connect(auto_budget_, &QCheckBox::toggled, this, [this](bool on) {
+    budget_slider_->setEnabled(!on);
+    budget_gb_->setEnabled(!on);
+    updateFit();
+  });
+
+  fit_ = new QLabel(page);
+  fit_->setObjectName("fitEstimate");
+  fit_->setWordWrap(true);
+  fit_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  policy_ = new QComboBox(page);
+  policy_->setObjectName("policy");
+  policy_->addItems(AppSettings::policies());
+  policy_->setCurrentText(settings_.cachePolicy());
+  policy_help_ = new QLabel(policyHelp(policy_->currentText()), page);
+  policy_help_->setWordWrap(true);
+  connect(policy_, &QComboBox::currentTextChanged, this,
+          [this](const QString& p) { policy_help_->setText(policyHelp(p)); });
+
+  form->addRow("VRAM budget", auto_budget_);
+  form->addRow("", row);
+  form->addRow(ctx_.model_name.isEmpty() ? "What fits" : "Fit for " + ctx_.model_name, fit_);
+  form->addRow("Caching policy", policy_);
+  form->addRow("", policy_help_);
+  return page;
+}
+
+QWidget* SettingsDialog::buildSamplingTab() {
+  auto* page = new QWidget(this);
+  auto* form = new QFormLayout(page);
+  const auto s = settings_.sampling();
+  auto dbl = [&](const char* name, double lo, double hi, double step, double value) {
+    auto* box = new QDoubleSpinBox(page);
+    box->setObjectName(name);
+    box->setRange(lo, hi);
+    box->setSingleStep(step);
+    box->setDecimals(2);
+    box->setValue(value);
+    return box;
+  };
+  temperature_ = dbl("temperature", 0, 2, 0.05, s.temperature);
+  top_p_ = dbl("topP", 0, 1, 0.05, s.top_p);
+  min_p_ = dbl("minP", 0, 1, 0.01, s.min_p);
+  repeat_penalty_ = dbl("repeatPenalty", 1, 2, 0.05, s.repeat_penalty);
+  top_k_ = new QSpinBox(page);
+  top_k_->setObjectName("topK");
+  top_k_->setRange(0, 1000);
+  top_k_->setValue(s.top_k);
+  max_tokens_ = new QSpinBox(page);
+  max_tokens_->setObjectName("maxTokens");
+  max_tokens_->setRange(1, 32768);
+  max_tokens_->setValue(s.max_tokens);
+  form->addRow("Temperature (0 = greedy)", temperature_);
+  form->addRow("Top-p", top_p_);
+  form->addRow("Top-k (0 = off)", top_k_);
+  form->addRow("Min-p", min_p_);
+  form->addRow("Repetition penalty", repeat_penalty_);
+  form->addRow("Max reply tokens", max_tokens_);
+  form->addRow("", new QLabel("Defaults for new conversations; each conversation can override them.", page));
+  return page;
+}
+
+QWidget* SettingsDialog::buildGeneralTab() {
+  auto* page = new QWidget(this);
+  auto* form = new QFormLayout(page);
+  models_folder_ = folderRow(form, "Models folder", settings_.modelsFolder(), page);
+  models_folder_->setObjectName("modelsFolder");
+  data_folder_ = folderRow(form, "Data folder (chats, predictors)", settings_.dataFolder(), page);
+  data_folder_->setObjectName("dataFolder");
+  theme_ = new QComboBox(page);
+  theme_->setObjectName("theme");
+  theme_->addItems({"system", "light", "dark"});
+  theme_->setCurrentText(settings_.theme());
+  form->addRow("Theme", theme_);
+  return page;
+}
+
+quint64 SettingsDialog::budgetBytes() const {
+  return auto_budget_->isChecked() ? 0 : static_cast<quint64>(budget_gb_->value() * 1e9 + 0.5);
+}
+
+quint64 SettingsDialog::effectiveBudget() const {
+  if (!auto_budget_->isChecked()) return budgetBytes();
+  return ctx_.gpu_total_bytes;  // auto: estimateFit keeps its own margin out of the whole card
+}
+
+QString SettingsDialog::fitText() const { return fit_->text(); }
+
+void SettingsDialog::updateFit() {
+  if (!ctx_.model) {
+    fit_->setText("Load a model to see what fits.");
+    return;
+  }
+  if (auto_budget_->isChecked() && ctx_.gpu_total_bytes == 0) {
+    fit_->setText(
+        "No GPU found: experts are computed on the CPU from host RAM. Pick a budget to see what would "
+        "fit on a card with that much memory.");
+    return;
+  }
+  auto fit = estimateFit(ctx_.model->config, ctx_.model->sizes, effectiveBudget(), ctx_.n_ctx);
+  fit.host_pinned_bytes = ctx_.model->host_store_bytes;
+  fit_->setText(fitSummary(fit, ctx_.host_available_bytes));
+}
+
+void SettingsDialog::accept() {
+  settings_.setVramBudgetBytes(budgetBytes());
+  settings_.setCachePolicy(policy_->currentText());
+  SamplingDefaults s;
+  s.temperature = temperature_->value();
+  s.top_p = top_p_->value();
+  s.top_k = top_k_->value();
+  s.min_p = min_p_->value();
+  s.repeat_penalty = repeat_penalty_->value();
+  s.max_tokens = max_tokens_->value();
+  settings_.setSampling(s);
+  settings_.setModelsFolder(models_folder_->text());
+  settings_.setDataFolder(data_folder_->text());
+  settings_.setTheme(theme_->currentText());
+  QDialog::accept();
+}
+
+}  // namespace moe

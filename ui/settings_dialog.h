@@ -1,0 +1,67 @@
+// Settings: VRAM budget (slider + number, or auto) with the fit estimate for the
+// current model updating as it moves, caching policy, sampling defaults,
+// folders, theme. Reads and writes through the injected AppSettings on OK.
+#pragma once
+
+#include <QDialog>
+#include <optional>
+
+#include "app/core/model_shape.h"
+#include "app/qt/app_settings.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QSlider;
+class QSpinBox;
+
+namespace moe {
+
+struct SettingsContext {
+  std::optional<ModelShape> model;  // the model the fit is shown for (none: no estimate)
+  QString model_name;
+  quint64 gpu_total_bytes = 0;       // 0: no GPU found
+  quint64 host_available_bytes = 0;  // MemAvailable, 0 unknown
+  int n_ctx = 4096;
+};
+
+class SettingsDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  SettingsDialog(AppSettings& settings, SettingsContext context, QWidget* parent = nullptr);
+
+  // The budget the controls show now, in bytes (0 = auto).
+  quint64 budgetBytes() const;
+  QString fitText() const;
+  void accept() override;
+
+ private:
+  QWidget* buildOffloadTab();
+  QWidget* buildSamplingTab();
+  QWidget* buildGeneralTab();
+  void updateFit();
+  quint64 effectiveBudget() const;
+
+  AppSettings& settings_;
+  SettingsContext ctx_;
+  QCheckBox* auto_budget_ = nullptr;
+  QSlider* budget_slider_ = nullptr;
+  QDoubleSpinBox* budget_gb_ = nullptr;
+  QLabel* fit_ = nullptr;
+  QComboBox* policy_ = nullptr;
+  QLabel* policy_help_ = nullptr;
+  QDoubleSpinBox* temperature_ = nullptr;
+  QDoubleSpinBox* top_p_ = nullptr;
+  QSpinBox* top_k_ = nullptr;
+  QDoubleSpinBox* min_p_ = nullptr;
+  QDoubleSpinBox* repeat_penalty_ = nullptr;
+  QSpinBox* max_tokens_ = nullptr;
+  QLineEdit* models_folder_ = nullptr;
+  QLineEdit* data_folder_ = nullptr;
+  QComboBox* theme_ = nullptr;
+};
+
+}  // namespace moe
