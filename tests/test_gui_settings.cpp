@@ -1,0 +1,137 @@
+// The settings panel: the VRAM budget slider and number stay in step, the fit
+// estimate for the demo model follows the budget, "auto" without a GPU says
+// so, and OK writes every field through AppSettings to a real INI file.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/core/model_shape.h"
+#include "app/qt/app_settings.h"
+#include "ui/settings_dialog.h"
+
+using namespace moe;
+
+namespace {
+
+SettingsContext demoContext(quint64 gpu_bytes) {
+  SettingsContext ctx;
+  ctx.model = describeModel("", true);
+  ctx.model_name = "Demo model";
+  ctx.gpu_total_bytes = gpu_bytes;
+  ctx.host_available_bytes = 8'000'000'000;
+  ctx.n_ctx = 512;
+  return ctx;
+}
+
+}  // namespace
+
+class GuiSettingsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void settingsRoundTripThroughAnIniFile() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("moechat.ini");
+    {
+      QSettings ini(path, QSettings::IniFormat);
+      AppSettings s(ini);
+      QSignalSpy offload(&s, &AppSettings::offloadChanged);
+      s.setVramBudgetBytes(12'000'000'000);
+      s.setCachePolicy("static");
+      s.setCachePolicy("no-such-policy");  // ignored
+      QCOMPARE(offload.count(), 2);
+      s.setTheme("dark");
+    }
+    QSettings ini(path, QSettings::IniFormat);
+    AppSettings s(ini);
+    QCOMPARE(s.vramBudgetBytes(), quint64(12'000'000'000));
+    QCOMPARE(s.cachePolicy(), QString("static"));
+    QCOMPARE(s.theme(), QString("dark"));
+  }
+
+  void fitFollowsTheBudget() {
+    QTemporaryDir dir;
+    QSettings ini(dir.filePath("s.ini"), QSettings::IniFormat);
+    AppSettings settings(ini);
+    settings.setVramBudgetBytes(1'000'000'000);
+    SettingsDialog dlg(settings, demoContext(24'000'000'000));
+    auto* slider = dlg.findChild<QSlider*>("budgetSlider");
+    auto* gb = dlg.findChild<QDoubleSpinBox*>("budgetGb");
+    auto* fit = dlg.findChild<QLabel*>("fitEstimate");
+    QVERIFY(slider && gb && fit);
+    QCOMPARE(gb->value(), 1.0);
+    QVERIFY2(fit->text().contains("Expert cache") || fit->text().contains("fit"), qPrintable(fit->text()));
+
+    // The demo model is tiny: even a small budget holds all its experts.
+    QVERIFY2(fit->text().contains("all") && fit->text().contains("no offloading"), qPrintable(fit->text()));
+
+    // Keyboard on the slider moves the number with it.
+    slider->setFocus();
+    QTest::keyClick(slider, Qt::Key_Right);
+    QCOMPARE(gb->value(), 1.25);
+    QTest::keyClick(slider, Qt::Key_End);
+    QCOMPARE(gb->value(), 24.0);
+    // And the number moves the slider.
+    gb->setValue(2.0);
+    QCOMPARE(slider->value(), 8);
+    QCOMPARE(dlg.budgetBytes(), quint64(2'000'000'000));
+  }
+
+  void tinyBudgetDoesNotFit() {
+    QTemporaryDir dir;
+    QSettings ini(dir.filePath("s.ini"), QSettings::IniFormat);
+    AppSettings settings(ini);
+    settings.setVramBudgetBytes(250'000'000);
+    auto ctx = demoContext(24'000'000'000);
+    ctx.n_ctx = 4096;
+    // Pretend the demo model had 1000x the context: the KV cache alone no longer fits.
+    ctx.model->config.n_ctx_train = 1 << 20;
+    ctx.n_ctx = 1 << 20;
+    SettingsDialog dlg(settings, ctx);
+    QVERIFY2(dlg.fitText().contains("Does not fit"), qPrintable(dlg.fitText()));
+  }
+
+  void autoWithoutAGpuSaysSo() {
+    QTemporaryDir dir;
+    QSettings ini(dir.filePath("s.ini"), QSettings::IniFormat);
+    AppSettings settings(ini);
+    SettingsDialog dlg(settings, demoContext(0));
+    QVERIFY(dlg.findChild<QCheckBox*>("autoBudget")->isChecked());
+    QVERIFY(dlg.fitText().contains("No GPU found"));
+    QVERIFY(!dlg.findChild<QSlider*>("budgetSlider")->isEnabled());
+    dlg.findChild<QCheckBox*>("autoBudget")->click();
+    QVERIFY(dlg.findChild<QSlider*>("budgetSlider")->isEnabled());
+    QVERIFY(!dlg.fitText().contains("No GPU found"));
+  }
+
+  void okWritesEveryField() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("s.ini");
+    {
+      QSettings ini(path, QSettings::IniFormat);
+      AppSettings settings(ini);
+      SettingsDialog dlg(settings, demoContext(24'000'000'000));
+      dlg.findChild<QCheckBox*>("autoBudget")->setChecked(false);
+      dlg.findChild<QDoubleSpinBox*>("budgetGb")->setValue(10.5);
+      dlg.findChild<QComboBox*>("policy")->setCurrentText("reactive-lru");
+      dlg.findChild<QDoubleSpinBox*>("temperature")->setValue(0.0);
+      dlg.findChild<QComboBox*>("theme")->setCurrentText("light");
+      dlg.accept();
+    }
+    QSettings ini(path, QSettings::IniFormat);
+    AppSettings settings(ini);
+    QCOMPARE(settings.vramBudgetBytes(), quint64(10'500'000'000));
+    QCOMPARE(settings.cachePolicy(), QString("reactive-lru"));
+    QCOMPARE(settings.sampling().temperature, 0.0);
+    QCOMPARE(settings.theme(), QString("light"));
+  }
+};
+
+QTEST_MAIN(GuiSettingsTest)
+#include "test_gui_settings.moc"
