@@ -43,15 +43,15 @@ class FakeChatEngine final : public ChatEngine {
   }
   bool loaded() const override { return loaded_; }
 
-  ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
-                   const TextSink& on_text, const std::atomic<bool>& cancel) override {
+  EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                         const TextSink& on_text, const std::atomic<bool>& cancel) override {
     {
       std::lock_guard lock(mu_);
       last_messages = messages;
     }
     ++replies;
     if (!fail_reply_with.empty()) throw std::runtime_error(fail_reply_with);
-    ReplyStats st;
+    EngineReplyStats st;
     st.prompt_tokens = static_cast<int>(messages.size()) * 10;
     generating_ = true;
     prefilled_ = st.prompt_tokens;

@@ -66,7 +66,7 @@ class WorkerEngineTest : public QObject {
     host.generate(7, chat, greedy(24));
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
     QCOMPARE(finished.at(0).at(0).toLongLong(), qint64(7));
-    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    const auto st = finished.at(0).at(1).value<EngineReplyStats>();
     QCOMPARE(st.completion_tokens, ref.completion_tokens);
     QCOMPARE(joined(text, 7), QString::fromStdString(expected));
     QVERIFY(st.decode_tps > 0);
@@ -103,7 +103,7 @@ class WorkerEngineTest : public QObject {
     QTRY_VERIFY(text.count() >= 1);
     host.stop(3);
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
-    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    const auto st = finished.at(0).at(1).value<EngineReplyStats>();
     QCOMPARE(QString::fromStdString(st.stop_reason), QString("cancelled"));
     QVERIFY(st.completion_tokens < 5000);
   }
@@ -118,13 +118,14 @@ class WorkerEngineTest : public QObject {
     host.stop(5);
     host.generate(5, {{"user", "hi"}}, greedy(10));
     QTRY_COMPARE(finished.count(), 1);
-    const auto st = finished.at(0).at(1).value<ReplyStats>();
+    const auto st = finished.at(0).at(1).value<EngineReplyStats>();
     QCOMPARE(QString::fromStdString(st.stop_reason), QString("cancelled"));
     QCOMPARE(st.completion_tokens, 0);
     // A later reply is not affected by the old stop.
     host.generate(6, {{"user", "again"}}, greedy(10));
     QTRY_COMPARE(finished.count(), 2);
-    QCOMPARE(QString::fromStdString(finished.at(1).at(1).value<ReplyStats>().stop_reason), QString("length"));
+    QCOMPARE(QString::fromStdString(finished.at(1).at(1).value<EngineReplyStats>().stop_reason),
+             QString("length"));
   }
 
   void loadFailureIsReportedWithTheReason() {

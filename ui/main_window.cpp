@@ -1,7 +1,474 @@
 #include "ui/main_window.h"
 
-namespace moe {
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolButton>
+#include <QVBoxLayout>
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) { setWindowTitle("moechat"); }
+#include "app/core/chat_export.h"
+#include "app/core/model_shape.h"
+#include "offload/host_expert_store.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/conversation_list_model.h"
+#include "ui/expert_heat_map.h"
+#include "ui/perf_strip.h"
+#include "ui/settings_dialog.h"
+#include "ui/theme.h"
+
+namespace moe {
+namespace {
+
+constexpr int kUndoMs = 10'000;
+const char* kDemoBanner =
+    "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not language. ";
+
+QString q(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+MessageItem toItem(const Message& m) {
+  MessageItem it;
+  it.id = m.id;
+  it.role = toString(m.role);
+  it.text = q(m.text);
+  it.state = toString(m.state);
+  it.footer = m.role == Role::Assistant ? replyFooter(m) : QString();
+  return it;
+}
+
+}  // namespace
+
+QString replyFooter(const Message& m) {
+  if (m.state == MessageState::Error) return q(m.stats.stop_reason);
+  QStringList parts;
+  if (m.stats.completion_tokens) parts << QString("%1 tokens").arg(*m.stats.completion_tokens);
+  if (m.stats.decode_tps) parts << QString("%1 tok/s").arg(*m.stats.decode_tps, 0, 'f', 1);
+  if (m.stats.prefill_tps) parts << QString("prompt %1 tok/s").arg(*m.stats.prefill_tps, 0, 'f', 0);
+  if (m.stats.ttft_ms) parts << QString("first token %1 ms").arg(*m.stats.ttft_ms, 0, 'f', 0);
+  return parts.join(" · ");
+}
+
+MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatController& chat, EngineHost& engine,
+                       QWidget* parent)
+    : QMainWindow(parent), settings_(settings), store_(store), chat_(chat), engine_(engine) {
+  setWindowTitle("moechat");
+  setObjectName("mainWindow");
+  list_model_ = new ConversationListModel(store_, this);
+
+  auto* split = new QSplitter(this);
+  split->addWidget(buildSidebar());
+  split->addWidget(buildChatPane());
+  split->setStretchFactor(1, 1);
+  split->setSizes({260, 760});
+  auto* central = new QWidget(this);
+  auto* v = new QVBoxLayout(central);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->setSpacing(0);
+  v->addWidget(split, 1);
+  InferenceWorker* worker = engine_.worker();
+  perf_ = new PerfStrip([worker] { return worker->counters(); }, central);
+  v->addWidget(perf_);
+  setCentralWidget(central);
+
+  heat_map_ = new ExpertHeatMap([worker] { return worker->residency(); }, this);
+  heat_dock_ = new QDockWidget("Expert cache (layers × experts)", this);
+  heat_dock_->setObjectName("heatDock");
+  heat_dock_->setWidget(heat_map_);
+  addDockWidget(Qt::RightDockWidgetArea, heat_dock_);
+
+  load_bar_ = new QProgressBar(this);
+  load_bar_->setRange(0, 100);
+  load_bar_->setMaximumWidth(160);
+  load_bar_->hide();
+  model_status_ = new QLabel(this);
+  statusBar()->addPermanentWidget(model_status_);
+  statusBar()->addPermanentWidget(load_bar_);
+  buildActions();
+
+  connect(&chat_, &ChatController::conversationsChanged, this, [this] {
+    list_model_->reload();
+    selectConversationRow(chat_.current());
+  });
+  connect(&chat_, &ChatController::conversationOpened, this, &MainWindow::showConversation);
+  connect(&chat_, &ChatController::messageAdded, this, [this](const Message& m) {
+    if (m.conversation_id == chat_.current()) chat_view_->appendMessage(toItem(m));
+  });
+  connect(&chat_, &ChatController::replyText, this, [this](qint64 id, const QString& text) {
+    if (chat_.streamingConversation() == chat_.current()) chat_view_->setStreamingText(id, text);
+  });
+  connect(&chat_, &ChatController::replyFinished, this, &MainWindow::onReplyFinished);
+  connect(&chat_, &ChatController::busyChanged, this, [this](bool busy) {
+    composer_->setBusy(busy);
+    chat_view_->setBusy(busy);
+  });
+  connect(&chat_, &ChatController::error, this,
+          [this](const QString& why) { statusBar()->showMessage("Reply failed: " + why, 10'000); });
+  connect(&chat_, &ChatController::modelLoading, this, [this](double f, const QString& stage) {
+    load_bar_->show();
+    load_bar_->setValue(static_cast<int>(f * 100));
+    model_status_->setText("Loading: " + stage);
+  });
+  connect(&chat_, &ChatController::modelLoaded, this, &MainWindow::onModelLoaded);
+  connect(&chat_, &ChatController::modelFailed, this, [this](const QString& why) {
+    load_bar_->hide();
+    model_status_->setText("No model loaded");
+    composer_->setEnabled(true);
+    QMessageBox::warning(this, "Could not load the model", why);
+    updateBanner();
+  });
+  connect(&settings_, &AppSettings::themeChanged, this,
+          [this] { applyTheme(*qobject_cast<QApplication*>(QApplication::instance()), settings_.theme()); });
+
+  perf_->start();
+  heat_map_->start();
+  resize(1280, 800);
+  showConversation(0);
+}
+
+MainWindow::~MainWindow() = default;
+
+QWidget* MainWindow::buildSidebar() {
+  auto* side = new QWidget(this);
+  auto* v = new QVBoxLayout(side);
+  v->setContentsMargins(8, 8, 4, 8);
+  auto* new_chat = new QPushButton("New chat", side);
+  new_chat->setObjectName("newChatButton");
+  new_chat->setToolTip("New chat (Ctrl+N)");
+  connect(new_chat, &QPushButton::clicked, this, [this] { chat_.newConversation(); });
+  search_ = new QLineEdit(side);
+  search_->setObjectName("searchField");
+  search_->setPlaceholderText("Search chats (Ctrl+F)");
+  search_->setClearButtonEnabled(true);
+  connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    list_model_->setSearch(text);
+    selectConversationRow(chat_.current());
+  });
+  list_ = new QListView(side);
+  list_->setObjectName("conversationList");
+  list_->setModel(list_model_);
+  list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
+  list_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& idx) {
+    const qint64 id = list_model_->idAt(idx.row());
+    if (id && id != chat_.current()) chat_.openConversation(id);
+  });
+  connect(list_, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const QModelIndex idx = list_->indexAt(pos);
+    if (!idx.isValid() || list_model_->idAt(idx.row()) == 0) return;
+    QMenu menu(this);
+    menu.addAction("Rename", [this, idx] { list_->edit(idx); });
+    menu.addAction("Export as Markdown…", [this] {
+      exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
+    });
+    menu.addAction("Export as JSON…", [this] {
+      exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.json", "JSON (*.json)"));
+    });
+    menu.addSeparator();
+    menu.addAction("Delete", [this] { deleteSelected(); });
+    menu.exec(list_->viewport()->mapToGlobal(pos));
+  });
+
+  undo_bar_ = new QFrame(side);
+  undo_bar_->setObjectName("undoBar");
+  auto* uh = new QHBoxLayout(undo_bar_);
+  uh->setContentsMargins(4, 2, 4, 2);
+  undo_label_ = new QLabel(undo_bar_);
+  auto* undo = new QToolButton(undo_bar_);
+  undo->setObjectName("undoButton");
+  undo->setText("Undo");
+  uh->addWidget(undo_label_, 1);
+  uh->addWidget(undo);
+  undo_bar_->hide();
+  connect(undo, &QToolButton::clicked, this, [this] {
+    if (undo_id_ && chat_.undoDelete(undo_id_)) chat_.openConversation(undo_id_);
+    undo_id_ = 0;
+    undo_bar_->hide();
+  });
+
+  v->addWidget(new_chat);
+  v->addWidget(search_);
+  v->addWidget(list_, 1);
+  v->addWidget(undo_bar_);
+  return side;
+}
+
+QWidget* MainWindow::buildChatPane() {
+  auto* pane = new QWidget(this);
+  auto* v = new QVBoxLayout(pane);
+  v->setContentsMargins(0, 8, 8, 0);
+  v->setSpacing(4);
+  auto* top = new QHBoxLayout;
+  title_ = new QLabel(pane);
+  title_->setObjectName("chatTitle");
+  QFont tf = title_->font();
+  tf.setPointSizeF(tf.pointSizeF() * 1.2);
+  tf.setBold(true);
+  title_->setFont(tf);
+  model_combo_ = new QComboBox(pane);
+  model_combo_->setObjectName("modelCombo");
+  model_combo_->setMinimumWidth(220);
+  model_combo_->setToolTip("The model replies come from");
+  connect(model_combo_, &QComboBox::activated, this, [this](int i) {
+    loadModel({model_combo_->itemText(i), model_combo_->itemData(i).toString()});
+  });
+  top->addWidget(title_, 1);
+  top->addWidget(new QLabel("Model:", pane));
+  top->addWidget(model_combo_);
+  v->addLayout(top);
+
+  banner_ = new QLabel(pane);
+  banner_->setObjectName("demoBanner");
+  banner_->setWordWrap(true);
+  banner_->setTextFormat(Qt::RichText);
+  banner_->setMargin(6);
+  banner_->setAutoFillBackground(true);
+  QPalette bp = banner_->palette();
+  bp.setColor(QPalette::Window, QColor(0xe0, 0xa3, 0x2e, 60));
+  banner_->setPalette(bp);
+  connect(banner_, &QLabel::linkActivated, this, [this](const QString&) {
+    if (launch_wizard_) launch_wizard_();
+  });
+  v->addWidget(banner_);
+
+  chat_view_ = new ChatView(pane);
+  v->addWidget(chat_view_, 1);
+  composer_ = new Composer(pane);
+  v->addWidget(composer_);
+  connect(composer_, &Composer::sendRequested, this, [this](const QString& text) {
+    const qint64 editing = editing_message_;
+    editing_message_ = 0;
+    composer_->editor()->setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)");
+    const bool ok = editing ? chat_.editAndResend(editing, text) : chat_.send(text);
+    if (!ok) {
+      composer_->setText(text);  // nothing is lost
+      statusBar()->showMessage(chat_.modelReady() ? "Wait for the reply to finish, or stop it (Esc)"
+                                                  : "No model is loaded yet",
+                               5000);
+    }
+  });
+  connect(composer_, &Composer::stopRequested, &chat_, &ChatController::stop);
+  connect(chat_view_, &ChatView::copyRequested, this, [this](qint64 id) {
+    if (auto m = store_.message(id)) QApplication::clipboard()->setText(q(m->text));
+    statusBar()->showMessage("Copied", 2000);
+  });
+  connect(chat_view_, &ChatView::editRequested, this, &MainWindow::editMessage);
+  connect(chat_view_, &ChatView::regenerateRequested, this, [this](qint64) { chat_.regenerate(); });
+  return pane;
+}
+
+void MainWindow::buildActions() {
+  auto* file = menuBar()->addMenu("&File");
+  auto* new_chat = file->addAction("New chat", this, [this] { chat_.newConversation(); });
+  new_chat->setShortcut(QKeySequence::New);
+  file->addAction("Add a model…", this, [this] {
+    if (launch_wizard_) launch_wizard_();
+  });
+  file->addAction("Export chat as Markdown…", this, [this] {
+    exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
+  });
+  file->addAction("Export chat as JSON…", this, [this] {
+    exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.json", "JSON (*.json)"));
+  });
+  file->addSeparator();
+  auto* quit = file->addAction("Quit", this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  auto* edit = menuBar()->addMenu("&Edit");
+  auto* find = edit->addAction("Search chats", this, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  find->setShortcut(QKeySequence::Find);
+  auto* stop = edit->addAction("Stop the reply", this, [this] {
+    if (chat_.busy())
+      chat_.stop();
+    else if (editing_message_) {
+      editing_message_ = 0;
+      composer_->setText({});
+    }
+  });
+  stop->setShortcut(Qt::Key_Escape);
+  auto* regen = edit->addAction("Regenerate the last reply", this, [this] { chat_.regenerate(); });
+  regen->setShortcut(QKeySequence("Ctrl+R"));
+  auto* del = edit->addAction("Delete chat", this, &MainWindow::deleteSelected);
+  del->setShortcut(QKeySequence("Ctrl+Shift+Backspace"));
+  auto* prefs = edit->addAction("Settings…", this, &MainWindow::openSettings);
+  prefs->setShortcut(QKeySequence("Ctrl+,"));
+
+  auto* view = menuBar()->addMenu("&View");
+  view->addAction(heat_dock_->toggleViewAction());
+  auto* theme = view->addMenu("Theme");
+  for (const char* t : {"system", "light", "dark"})
+    theme->addAction(t, this, [this, t] { settings_.setTheme(t); });
+}
+
+void MainWindow::setModelWizardLauncher(std::function<void()> launch) {
+  launch_wizard_ = std::move(launch);
+  updateBanner();
+}
+
+void MainWindow::setModelListSource(std::function<std::vector<ModelChoice>()> source) {
+  model_source_ = std::move(source);
+  refreshModelList();
+}
+
+void MainWindow::refreshModelList() {
+  const QSignalBlocker block(model_combo_);
+  const QString current = chat_.model() ? q(chat_.model()->path) : settings_.lastModelPath();
+  model_combo_->clear();
+  model_combo_->addItem("Demo model (random weights)", QString());
+  if (model_source_)
+    for (const auto& m : model_source_()) model_combo_->addItem(m.name, m.path);
+  const int i = model_combo_->findData(current);
+  model_combo_->setCurrentIndex(i < 0 ? 0 : i);
+}
+
+void MainWindow::loadInitialModel() {
+  const QString last = settings_.lastModelPath();
+  if (!last.isEmpty() && QFile::exists(last))
+    loadModel({QFileInfo(last).fileName(), last});
+  else
+    loadModel({"Demo model", QString()});
+}
+
+void MainWindow::loadModel(const ModelChoice& choice) {
+  EngineLoadOptions o;
+  o.demo = choice.path.isEmpty();
+  o.model_path = choice.path.toStdString();
+  o.policy = settings_.cachePolicy().toStdString();
+  o.vram_budget_bytes = settings_.vramBudgetBytes();
+  composer_->setEnabled(false);
+  model_status_->setText("Loading " + choice.name + "…");
+  chat_.loadModel(o);
+}
+
+void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
+  load_bar_->hide();
+  composer_->setEnabled(true);
+  composer_->editor()->setFocus();
+  settings_.setLastModelPath(q(info.path));
+  model_status_->setText(QString("%1 · %2 · %3 layers × %4 experts (%5 used) · %6 backend")
+                             .arg(q(info.name), q(info.architecture))
+                             .arg(info.n_layer)
+                             .arg(info.n_expert)
+                             .arg(info.n_expert_used)
+                             .arg(q(info.backend)));
+  refreshModelList();
+  updateBanner();
+  heat_map_->refresh();
+}
+
+void MainWindow::updateBanner() {
+  const bool demo = chat_.model() && chat_.model()->demo;
+  QString text = kDemoBanner;
+  if (launch_wizard_) text += "<a href=\"wizard\">Get a real model…</a>";
+  banner_->setText(text);
+  banner_->setVisible(demo);
+}
+
+void MainWindow::showConversation(qint64 id) {
+  std::vector<MessageItem> items;
+  if (id) {
+    for (const auto& m : store_.messages(id)) items.push_back(toItem(m));
+    const auto c = store_.get(id);
+    title_->setText(c ? q(c->title) : QString());
+  } else {
+    title_->setText("moechat");
+  }
+  chat_view_->setPlaceholder(
+      "<h2>Chat with a Mixture-of-Experts model</h2><p>Type a message below. The strip at the bottom shows what "
+      "the expert cache does while the model answers.</p>");
+  chat_view_->setMessages(items);
+  if (chat_.busy() && chat_.streamingConversation() == id) chat_view_->setBusy(true);
+  selectConversationRow(id);
+}
+
+void MainWindow::selectConversationRow(qint64 id) {
+  const int row = list_model_->rowOf(id);
+  const QSignalBlocker block(list_->selectionModel());
+  if (row < 0)
+    list_->selectionModel()->clearSelection();
+  else
+    list_->selectionModel()->setCurrentIndex(list_model_->index(row), QItemSelectionModel::ClearAndSelect);
+}
+
+void MainWindow::deleteSelected() {
+  const qint64 id = chat_.current();
+  if (!id) return;
+  const auto c = store_.get(id);
+  if (!chat_.deleteConversation(id)) return;
+  undo_id_ = id;
+  undo_label_->setText(QString("Deleted “%1”").arg(c ? q(c->title) : QString()));
+  undo_bar_->show();
+  QTimer::singleShot(kUndoMs, undo_bar_, [this, id] {
+    if (undo_id_ == id) {
+      undo_id_ = 0;
+      undo_bar_->hide();
+    }
+  });
+}
+
+void MainWindow::onReplyFinished(const Message& m) {
+  if (m.conversation_id == chat_.current())
+    chat_view_->finishMessage(m.id, q(m.text), replyFooter(m), toString(m.state));
+}
+
+void MainWindow::editMessage(qint64 id) {
+  const auto m = store_.message(id);
+  if (!m || chat_.busy()) return;
+  editing_message_ = id;
+  composer_->editor()->setPlaceholderText("Editing your message: Enter sends it again, Esc cancels");
+  composer_->setText(q(m->text));
+}
+
+void MainWindow::openSettings() { makeSettingsDialog()->exec(); }
+
+std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
+  SettingsContext ctx;
+  if (chat_.model()) {
+    try {
+      ctx.model = describeModel(chat_.model()->path, chat_.model()->demo);
+      ctx.model_name = q(chat_.model()->name);
+      ctx.n_ctx = chat_.model()->n_ctx;
+    } catch (const std::exception&) {
+    }
+  }
+  ctx.host_available_bytes = HostExpertStore::availableRam();
+  return std::make_unique<SettingsDialog>(settings_, ctx, this);
+}
+
+void MainWindow::exportCurrent(const QString& path) {
+  if (path.isEmpty() || !chat_.current()) return;
+  const auto c = store_.get(chat_.current());
+  if (!c) return;
+  const auto msgs = store_.messages(c->id);
+  const std::string text =
+      path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs) : conversationToMarkdown(*c, msgs);
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
+    QMessageBox::warning(this, "Export failed", QString("Could not write %1: %2").arg(path, f.errorString()));
+    return;
+  }
+  statusBar()->showMessage("Exported to " + path, 5000);
+}
 
 }  // namespace moe

@@ -1,16 +1,110 @@
-// The main window: conversations on the left, the chat on the right, the live
-// performance strip at the bottom.
+// The main window: conversations on the left (search, new, rename, delete with
+// undo, export), the chat on the right (streaming reply, stop, regenerate,
+// edit-and-resend, copy), the live performance strip at the bottom, and a dock
+// with the expert-cache heat map. Everything it needs is given to it.
 #pragma once
 
 #include <QMainWindow>
+#include <functional>
+#include <memory>
+
+#include "app/core/conversation_store.h"
+#include "app/qt/app_settings.h"
+#include "app/qt/chat_controller.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QProgressBar;
+class QPushButton;
+class QDialog;
+class QDockWidget;
 
 namespace moe {
+
+class ChatView;
+class Composer;
+class ConversationListModel;
+class ExpertHeatMap;
+class PerfStrip;
+
+struct ModelChoice {
+  QString name;
+  QString path;  // empty: the demo model
+};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  MainWindow(AppSettings& settings, ConversationStore& store, ChatController& chat, EngineHost& engine,
+             QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Optional collaborators the app wires in (tests may leave them unset).
+  void setModelWizardLauncher(std::function<void()> launch);
+  void setModelListSource(std::function<std::vector<ModelChoice>()> source);
+  void refreshModelList();
+
+  // The model to load at start: the last one used, or the demo model.
+  void loadInitialModel();
+  void loadModel(const ModelChoice& choice);
+
+  ChatController& chat() const { return chat_; }
+  AppSettings& settings() const { return settings_; }
+  ChatView* chatView() const { return chat_view_; }
+  Composer* composer() const { return composer_; }
+  ConversationListModel* conversationModel() const { return list_model_; }
+  QListView* conversationList() const { return list_; }
+  QLineEdit* searchField() const { return search_; }
+  PerfStrip* perfStrip() const { return perf_; }
+  ExpertHeatMap* heatMap() const { return heat_map_; }
+  QWidget* undoBar() const { return undo_bar_; }
+  void openSettings();
+  // The dialog openSettings() shows, not yet shown (screenshots and tests).
+  std::unique_ptr<QDialog> makeSettingsDialog();
+  void exportCurrent(const QString& path);  // .md or .json by extension
+
+ private:
+  void buildActions();
+  QWidget* buildSidebar();
+  QWidget* buildChatPane();
+  void showConversation(qint64 id);
+  void selectConversationRow(qint64 id);
+  void deleteSelected();
+  void onModelLoaded(const LoadedModelInfo& info);
+  void onReplyFinished(const Message& m);
+  void updateBanner();
+  void editMessage(qint64 id);
+
+  AppSettings& settings_;
+  ConversationStore& store_;
+  ChatController& chat_;
+  EngineHost& engine_;
+  std::function<void()> launch_wizard_;
+  std::function<std::vector<ModelChoice>()> model_source_;
+
+  ConversationListModel* list_model_ = nullptr;
+  QListView* list_ = nullptr;
+  QLineEdit* search_ = nullptr;
+  QWidget* undo_bar_ = nullptr;
+  QLabel* undo_label_ = nullptr;
+  qint64 undo_id_ = 0;
+  QLabel* title_ = nullptr;
+  QComboBox* model_combo_ = nullptr;
+  QLabel* banner_ = nullptr;
+  ChatView* chat_view_ = nullptr;
+  Composer* composer_ = nullptr;
+  PerfStrip* perf_ = nullptr;
+  ExpertHeatMap* heat_map_ = nullptr;
+  QDockWidget* heat_dock_ = nullptr;
+  QProgressBar* load_bar_ = nullptr;
+  QLabel* model_status_ = nullptr;
+  qint64 editing_message_ = 0;
 };
+
+// The line under an assistant reply: tokens, speeds, time to first token.
+QString replyFooter(const Message& m);
 
 }  // namespace moe

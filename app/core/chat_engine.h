@@ -37,7 +37,7 @@ struct LoadedModelInfo {
   uint64_t file_bytes = 0;
 };
 
-struct ReplyStats {
+struct EngineReplyStats {
   int prompt_tokens = 0;
   int reused_tokens = 0;
   int completion_tokens = 0;
@@ -82,8 +82,8 @@ class ChatEngine {
   virtual bool loaded() const = 0;
   // messages: the conversation so far (system first if any), ending with the
   // user's turn. Streams displayable text to on_text; stops when cancel is set.
-  virtual ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
-                           const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
+  virtual EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                                 const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
   // Thread-safe: called from the GUI thread while reply() runs.
   virtual EngineCounters counters() const = 0;
   virtual ExpertResidency residency() const = 0;

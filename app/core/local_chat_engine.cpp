@@ -48,7 +48,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
 
 bool LocalChatEngine::loaded() const { return loaded_; }
 
-ReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                                   const TextSink& on_text, const std::atomic<bool>& cancel) {
   if (!session_) throw std::logic_error("no model loaded");
   auto& model = session_->model();
@@ -63,7 +63,7 @@ ReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages, cons
   const auto st = session_->generator().generate(ids, p, on_text, &cancel);
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
 
-  ReplyStats r;
+  EngineReplyStats r;
   r.prompt_tokens = st.prompt_tokens;
   r.reused_tokens = st.reused_tokens;
   r.completion_tokens = st.generated_tokens;

@@ -18,8 +18,8 @@ class LocalChatEngine final : public ChatEngine {
 
   LoadedModelInfo load(const EngineLoadOptions& opts, const LoadProgress& progress) override;
   bool loaded() const override;
-  ReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
-                   const TextSink& on_text, const std::atomic<bool>& cancel) override;
+  EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
+                         const TextSink& on_text, const std::atomic<bool>& cancel) override;
   EngineCounters counters() const override;
   ExpertResidency residency() const override;
 

@@ -1,13 +1,102 @@
-// moechat: the desktop app.
+// moechat: the desktop app. Opens the database in the data folder, starts the
+// engine thread, loads the last model (or the demo model on first start) and
+// shows the main window. `--screenshot DIR` renders the main window, the
+// settings and the wizard to PNG files and exits (works offscreen).
 #include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStatusBar>
+#include <cstdio>
+#include <cstdlib>
 
+#include "app/core/app_database.h"
+#include "app/core/conversation_store.h"
+#include "app/core/local_chat_engine.h"
+#include "app/core/model_registry.h"
+#include "app/gui/app_wiring.h"
+#include "app/qt/app_settings.h"
+#include "app/qt/chat_controller.h"
+#include "app/qt/inference_worker.h"
 #include "ui/main_window.h"
+#include "ui/screenshots.h"
+#include "ui/theme.h"
+
+namespace {
+
+// Qt aborts when no display is reachable; say why first and leave cleanly.
+bool displayReachable() {
+  const QByteArray platform = qgetenv("QT_QPA_PLATFORM");
+  if (!platform.isEmpty() && platform != "xcb" && platform != "wayland") return true;  // offscreen, vnc, ...
+  return qEnvironmentVariableIsSet("DISPLAY") || qEnvironmentVariableIsSet("WAYLAND_DISPLAY");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  if (!displayReachable()) {
+    std::fprintf(stderr,
+                 "moechat: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the window cannot open.\n"
+                 "  Run it from a desktop session, or headless with QT_QPA_PLATFORM=offscreen (e.g. with\n"
+                 "  --screenshot DIR), or use the same engine without a window: moechat-cli generate --demo\n");
+    return 2;
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName("moechat");
   QApplication::setOrganizationName("moechat");
-  moe::MainWindow window;
+  QApplication::setApplicationVersion(MOECHAT_VERSION);
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription("Chat with Mixture-of-Experts models larger than your GPU's memory.");
+  cli.addHelpOption();
+  cli.addVersionOption();
+  QCommandLineOption data_dir("data-dir", "Keep chats and settings in DIR (default: the user's data folder).",
+                              "DIR");
+  QCommandLineOption demo("demo", "Start on the embedded demo model (random weights).");
+  QCommandLineOption screenshot("screenshot", "Render the main window, settings and wizard to PNG files in DIR "
+                                              "and exit.",
+                                "DIR");
+  cli.addOptions({data_dir, demo, screenshot});
+  cli.process(app);
+
+  std::unique_ptr<QSettings> ini;
+  if (cli.isSet(data_dir)) {
+    QDir().mkpath(cli.value(data_dir));
+    ini = std::make_unique<QSettings>(QDir(cli.value(data_dir)).filePath("moechat.ini"), QSettings::IniFormat);
+  } else {
+    ini = std::make_unique<QSettings>();
+  }
+  moe::AppSettings settings(*ini);
+  if (cli.isSet(data_dir)) settings.setDataFolder(cli.value(data_dir));
+  if (cli.isSet(demo) || cli.isSet(screenshot)) settings.setLastModelPath({});
+  moe::applyTheme(app, settings.theme());
+
+  const QString db_path = QDir(settings.dataFolder()).filePath("moechat.db");
+  std::optional<moe::AppDatabase> db;
+  try {
+    db.emplace(moe::AppDatabase::open(db_path.toStdString()));
+  } catch (const std::exception& e) {
+    QMessageBox::critical(nullptr, "moechat cannot open its database",
+                          QString("%1\n\nYour chats are in %2. moechat has not changed that file.")
+                              .arg(QString::fromUtf8(e.what()), db_path));
+    return 1;
+  }
+  moe::ConversationStore store(*db);
+  const auto recovered = store.recoverInterrupted();
+  moe::ModelRegistry registry(*db);
+
+  moe::EngineHost engine(std::make_unique<moe::LocalChatEngine>());
+  moe::ChatController chat(store, engine, settings);
+  moe::MainWindow window(settings, store, chat, engine);
+  moe::AppWiring wiring(window, settings, registry, *db);
+  if (recovered > 0)
+    window.statusBar()->showMessage(
+        QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.").arg(recovered),
+        15'000);
+
+  window.loadInitialModel();
+  if (cli.isSet(screenshot)) return moe::renderScreenshots(window, settings, cli.value(screenshot));
   window.show();
   return app.exec();
 }

@@ -9,7 +9,7 @@ namespace moe {
 void registerEngineMetaTypes() {
   qRegisterMetaType<EngineLoadOptions>();
   qRegisterMetaType<LoadedModelInfo>();
-  qRegisterMetaType<ReplyStats>();
+  qRegisterMetaType<EngineReplyStats>();
   qRegisterMetaType<GenerationParams>();
   qRegisterMetaType<std::vector<ChatMessage>>();
 }

@@ -15,7 +15,7 @@
 
 Q_DECLARE_METATYPE(moe::EngineLoadOptions)
 Q_DECLARE_METATYPE(moe::LoadedModelInfo)
-Q_DECLARE_METATYPE(moe::ReplyStats)
+Q_DECLARE_METATYPE(moe::EngineReplyStats)
 Q_DECLARE_METATYPE(moe::GenerationParams)
 Q_DECLARE_METATYPE(std::vector<moe::ChatMessage>)
 
@@ -45,7 +45,7 @@ class InferenceWorker : public QObject {
   void modelLoaded(const moe::LoadedModelInfo& info);
   void loadFailed(const QString& reason);
   void textReady(qint64 reply_id, const QString& text);
-  void replyFinished(qint64 reply_id, const moe::ReplyStats& stats);
+  void replyFinished(qint64 reply_id, const moe::EngineReplyStats& stats);
   void replyFailed(qint64 reply_id, const QString& reason);
 
  private:

@@ -1,0 +1,228 @@
+#include "app/qt/chat_controller.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+
+namespace moe {
+namespace {
+
+std::string utf8(const QString& s) { return s.toStdString(); }
+
+QString titleFrom(const QString& text) {
+  QString t = text.simplified();
+  if (t.size() > 48) t = t.left(47).trimmed() + "…";
+  return t;
+}
+
+}  // namespace
+
+std::optional<SamplingDefaults> samplingFromJson(const std::string& json) {
+  const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(json));
+  if (!doc.isObject() || doc.object().isEmpty()) return std::nullopt;
+  const auto o = doc.object();
+  SamplingDefaults s;
+  s.temperature = o.value("temperature").toDouble(s.temperature);
+  s.top_p = o.value("top_p").toDouble(s.top_p);
+  s.top_k = o.value("top_k").toInt(s.top_k);
+  s.min_p = o.value("min_p").toDouble(s.min_p);
+  s.repeat_penalty = o.value("repeat_penalty").toDouble(s.repeat_penalty);
+  s.max_tokens = o.value("max_tokens").toInt(s.max_tokens);
+  return s;
+}
+
+std::string samplingToJson(const SamplingDefaults& s) {
+  QJsonObject o;
+  o["temperature"] = s.temperature;
+  o["top_p"] = s.top_p;
+  o["top_k"] = s.top_k;
+  o["min_p"] = s.min_p;
+  o["repeat_penalty"] = s.repeat_penalty;
+  o["max_tokens"] = s.max_tokens;
+  return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
+}
+
+ChatController::ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings,
+                               QObject* parent)
+    : QObject(parent), store_(store), engine_(engine), settings_(settings) {
+  auto* w = engine_.worker();
+  connect(w, &InferenceWorker::loadProgress, this, &ChatController::modelLoading);
+  connect(w, &InferenceWorker::modelLoaded, this, [this](const LoadedModelInfo& info) {
+    model_ = info;
+    emit modelLoaded(info);
+  });
+  connect(w, &InferenceWorker::loadFailed, this, [this](const QString& why) {
+    model_.reset();
+    emit modelFailed(why);
+  });
+  connect(w, &InferenceWorker::textReady, this, &ChatController::onText);
+  connect(w, &InferenceWorker::replyFinished, this, &ChatController::onFinished);
+  connect(w, &InferenceWorker::replyFailed, this, &ChatController::onFailed);
+}
+
+void ChatController::loadModel(const EngineLoadOptions& opts) {
+  if (busy()) stop();
+  model_.reset();
+  engine_.loadModel(opts);
+}
+
+void ChatController::openConversation(qint64 id) {
+  if (id != 0 && !store_.get(id)) return;
+  current_ = id;
+  emit conversationOpened(id);
+}
+
+qint64 ChatController::newConversation() {
+  const qint64 id = store_.createConversation(kNewChatTitle, {}, "{}",
+                                              model_ ? model_->path : std::string());
+  emit conversationsChanged();
+  openConversation(id);
+  return id;
+}
+
+bool ChatController::deleteConversation(qint64 id) {
+  if (busy() && reply_conversation_ == id) stop();
+  if (!store_.softDelete(id)) return false;
+  if (current_ == id) openConversation(0);
+  emit conversationsChanged();
+  return true;
+}
+
+bool ChatController::undoDelete(qint64 id) {
+  if (!store_.restore(id)) return false;
+  emit conversationsChanged();
+  return true;
+}
+
+std::vector<Message> ChatController::messages() const {
+  return current_ ? store_.messages(current_) : std::vector<Message>{};
+}
+
+void ChatController::setSystemPrompt(const QString& text) {
+  if (current_) store_.setSystemPrompt(current_, utf8(text));
+}
+
+SamplingDefaults ChatController::sampling() const {
+  if (current_)
+    if (auto c = store_.get(current_))
+      if (auto s = samplingFromJson(c->sampling_json)) return *s;
+  return settings_.sampling();
+}
+
+void ChatController::setSampling(const SamplingDefaults& s) {
+  if (current_) store_.setSampling(current_, samplingToJson(s));
+}
+
+bool ChatController::send(const QString& text) {
+  if (busy() || !model_ || text.trimmed().isEmpty()) return false;
+  if (!current_) newConversation();
+  const auto conv = store_.get(current_);
+  if (conv && conv->title == kNewChatTitle) store_.rename(current_, utf8(titleFrom(text)));
+  const qint64 id = store_.addMessage(current_, Role::User, utf8(text));  // committed now
+  if (auto m = store_.message(id)) emit messageAdded(*m);
+  emit conversationsChanged();
+  startReply();
+  return true;
+}
+
+void ChatController::startReply() {
+  reply_conversation_ = current_;
+  reply_text_.clear();
+  const auto msgs = history(current_);
+  reply_id_ = store_.beginReply(current_);
+  since_checkpoint_.start();
+  if (auto m = store_.message(reply_id_)) emit messageAdded(*m);
+  emit busyChanged(true);
+
+  const SamplingDefaults s = sampling();
+  GenerationParams p;
+  p.max_tokens = s.max_tokens;
+  p.sampler.temperature = static_cast<float>(s.temperature);
+  p.sampler.top_p = static_cast<float>(s.top_p);
+  p.sampler.top_k = s.top_k;
+  p.sampler.min_p = static_cast<float>(s.min_p);
+  p.sampler.repeat_penalty = static_cast<float>(s.repeat_penalty);
+  engine_.generate(reply_id_, msgs, p);
+}
+
+std::vector<ChatMessage> ChatController::history(qint64 conversation_id) const {
+  std::vector<ChatMessage> out;
+  if (auto c = store_.get(conversation_id); c && !c->system_prompt.empty())
+    out.push_back({"system", c->system_prompt});
+  for (const auto& m : store_.messages(conversation_id)) {
+    if (m.role == Role::System || m.state == MessageState::Error) continue;
+    if (m.role == Role::Assistant && m.text.empty()) continue;
+    out.push_back({toString(m.role), m.text});
+  }
+  return out;
+}
+
+void ChatController::stop() {
+  if (reply_id_) engine_.stop(reply_id_);
+}
+
+bool ChatController::regenerate() {
+  if (busy() || !model_ || !current_) return false;
+  const auto msgs = store_.messages(current_);
+  for (auto it = msgs.rbegin(); it != msgs.rend(); ++it)
+    if (it->role == Role::User) {
+      store_.truncateAfter(current_, it->id);
+      emit conversationOpened(current_);
+      startReply();
+      return true;
+    }
+  return false;
+}
+
+bool ChatController::editAndResend(qint64 message_id, const QString& text) {
+  if (busy() || !model_ || !current_ || text.trimmed().isEmpty()) return false;
+  const auto m = store_.message(message_id);
+  if (!m || m->conversation_id != current_ || m->role != Role::User) return false;
+  store_.updateMessageText(message_id, utf8(text));
+  store_.truncateAfter(current_, message_id);
+  emit conversationOpened(current_);
+  startReply();
+  return true;
+}
+
+void ChatController::onText(qint64 reply_id, const QString& chunk) {
+  if (reply_id != reply_id_) return;
+  reply_text_ += chunk;
+  emit replyText(reply_id, reply_text_);
+  if (since_checkpoint_.elapsed() >= kCheckpointMs) {
+    store_.checkpointReply(reply_id_, utf8(reply_text_));
+    since_checkpoint_.restart();
+  }
+}
+
+void ChatController::onFinished(qint64 reply_id, const EngineReplyStats& st) {
+  if (reply_id != reply_id_) return;
+  ReplyStats s;
+  s.prompt_tokens = st.prompt_tokens;
+  s.completion_tokens = st.completion_tokens;
+  if (st.completion_tokens > 0) s.ttft_ms = st.ttft_ms;
+  if (st.prefill_tps > 0) s.prefill_tps = st.prefill_tps;
+  if (st.decode_tps > 0) s.decode_tps = st.decode_tps;
+  s.stop_reason = st.stop_reason;
+  finish(st.stop_reason == "cancelled" ? MessageState::Stopped : MessageState::Complete, s);
+}
+
+void ChatController::onFailed(qint64 reply_id, const QString& reason) {
+  if (reply_id != reply_id_) return;
+  ReplyStats s;
+  s.stop_reason = utf8(reason);
+  finish(MessageState::Error, s);
+  emit error(reason);
+}
+
+void ChatController::finish(MessageState state, const ReplyStats& stats) {
+  const qint64 id = reply_id_;
+  store_.finishReply(id, utf8(reply_text_), state, stats);
+  reply_id_ = 0;
+  reply_conversation_ = 0;
+  reply_text_.clear();
+  if (auto m = store_.message(id)) emit replyFinished(*m);
+  emit conversationsChanged();
+  emit busyChanged(false);
+}
+
+}  // namespace moe

@@ -1,0 +1,93 @@
+// The chat's one writer: turns what the user does (send, stop, regenerate,
+// edit-and-resend, switch conversation) into store writes and engine calls,
+// and the engine's signals into store writes and view updates. Lives on the
+// GUI thread. Durability: the user's message is committed before the engine
+// sees it; a streaming reply is checkpointed every kCheckpointMs; the final
+// text, state and figures are written in one transaction.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <QString>
+#include <optional>
+
+#include "app/core/chat_engine.h"
+#include "app/core/conversation_store.h"
+#include "app/qt/app_settings.h"
+#include "app/qt/inference_worker.h"
+
+namespace moe {
+
+class ChatController : public QObject {
+  Q_OBJECT
+
+ public:
+  static constexpr int kCheckpointMs = 2000;
+  static constexpr const char* kNewChatTitle = "New chat";
+
+  ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings, QObject* parent = nullptr);
+
+  // ---- model ----
+  void loadModel(const EngineLoadOptions& opts);
+  bool modelReady() const { return model_.has_value(); }
+  const std::optional<LoadedModelInfo>& model() const { return model_; }
+
+  // ---- conversations ----
+  qint64 current() const { return current_; }
+  void openConversation(qint64 id);
+  qint64 newConversation();
+  bool deleteConversation(qint64 id);  // soft delete; undoDelete restores
+  bool undoDelete(qint64 id);
+  std::vector<Message> messages() const;
+  void setSystemPrompt(const QString& text);
+  // Sampling of the current conversation: its override, or the defaults.
+  SamplingDefaults sampling() const;
+  void setSampling(const SamplingDefaults& s);
+
+  // ---- replies ----
+  bool busy() const { return reply_id_ != 0; }
+  qint64 streamingReply() const { return reply_id_; }
+  qint64 streamingConversation() const { return reply_conversation_; }
+  // Saves the user's message and starts a reply. False (and nothing saved)
+  // when busy, when no model is loaded, or when text is blank.
+  bool send(const QString& text);
+  void stop();
+  bool regenerate();
+  bool editAndResend(qint64 message_id, const QString& text);
+
+ signals:
+  void modelLoading(double fraction, const QString& stage);
+  void modelLoaded(const moe::LoadedModelInfo& info);
+  void modelFailed(const QString& reason);
+  void conversationsChanged();
+  void conversationOpened(qint64 id);  // the view re-reads messages()
+  void messageAdded(const moe::Message& m);
+  void replyText(qint64 message_id, const QString& text_so_far);
+  void replyFinished(const moe::Message& m);
+  void busyChanged(bool busy);
+  void error(const QString& message);
+
+ private:
+  void startReply();
+  void onText(qint64 reply_id, const QString& chunk);
+  void onFinished(qint64 reply_id, const EngineReplyStats& stats);
+  void onFailed(qint64 reply_id, const QString& reason);
+  void finish(MessageState state, const ReplyStats& stats);
+  std::vector<ChatMessage> history(qint64 conversation_id) const;
+
+  ConversationStore& store_;
+  EngineHost& engine_;
+  AppSettings& settings_;
+  std::optional<LoadedModelInfo> model_;
+  qint64 current_ = 0;
+  qint64 reply_id_ = 0;  // the streaming assistant message (0: idle)
+  qint64 reply_conversation_ = 0;
+  QString reply_text_;
+  QElapsedTimer since_checkpoint_;
+};
+
+// JSON <-> sampling settings of a conversation ("{}" = use the defaults).
+std::optional<SamplingDefaults> samplingFromJson(const std::string& json);
+std::string samplingToJson(const SamplingDefaults& s);
+
+}  // namespace moe

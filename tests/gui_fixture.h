@@ -1,0 +1,56 @@
+// The app assembled for GUI tests: a real SQLite database and INI settings in a
+// temporary folder, the engine thread with a given engine (scripted or real),
+// the chat controller and the main window, shown offscreen.
+#pragma once
+
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QTest>
+#include <memory>
+#include <optional>
+
+#include "app/core/app_database.h"
+#include "app/core/conversation_store.h"
+#include "app/qt/app_settings.h"
+#include "app/qt/chat_controller.h"
+#include "app/qt/inference_worker.h"
+#include "ui/main_window.h"
+
+namespace moe::test {
+
+struct GuiApp {
+  QTemporaryDir dir;
+  std::optional<AppDatabase> db;
+  std::unique_ptr<ConversationStore> store;
+  std::unique_ptr<QSettings> ini;
+  std::unique_ptr<AppSettings> settings;
+  std::unique_ptr<EngineHost> engine;
+  std::unique_ptr<ChatController> chat;
+  std::unique_ptr<MainWindow> window;
+
+  explicit GuiApp(std::unique_ptr<ChatEngine> e) {
+    db.emplace(AppDatabase::open(dir.filePath("moechat.db").toStdString()));
+    store = std::make_unique<ConversationStore>(*db);
+    ini = std::make_unique<QSettings>(dir.filePath("moechat.ini"), QSettings::IniFormat);
+    settings = std::make_unique<AppSettings>(*ini);
+    engine = std::make_unique<EngineHost>(std::move(e));
+    chat = std::make_unique<ChatController>(*store, *engine, *settings);
+    window = std::make_unique<MainWindow>(*settings, *store, *chat, *engine);
+    window->show();
+  }
+  ~GuiApp() {
+    window.reset();
+    chat.reset();
+    engine.reset();  // joins the engine thread before the store goes
+  }
+
+  // Loads the demo model (the scripted engine ignores the file) and waits for it.
+  bool loadDemo(int timeout_ms = 60000) {
+    window->loadModel({"Demo model", QString()});
+    QDeadlineTimer deadline(timeout_ms);
+    while (!chat->modelReady() && !deadline.hasExpired()) QTest::qWait(10);
+    return chat->modelReady();
+  }
+};
+
+}  // namespace moe::test

@@ -1,0 +1,277 @@
+// The chat window driven like a user would, with key and mouse events,
+// headless: send, stop, regenerate, edit-and-resend, copy, new chat, search,
+// rename, delete with undo; and what each leaves in the real database. The
+// engine is scripted (tests/fake_chat_engine.h): no model, no GPU.
+#include <QAbstractItemModelTester>
+#include <QAction>
+#include <QClipboard>
+#include <QGuiApplication>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTest>
+#include <QToolButton>
+
+#include "fake_chat_engine.h"
+#include "gui_fixture.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/conversation_list_model.h"
+
+using namespace moe;
+
+namespace {
+
+struct Fixture {
+  test::FakeChatEngine* fake;
+  std::unique_ptr<test::GuiApp> app;
+
+  explicit Fixture(std::function<void(test::FakeChatEngine&)> setup = nullptr) {
+    auto e = std::make_unique<test::FakeChatEngine>();
+    fake = e.get();
+    if (setup) setup(*fake);
+    app = std::make_unique<test::GuiApp>(std::move(e));
+  }
+  MainWindow& w() { return *app->window; }
+  ChatController& chat() { return *app->chat; }
+  ConversationStore& store() { return *app->store; }
+
+  void type(const QString& text) {
+    auto* edit = w().composer()->editor();
+    edit->setFocus();
+    QTest::keyClicks(edit, text);
+    QTest::keyClick(edit, Qt::Key_Return);
+  }
+  QToolButton* bubbleButton(int bubble, const QString& text) {
+    for (auto* b : w().chatView()->bubble(bubble)->findChildren<QToolButton*>())
+      if (b->text() == text) return b;
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+class GuiChatTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void enterSendsAndTheReplyIsStoredWithItsFigures() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    QAbstractItemModelTester tester(f.w().conversationModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    f.type("Hello there");
+    QTRY_VERIFY(f.chat().current() != 0);
+    QTRY_VERIFY(!f.chat().busy());
+    QCOMPARE(f.w().chatView()->bubbleCount(), 2);
+    const auto msgs = f.store().messages(f.chat().current());
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[0].role, Role::User);
+    QCOMPARE(msgs[0].text, std::string("Hello there"));
+    QCOMPARE(msgs[1].text, std::string("Hello from the **fake** engine."));
+    QCOMPARE(msgs[1].state, MessageState::Complete);
+    QCOMPARE(*msgs[1].stats.completion_tokens, int64_t(6));
+    // Rendered as Markdown, with the figures underneath.
+    auto* reply = f.w().chatView()->bubble(1);
+    QCOMPARE(reply->renderedText(), QString("Hello from the **fake** engine."));
+    QVERIFY(reply->findChild<QLabel*>("messageFooter")->text().contains("6 tokens"));
+    // The conversation is titled from the message and listed under Today.
+    auto* model = f.w().conversationModel();
+    QCOMPARE(model->data(model->index(0)).toString(), QString("Today"));
+    QCOMPARE(model->data(model->index(1)).toString(), QString("Hello there"));
+    QVERIFY(f.w().composer()->text().isEmpty());
+  }
+
+  void shiftEnterIsANewLineNotASend() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    auto* edit = f.w().composer()->editor();
+    QTest::keyClicks(edit, "line one");
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(edit, "line two");
+    QCOMPARE(f.w().composer()->text(), QString("line one\nline two"));
+    QCOMPARE(f.chat().current(), qint64(0));
+  }
+
+  void escapeStopsTheReplyAndKeepsItsText() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(2000, "w ");
+      e.per_token = std::chrono::milliseconds(3);
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("Write a lot");
+    QTRY_VERIFY(f.chat().busy());
+    QCOMPARE(f.w().composer()->button()->text(), QString("Stop"));
+    QTRY_VERIFY(!f.w().chatView()->bubble(1)->item().text.isEmpty() || f.chat().busy());
+    QTest::keyClick(&f.w(), Qt::Key_Escape);
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
+    const auto msgs = f.store().messages(f.chat().current());
+    QCOMPARE(msgs.back().state, MessageState::Stopped);
+    QVERIFY(msgs.back().text.size() < 4000);
+    QVERIFY(f.w().chatView()->bubble(1)->findChild<QLabel*>("messageFooter")->text().startsWith("Stopped"));
+    QCOMPARE(f.w().composer()->button()->text(), QString("Send"));
+  }
+
+  void regenerateReplacesTheLastReply() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("First question");
+    QTRY_VERIFY(!f.chat().busy());
+    auto* regen = f.bubbleButton(1, "Regenerate");
+    QVERIFY(regen && regen->isVisible());
+    QVERIFY(!f.bubbleButton(0, "Regenerate"));
+    QTest::mouseClick(regen, Qt::LeftButton);
+    QTRY_COMPARE(f.fake->replies.load(), 2);
+    QTRY_VERIFY(!f.chat().busy());
+    QCOMPARE(f.store().messages(f.chat().current()).size(), size_t(2));
+    QCOMPARE(f.w().chatView()->bubbleCount(), 2);
+  }
+
+  void editAndResendReplacesTheRest() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("Frist question");
+    QTRY_VERIFY(!f.chat().busy());
+    f.type("Second question");
+    QTRY_VERIFY(!f.chat().busy());
+    QCOMPARE(f.store().messages(f.chat().current()).size(), size_t(4));
+    QTest::mouseClick(f.bubbleButton(0, "Edit"), Qt::LeftButton);
+    QCOMPARE(f.w().composer()->text(), QString("Frist question"));
+    auto* edit = f.w().composer()->editor();
+    edit->selectAll();
+    QTest::keyClicks(edit, "First question");
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_COMPARE(f.fake->replies.load(), 3);
+    QTRY_VERIFY(!f.chat().busy());
+    const auto msgs = f.store().messages(f.chat().current());
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[0].text, std::string("First question"));
+    std::lock_guard lock(f.fake->mu_);
+    QCOMPARE(f.fake->last_messages.back().content, std::string("First question"));
+    QCOMPARE(f.fake->last_messages.size(), size_t(1));
+  }
+
+  void historyAndSystemPromptReachTheEngine() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("one");
+    QTRY_VERIFY(!f.chat().busy());
+    f.chat().setSystemPrompt("Be brief.");
+    f.type("two");
+    QTRY_VERIFY(!f.chat().busy());
+    std::lock_guard lock(f.fake->mu_);
+    const auto& m = f.fake->last_messages;
+    QCOMPARE(m.size(), size_t(4));
+    QCOMPARE(m[0].role, std::string("system"));
+    QCOMPARE(m[0].content, std::string("Be brief."));
+    QCOMPARE(m[2].role, std::string("assistant"));
+    QCOMPARE(m[3].content, std::string("two"));
+  }
+
+  void copyPutsTheMessageOnTheClipboard() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("copy me");
+    QTRY_VERIFY(!f.chat().busy());
+    QTest::mouseClick(f.bubbleButton(1, "Copy"), Qt::LeftButton);
+    QCOMPARE(QGuiApplication::clipboard()->text(), QString("Hello from the **fake** engine."));
+  }
+
+  void newChatSearchRenameDeleteUndo() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("about penguins");
+    QTRY_VERIFY(!f.chat().busy());
+    const qint64 penguins = f.chat().current();
+    QTest::keyClick(&f.w(), Qt::Key_N, Qt::ControlModifier);
+    QVERIFY(f.chat().current() != penguins);
+    f.type("about volcanoes");
+    QTRY_VERIFY(!f.chat().busy());
+    const qint64 volcanoes = f.chat().current();
+    auto* model = f.w().conversationModel();
+    QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+
+    // Search (Ctrl+F focuses the field).
+    QTest::keyClick(&f.w(), Qt::Key_F, Qt::ControlModifier);
+    QVERIFY(f.w().searchField()->hasFocus());
+    QTest::keyClicks(f.w().searchField(), "volc");
+    QCOMPARE(model->rowCount(), 1);
+    QCOMPARE(model->idAt(0), volcanoes);
+    QVERIFY(model->data(model->index(0), ConversationListModel::SnippetRole).toString().contains("volcanoes"));
+    f.w().searchField()->clear();
+    QCOMPARE(model->rowOf(penguins) >= 0 && model->rowOf(volcanoes) >= 0, true);
+
+    // Clicking a conversation opens it.
+    const QRect r = f.w().conversationList()->visualRect(model->index(model->rowOf(penguins)));
+    QTest::mouseClick(f.w().conversationList()->viewport(), Qt::LeftButton, {}, r.center());
+    QCOMPARE(f.chat().current(), penguins);
+    QCOMPARE(f.w().chatView()->bubbleCount(), 2);
+
+    // Rename in place: F2, type, Enter.
+    f.w().conversationList()->setFocus();
+    QTest::keyClick(f.w().conversationList(), Qt::Key_F2);
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_A, Qt::ControlModifier);
+    QTest::keyClicks(QApplication::focusWidget(), "Penguin facts");
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_Return);
+    QCOMPARE(f.store().get(penguins)->title, std::string("Penguin facts"));
+
+    // Delete, then undo.
+    QTest::keyClick(&f.w(), Qt::Key_Backspace, Qt::ControlModifier | Qt::ShiftModifier);
+    QCOMPARE(model->rowOf(penguins), -1);
+    QVERIFY(f.store().get(penguins)->deleted_at.has_value());
+    QVERIFY(f.w().undoBar()->isVisible());
+    QTest::mouseClick(f.w().undoBar()->findChild<QToolButton*>("undoButton"), Qt::LeftButton);
+    QVERIFY(model->rowOf(penguins) >= 0);
+    QVERIFY(!f.store().get(penguins)->deleted_at.has_value());
+    QCOMPARE(f.chat().current(), penguins);
+  }
+
+  void streamingReplyIsCheckpointedAndRenderedAtMostEveryTick() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(3000, "tok ");
+      e.per_token = std::chrono::milliseconds(2);
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("stream");
+    QTRY_VERIFY(f.chat().busy());
+    const qint64 reply = f.chat().streamingReply();
+    // Within a few checkpoint periods, the store holds part of the reply while it streams.
+    QTRY_VERIFY_WITH_TIMEOUT(!f.store().message(reply)->text.empty(), 4 * ChatController::kCheckpointMs);
+    QCOMPARE(f.store().message(reply)->state, MessageState::Streaming);
+    f.chat().stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
+    const auto words = f.store().message(reply)->text.size() / 4;
+    QVERIFY2(f.w().chatView()->renderCount() < static_cast<int>(words),
+             qPrintable(QString("%1 renders for %2 tokens").arg(f.w().chatView()->renderCount()).arg(words)));
+  }
+
+  void demoModelIsLabelled() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    auto* banner = f.w().findChild<QLabel*>("demoBanner");
+    QVERIFY(banner->isVisible());
+    QVERIFY(banner->text().contains("random weights"));
+  }
+
+  void loadFailureKeepsTheWindowUsable() {
+    Fixture f([](test::FakeChatEngine& e) { e.fail_load_with = "not a GGUF file: bad magic"; });
+    QSignalSpy failed(&f.chat(), &ChatController::modelFailed);
+    // The warning box is modal (it runs its own event loop); close it when it shows.
+    QTimer closer;
+    closer.setInterval(20);
+    connect(&closer, &QTimer::timeout, [] {
+      if (auto* box = QApplication::activeModalWidget()) box->close();
+    });
+    closer.start();
+    f.w().loadModel({"broken", "/tmp/broken.gguf"});
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(failed.at(0).at(0).toString().contains("bad magic"));
+    QVERIFY(!f.chat().modelReady());
+    QVERIFY(!f.chat().send("hello"));  // nothing is saved without a model
+    QCOMPARE(f.store().list().size(), size_t(0));
+  }
+};
+
+QTEST_MAIN(GuiChatTest)
+#include "test_gui_chat.moc"

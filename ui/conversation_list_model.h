@@ -1,0 +1,58 @@
+// The conversation list: live conversations grouped under date headers (Today,
+// Yesterday, Previous 7 days, Previous 30 days, Older), or, while a search is
+// active, the conversations whose messages match, with a snippet. Header rows
+// are neither selectable nor editable; editing a conversation's title renames
+// it in the store. Changes only on the GUI thread.
+#pragma once
+
+#include <QAbstractListModel>
+#include <QDateTime>
+#include <functional>
+#include <vector>
+
+#include "app/core/conversation_store.h"
+
+namespace moe {
+
+class ConversationListModel : public QAbstractListModel {
+  Q_OBJECT
+
+ public:
+  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole };
+  using Now = std::function<QDateTime()>;
+
+  explicit ConversationListModel(ConversationStore& store, QObject* parent = nullptr, Now now = nullptr);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  QHash<int, QByteArray> roleNames() const override;
+
+  // Re-reads the store (keeps the current search).
+  void reload();
+  void setSearch(const QString& query);
+  QString search() const { return query_; }
+  int rowOf(qint64 conversation_id) const;  // -1 when not shown
+  qint64 idAt(int row) const;
+
+  // The date group a conversation updated at `t` falls in, seen from `now`.
+  static QString groupFor(const QDateTime& t, const QDateTime& now);
+
+ private:
+  struct Row {
+    bool header = false;
+    qint64 id = 0;
+    QString text;     // title or group name
+    QString snippet;  // search results only
+    QDateTime updated;
+  };
+  std::vector<Row> buildRows() const;
+
+  ConversationStore& store_;
+  Now now_;
+  QString query_;
+  std::vector<Row> rows_;
+};
+
+}  // namespace moe

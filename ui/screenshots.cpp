@@ -1,0 +1,69 @@
+#include "ui/screenshots.h"
+
+#include <QApplication>
+#include <QDeadlineTimer>
+#include <QDialog>
+#include <QDir>
+#include <QTabWidget>
+#include <cstdio>
+
+#include "app/qt/chat_controller.h"
+#include "ui/composer.h"
+#include "ui/main_window.h"
+#include "ui/theme.h"
+
+namespace moe {
+namespace {
+
+// Runs the event loop until done() or the deadline; false on timeout.
+template <class Done>
+bool pumpUntil(Done done, int ms) {
+  QDeadlineTimer deadline(ms);
+  while (!done()) {
+    if (deadline.hasExpired()) return false;
+    QApplication::processEvents(QEventLoop::AllEvents, 50);
+  }
+  return true;
+}
+
+bool save(QWidget& w, const QString& path) {
+  const bool ok = w.grab().save(path);
+  std::fprintf(stderr, "%s %s\n", ok ? "wrote" : "FAILED to write", qPrintable(path));
+  return ok;
+}
+
+}  // namespace
+
+int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir) {
+  QDir().mkpath(dir);
+  auto& chat = window.chat();
+  window.resize(1280, 800);
+  window.show();
+  if (!pumpUntil([&] { return chat.modelReady(); }, 120'000)) {
+    std::fprintf(stderr, "screenshots: the model did not load\n");
+    return 1;
+  }
+  chat.newConversation();
+  chat.send("Which experts did you use for this answer? Show it as a table.");
+  if (!pumpUntil([&] { return !chat.busy(); }, 120'000)) return 1;
+  chat.send("And in code?");
+  // Catch it mid-reply too, so the strip shows live figures.
+  pumpUntil([&] { return !chat.busy(); }, 120'000);
+  pumpUntil([] { return false; }, 600);  // let the strip poll once more
+  bool ok = save(window, QDir(dir).filePath("main-light.png"));
+
+  const QString theme = settings.theme();
+  applyTheme(*qobject_cast<QApplication*>(QApplication::instance()), "dark");
+  pumpUntil([] { return false; }, 300);
+  ok &= save(window, QDir(dir).filePath("main-dark.png"));
+  applyTheme(*qobject_cast<QApplication*>(QApplication::instance()), theme == "dark" ? "light" : theme);
+
+  auto settings_dialog = window.makeSettingsDialog();
+  settings_dialog->show();
+  pumpUntil([] { return false; }, 200);
+  ok &= save(*settings_dialog, QDir(dir).filePath("settings.png"));
+  settings_dialog->close();
+  return ok ? 0 : 1;
+}
+
+}  // namespace moe
