@@ -169,6 +169,11 @@ SyntheticSpec demoSpec() {
   // Every learned piece of the built-in corpus and no unused placeholders, so the
   // demo's noise is mostly word pieces rather than raw bytes.
   s.n_vocab_target = 728;
+  // Enough layers and experts that the cache map and the hit rates of the
+  // offload policies have something to show, and a context a chat can use.
+  s.n_layer = 4;
+  s.n_expert = 16;
+  s.n_ctx = 2048;
   return s;
 }
 

@@ -6,7 +6,9 @@
 namespace moe {
 namespace {
 
-QString fromStd(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+QString fromStd(const std::string& s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
 
 QString plainSnippet(const std::string& snippet) {
   QString s = fromStd(snippet);
@@ -18,7 +20,9 @@ QString plainSnippet(const std::string& snippet) {
 }  // namespace
 
 ConversationListModel::ConversationListModel(ConversationStore& store, QObject* parent, Now now)
-    : QAbstractListModel(parent), store_(store), now_(now ? std::move(now) : [] { return QDateTime::currentDateTime(); }) {
+    : QAbstractListModel(parent),
+      store_(store),
+      now_(now ? std::move(now) : [] { return QDateTime::currentDateTime(); }) {
   reload();
 }
 
@@ -79,8 +83,7 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
   const Row& r = rows_[static_cast<size_t>(index.row())];
   switch (role) {
     case Qt::DisplayRole:
-    case Qt::EditRole:
-      return r.text;
+    case Qt::EditRole: return r.text;
     case Qt::ToolTipRole:
       if (r.header) return {};
       if (!r.snippet.isEmpty()) return r.snippet;
@@ -93,14 +96,10 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
         return f;
       }
       return {};
-    case IdRole:
-      return r.id;
-    case IsHeaderRole:
-      return r.header;
-    case SnippetRole:
-      return r.snippet;
-    case UpdatedRole:
-      return r.updated;
+    case IdRole: return r.id;
+    case IsHeaderRole: return r.header;
+    case SnippetRole: return r.snippet;
+    case UpdatedRole: return r.updated;
   }
   return {};
 }

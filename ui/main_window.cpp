@@ -40,7 +40,8 @@ namespace {
 
 constexpr int kUndoMs = 10'000;
 const char* kDemoBanner =
-    "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not language. ";
+    "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not "
+    "language. ";
 
 QString q(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
@@ -66,8 +67,8 @@ QString replyFooter(const Message& m) {
   return parts.join(" · ");
 }
 
-MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatController& chat, EngineHost& engine,
-                       QWidget* parent)
+MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatController& chat,
+                       EngineHost& engine, QWidget* parent)
     : QMainWindow(parent), settings_(settings), store_(store), chat_(chat), engine_(engine) {
   setWindowTitle("moechat");
   setObjectName("mainWindow");
@@ -93,6 +94,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   heat_dock_->setObjectName("heatDock");
   heat_dock_->setWidget(heat_map_);
   addDockWidget(Qt::RightDockWidgetArea, heat_dock_);
+  resizeDocks({heat_dock_}, {260}, Qt::Horizontal);
 
   load_bar_ = new QProgressBar(this);
   load_bar_->setRange(0, 100);
@@ -106,6 +108,8 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   connect(&chat_, &ChatController::conversationsChanged, this, [this] {
     list_model_->reload();
     selectConversationRow(chat_.current());
+    const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
+    title_->setText(c ? q(c->title) : QString("moechat"));
   });
   connect(&chat_, &ChatController::conversationOpened, this, &MainWindow::showConversation);
   connect(&chat_, &ChatController::messageAdded, this, [this](const Message& m) {
@@ -166,10 +170,11 @@ QWidget* MainWindow::buildSidebar() {
   list_->setModel(list_model_);
   list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
   list_->setContextMenuPolicy(Qt::CustomContextMenu);
-  connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& idx) {
-    const qint64 id = list_model_->idAt(idx.row());
-    if (id && id != chat_.current()) chat_.openConversation(id);
-  });
+  connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+          [this](const QModelIndex& idx) {
+            const qint64 id = list_model_->idAt(idx.row());
+            if (id && id != chat_.current()) chat_.openConversation(id);
+          });
   connect(list_, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
     const QModelIndex idx = list_->indexAt(pos);
     if (!idx.isValid() || list_model_->idAt(idx.row()) == 0) return;
@@ -259,9 +264,9 @@ QWidget* MainWindow::buildChatPane() {
     const bool ok = editing ? chat_.editAndResend(editing, text) : chat_.send(text);
     if (!ok) {
       composer_->setText(text);  // nothing is lost
-      statusBar()->showMessage(chat_.modelReady() ? "Wait for the reply to finish, or stop it (Esc)"
-                                                  : "No model is loaded yet",
-                               5000);
+      statusBar()->showMessage(
+          chat_.modelReady() ? "Wait for the reply to finish, or stop it (Esc)" : "No model is loaded yet",
+          5000);
     }
   });
   connect(composer_, &Composer::stopRequested, &chat_, &ChatController::stop);
@@ -394,7 +399,8 @@ void MainWindow::showConversation(qint64 id) {
     title_->setText("moechat");
   }
   chat_view_->setPlaceholder(
-      "<h2>Chat with a Mixture-of-Experts model</h2><p>Type a message below. The strip at the bottom shows what "
+      "<h2>Chat with a Mixture-of-Experts model</h2><p>Type a message below. The strip at the bottom shows "
+      "what "
       "the expert cache does while the model answers.</p>");
   chat_view_->setMessages(items);
   if (chat_.busy() && chat_.streamingConversation() == id) chat_view_->setBusy(true);
@@ -460,8 +466,8 @@ void MainWindow::exportCurrent(const QString& path) {
   const auto c = store_.get(chat_.current());
   if (!c) return;
   const auto msgs = store_.messages(c->id);
-  const std::string text =
-      path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs) : conversationToMarkdown(*c, msgs);
+  const std::string text = path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs)
+                                                                       : conversationToMarkdown(*c, msgs);
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
       f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {

@@ -8,7 +8,7 @@ namespace moe {
 
 Sparkline::Sparkline(int capacity, QWidget* parent)
     : QWidget(parent), ring_(static_cast<size_t>(std::max(2, capacity)), 0.0) {
-  setMinimumSize(60, 18);
+  setMinimumSize(80, 22);
 }
 
 void Sparkline::push(double value) {

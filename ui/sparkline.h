@@ -23,6 +23,7 @@ class Sparkline : public QWidget {
   std::vector<double> values() const;  // oldest first
 
   QSize sizeHint() const override { return {120, 26}; }
+  QSize minimumSizeHint() const override { return {80, 22}; }
 
  protected:
   void paintEvent(QPaintEvent*) override;

@@ -81,7 +81,8 @@ class ChatEngine {
   virtual LoadedModelInfo load(const EngineLoadOptions& opts, const LoadProgress& progress) = 0;
   virtual bool loaded() const = 0;
   // messages: the conversation so far (system first if any), ending with the
-  // user's turn. Streams displayable text to on_text; stops when cancel is set.
+  // user's turn; the oldest turns are left out when the whole does not fit the
+  // context. Streams displayable text to on_text; stops when cancel is set.
   virtual EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                                  const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
   // Thread-safe: called from the GUI thread while reply() runs.

@@ -1,5 +1,6 @@
 #include "app/core/local_chat_engine.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "app/core/engine_session.h"
@@ -48,8 +49,27 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
 
 bool LocalChatEngine::loaded() const { return loaded_; }
 
-EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
-                                  const TextSink& on_text, const std::atomic<bool>& cancel) {
+std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessage>& messages,
+                                                    int max_tokens) const {
+  auto& model = session_->model();
+  const auto& tok = model.tokenizer();
+  const int n_ctx = session_->transformer().nCtx();
+  // Leave room for the reply: its token limit, but at most half the context.
+  const int budget = n_ctx - std::clamp(max_tokens, 1, n_ctx / 2);
+  std::vector<ChatMessage> kept = messages;
+  for (;;) {
+    auto ids = tok.encode(applyChatTemplate(model.chatFamily(), kept, true), tok.addBosDefault(), true);
+    if (static_cast<int>(ids.size()) <= budget) return ids;
+    // Drop the oldest turn after the system prompt; the last message always stays.
+    const size_t first = (!kept.empty() && kept.front().role == "system") ? 1 : 0;
+    if (kept.size() - first <= 1) return ids;  // too long on its own: the generator says so
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(first));
+  }
+}
+
+EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages,
+                                        const GenerationParams& params, const TextSink& on_text,
+                                        const std::atomic<bool>& cancel) {
   if (!session_) throw std::logic_error("no model loaded");
   auto& model = session_->model();
   const auto family = model.chatFamily();
@@ -58,8 +78,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   // Random weights never pick the end token on purpose; the length limit ends a demo reply.
   if (demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
-  const auto& tok = model.tokenizer();
-  const auto ids = tok.encode(applyChatTemplate(family, messages, true), tok.addBosDefault(), true);
+  const auto ids = promptFitting(messages, p.max_tokens);
   const auto st = session_->generator().generate(ids, p, on_text, &cancel);
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
 

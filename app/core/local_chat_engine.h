@@ -24,6 +24,10 @@ class LocalChatEngine final : public ChatEngine {
   ExpertResidency residency() const override;
 
  private:
+  // The chat's prompt tokens, dropping the oldest turns (never the system
+  // prompt or the last message) until the reply has room in the context.
+  std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens) const;
+
   std::unique_ptr<EngineSession> session_;
   std::atomic<bool> loaded_{false};
   bool demo_ = false;

@@ -36,10 +36,11 @@ bool displayReachable() {
 
 int main(int argc, char** argv) {
   if (!displayReachable()) {
-    std::fprintf(stderr,
-                 "moechat: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the window cannot open.\n"
-                 "  Run it from a desktop session, or headless with QT_QPA_PLATFORM=offscreen (e.g. with\n"
-                 "  --screenshot DIR), or use the same engine without a window: moechat-cli generate --demo\n");
+    std::fprintf(
+        stderr,
+        "moechat: no display found (DISPLAY and WAYLAND_DISPLAY are unset), so the window cannot open.\n"
+        "  Run it from a desktop session, or headless with QT_QPA_PLATFORM=offscreen (e.g. with\n"
+        "  --screenshot DIR), or use the same engine without a window: moechat-cli generate --demo\n");
     return 2;
   }
   QApplication app(argc, argv);
@@ -54,8 +55,9 @@ int main(int argc, char** argv) {
   QCommandLineOption data_dir("data-dir", "Keep chats and settings in DIR (default: the user's data folder).",
                               "DIR");
   QCommandLineOption demo("demo", "Start on the embedded demo model (random weights).");
-  QCommandLineOption screenshot("screenshot", "Render the main window, settings and wizard to PNG files in DIR "
-                                              "and exit.",
+  QCommandLineOption screenshot("screenshot",
+                                "Render the main window, settings and wizard to PNG files in DIR "
+                                "and exit.",
                                 "DIR");
   cli.addOptions({data_dir, demo, screenshot});
   cli.process(app);
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<QSettings> ini;
   if (cli.isSet(data_dir)) {
     QDir().mkpath(cli.value(data_dir));
-    ini = std::make_unique<QSettings>(QDir(cli.value(data_dir)).filePath("moechat.ini"), QSettings::IniFormat);
+    ini =
+        std::make_unique<QSettings>(QDir(cli.value(data_dir)).filePath("moechat.ini"), QSettings::IniFormat);
   } else {
     ini = std::make_unique<QSettings>();
   }
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
   moe::AppWiring wiring(window, settings, registry, *db);
   if (recovered > 0)
     window.statusBar()->showMessage(
-        QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.").arg(recovered),
+        QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.")
+            .arg(recovered),
         15'000);
 
   window.loadInitialModel();

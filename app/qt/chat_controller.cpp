@@ -72,8 +72,7 @@ void ChatController::openConversation(qint64 id) {
 }
 
 qint64 ChatController::newConversation() {
-  const qint64 id = store_.createConversation(kNewChatTitle, {}, "{}",
-                                              model_ ? model_->path : std::string());
+  const qint64 id = store_.createConversation(kNewChatTitle, {}, "{}", model_ ? model_->path : std::string());
   emit conversationsChanged();
   openConversation(id);
   return id;

@@ -25,7 +25,8 @@ class ChatController : public QObject {
   static constexpr int kCheckpointMs = 2000;
   static constexpr const char* kNewChatTitle = "New chat";
 
-  ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings, QObject* parent = nullptr);
+  ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings,
+                 QObject* parent = nullptr);
 
   // ---- model ----
   void loadModel(const EngineLoadOptions& opts);
