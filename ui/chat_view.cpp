@@ -29,10 +29,8 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
   setObjectName(m.role == "user" ? "userBubble" : "assistantBubble");
   setFrameShape(QFrame::StyledPanel);
   setAutoFillBackground(true);
-  QPalette pal = palette();
-  pal.setColor(QPalette::Window,
-               m.role == "user" ? pal.color(QPalette::AlternateBase) : pal.color(QPalette::Base));
-  setPalette(pal);
+  // A role, not a colour, so a theme change repaints the bubble too.
+  setBackgroundRole(m.role == "user" ? QPalette::AlternateBase : QPalette::Base);
 
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(10, 6, 10, 6);

@@ -68,6 +68,7 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   experts_.spark->setColor(kCached);
   blocked_.spark->setColor(kMissed);
   row->addStretch(1);
+  setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   timer_.setInterval(kPollMs);
   connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
   show(figures_);

@@ -7,6 +7,7 @@
 #include <QTabWidget>
 #include <cstdio>
 
+#include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 #include "ui/composer.h"
 #include "ui/main_window.h"
@@ -44,6 +45,9 @@ int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& 
     return 1;
   }
   chat.newConversation();
+  SamplingDefaults short_replies = settings.sampling();
+  short_replies.max_tokens = 96;  // random weights: a screenful of noise says enough
+  chat.setSampling(short_replies);
   chat.send("Which experts did you use for this answer? Show it as a table.");
   if (!pumpUntil([&] { return !chat.busy(); }, 120'000)) return 1;
   chat.send("And in code?");
