@@ -303,6 +303,37 @@ class PersistStoreTest : public QObject {
     QCOMPARE(store.messages(conv).size(), size_t(4));
   }
 
+  void twoConnectionsShareTheFile() {
+    // What two threads (each with its own AppDatabase) see of each other.
+    const std::string path = dbPath("shared.db");
+    AppDatabase a = AppDatabase::open(path);
+    AppDatabase b = AppDatabase::open(path);
+    ConversationStore sa(a), sb(b);
+    const int64_t conv = sa.createConversation("from a");
+    const int64_t reply = sa.beginReply(conv);
+    sa.checkpointReply(reply, "seen by b");
+    QCOMPARE(ids(sb.list()), (std::vector<int64_t>{conv}));
+    QCOMPARE(sb.message(reply)->text, std::string("seen by b"));
+    QVERIFY(sb.softDelete(conv));
+    QVERIFY(sa.list().empty());
+    // While one connection holds the write lock, the other still reads the last
+    // commit, and its own write fails cleanly (SQLITE_BUSY) once its busy timeout runs out.
+    {
+      moe::sql::Transaction tx(a.db());
+      a.db().exec("UPDATE conversations SET title = 'renamed in a'");
+      QCOMPARE(sb.get(conv)->title, std::string("from a"));
+      b.db().setBusyTimeout(50);
+      try {
+        sb.rename(conv, "renamed in b");
+        QFAIL("a second writer got in");
+      } catch (const moe::sql::SqliteError& e) {
+        QCOMPARE(e.primaryCode(), 5);  // SQLITE_BUSY
+      }
+      tx.commit();
+    }
+    QCOMPARE(sb.get(conv)->title, std::string("renamed in a"));
+  }
+
   void searchFindsWordsPrefixesAndUnicode() {
     AppDatabase adb = AppDatabase::open(dbPath("search.db"));
     ConversationStore store(adb, tickingClock());
