@@ -57,6 +57,77 @@ class PersistStoreTest : public QObject {
   std::string dbPath(const char* name) { return dir_.filePath(name).toStdString(); }
 
  private slots:
+  void sqliteWrapperBindsStepsAndRollsBack() {
+    namespace sql = moe::sql;
+    sql::Database db(dbPath("wrapper.db"));
+    db.exec("CREATE TABLE t (i INTEGER, d REAL, s TEXT, b BLOB, n TEXT UNIQUE)");
+    const std::string with_nul("a\0b", 3);
+    const std::vector<uint8_t> blob = {0, 1, 2, 255};
+    auto ins = db.prepare("INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)");
+    ins.bindInt64(1, INT64_MIN).bindDouble(2, 0.1).bindText(3, with_nul).bindBlob(4, blob).bindNull(5);
+    ins.run();
+    ins.reset();  // bindings cleared too: all NULL now
+    ins.run();
+    ins.reset();
+    ins.bindInt64(1, 7).bindBlob(4, {}).bindText(5, "k");
+    ins.run();
+
+    auto sel = db.prepare("SELECT i, d, s, b, n FROM t ORDER BY rowid");
+    QVERIFY(sel.step());
+    QCOMPARE(sel.columnCount(), 5);
+    QCOMPARE(sel.columnInt64(0), INT64_MIN);
+    QCOMPARE(sel.columnDouble(1), 0.1);
+    QCOMPARE(sel.columnText(2), with_nul);  // embedded NUL kept
+    QCOMPARE(sel.columnBlob(3), blob);
+    QVERIFY(sel.isNull(4));
+    QVERIFY(sel.step());
+    QVERIFY(sel.isNull(0) && sel.isNull(3));
+    QVERIFY(sel.step());
+    QVERIFY(!sel.isNull(3));  // an empty blob is not NULL
+    QVERIFY(sel.columnBlob(3).empty());
+    QVERIFY(!sel.step());
+
+    // Errors carry SQLite's message and the SQL that failed.
+    try {
+      db.exec("SELEKT 1");
+      QFAIL("a syntax error was not reported");
+    } catch (const sql::SqliteError& e) {
+      QVERIFY2(QString(e.what()).contains("syntax error"), e.what());
+      QCOMPARE(e.sql(), std::string("SELEKT 1"));
+    }
+    // A constraint violation leaves the statement usable.
+    auto dup = db.prepare("INSERT INTO t (n) VALUES (?1)");
+    dup.bindText(1, "k");
+    QVERIFY_THROWS_EXCEPTION(sql::SqliteError, dup.run());
+    dup.reset();
+    dup.bindText(1, "fresh");
+    dup.run();
+
+    const int64_t rows = db.queryInt64("SELECT count(*) FROM t");
+    {
+      sql::Transaction tx(db);  // destroyed without commit: rolled back
+      db.exec("INSERT INTO t (i) VALUES (1)");
+      QVERIFY(db.inTransaction());
+    }
+    QVERIFY(!db.inTransaction());
+    QCOMPARE(db.queryInt64("SELECT count(*) FROM t"), rows);
+    try {
+      sql::Transaction tx(db);
+      db.exec("INSERT INTO t (i) VALUES (1)");
+      throw std::runtime_error("fails half-way");
+    } catch (const std::runtime_error&) {
+    }
+    QCOMPARE(db.queryInt64("SELECT count(*) FROM t"), rows);
+    {
+      sql::Transaction tx(db);
+      db.exec("INSERT INTO t (i) VALUES (1)");
+      tx.commit();
+    }
+    QCOMPARE(db.queryInt64("SELECT count(*) FROM t"), rows + 1);
+    QVERIFY_THROWS_EXCEPTION(sql::SqliteError,
+                             sql::Database("/nonexistent-dir/x/y.db", sql::Database::Mode::ReadWrite));
+  }
+
   void conversationsCrudAndOrder() {
     AppDatabase adb = AppDatabase::open(dbPath("crud.db"));
     ConversationStore store(adb, tickingClock());
@@ -230,6 +301,37 @@ class PersistStoreTest : public QObject {
     QCOMPARE(m->stats.stop_reason, std::string("interrupted"));
     QCOMPARE(store.message(done)->state, MessageState::Complete);
     QCOMPARE(store.messages(conv).size(), size_t(4));
+  }
+
+  void twoConnectionsShareTheFile() {
+    // What two threads (each with its own AppDatabase) see of each other.
+    const std::string path = dbPath("shared.db");
+    AppDatabase a = AppDatabase::open(path);
+    AppDatabase b = AppDatabase::open(path);
+    ConversationStore sa(a), sb(b);
+    const int64_t conv = sa.createConversation("from a");
+    const int64_t reply = sa.beginReply(conv);
+    sa.checkpointReply(reply, "seen by b");
+    QCOMPARE(ids(sb.list()), (std::vector<int64_t>{conv}));
+    QCOMPARE(sb.message(reply)->text, std::string("seen by b"));
+    QVERIFY(sb.softDelete(conv));
+    QVERIFY(sa.list().empty());
+    // While one connection holds the write lock, the other still reads the last
+    // commit, and its own write fails cleanly (SQLITE_BUSY) once its busy timeout runs out.
+    {
+      moe::sql::Transaction tx(a.db());
+      a.db().exec("UPDATE conversations SET title = 'renamed in a'");
+      QCOMPARE(sb.get(conv)->title, std::string("from a"));
+      b.db().setBusyTimeout(50);
+      try {
+        sb.rename(conv, "renamed in b");
+        QFAIL("a second writer got in");
+      } catch (const moe::sql::SqliteError& e) {
+        QCOMPARE(e.primaryCode(), 5);  // SQLITE_BUSY
+      }
+      tx.commit();
+    }
+    QCOMPARE(sb.get(conv)->title, std::string("renamed in a"));
   }
 
   void searchFindsWordsPrefixesAndUnicode() {
