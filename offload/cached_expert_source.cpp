@@ -71,7 +71,7 @@ MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_e
 }
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
-  if (!uses_.empty())
+  if (!uses_.empty() && !routing_counted_)
     for (int e : experts) ++uses_[size_t(layer) * store_.experts() + e];
   // Prefill streaming: past its share, a layer's misses go through the staging slots.
   const int share = cache_.layerShare();
@@ -134,6 +134,13 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
 }
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
+
+void CachedExpertSource::countRouting(int layer, std::span<const int> experts_per_token) {
+  if (uses_.empty() || pinned_) return;
+  if (!routing_counted_) std::fill(uses_.begin(), uses_.end(), 0);  // per-token counts from now on
+  routing_counted_ = true;
+  for (int e : experts_per_token) ++uses_[size_t(layer) * store_.experts() + e];
+}
 
 int CachedExpertSource::pinMostUsed() {
   pinned_ = true;

@@ -74,6 +74,9 @@ class CachedExpertSource final : public ExpertSource {
   // Static policy: holds the most-used experts seen so far (slots minus staging of
   // them), copying the missing ones; blocks until they are READY. Returns how many.
   int pinMostUsed();
+  // Static policy: per-token routing (Transformer's routing observer), a finer
+  // count than acquire()'s one per expert per batch, which it replaces once seen.
+  void countRouting(int layer, std::span<const int> experts_per_token);
   bool pinned() const { return pinned_; }
 
  private:
@@ -92,6 +95,7 @@ class CachedExpertSource final : public ExpertSource {
   std::vector<std::vector<int>> predicted_;  // [n_layer] the last prediction for the layer
   std::vector<uint64_t> uses_;               // [n_layer * n_expert] gate choices (static policy)
   bool pinned_ = false;
+  bool routing_counted_ = false;  // countRouting() feeds uses_
   uint64_t host_computed_ = 0;
 };
 

@@ -133,6 +133,10 @@ OffloadSnapshot OffloadEngine::snapshot() const {
 
 std::string OffloadEngine::predictorName() const { return predictor_ ? predictor_->name() : "none"; }
 
+void OffloadEngine::observeRouting(const RoutingEvent& ev) {
+  if (cached_ && config_.policy == OffloadPolicy::kStatic) cached_->countRouting(ev.layer, ev.experts);
+}
+
 void OffloadEngine::waitIdle() {
   if (worker_) worker_->waitIdle();
 }

@@ -21,6 +21,7 @@
 
 #include "inference/backend.h"
 #include "inference/model.h"
+#include "inference/transformer.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_engine.h"
 #include "offload/offload_metrics.h"
@@ -85,6 +86,8 @@ class OffloadEngine {
   CachedExpertSource* cachedSource() { return cached_.get(); }
   std::string predictorName() const;  // "skip-gate" or "none"
   void waitIdle();                    // no copy queued or running
+  // Feed the Transformer's routing observer here (the static policy counts per token).
+  void observeRouting(const RoutingEvent& ev);
 
   // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
   static int slotsForShare(const Model& model, double share);

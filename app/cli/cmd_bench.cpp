@@ -53,10 +53,11 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   OffloadEngine engine(s.model, s.backend, oc);
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.decode_tokens + 1;
   Transformer t(s.model, s.backend, engine.source(), n_ctx);
-  if (used)
-    t.setRoutingObserver([&](const RoutingEvent& ev) {
+  t.setRoutingObserver([&](const RoutingEvent& ev) {
+    engine.observeRouting(ev);  // the static policy counts per token
+    if (used)
       for (int e : ev.experts) used->insert({ev.layer, e});
-    });
+  });
   Generator g(s.model, t);
   row.gen = g.generate(s.prompt, greedy(s.decode_tokens), nullptr);
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());

@@ -36,6 +36,8 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
   engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);
   transformer_ = std::make_unique<Transformer>(*model_, *backend_, engine_->source(), n_ctx);
+  if (opts.policy == OffloadPolicy::kStatic)
+    transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
 
   // What this configuration would need on a GPU: fixed parts + the expert cache.
