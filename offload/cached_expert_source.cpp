@@ -1,5 +1,10 @@
 #include "offload/cached_expert_source.h"
 
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <numeric>
+
 namespace moe {
 
 CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
@@ -7,24 +12,89 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
     : store_(store),
       cache_(cache),
       worker_(worker),
-      prefetch_(prefetch),
+      n_expert_used_(n_expert_used),
       budget_(prefetch.budget > 0 ? prefetch.budget : 2 * n_expert_used),
-      from_host_(store.experts(), 0) {}
+      from_host_(store.experts(), 0),
+      predicted_(store.layers()) {
+  policy_.prefetch = prefetch;
+}
+
+CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
+                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
+                                       SourcePolicy policy)
+    : CachedExpertSource(store, cache, worker, n_expert_used, policy.prefetch) {
+  metrics_ = &metrics;
+  policy_ = std::move(policy);
+  if (policy_.static_pins) uses_.assign(size_t(store.layers()) * store.experts(), 0);
+  if (policy_.cpu.enabled && policy_.cpu.link_bytes_per_second <= 0)
+    throw std::invalid_argument("CPU fallback needs the link bandwidth");
+}
 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
-  if (!prefetch_.predictor) return;
-  const int target = layer + prefetch_.stride;
+  n_tokens_ = std::max(1, n_tokens);
+  // Static: the prompt's routing decides what stays; pinned at the first decode step.
+  if (policy_.static_pins && !pinned_ && n_tokens == 1 &&
+      std::any_of(uses_.begin(), uses_.end(), [](uint64_t u) { return u > 0; }))
+    pinMostUsed();
+  const auto& prefetch = policy_.prefetch;
+  if (!prefetch.predictor) return;
+  const int target = layer + prefetch.stride;
   if (!store_.hasLayer(target)) return;
-  const auto predicted = prefetch_.predictor->predict(layer, target, hidden, n_tokens, budget_);
-  if (!predicted.empty()) worker_.pushPredicted(target, predicted);
+  auto predicted = prefetch.predictor->predict(layer, target, hidden, n_tokens, budget_);
+  if (predicted.empty()) return;
+  worker_.pushPredicted(target, predicted);
+  if (metrics_) metrics_->predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
+  predicted_.at(target) = std::move(predicted);
+}
+
+MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
+                                          int allowance, int& on_cpu) {
+  if (policy_.cpu.enabled) {
+    CpuDecision d;
+    d.layer = m.layer;
+    d.expert = m.expert;
+    d.tokens = tokens_per_expert;
+    d.cpu_seconds = (on_cpu + 1) * policy_.cpu.cost.estimate(tokens_per_expert);
+    d.copy_seconds = double(m.queued_high_bytes + store_.expertBytes()) / policy_.cpu.link_bytes_per_second;
+    d.on_cpu = d.cpu_seconds < d.copy_seconds;
+    metrics_->cpu_decisions.fetch_add(1, std::memory_order_relaxed);
+    if (policy_.cpu.on_decision) policy_.cpu.on_decision(d);
+    if (d.on_cpu) {
+      ++on_cpu;
+      metrics_->cpu_computed.fetch_add(1, std::memory_order_relaxed);
+      return MissAction::kHost;
+    }
+  }
+  if (copies >= allowance) return MissAction::kStream;
+  ++copies;
+  return MissAction::kCopy;
 }
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
-  const ExecutionOrder order = worker_.pushPrecise(layer, experts);
+  if (!uses_.empty() && !routing_counted_)
+    for (int e : experts) ++uses_[size_t(layer) * store_.experts() + e];
+  // Prefill streaming: past its share, a layer's misses go through the staging slots.
+  const int share = cache_.layerShare();
+  const bool streaming =
+      policy_.stream_prefill && cache_.stagingCount() > 0 && static_cast<int>(experts.size()) > share;
+  const int allowance = streaming ? std::max(0, share - cache_.residentCount(layer)) : INT_MAX;
+  const int tokens_per_expert =
+      std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
+                      static_cast<int>(experts.size()));
+  int copies = 0, on_cpu = 0;
+  const bool custom = metrics_ && (streaming || policy_.cpu.enabled);
+  const ExecutionOrder order =
+      custom ? worker_.pushPrecise(layer, experts,
+                                   [&](const MissContext& m) {
+                                     return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
+                                   })
+             : worker_.pushPrecise(layer, experts);
+  if (metrics_) scorePrediction(layer, experts, order);
+
   std::vector<ExpertRef> refs;
   refs.reserve(order.size());
   for (const OrderedExpert& o : order) {
-    const bool host = o.residency == Residency::kUnavailable;
+    const bool host = o.residency == Residency::kUnavailable || o.residency == Residency::kHost;
     from_host_.at(o.expert) = host;
     const uint8_t* base = host ? store_.expertData(layer, o.expert) : cache_.slotData(o.slot);
     refs.push_back({o.expert, store_.viewAt(layer, base)});
@@ -33,10 +103,73 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
   return refs;
 }
 
+// ProMoE's Accuracy / FetchRate / GoodPred inputs, for layers that had a prediction.
+void CachedExpertSource::scorePrediction(int layer, std::span<const int> experts,
+                                         const ExecutionOrder& order) {
+  std::vector<int>& predicted = predicted_.at(layer);
+  if (predicted.empty()) return;
+  uint64_t correct = 0, timely = 0;
+  for (const OrderedExpert& o : order) {
+    if (std::find(predicted.begin(), predicted.end(), o.expert) == predicted.end()) continue;
+    ++correct;
+    timely += o.residency == Residency::kReady;
+  }
+  metrics_->pred_truth.fetch_add(experts.size(), std::memory_order_relaxed);
+  metrics_->pred_correct.fetch_add(correct, std::memory_order_relaxed);
+  metrics_->pred_timely.fetch_add(timely, std::memory_order_relaxed);
+  predicted.clear();
+}
+
 void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
-  if (!from_host_.at(ref.expert)) worker_.waitReady(layer, ref.expert);
+  worker_.beginCompute(layer, ref.expert);
+  if (from_host_.at(ref.expert)) return;
+  const auto start = std::chrono::steady_clock::now();
+  const bool waited = worker_.waitReady(layer, ref.expert);
+  if (waited && metrics_) {
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+            .count();
+    metrics_->blocked_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  }
 }
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
+
+void CachedExpertSource::countRouting(int layer, std::span<const int> experts_per_token) {
+  if (uses_.empty() || pinned_) return;
+  if (!routing_counted_) std::fill(uses_.begin(), uses_.end(), 0);  // per-token counts from now on
+  routing_counted_ = true;
+  for (int e : experts_per_token) ++uses_[size_t(layer) * store_.experts() + e];
+}
+
+int CachedExpertSource::pinMostUsed() {
+  pinned_ = true;
+  if (uses_.empty()) return 0;
+  const int n_expert = store_.experts();
+  std::vector<size_t> ids(uses_.size());
+  std::iota(ids.begin(), ids.end(), size_t(0));
+  // Most used first; ties by (layer, expert) so the choice is deterministic.
+  std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return uses_[a] > uses_[b]; });
+  const size_t capacity = size_t(std::max(0, cache_.slotCount() - cache_.stagingCount()));
+  std::vector<size_t> chosen;
+  for (size_t id : ids)
+    if (uses_[id] > 0 && chosen.size() < capacity) chosen.push_back(id);
+  worker_.releaseHolds();
+  // Already resident first, so that reserving the others cannot evict them.
+  int held = 0;
+  std::vector<size_t> missing;
+  for (size_t id : chosen) {
+    const int layer = int(id / n_expert), expert = int(id % n_expert);
+    const int slot = cache_.find(layer, expert);
+    if (slot >= 0 && !cache_.info(slot).staging && worker_.hold(layer, expert))
+      ++held;
+    else
+      missing.push_back(id);
+  }
+  for (size_t id : missing) held += worker_.hold(int(id / n_expert), int(id % n_expert));
+  worker_.waitIdle();
+  if (metrics_) metrics_->held_slots.store(uint64_t(held), std::memory_order_relaxed);
+  return held;
+}
 
 }  // namespace moe

@@ -1,14 +1,24 @@
 // The expert source of the offload engine: experts come from an ExpertCache that
-// a TransferWorker fills from the HostExpertStore. With a predictor it is
-// ProMoE's proactive path (at layer L predict layer L+stride and push those
-// experts low priority); without one it is reactive (fetch on the gate's demand).
-// An expert the cache cannot hold this layer (kUnavailable) is computed from its
-// host copy (the cpu-experts fallback), so a small cache never stalls.
+// a TransferWorker fills from the HostExpertStore. What it does on top of the
+// worker is the policy (SourcePolicy):
+// - prefetch: at layer L the predictor names layer L+stride's experts, pushed low
+//   priority (ProMoE's proactive path); without a predictor it is reactive;
+// - prefill streaming: a layer whose gate chose more experts than its share of the
+//   cache copies its share into cache slots and streams the rest through the
+//   staging slots in execution order (never evicting what it still needs);
+// - static pins: the most-used experts so far are held in the cache from the first
+//   decode step on (the `static` policy; misses then stream through staging);
+// - CPU fallback (cpu-experts): a miss is computed from its host copy when the
+//   CPU is predicted to finish it sooner than the link could deliver it.
+// An expert the cache cannot hold at all (kUnavailable) is computed from its host
+// copy, so a small cache never stalls.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "inference/expert_source.h"
+#include "offload/cpu_expert_cost.h"
 #include "offload/expert_cache.h"
 #include "offload/expert_predictor.h"
 #include "offload/host_expert_store.h"
@@ -23,27 +33,69 @@ struct PrefetchOptions {
   int budget = 0;                        // experts pushed per prediction; 0: 2 x experts used per token
 };
 
+// One CPU-versus-copy decision of the cpu-experts rule, as logged.
+struct CpuDecision {
+  int layer = -1, expert = -1;
+  int tokens = 0;           // tokens the expert serves (estimated: batch x top-k / experts chosen)
+  double cpu_seconds = 0;   // CPU finish: (experts already sent to the CPU this layer + 1) x cost(tokens)
+  double copy_seconds = 0;  // link finish: (bytes queued ahead + this expert) / link bandwidth
+  bool on_cpu = false;      // cpu_seconds < copy_seconds
+};
+
+struct CpuFallbackOptions {
+  bool enabled = false;
+  double link_bytes_per_second = 0;                     // bandwidth the copy estimate uses (> 0 when enabled)
+  CpuExpertCost cost;                                   // measured CPU time of one expert
+  std::function<void(const CpuDecision&)> on_decision;  // optional log (called on the compute thread)
+};
+
+struct SourcePolicy {
+  PrefetchOptions prefetch;
+  bool stream_prefill = false;  // needs staging slots in the cache
+  bool static_pins = false;     // hold the most-used experts from the first decode step on
+  CpuFallbackOptions cpu;
+};
+
 class CachedExpertSource final : public ExpertSource {
  public:
-  // All references must outlive this object.
+  // All references must outlive this object. metrics: the worker's.
   CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
                      int n_expert_used, PrefetchOptions prefetch = {});
+  CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
+                     OffloadMetrics& metrics, int n_expert_used, SourcePolicy policy);
 
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override;
   void waitFor(int layer, const ExpertRef& ref) override;
   void release(int layer) override;
 
-  // Experts computed from host memory because no cache slot could hold them.
+  // Experts computed from host memory (no slot could hold them, or the CPU rule chose it).
   uint64_t hostComputed() const { return host_computed_; }
+  // Static policy: holds the most-used experts seen so far (slots minus staging of
+  // them), copying the missing ones; blocks until they are READY. Returns how many.
+  int pinMostUsed();
+  // Static policy: per-token routing (Transformer's routing observer), a finer
+  // count than acquire()'s one per expert per batch, which it replaces once seen.
+  void countRouting(int layer, std::span<const int> experts_per_token);
+  bool pinned() const { return pinned_; }
 
  private:
+  MissAction decideMiss(const MissContext& m, int tokens_per_expert, int& copies, int allowance, int& on_cpu);
+  void scorePrediction(int layer, std::span<const int> experts, const ExecutionOrder& order);
+
   const HostExpertStore& store_;
   ExpertCache& cache_;
   TransferWorker& worker_;
-  PrefetchOptions prefetch_;
+  OffloadMetrics* metrics_ = nullptr;  // null: the legacy constructor (no source-side counters)
+  SourcePolicy policy_;
+  int n_expert_used_;
   int budget_;
-  std::vector<char> from_host_;  // [n_expert] of the current layer: served from the host copy
+  int n_tokens_ = 1;                         // batch size of the current forward step
+  std::vector<char> from_host_;              // [n_expert] of the current layer: served from the host copy
+  std::vector<std::vector<int>> predicted_;  // [n_layer] the last prediction for the layer
+  std::vector<uint64_t> uses_;               // [n_layer * n_expert] gate choices (static policy)
+  bool pinned_ = false;
+  bool routing_counted_ = false;  // countRouting() feeds uses_
   uint64_t host_computed_ = 0;
 };
 

@@ -1,6 +1,9 @@
 #include "offload/copy_engine.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace moe {
 
@@ -8,10 +11,30 @@ void HostCopyEngine::copy(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
   bytes_.fetch_add(n, std::memory_order_relaxed);
   copies_.fetch_add(1, std::memory_order_relaxed);
-  if (bytes_per_second_ > 0.0) {
+  if (bytes_per_second_ <= 0.0) return;
+  const double seconds = static_cast<double>(n) / bytes_per_second_;
+  std::chrono::steady_clock::time_point done;
+  {
     std::lock_guard<std::mutex> lock(clock_mutex_);
-    simulated_seconds_ += static_cast<double>(n) / bytes_per_second_;
+    simulated_seconds_ += seconds;
+    if (!paced_) return;
+    link_free_at_ = std::max(link_free_at_, std::chrono::steady_clock::now()) +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(seconds));
+    done = link_free_at_;
   }
+  std::this_thread::sleep_until(done);
+}
+
+double measureHostCopyBandwidth(size_t bytes) {
+  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best > 0 ? double(bytes) / best : 0.0;
 }
 
 double HostCopyEngine::simulatedSeconds() const {

@@ -31,7 +31,12 @@ ExpertCache::ExpertCache(int n_slots, size_t slot_bytes, int n_layers, int chunk
 
 ExpertCache::~ExpertCache() { memory_->deallocate(slab_, slot_bytes_ * slots_.size()); }
 
-int ExpertCache::layerShare() const { return std::max(1, slotCount() / n_layers_); }
+int ExpertCache::layerShare() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layerShareLocked();
+}
+
+int ExpertCache::layerShareLocked() const { return std::max(1, (slotCount() - staging_) / n_layers_); }
 
 int ExpertCache::find(int layer, int expert) const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -45,7 +50,7 @@ SlotInfo ExpertCache::info(int slot) const {
 }
 
 bool ExpertCache::evictableLocked(const SlotInfo& s) const {
-  return s.state == SlotState::kReady && !s.pinned && s.layer != computing_layer_;
+  return s.state == SlotState::kReady && !s.pinned && !s.held && !s.staging && s.layer != computing_layer_;
 }
 
 int ExpertCache::reserve(int layer, int expert, bool predicted) {
@@ -56,11 +61,11 @@ int ExpertCache::reserve(int layer, int expert, bool predicted) {
   }
   int victim = -1;
   for (int i = 0; i < slotCount() && victim < 0; ++i)
-    if (slots_[i].state == SlotState::kEmpty) victim = i;
+    if (slots_[i].state == SlotState::kEmpty && !slots_[i].staging) victim = i;
   if (victim < 0) {
     int own = 0;
     for (const SlotInfo& s : slots_)
-      if (s.layer == layer) ++own;
+      if (s.layer == layer && !s.staging) ++own;
     int own_lru = -1, global_lru = -1;
     for (int i = 0; i < slotCount(); ++i) {
       const SlotInfo& s = slots_[i];
@@ -68,13 +73,13 @@ int ExpertCache::reserve(int layer, int expert, bool predicted) {
       if (global_lru < 0 || s.last_use < slots_[global_lru].last_use) global_lru = i;
       if (s.layer == layer && (own_lru < 0 || s.last_use < slots_[own_lru].last_use)) own_lru = i;
     }
-    victim = (own >= layerShare() && own_lru >= 0) ? own_lru : global_lru;
+    victim = (own >= layerShareLocked() && own_lru >= 0) ? own_lru : global_lru;
     if (victim < 0) return -1;
     index_.erase(key(slots_[victim].layer, slots_[victim].expert));
     ++evictions_;
   }
   SlotInfo& s = slots_[victim];
-  s = SlotInfo{};
+  s = SlotInfo{};  // never a staging slot: those are skipped above
   s.state = SlotState::kLoading;
   s.layer = layer;
   s.expert = expert;
@@ -104,7 +109,65 @@ void ExpertCache::free(int slot) {
   std::lock_guard<std::mutex> lock(mutex_);
   SlotInfo& s = slots_.at(static_cast<size_t>(slot));
   if (s.state != SlotState::kEmpty) index_.erase(key(s.layer, s.expert));
+  const bool staging = s.staging;
   s = SlotInfo{};
+  s.staging = staging;
+}
+
+void ExpertCache::setStagingCount(int n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (n < 0 || n > slotCount()) throw std::invalid_argument("ExpertCache: staging count outside 0..slots");
+  for (int i = 0; i < slotCount(); ++i) {
+    const bool staging = i >= slotCount() - n;
+    if (staging != slots_[i].staging && slots_[i].state != SlotState::kEmpty)
+      throw std::logic_error("ExpertCache: staging slots can only change while EMPTY");
+    slots_[i].staging = staging;
+  }
+  staging_ = n;
+}
+
+int ExpertCache::stagingCount() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return staging_;
+}
+
+int ExpertCache::stagingSlot(int i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (i < 0 || i >= staging_) throw std::out_of_range("ExpertCache: no such staging slot");
+  return slotCount() - staging_ + i;
+}
+
+void ExpertCache::loadStaging(int slot, int layer, int expert) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SlotInfo& s = slots_.at(static_cast<size_t>(slot));
+  if (!s.staging || s.state != SlotState::kEmpty)
+    throw std::logic_error("ExpertCache: loadStaging needs an EMPTY staging slot");
+  if (index_.count(key(layer, expert))) throw std::logic_error("ExpertCache: expert already cached");
+  s.state = SlotState::kLoading;
+  s.layer = layer;
+  s.expert = expert;
+  s.chunks_done = 0;
+  index_[key(layer, expert)] = slot;
+  touchLocked(slot);
+}
+
+void ExpertCache::hold(int slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SlotInfo& s = slots_.at(static_cast<size_t>(slot));
+  if (s.staging || s.state == SlotState::kEmpty)
+    throw std::logic_error("ExpertCache: hold needs a cache slot in use");
+  s.held = true;
+}
+
+void ExpertCache::releaseHolds() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (SlotInfo& s : slots_) s.held = false;
+}
+
+int ExpertCache::heldCount() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(
+      std::count_if(slots_.begin(), slots_.end(), [](const SlotInfo& s) { return s.held; }));
 }
 
 void ExpertCache::touch(int slot) {
@@ -141,7 +204,7 @@ int ExpertCache::countState(SlotState state) const {
 int ExpertCache::residentCount(int layer) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [&](const SlotInfo& s) {
-    return s.state != SlotState::kEmpty && s.layer == layer;
+    return s.state != SlotState::kEmpty && !s.staging && s.layer == layer;
   }));
 }
 

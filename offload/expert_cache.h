@@ -13,6 +13,13 @@
 // reserve() returns -1 and the caller skips (prefetch) or reports unavailable.
 // Recency is a logical clock bumped by touch(): on reserve (prefetch) and on use.
 //
+// Two additions for the static policy and prefill streaming (issue 3, items 6-7):
+// - staging slots (setStagingCount): the last n slots are kept out of reserve()
+//   and loaded one expert at a time by loadStaging(); a layer that needs more
+//   experts than its share streams them through these in execution order.
+// - held slots (hold): pinned until releaseHolds(), across layers and tokens;
+//   the static policy's most-used experts. Never evicted.
+//
 // Thread-safe: every method takes the cache's mutex. slotData() pointers are
 // stable for the cache's life; a slot's bytes may only be read while READY and
 // protected (pinned / computing layer).
@@ -51,6 +58,8 @@ struct SlotInfo {
   bool predicted = false;  // reserved by a prediction (for prefetch-hit accounting)
   bool pinned = false;
   uint64_t last_use = 0;
+  bool staging = false;  // a staging slot (never handed out by reserve())
+  bool held = false;     // pinned across layers (static policy)
 };
 
 class ExpertCache {
@@ -65,7 +74,7 @@ class ExpertCache {
   int slotCount() const { return static_cast<int>(slots_.size()); }
   size_t slotBytes() const { return slot_bytes_; }
   int chunksPerExpert() const { return chunks_; }
-  int layerShare() const;
+  int layerShare() const;  // (slots - staging) / layers, at least 1
   uint8_t* slotData(int slot) const { return slab_ + static_cast<size_t>(slot) * slot_bytes_; }
 
   int find(int layer, int expert) const;  // slot, or -1
@@ -84,8 +93,21 @@ class ExpertCache {
   void pin(int slot);
   void unpinAll();
 
+  // Staging: makes the last n slots staging slots (they must be EMPTY; n < slots
+  // unless every slot is staging by intent). stagingSlot(i): the i-th of them.
+  void setStagingCount(int n);
+  int stagingCount() const;
+  int stagingSlot(int i) const;
+  // A staging slot (EMPTY) becomes LOADING for (layer, expert); free() empties it.
+  void loadStaging(int slot, int layer, int expert);
+
+  // Static pins: a held slot is never evicted until releaseHolds().
+  void hold(int slot);
+  void releaseHolds();
+  int heldCount() const;
+
   int countState(SlotState state) const;
-  int residentCount(int layer) const;  // LOADING + READY slots of the layer
+  int residentCount(int layer) const;  // LOADING + READY slots of the layer (staging not counted)
   uint64_t evictions() const;
 
  private:
@@ -93,6 +115,7 @@ class ExpertCache {
     return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
   }
   bool evictableLocked(const SlotInfo& s) const;
+  int layerShareLocked() const;
   void touchLocked(int slot) { slots_[slot].last_use = ++clock_; }
 
   mutable std::mutex mutex_;
@@ -104,6 +127,7 @@ class ExpertCache {
   std::vector<SlotInfo> slots_;
   std::unordered_map<uint64_t, int> index_;
   int computing_layer_ = -1;
+  int staging_ = 0;
   uint64_t clock_ = 0;
   uint64_t evictions_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "offload/transfer_worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 namespace moe {
@@ -64,6 +65,35 @@ void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
 }
 
 ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> experts) {
+  return pushPrecise(layer, experts, MissPolicy{});
+}
+
+size_t TransferWorker::highBytesLocked() const {
+  auto bytes = [&](const ChunkTask& t) {
+    return t.chunk < 0 ? source_.expertBytes() : source_.chunkBytes(t.chunk);
+  };
+  size_t n = in_progress_ ? bytes(*in_progress_) : 0;
+  for (const ChunkTask& t : high_) n += bytes(t);
+  return n;
+}
+
+namespace {
+// Reordered inference: what can run now first, then by how soon it will be READY.
+int executionRank(Residency r) {
+  switch (r) {
+    case Residency::kReady: return 0;
+    case Residency::kUnavailable:
+    case Residency::kHost: return 1;
+    case Residency::kInFlight: return 2;
+    case Residency::kNotStarted: return 3;
+    case Residency::kStreamed: return 4;
+  }
+  return 5;
+}
+}  // namespace
+
+ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> experts,
+                                           const MissPolicy& on_miss) {
   ExecutionOrder order;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -96,6 +126,8 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       }
     }
 
+    clearStreamLocked();  // a previous layer's stream that was never released (an exception)
+    int misses = 0;
     for (int e : experts) {
       metrics_.expert_uses.fetch_add(1, std::memory_order_relaxed);
       OrderedExpert o;
@@ -103,10 +135,23 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       o.slot = cache_.find(layer, e);
       if (o.slot < 0) {
         metrics_.misses.fetch_add(1, std::memory_order_relaxed);
-        o.slot = cache_.reserve(layer, e, /*predicted=*/false);
+        const MissAction action =
+            on_miss ? on_miss(MissContext{layer, e, highBytesLocked(), misses}) : MissAction::kCopy;
+        ++misses;
+        if (action == MissAction::kHost) {
+          o.residency = Residency::kHost;
+          order.push_back(o);
+          continue;
+        }
+        if (action == MissAction::kCopy) o.slot = cache_.reserve(layer, e, /*predicted=*/false);
         if (o.slot < 0) {
-          metrics_.unavailable.fetch_add(1, std::memory_order_relaxed);
-          o.residency = Residency::kUnavailable;
+          if (cache_.stagingCount() > 0) {
+            metrics_.streamed.fetch_add(1, std::memory_order_relaxed);
+            o.residency = Residency::kStreamed;
+          } else {
+            metrics_.unavailable.fetch_add(1, std::memory_order_relaxed);
+            o.residency = Residency::kUnavailable;
+          }
           order.push_back(o);
           continue;
         }
@@ -141,18 +186,94 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
     }
     if (options_.reordering) {
       std::stable_sort(order.begin(), order.end(), [](const OrderedExpert& a, const OrderedExpert& b) {
-        if (a.residency != b.residency) return static_cast<int>(a.residency) < static_cast<int>(b.residency);
+        const int ra = executionRank(a.residency), rb = executionRank(b.residency);
+        if (ra != rb) return ra < rb;
         if (a.residency == Residency::kInFlight) return a.chunks_done > b.chunks_done;
         return false;
       });
+    }
+    // Streamed experts take the staging slots in execution order, round robin.
+    order_position_.assign(order_position_.size(), -1);
+    const int staging = cache_.stagingCount();
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int e = order[i].expert;
+      if (e >= static_cast<int>(order_position_.size())) order_position_.resize(size_t(e) + 1, -1);
+      order_position_[e] = static_cast<int>(i);
+      if (order[i].residency != Residency::kStreamed) continue;
+      order[i].slot = cache_.stagingSlot(static_cast<int>(stream_.size() % size_t(staging)));
+      stream_.push_back({e, static_cast<int>(i), order[i].slot, false});
+    }
+    if (!stream_.empty()) {
+      stream_layer_ = layer;
+      for (size_t k = 0; k < stream_.size() && k < size_t(staging); ++k) stageLocked(k);
     }
   }
   work_cv_.notify_all();
   return order;
 }
 
+void TransferWorker::stageLocked(size_t k) {
+  const Streamed& s = stream_[k];
+  cache_.loadStaging(s.slot, stream_layer_, s.expert);
+  queueExpertLocked(stream_layer_, s.expert, s.slot, 0, Priority::kHigh);
+}
+
+void TransferWorker::beginCompute(int layer, int expert) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (layer != stream_layer_ || expert < 0 || expert >= static_cast<int>(order_position_.size())) return;
+    const int position = order_position_[expert];
+    const size_t staging = static_cast<size_t>(cache_.stagingCount());
+    for (size_t k = 0; k < stream_.size(); ++k) {
+      if (stream_[k].position >= position || stream_[k].recycled) continue;
+      // Computed: its staging slot takes the streamed expert `staging` places later.
+      if (pending_[stream_[k].slot] != 0)
+        throw std::logic_error("TransferWorker: a streamed expert was computed before its copy finished");
+      cache_.free(stream_[k].slot);
+      stream_[k].recycled = true;
+      if (k + staging < stream_.size()) stageLocked(k + staging);
+    }
+  }
+  work_cv_.notify_all();
+}
+
+void TransferWorker::clearStreamLocked() {
+  for (const Streamed& s : stream_) {
+    if (s.recycled || cache_.find(stream_layer_, s.expert) != s.slot) continue;
+    std::erase_if(high_, [&](const ChunkTask& t) { return t.slot == s.slot; });
+    if (in_progress_ && in_progress_->slot == s.slot) {
+      pending_[s.slot] = 1;
+      free_after_current_ = true;  // freed once the chunk being copied completes
+    } else {
+      pending_[s.slot] = 0;
+      cache_.free(s.slot);
+    }
+  }
+  stream_.clear();
+  stream_layer_ = -1;
+}
+
+bool TransferWorker::hold(int layer, int expert) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (int slot = cache_.find(layer, expert); slot >= 0) {
+      cache_.hold(slot);
+      return true;
+    }
+    const int slot = cache_.reserve(layer, expert, /*predicted=*/false);
+    if (slot < 0) return false;
+    cache_.hold(slot);
+    queueExpertLocked(layer, expert, slot, 0, Priority::kHigh);
+  }
+  work_cv_.notify_all();
+  return true;
+}
+
+void TransferWorker::releaseHolds() { cache_.releaseHolds(); }
+
 void TransferWorker::release(int layer) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (layer == stream_layer_) clearStreamLocked();
   cache_.unpinAll();
   if (cache_.computingLayer() == layer) cache_.setComputingLayer(-1);
 }
@@ -169,6 +290,15 @@ std::optional<std::pair<ChunkTask, Priority>> TransferWorker::popLocked() {
     return std::make_pair(t, Priority::kLow);
   }
   return std::nullopt;
+}
+
+size_t TransferWorker::timedCopy(const ChunkTask& t) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t bytes = copyTask(t);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  metrics_.copy_busy_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  return bytes;
 }
 
 size_t TransferWorker::copyTask(const ChunkTask& t) {
@@ -217,7 +347,7 @@ StepResult TransferWorker::step() {
     job = *next;
     in_progress_ = job.first;
   }
-  size_t bytes = copyTask(job.first);  // no lock held: a push may arrive meanwhile
+  size_t bytes = timedCopy(job.first);  // no lock held: a push may arrive meanwhile
   StepResult r;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -235,7 +365,7 @@ void TransferWorker::run() {
     auto job = popLocked();
     in_progress_ = job->first;
     lock.unlock();
-    size_t bytes = copyTask(job->first);
+    size_t bytes = timedCopy(job->first);
     lock.lock();
     finishLocked(job->first, job->second, bytes);
     ready_cv_.notify_all();

@@ -8,6 +8,15 @@
 // drops that layer's still-queued low chunks (early preemption) and returns the
 // execution order (ready, then in-flight, then not started).
 //
+// Misses (pushPrecise with a MissPolicy): each expert not in the cache is copied
+// into a cache slot (kCopy), computed from its host copy (kHost: the cpu-experts
+// decision), or streamed (kStream) through the cache's staging slots: streamed
+// experts are loaded in execution order, the first `staging` at once and each
+// further one into the staging slot of the streamed expert computed before it
+// (beginCompute), so expert i+1 copies while expert i computes and nothing this
+// layer still needs is ever evicted. A kCopy miss with no evictable slot streams
+// when the cache has staging slots, else is kUnavailable (host-computed).
+//
 // Modes: kThreaded runs a worker std::thread; kManual has no thread: the caller
 // runs one chunk per step() (deterministic tests), and waitReady() steps until done.
 //
@@ -18,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -56,7 +66,18 @@ struct StepResult {
   bool discarded = false;     // the expert was preempted meanwhile; slot freed
 };
 
-enum class Residency { kReady, kInFlight, kNotStarted, kUnavailable };
+// Execution order with reordering: kReady, then the experts computed from host
+// memory (kUnavailable, kHost: nothing to wait for), kInFlight (most chunks done
+// first), kNotStarted, kStreamed.
+enum class Residency { kReady, kInFlight, kNotStarted, kUnavailable, kHost, kStreamed };
+
+enum class MissAction { kCopy, kHost, kStream };
+struct MissContext {
+  int layer = -1, expert = -1;
+  size_t queued_high_bytes = 0;  // bytes ahead of this expert on the link (high queue + the copy in progress)
+  int misses_before = 0;         // misses of this pushPrecise decided before this one
+};
+using MissPolicy = std::function<MissAction(const MissContext&)>;
 
 struct OrderedExpert {
   int expert = -1;
@@ -82,6 +103,16 @@ class TransferWorker {
   // its queued low chunks (re-queued high for chosen experts, slot freed for the
   // others), queues missing experts high, pins the chosen slots, returns the order.
   ExecutionOrder pushPrecise(int layer, std::span<const int> experts);
+  // The same, with each miss decided by `on_miss` (called under the worker's lock;
+  // it must not call back into the worker). An empty policy copies every miss.
+  ExecutionOrder pushPrecise(int layer, std::span<const int> experts, const MissPolicy& on_miss);
+  // The MoE block is about to compute `expert` of `layer`: every expert before it
+  // in the execution order is done, so their staging slots take the next streamed experts.
+  void beginCompute(int layer, int expert);
+  // Static policy: (layer, expert) gets a cache slot (copied high priority if
+  // missing) that no eviction touches until releaseHolds(). False: no slot free.
+  bool hold(int layer, int expert);
+  void releaseHolds();
   // Blocks until (layer, expert) is READY; returns whether it had to wait.
   // Throws std::logic_error when it can never become READY (not in the cache).
   bool waitReady(int layer, int expert);
@@ -99,6 +130,10 @@ class TransferWorker {
 
  private:
   void queueExpertLocked(int layer, int expert, int slot, int first_chunk, Priority p);
+  size_t highBytesLocked() const;
+  void stageLocked(size_t k);
+  void clearStreamLocked();
+  size_t timedCopy(const ChunkTask& t);
   std::optional<std::pair<ChunkTask, Priority>> popLocked();
   size_t copyTask(const ChunkTask& t);
   StepResult finishLocked(const ChunkTask& t, Priority p, size_t bytes);
@@ -118,6 +153,15 @@ class TransferWorker {
   std::optional<ChunkTask> in_progress_;
   bool free_after_current_ = false;  // the in-progress expert was preempted
   bool stop_ = false;
+  // The streaming layer: its streamed experts in execution order, each with its
+  // position in that order and its staging slot.
+  struct Streamed {
+    int expert = -1, position = -1, slot = -1;
+    bool recycled = false;
+  };
+  int stream_layer_ = -1;
+  std::vector<Streamed> stream_;
+  std::vector<int> order_position_;  // [expert] position in the last execution order, -1 if not chosen
   std::thread thread_;
 };
 

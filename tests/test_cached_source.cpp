@@ -8,6 +8,7 @@
 #include "engine_fixture.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_engine.h"
+#include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
 
 using namespace moe;
@@ -97,6 +98,78 @@ class CachedSourceTest : public QObject {
         (unsigned long long)m.ready_hits, (unsigned long long)m.prefetch_hits,
         (unsigned long long)m.inflight_hits, (unsigned long long)m.misses, (unsigned long long)m.unavailable,
         m.bytes_h2d / 1e3);
+  }
+
+  // Every policy of OffloadEngine (threaded worker, simulated link) and each of
+  // proactive's switches off, at cache sizes from 2 slots (staging only) to all.
+  // The CPU cost is chosen so that the cpu-experts rule really sends some misses
+  // to the CPU: 1.5 expert copies' worth of link time.
+  void everyEnginePolicyComputesTheSame_data() {
+    QTest::addColumn<QString>("policy");
+    QTest::addColumn<int>("cache_slots");
+    QTest::addColumn<QString>("switch_off");
+    for (OffloadPolicy p : allPolicies())
+      for (int n_slots : {2, 3, 12, 40, 96})
+        QTest::newRow(qPrintable(QString("%1, %2 slots").arg(QLatin1String(policyName(p))).arg(n_slots)))
+            << QString(policyName(p)) << n_slots << QString();
+    for (const char* off : {"prefetch", "chunking", "preemption", "reordering", "cpu-fallback", "streaming"})
+      for (int n_slots : {3, 24})
+        QTest::newRow(
+            qPrintable(QString("proactive without %1, %2 slots").arg(QLatin1String(off)).arg(n_slots)))
+            << QString("proactive") << n_slots << QString(off);
+  }
+
+  void everyEnginePolicyComputesTheSame() {
+    QFETCH(QString, policy);
+    QFETCH(int, cache_slots);
+    QFETCH(QString, switch_off);
+    EngineFixture f(deepSpec());
+    const auto expected = run(f, *f.experts);
+    OffloadConfig oc;
+    oc.policy = parsePolicy(policy.toStdString());
+    oc.cache_slots = cache_slots;
+    const double expert_bytes = double(HostExpertStore(*f.model).expertBytes());
+    oc.link.bytes_per_second = expert_bytes / 1e-3;
+    oc.cpu_cost = {1.5e-3, 4e-3};
+    ProactiveSwitches& sw = oc.switches;
+    sw.prefetch = switch_off != "prefetch";
+    sw.chunking = switch_off != "chunking";
+    sw.early_preemption = switch_off != "preemption";
+    sw.reordering = switch_off != "reordering";
+    sw.cpu_fallback = switch_off != "cpu-fallback";
+    sw.prefill_streaming = switch_off != "streaming";
+    OffloadEngine engine(*f.model, *f.backend, oc);
+    auto t = f.transformer(64, &engine.source());
+    t->setRoutingObserver([&](const RoutingEvent& ev) { engine.observeRouting(ev); });
+    std::vector<float> got, step;
+    const int32_t prompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61};
+    t->forward(prompt, step, true);
+    got = step;
+    for (int32_t next : {5, 77, 12, 300, 2, 31}) {
+      const int32_t one[] = {next % f.model->config().n_vocab};
+      t->forward(one, step);
+      got.insert(got.end(), step.begin(), step.end());
+    }
+    QVERIFY(got == expected);  // bit-identical
+
+    engine.waitIdle();
+    const auto m = engine.snapshot();
+    if (oc.policy == OffloadPolicy::kResident) {
+      QCOMPARE(m.expert_uses, uint64_t(0));
+      return;
+    }
+    QCOMPARE(m.ready_hits + m.inflight_hits + m.misses, m.expert_uses);
+    QVERIFY(m.unavailable + m.cpu_computed + m.streamed <= m.misses);
+    QCOMPARE(engine.cachedSource()->hostComputed(), m.unavailable + m.cpu_computed);
+    if (engine.cache()->stagingCount() > 0) QCOMPARE(m.unavailable, uint64_t(0));  // staging always streams
+    if (oc.policy == OffloadPolicy::kStatic) QVERIFY(m.held_slots > 0 || cache_slots <= 2);
+    qInfo(
+        "%s%s%s, %d slots: uses %llu, ready %llu, in flight %llu, missed %llu (streamed %llu, CPU %llu, "
+        "no slot %llu), %.1f KB",
+        qPrintable(policy), switch_off.isEmpty() ? "" : " without ", qPrintable(switch_off), cache_slots,
+        (unsigned long long)m.expert_uses, (unsigned long long)m.ready_hits,
+        (unsigned long long)m.inflight_hits, (unsigned long long)m.misses, (unsigned long long)m.streamed,
+        (unsigned long long)m.cpu_computed, (unsigned long long)m.unavailable, m.bytes_h2d / 1e3);
   }
 };
 

@@ -91,24 +91,94 @@ class CliTest : public QObject {
   }
 
   void benchDemoTableAndJson() {
+    const QStringList names = {"resident", "reactive-lru", "static", "proactive", "cpu-experts"};
     const auto table = runCli({"bench", "--demo", "--decode-tokens", "8"});
     QCOMPARE(table.code, 0);
-    for (const char* policy : {"resident", "reactive-lru", "proactive"}) QVERIFY(table.out.contains(policy));
+    for (const QString& policy : names) QVERIFY2(table.out.contains(policy), qPrintable(table.out));
     QVERIFY(table.out.contains("all policies generated identical tokens"));
+    QVERIFY(table.out.contains("gain over plain LRU"));
+    QVERIFY(table.out.contains("bound:"));
     QVERIFY(table.err.contains("link: simulated"));
     const auto json = runCli({"bench", "--demo", "--decode-tokens", "8", "--json"});
     QCOMPARE(json.code, 0);
     const auto doc = QJsonDocument::fromJson(json.out.toUtf8());
     QVERIFY2(doc.isObject(), qPrintable(json.out));
     const auto policies = doc.object()["policies"].toArray();
-    QCOMPARE(policies.size(), 3);
-    QCOMPARE(policies[1].toObject()["policy"].toString(), QString("reactive-lru"));
-    const auto reactive = policies[1].toObject();
-    QCOMPARE(reactive["ready_hits"].toDouble() + reactive["inflight_hits"].toDouble() +
-                 reactive["misses"].toDouble(),
-             reactive["expert_uses"].toDouble());
-    QVERIFY(reactive["bytes_h2d"].toDouble() >=
-            doc.object()["bound_bytes"].toDouble());  // nothing beats the bound
+    QCOMPARE(policies.size(), names.size());
+    for (int i = 0; i < names.size(); ++i) {
+      const auto p = policies[i].toObject();
+      QCOMPARE(p["policy"].toString(), names[i]);
+      for (const char* key : {"ttft_s", "prefill_tok_s", "decode_tok_s", "gb_moved", "blocked_s", "goodpred",
+                              "x_bound", "decode_vs_reactive"})
+        QVERIFY2(p.contains(key), key);
+      if (names[i] == "resident") continue;
+      QCOMPARE(p["ready_hits"].toDouble() + p["inflight_hits"].toDouble() + p["misses"].toDouble(),
+               p["expert_uses"].toDouble());
+      if (names[i] != "cpu-experts")  // only the CPU rule may skip the link
+        QVERIFY(p["bytes_h2d"].toDouble() >=
+                doc.object()["bound_bytes"].toDouble());  // nothing beats the bound
+    }
+    QCOMPARE(policies[1].toObject()["decode_vs_reactive"].toDouble(), 1.0);
+  }
+
+  void benchAblationOneCommand() {
+    const auto r = runCli({"bench", "--demo", "--decode-tokens", "4", "--json", "--ablate", "--policies",
+                           "reactive-lru,proactive"});
+    QCOMPARE(r.code, 0);
+    const auto policies = QJsonDocument::fromJson(r.out.toUtf8()).object()["policies"].toArray();
+    QStringList got;
+    for (const auto& p : policies) got << p.toObject()["policy"].toString();
+    QCOMPARE(got, QStringList({"reactive-lru", "proactive", "proactive-no-prefetch", "proactive-no-chunking",
+                               "proactive-no-preemption", "proactive-no-reordering",
+                               "proactive-no-cpu-fallback", "proactive-no-streaming"}));
+    QCOMPARE(policies[2].toObject()["switches"].toObject()["prefetch"].toBool(), false);
+    QCOMPARE(policies[2].toObject()["prefetch_hits"].toDouble(), 0.0);
+    // A switch on the command line applies to proactive; the ablation skips what is already off.
+    const auto off = runCli({"bench", "--demo", "--decode-tokens", "4", "--json", "--ablate", "--no-chunking",
+                             "--policies", "proactive"});
+    QCOMPARE(off.code, 0);
+    const auto rows = QJsonDocument::fromJson(off.out.toUtf8()).object()["policies"].toArray();
+    QCOMPARE(rows.size(), 6);
+    QCOMPARE(rows[0].toObject()["switches"].toObject()["chunking"].toBool(), false);
+  }
+
+  void benchPresetGeneratesOnceThenReuses() {
+    const QString cache = dir_.filePath("model-cache");
+    const QStringList args = {"bench",       "--preset",   "tiny-qwen3moe",   "--quant", "q8_0",
+                              "--cache-dir", cache,        "--decode-tokens", "4",       "--prompt-tokens",
+                              "8",           "--policies", "reactive-lru"};
+    const auto first = runCli(args);
+    QCOMPARE(first.code, 0);
+    QVERIFY2(first.err.contains("generating"), qPrintable(first.err));
+    QVERIFY(QFile::exists(cache + "/tiny-qwen3moe-q8_0.gguf"));
+    const auto second = runCli(args);
+    QCOMPARE(second.code, 0);
+    QVERIFY2(second.err.contains("reusing"), qPrintable(second.err));
+    expectFailure(runCli({"bench", "--preset", "DS-9", "--cache-dir", cache}), 2, "unknown --preset 'DS-9'");
+    expectFailure(runCli({"bench", "--preset", "DS-1", "--quant", "q2", "--cache-dir", cache}), 2,
+                  "unknown --quant");
+    expectFailure(runCli({"bench", "--demo", "--quant", "f16"}), 2, "--quant goes with --preset");
+  }
+
+  void generateWithPolicyPrintsCounters() {
+    for (const char* policy : {"static", "proactive", "cpu-experts"}) {
+      const auto r = runCli({"generate", "--demo", "-n", "12", "--temp", "0", "--policy", policy,
+                             "--cache-share", "0.4", "--link-gbps", "10", "--stats", "--verbose"});
+      QCOMPARE(r.code, 0);
+      QVERIFY2(r.err.contains(QString("offload: policy ") + policy), qPrintable(r.err));
+      QVERIFY(r.err.contains("expert uses"));
+      QVERIFY(r.err.contains("decode 11 tokens"));
+      if (QString(policy) != "static") QVERIFY2(r.err.contains("cpu-experts: layer"), qPrintable(r.err));
+    }
+    // Same text whatever the policy (greedy).
+    const auto a = runCli({"generate", "--demo", "-n", "16", "--temp", "0"});
+    const auto b = runCli(
+        {"generate", "--demo", "-n", "16", "--temp", "0", "--policy", "static", "--cache-share", "0.25"});
+    QCOMPARE(a.out, b.out);
+    expectFailure(runCli({"generate", "--demo", "--policy", "lfu"}), 2, "unknown policy 'lfu'");
+    expectFailure(runCli({"generate", "--demo", "--cache-share", "1.5"}), 2, "--cache-share");
+    expectFailure(runCli({"generate", "--demo", "--policy", "static", "--cache-mb", "0.000001"}), 1,
+                  "fewer than 2 experts");
   }
 
   void missingFile() { expectFailure(runCli({"info", dir_.filePath("nope.gguf")}), 1, "nope.gguf"); }

@@ -6,6 +6,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
+#include "app/cli/offload_options.h"
 #include "inference/tokenizer/chat_template.h"
 
 namespace moe::cli {
@@ -39,12 +40,16 @@ std::set<std::string> generateValueOptions() {
   auto s = samplingValueOptions();
   v.insert(s.begin(), s.end());
   v.insert({"--prompt", "--max-tokens", "--stop", "--system"});
+  auto o = offloadValueOptions();
+  v.insert(o.begin(), o.end());
   return v;
 }
 
 std::set<std::string> generateFlags() {
   auto f = modelFlags();
-  f.insert({"--chat", "--ignore-eos"});
+  f.insert({"--chat", "--ignore-eos", "--stats", "--verbose"});
+  auto o = offloadFlags();
+  f.insert(o.begin(), o.end());
   return f;
 }
 
@@ -61,13 +66,21 @@ GenerationParams generationParams(const Args& args, const EngineSession& session
   return p;
 }
 
+// The model, the offload policy (--policy ...) and, with --verbose, the CPU-versus-copy log.
+SessionOptions offloadSessionOptions(const Args& args) {
+  SessionOptions so = sessionOptions(args);
+  applyOffloadOptions(args, so);
+  if (args.flag("--verbose")) so.on_cpu_decision = printCpuDecision;
+  return so;
+}
+
 }  // namespace
 
 int runGenerate(const std::vector<std::string>& argv) {
   const Args args(argv, generateValueOptions(), generateFlags(), kAliases);
   const std::string prompt = args.valueOr("--prompt", "Once upon a time");
   if (prompt.empty()) throw UsageError("empty prompt: give some text with -p");
-  EngineSession session(sessionOptions(args));
+  EngineSession session(offloadSessionOptions(args));
   auto& model = session.model();
   announceModel(session, model);
   GenerationParams params = generationParams(args, session);
@@ -86,14 +99,15 @@ int runGenerate(const std::vector<std::string>& argv) {
   const auto ids = tok.encode(text, tok.addBosDefault(), special);
   installInterruptHandler();
   if (!args.flag("--chat")) printText(prompt);
-  const auto st = session.generator().generate(ids, params, printText, &g_cancel);
+  const auto st = session.generate(ids, params, printText, &g_cancel);
   printStats(st);
+  if (args.flag("--stats")) printOffloadStats(session.offloadSnapshot(), session);
   return st.reason == StopReason::Cancelled ? 130 : 0;
 }
 
 int runChat(const std::vector<std::string>& argv) {
   const Args args(argv, generateValueOptions(), generateFlags(), kAliases);
-  EngineSession session(sessionOptions(args));
+  EngineSession session(offloadSessionOptions(args));
   auto& model = session.model();
   announceModel(session, model);
   GenerationParams params = generationParams(args, session);
@@ -121,7 +135,7 @@ int runChat(const std::vector<std::string>& argv) {
     installInterruptHandler();
     GenerationStats st;
     try {
-      st = session.generator().generate(
+      st = session.generate(
           ids, params,
           [&](std::string_view s) {
             reply += s;
@@ -136,6 +150,7 @@ int runChat(const std::vector<std::string>& argv) {
     }
     history.push_back({"assistant", reply});
     printStats(st);
+    if (args.flag("--stats")) printOffloadStats(session.offloadSnapshot(), session);
   }
   return 0;
 }

@@ -15,20 +15,28 @@ const char* kUsage = R"(usage: moechat-cli COMMAND [options]
 commands:
   info (FILE | --demo) [--vram GB] [--ctx N]
       architecture, sizes, expert bytes, and what fits a VRAM budget
-  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling]
+  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
       stream a completion to stdout; tokens/s at the end (stderr)
-  chat (FILE | --demo) [--system TEXT] [-n N] [sampling]
+  chat (FILE | --demo) [--system TEXT] [-n N] [sampling] [offload]
       interactive chat on stdin/stdout with the model's chat template
   logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
       raw logits of every position, one line per position; optionally the
       hidden state after every layer, for diffing layer by layer
-  bench (FILE | --demo) [--cache-share S] [--prompt-tokens N] [--decode-tokens N]
-        [--link-gbps G] [--json]
-      caching policies side by side at one cache budget (CPU compute, simulated link)
+  bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
+        [--prompt-tokens N] [--decode-tokens N] [--link-gbps G] [--virtual-link]
+        [--policies a,b,...] [--ablate] [--no-<switch>]... [--json] [--verbose]
+      every caching policy side by side at one cache budget (CPU compute, simulated
+      link, paced unless --virtual-link); --ablate adds proactive minus each switch;
+      --preset generates (once, in the cache folder) a full-size synthetic model
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
 
 model options:  --ctx N (context, default 2048)  --threads N
+offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
+                --cache-share S (of the routed experts, default 0.5) | --cache-mb M
+                --link-gbps G (simulated link) [--paced]  --stats (counters at the end)
+                --verbose (each CPU-vs-copy decision)  proactive switches: --no-prefetch
+                --no-chunking --no-preemption --no-reordering --no-cpu-fallback --no-streaming
 sampling:       --temp T (0 = greedy)  --top-k K  --top-p P  --min-p P
                 --repeat-penalty R  --repeat-last-n N  --seed S
 The demo model (--demo) is built into the program: random weights, it shows

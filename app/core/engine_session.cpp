@@ -1,9 +1,9 @@
 #include "app/core/engine_session.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "models/synthetic_model.h"
-#include "offload/resident_expert_source.h"
 
 namespace moe {
 
@@ -13,15 +13,57 @@ gguf::GgufFile openModelFile(const SessionOptions& opts) {
   return gguf::GgufFile::open(opts.model_path);
 }
 
+int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
+  if (opts.cache_bytes == 0) return OffloadEngine::slotsForShare(model, opts.cache_share);
+  const uint64_t expert = std::max<uint64_t>(1, model.sizes().expert_bytes);
+  const uint64_t slots = opts.cache_bytes / expert;
+  if (slots < 2)
+    throw std::invalid_argument("a cache budget of " + std::to_string(opts.cache_bytes) +
+                                " bytes holds fewer than 2 experts of " + std::to_string(expert) + " bytes");
+  return static_cast<int>(std::min<uint64_t>(slots, uint64_t(OffloadEngine::routedExperts(model))));
+}
+
 EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   backend_ = makeCpuBackend(opts.threads);
   model_ = Model::load(openModelFile(opts), *backend_);
-  experts_ = std::make_unique<ResidentExpertSource>(model_->hostExperts());
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);
-  transformer_ = std::make_unique<Transformer>(*model_, *backend_, *experts_, n_ctx);
+  OffloadConfig oc;
+  oc.policy = opts.policy;
+  oc.link = opts.link;
+  oc.switches = opts.switches;
+  oc.on_cpu_decision = opts.on_cpu_decision;
+  const bool resident = opts.policy == OffloadPolicy::kResident;
+  oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
+  engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);
+  transformer_ = std::make_unique<Transformer>(*model_, *backend_, engine_->source(), n_ctx);
+  if (opts.policy == OffloadPolicy::kStatic)
+    transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
+
+  // What this configuration would need on a GPU: fixed parts + the expert cache.
+  const FitEstimate fixed = estimateFit(model_->config(), model_->sizes(), 0, n_ctx);
+  const uint64_t cache_bytes = uint64_t(resident ? OffloadEngine::routedExperts(*model_) : oc.cache_slots) *
+                               model_->sizes().expert_bytes;
+  fit_ =
+      estimateFit(model_->config(), model_->sizes(),
+                  fixed.resident_bytes + fixed.kv_cache_bytes + fixed.workspace_bytes + cache_bytes, n_ctx);
 }
 
-EngineSession::~EngineSession() = default;
+EngineSession::~EngineSession() {
+  // The transformer and generator use the engine's expert source.
+  generator_.reset();
+  transformer_.reset();
+  engine_.reset();
+}
+
+GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const GenerationParams& params,
+                                        const std::function<void(std::string_view)>& on_text,
+                                        const std::atomic<bool>* cancel) {
+  const GenerationStats st = generator_->generate(prompt, params, on_text, cancel);
+  if (policy() != OffloadPolicy::kResident)
+    engine_->metrics().addGeneration(uint64_t(st.prompt_tokens - st.reused_tokens), st.prefill_seconds,
+                                     uint64_t(st.decode_steps), st.decode_seconds);
+  return st;
+}
 
 }  // namespace moe

@@ -1,8 +1,13 @@
-// Glue shared by the CLI and (later) the GUI's InferenceWorker: opens a model
-// file or the embedded demo model, and wires backend, model, expert source and
-// transformer together. Qt-free.
+// Glue shared by the CLI and the GUI's InferenceWorker: opens a model file or the
+// embedded demo model, and wires backend, model, expert source (the offload
+// policy) and transformer together. Qt-free.
+//
+// Threads: build the session and call generator() on one worker thread;
+// offloadSnapshot() may be called from any other thread at any time (e.g. a UI
+// timer 4-10 times a second) while that thread generates.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -10,6 +15,8 @@
 #include "inference/generator.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
+#include "offload/fit_estimate.h"
+#include "offload/offload_engine.h"
 
 namespace moe {
 
@@ -18,11 +25,21 @@ struct SessionOptions {
   bool demo = false;
   int n_ctx = 2048;  // clamped to the model's trained context
   int threads = 0;   // 0: all hardware threads
+
+  // Offloading (docs/offload.md). resident keeps every expert in place.
+  OffloadPolicy policy = OffloadPolicy::kResident;
+  double cache_share = 0.5;    // share of the routed experts the cache holds (when cache_bytes == 0)
+  uint64_t cache_bytes = 0;    // > 0: the expert cache's budget in bytes (staging slots included)
+  LinkOptions link;            // simulated host->device link (CPU path); default: plain copies
+  ProactiveSwitches switches;  // proactive's optimisations
+  std::function<void(const CpuDecision&)> on_cpu_decision;  // cpu-experts log (worker thread)
 };
 
 class EngineSession {
  public:
-  // Throws gguf::GgufError / ModelError / TokenizerError with a readable reason.
+  // Throws gguf::GgufError / ModelError / TokenizerError with a readable reason,
+  // std::invalid_argument for a cache budget below 2 experts, HostMemoryError
+  // when the expert store does not fit in RAM.
   explicit EngineSession(const SessionOptions& opts);
   ~EngineSession();
 
@@ -32,13 +49,29 @@ class EngineSession {
   Backend& backend() { return *backend_; }
   bool isDemo() const { return demo_; }
 
+  // Generates like generator().generate() and adds the run's prefill / decode
+  // tokens and times to the offload counters.
+  GenerationStats generate(std::span<const int32_t> prompt, const GenerationParams& params,
+                           const std::function<void(std::string_view)>& on_text,
+                           const std::atomic<bool>* cancel = nullptr);
+
+  OffloadPolicy policy() const { return engine_->config().policy; }
+  // Thread-safe; all zeros for the resident policy.
+  OffloadSnapshot offloadSnapshot() const { return engine_->snapshot(); }
+  // Cache slots in use (0 for resident), and what this configuration needs on a
+  // GPU: resident weights + KV cache + workspace + the expert cache budget.
+  int cacheSlots() const { return engine_->cache() ? engine_->cache()->slotCount() : 0; }
+  const FitEstimate& fitEstimate() const { return fit_; }
+  OffloadEngine& offload() { return *engine_; }
+
  private:
   bool demo_ = false;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<ExpertSource> experts_;
+  std::unique_ptr<OffloadEngine> engine_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Generator> generator_;
+  FitEstimate fit_;
 };
 
 // The line every front end shows next to the demo model.
@@ -47,5 +80,9 @@ inline constexpr const char* kDemoNotice =
 
 // Opens the GGUF named by opts (maps a file, or builds the demo model in memory).
 gguf::GgufFile openModelFile(const SessionOptions& opts);
+
+// Cache slots a session's options ask for: cache_bytes / one expert, else
+// cache_share of the routed experts; at least 2.
+int sessionCacheSlots(const SessionOptions& opts, const Model& model);
 
 }  // namespace moe

@@ -1,0 +1,89 @@
+#include "app/cli/bench_model.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/cli/args.h"
+#include "models/synthetic_model.h"
+
+namespace moe::cli {
+namespace {
+
+gguf::TensorType parseQuant(std::string q) {
+  std::transform(q.begin(), q.end(), q.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (q == "f32") return gguf::TensorType::F32;
+  if (q == "f16") return gguf::TensorType::F16;
+  if (q == "bf16") return gguf::TensorType::BF16;
+  if (q == "q8_0") return gguf::TensorType::Q8_0;
+  if (q == "q4_0") return gguf::TensorType::Q4_0;
+  throw UsageError("unknown --quant '" + q + "' (f32, f16, bf16, q8_0, q4_0)");
+}
+
+synth::SyntheticSpec specFor(const std::string& preset) {
+  const std::string tiny = "tiny-";
+  try {
+    if (preset.rfind(tiny, 0) == 0) return synth::tinySpec(preset.substr(tiny.size()));
+    return synth::presetSpec(preset);
+  } catch (const std::invalid_argument&) {
+    std::string names;
+    for (const auto& n : synth::presetNames()) names += n + ", ";
+    for (const auto& a : synth::supportedArchs()) names += tiny + a + ", ";
+    names.resize(names.size() - 2);
+    throw UsageError("unknown --preset '" + preset + "' (" + names + ")");
+  }
+}
+
+uint64_t freeBytes(const std::filesystem::path& dir) {
+  struct statvfs vfs {};
+  if (statvfs(dir.c_str(), &vfs) != 0) return 0;
+  return uint64_t(vfs.f_bavail) * vfs.f_frsize;
+}
+
+}  // namespace
+
+std::string defaultModelCacheDir() {
+  if (const char* d = std::getenv("MOECHAT_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/moechat/models";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/moechat/models";
+  return ".moechat-cache";
+}
+
+std::string ensurePresetModel(const std::string& preset, const std::string& quant, const std::string& dir) {
+  synth::SyntheticSpec spec = specFor(preset);
+  const gguf::TensorType type = parseQuant(quant);
+  spec.expert_type = type;
+  spec.weight_type = type;
+  std::string q = quant;
+  std::transform(q.begin(), q.end(), q.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  const std::filesystem::path folder(dir);
+  const std::filesystem::path path = folder / (preset + "-" + q + ".gguf");
+  const uint64_t planned = synth::plannedFileBytes(spec);
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) >= planned) {
+    std::fprintf(stderr, "bench: reusing %s (%.1f MB)\n", path.c_str(), planned / 1e6);
+    return path.string();
+  }
+  std::filesystem::create_directories(folder, ec);
+  if (ec)
+    throw std::runtime_error("cannot create the model cache folder " + folder.string() + ": " + ec.message());
+  // Metadata and the vocabulary add a few MB on top of the tensors.
+  const uint64_t needed = planned + (64ull << 20), available = freeBytes(folder);
+  if (available > 0 && needed > available)
+    throw std::runtime_error("the " + preset + " " + q + " model needs " + std::to_string(needed / 1000000) +
+                             " MB but " + folder.string() + " has " + std::to_string(available / 1000000) +
+                             " MB free: free some space or pick a folder with --cache-dir");
+  std::fprintf(stderr, "bench: generating %s (%s shape, %s, %.1f MB, random weights) ...\n", path.c_str(),
+               preset.c_str(), q.c_str(), planned / 1e6);
+  // Written under a temporary name and renamed: an interrupted run leaves no half file to reuse.
+  const std::filesystem::path partial = path.string() + ".partial";
+  synth::writeModel(spec, partial.string());
+  std::filesystem::rename(partial, path);
+  return path.string();
+}
+
+}  // namespace moe::cli

@@ -1,0 +1,118 @@
+#include "app/cli/bench_report.h"
+
+#include <cstdio>
+
+namespace moe::cli {
+namespace {
+
+const BenchRow* findRow(const std::vector<BenchRow>& rows, const std::string& name) {
+  for (const auto& r : rows)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
+double boundSeconds(const BenchContext& c) { return ratio(double(c.bound_bytes), c.link_bytes_per_second); }
+double blockedSeconds(const OffloadSnapshot& m) { return m.blocked_ns / 1e9; }
+
+// The predictor's gain over plain LRU at the same slots: the share of expert uses
+// READY at the gate, proactive minus reactive-lru (percentage points).
+bool predictorGain(const std::vector<BenchRow>& rows, double& lru, double& pro) {
+  const BenchRow* a = findRow(rows, "reactive-lru");
+  const BenchRow* b = findRow(rows, "proactive");
+  if (!a || !b) return false;
+  lru = 100.0 * a->m.hitRate();
+  pro = 100.0 * b->m.hitRate();
+  return true;
+}
+
+}  // namespace
+
+void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  const BenchRow* lru = findRow(rows, "reactive-lru");
+  std::printf("%-24s %8s %9s %8s %6s %6s %6s %6s %5s %5s %8s %8s %6s %8s %6s %7s %7s\n", "policy", "TTFT s",
+              "prefill/s", "decode/s", "ready%", "pref%", "fly%", "miss%", "cpu", "strm", "GB moved",
+              "blocked", "GdPred", "link s", "xbound", "dec/LRU", "TTFT/LRU");
+  for (const auto& r : rows) {
+    const auto& m = r.m;
+    const bool cached = r.policy != OffloadPolicy::kResident;
+    std::printf("%-24s %8.3f %9.1f %8.2f ", r.name.c_str(), r.gen.ttft_seconds,
+                r.gen.prefillTokensPerSecond(), r.gen.decodeTokensPerSecond());
+    if (cached)
+      std::printf("%6.1f %6.1f %6.1f %6.1f %5llu %5llu %8.3f %8.3f %6.3f %8.4f %6.2f ",
+                  pct(m.ready_hits, m.expert_uses), pct(m.prefetch_hits, m.expert_uses),
+                  pct(m.inflight_hits, m.expert_uses), pct(m.misses, m.expert_uses),
+                  (unsigned long long)(m.cpu_computed + m.unavailable), (unsigned long long)m.streamed,
+                  m.bytes_h2d / 1e9, blockedSeconds(m), m.goodPred(), m.link_seconds,
+                  ratio(m.link_seconds, boundSeconds(ctx)));
+    else
+      std::printf("%6s %6s %6s %6s %5s %5s %8s %8s %6s %8s %6s ", "-", "-", "-", "-", "-", "-", "0", "-", "-",
+                  "-", "-");
+    std::printf("%6.2fx %6.2fx\n",
+                lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
+                lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
+  }
+  std::printf(
+      "bound: %.3f GB (each distinct expert the run uses crossing once) = %.4f s over the %.1f GB/s link%s\n",
+      ctx.bound_bytes / 1e9, boundSeconds(ctx), ctx.link_bytes_per_second / 1e9,
+      ctx.paced ? " (paced: copies take that long in wall time)" : " (virtual clock)");
+  double lru_hit = 0, pro_hit = 0;
+  if (predictorGain(rows, lru_hit, pro_hit))
+    std::printf(
+        "predictor (%s) gain over plain LRU at %d slots: ready at the gate %.1f%% vs %.1f%% (%+.1f points)\n",
+        ctx.predictor.c_str(), ctx.cache_slots, pro_hit, lru_hit, pro_hit - lru_hit);
+  std::printf("CPU cost of one expert (1 token): %.3f ms; all policies generated identical tokens\n",
+              ctx.cpu_expert_ms);
+}
+
+void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  const BenchRow* lru = findRow(rows, "reactive-lru");
+  std::printf(
+      "{\"model\": \"%s\", \"compute\": \"cpu\", \"threads\": %d, \"cache_slots\": %d, \"total_experts\": "
+      "%d, "
+      "\"prompt_tokens\": %d, \"decode_tokens\": %d, \"link\": \"simulated\", \"link_bytes_per_second\": "
+      "%.0f, "
+      "\"paced\": %s, \"bound_bytes\": %llu, \"bound_seconds\": %.6f, \"cpu_expert_ms\": %.4f, "
+      "\"predictor\": \"%s\", \"identical_tokens\": true,",
+      ctx.model_name.c_str(), ctx.threads, ctx.cache_slots, ctx.total_experts, ctx.prompt_tokens,
+      ctx.decode_tokens, ctx.link_bytes_per_second, ctx.paced ? "true" : "false",
+      (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms, ctx.predictor.c_str());
+  double lru_hit = 0, pro_hit = 0;
+  if (predictorGain(rows, lru_hit, pro_hit))
+    std::printf(" \"predictor_gain_points\": %.3f,", pro_hit - lru_hit);
+  std::printf(" \"policies\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto& m = r.m;
+    const auto& s = r.switches;
+    std::printf(
+        "%s\n  {\"policy\": \"%s\", \"ttft_s\": %.6f, \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, "
+        "\"expert_uses\": %llu, \"ready_hits\": %llu, \"prefetch_hits\": %llu, \"inflight_hits\": %llu, "
+        "\"misses\": %llu, \"unavailable\": %llu, \"cpu_computed\": %llu, \"streamed\": %llu, "
+        "\"bytes_h2d\": %llu, \"gb_moved\": %.6f, \"blocked_s\": %.6f, \"copy_busy_s\": %.6f, "
+        "\"link_seconds\": %.6f, \"x_bound\": %.4f, \"accuracy\": %.4f, \"fetch_rate\": %.4f, "
+        "\"goodpred\": %.4f, \"decode_vs_reactive\": %.4f, \"ttft_vs_reactive\": %.4f",
+        i ? "," : "", r.name.c_str(), r.gen.ttft_seconds, r.gen.prefillTokensPerSecond(),
+        r.gen.decodeTokensPerSecond(), (unsigned long long)m.expert_uses, (unsigned long long)m.ready_hits,
+        (unsigned long long)m.prefetch_hits, (unsigned long long)m.inflight_hits,
+        (unsigned long long)m.misses, (unsigned long long)m.unavailable, (unsigned long long)m.cpu_computed,
+        (unsigned long long)m.streamed, (unsigned long long)m.bytes_h2d, m.bytes_h2d / 1e9, blockedSeconds(m),
+        m.copy_busy_ns / 1e9, m.link_seconds, ratio(m.link_seconds, boundSeconds(ctx)), m.accuracy(),
+        m.fetchRate(), m.goodPred(),
+        lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
+        lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
+    if (r.policy == OffloadPolicy::kProactive)
+      std::printf(
+          ", \"switches\": {\"prefetch\": %s, \"chunking\": %s, \"early_preemption\": %s, \"reordering\": "
+          "%s, "
+          "\"cpu_fallback\": %s, \"prefill_streaming\": %s}",
+          s.prefetch ? "true" : "false", s.chunking ? "true" : "false", s.early_preemption ? "true" : "false",
+          s.reordering ? "true" : "false", s.cpu_fallback ? "true" : "false",
+          s.prefill_streaming ? "true" : "false");
+    std::printf("}");
+  }
+  std::printf("\n]}\n");
+}
+
+}  // namespace moe::cli

@@ -1,0 +1,35 @@
+// bench's output: one row per policy, as a table or as JSON (one object per
+// policy, "policy": "reactive-lru", ...), each against reactive-lru and the bound.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "inference/generator.h"
+#include "offload/offload_engine.h"
+
+namespace moe::cli {
+
+struct BenchRow {
+  std::string name;  // the policy, or "proactive-no-<switch>" in an ablation
+  OffloadPolicy policy = OffloadPolicy::kResident;
+  ProactiveSwitches switches;
+  GenerationStats gen;
+  OffloadSnapshot m;
+  std::vector<int32_t> tokens;  // what it generated (must match across rows)
+};
+
+struct BenchContext {
+  std::string model_name;
+  int cache_slots = 0, total_experts = 0, prompt_tokens = 0, decode_tokens = 0, threads = 0;
+  double link_bytes_per_second = 0;
+  bool paced = false;
+  uint64_t bound_bytes = 0;  // every distinct expert the run used, crossing once
+  double cpu_expert_ms = 0;  // measured CPU cost of one expert, one token
+  std::string predictor;
+};
+
+void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx);
+void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx);
+
+}  // namespace moe::cli

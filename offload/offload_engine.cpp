@@ -1,0 +1,144 @@
+#include "offload/offload_engine.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "offload/resident_expert_source.h"
+#include "offload/skip_gate_predictor.h"
+
+namespace moe {
+
+namespace {
+struct PolicyName {
+  OffloadPolicy policy;
+  const char* name;
+};
+constexpr PolicyName kPolicies[] = {{OffloadPolicy::kResident, "resident"},
+                                    {OffloadPolicy::kReactiveLru, "reactive-lru"},
+                                    {OffloadPolicy::kStatic, "static"},
+                                    {OffloadPolicy::kProactive, "proactive"},
+                                    {OffloadPolicy::kCpuExperts, "cpu-experts"}};
+
+int moeLayers(const HostExpertStore& store) {
+  int n = 0;
+  for (int il = 0; il < store.layers(); ++il) n += store.hasLayer(il);
+  return n;
+}
+}  // namespace
+
+const char* policyName(OffloadPolicy p) {
+  for (const auto& e : kPolicies)
+    if (e.policy == p) return e.name;
+  return "?";
+}
+
+OffloadPolicy parsePolicy(const std::string& name) {
+  for (const auto& e : kPolicies)
+    if (name == e.name) return e.policy;
+  std::string valid;
+  for (const auto& e : kPolicies) valid += std::string(valid.empty() ? "" : ", ") + e.name;
+  throw std::invalid_argument("unknown policy '" + name + "' (" + valid + ")");
+}
+
+std::vector<OffloadPolicy> allPolicies() {
+  std::vector<OffloadPolicy> v;
+  for (const auto& e : kPolicies) v.push_back(e.policy);
+  return v;
+}
+
+int OffloadEngine::routedExperts(const Model& model) {
+  const auto& c = model.config();
+  int layers = 0;
+  for (const auto& row : model.hostExperts()) layers += !row.empty();
+  return layers * c.n_expert;
+}
+
+int OffloadEngine::slotsForShare(const Model& model, double share) {
+  if (!(share > 0 && share <= 1)) throw std::invalid_argument("cache share must be in (0, 1]");
+  return std::max(2, static_cast<int>(share * routedExperts(model)));
+}
+
+OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
+    : config_(std::move(config)) {
+  if (config_.policy == OffloadPolicy::kResident) {
+    resident_ = std::make_unique<ResidentExpertSource>(model.hostExperts());
+    source_ = resident_.get();
+    return;
+  }
+  if (config_.cache_slots < 2) throw std::invalid_argument("the expert cache needs at least 2 slots");
+  const auto& c = model.config();
+  store_ = config_.store ? config_.store : std::make_shared<const HostExpertStore>(model);
+  const int total = routedExperts(model);
+  const int slots = std::min(config_.cache_slots, std::max(2, total));
+  cache_ = std::make_unique<ExpertCache>(slots, store_->expertBytes(), c.n_layer);
+  link_ = std::make_unique<HostCopyEngine>(config_.link.bytes_per_second, config_.link.paced);
+  const double link_bw =
+      config_.link.bytes_per_second > 0 ? config_.link.bytes_per_second : measureHostCopyBandwidth();
+  metrics_.link_bytes_per_second.store(link_bw);
+
+  const ProactiveSwitches& sw = config_.switches;
+  TransferOptions transfer;
+  SourcePolicy policy;
+  bool staging = false;
+  switch (config_.policy) {
+    case OffloadPolicy::kReactiveLru:
+      transfer = {/*chunking=*/false, /*early_preemption=*/false, /*reordering=*/false};
+      break;
+    case OffloadPolicy::kStatic:
+      transfer = {true, false, true};
+      staging = true;
+      policy.stream_prefill = true;
+      policy.static_pins = true;
+      break;
+    case OffloadPolicy::kProactive:
+      transfer = {sw.chunking, sw.early_preemption, sw.reordering};
+      staging = sw.prefill_streaming;
+      policy.stream_prefill = sw.prefill_streaming;
+      policy.cpu.enabled = sw.cpu_fallback;
+      if (sw.prefetch) predictor_ = std::make_unique<SkipGatePredictor>(model);
+      break;
+    case OffloadPolicy::kCpuExperts:
+      transfer = {false, false, true};
+      policy.cpu.enabled = true;
+      break;
+    case OffloadPolicy::kResident: break;
+  }
+  if (staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
+  if (policy.cpu.enabled) {
+    policy.cpu.link_bytes_per_second = link_bw;
+    policy.cpu.cost = config_.cpu_cost.seconds_1 > 0 ? config_.cpu_cost : measureCpuExpertCost(cpu, *store_);
+    config_.cpu_cost = policy.cpu.cost;
+    policy.cpu.on_decision = config_.on_cpu_decision;
+  }
+  policy.prefetch.predictor = predictor_.get();
+  policy.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
+  worker_ = std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, transfer);
+  cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
+                                                 std::move(policy));
+  source_ = cached_.get();
+}
+
+OffloadEngine::~OffloadEngine() {
+  // The worker references the cache, store and link: stop it first.
+  cached_.reset();
+  worker_.reset();
+}
+
+OffloadSnapshot OffloadEngine::snapshot() const {
+  if (!worker_) return {};
+  OffloadSnapshot s = metrics_.snapshot();
+  s.link_seconds = link_->simulatedSeconds();
+  return s;
+}
+
+std::string OffloadEngine::predictorName() const { return predictor_ ? predictor_->name() : "none"; }
+
+void OffloadEngine::observeRouting(const RoutingEvent& ev) {
+  if (cached_ && config_.policy == OffloadPolicy::kStatic) cached_->countRouting(ev.layer, ev.experts);
+}
+
+void OffloadEngine::waitIdle() {
+  if (worker_) worker_->waitIdle();
+}
+
+}  // namespace moe

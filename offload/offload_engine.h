@@ -1,0 +1,109 @@
+// One offloading policy, assembled: host expert store, expert cache (with its
+// staging slots), copy engine (with the optional simulated link), transfer
+// worker, predictor and CachedExpertSource, or, for `resident`, the experts in
+// place. EngineSession and `moechat-cli bench` build one per run.
+//
+// Policies (docs/offload.md has the details):
+//   resident      experts in place, nothing copied (the compute-only baseline)
+//   reactive-lru  fetch on miss into an LRU cache, whole-expert copies, gate order
+//   static        the prompt's most-used experts held from the first decode step,
+//                 every other expert streamed through two staging slots
+//   proactive     skip-gate prefetch at stride 2 + chunking + early preemption +
+//                 reordering + prefill streaming + CPU fallback, each a switch
+//   cpu-experts   reactive LRU where each miss is computed on the CPU from its host
+//                 copy when that is predicted to finish sooner than its copy
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/model.h"
+#include "inference/transformer.h"
+#include "offload/cached_expert_source.h"
+#include "offload/copy_engine.h"
+#include "offload/offload_metrics.h"
+
+namespace moe {
+
+enum class OffloadPolicy { kResident, kReactiveLru, kStatic, kProactive, kCpuExperts };
+
+const char* policyName(OffloadPolicy p);
+// Throws std::invalid_argument naming the valid policies.
+OffloadPolicy parsePolicy(const std::string& name);
+std::vector<OffloadPolicy> allPolicies();
+
+// Proactive's optimisations, one switch each (the ablation turns one off at a time).
+struct ProactiveSwitches {
+  bool prefetch = true;           // skip-gate prediction of layer L+stride at layer L
+  bool chunking = true;           // copy gate / up / down as separate chunks
+  bool early_preemption = true;   // a gate drops its layer's queued predicted chunks
+  bool reordering = true;         // ready experts computed first
+  bool cpu_fallback = true;       // a miss may be computed on the CPU (the cpu-experts rule)
+  bool prefill_streaming = true;  // a layer past its share streams through staging slots
+};
+
+struct LinkOptions {
+  double bytes_per_second = 0;  // > 0: simulated link of this bandwidth; 0: plain copies (bandwidth measured)
+  bool paced = false;           // the simulated link also takes that long in wall time
+};
+
+struct OffloadConfig {
+  OffloadPolicy policy = OffloadPolicy::kResident;
+  int cache_slots = 0;  // all slots, staging included (>= 2 unless resident)
+  LinkOptions link;
+  ProactiveSwitches switches;  // proactive only
+  int stride = 0;              // 0: 2, or 1 for models of fewer than 3 MoE layers
+  CpuExpertCost cpu_cost;      // seconds_1 == 0: measured at start on the CPU backend
+  std::function<void(const CpuDecision&)> on_cpu_decision;  // optional log of each decision
+  TransferMode mode = TransferMode::kThreaded;
+  // Optional: a store built before (bench runs every policy on one); else built here.
+  std::shared_ptr<const HostExpertStore> store;
+};
+
+class OffloadEngine {
+ public:
+  static constexpr int kStagingSlots = 2;
+
+  // cpu: the CPU backend (the model's own on the CPU path), for the cpu-experts
+  // cost measurement. The model must outlive the engine. Throws std::invalid_argument
+  // for fewer than 2 slots, HostMemoryError when the store does not fit in RAM.
+  OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config);
+  ~OffloadEngine();
+  OffloadEngine(const OffloadEngine&) = delete;
+  OffloadEngine& operator=(const OffloadEngine&) = delete;
+
+  ExpertSource& source() { return *source_; }
+  // Safe to call from any thread at any time; all zeros for `resident`.
+  OffloadSnapshot snapshot() const;
+  OffloadMetrics& metrics() { return metrics_; }
+  const OffloadConfig& config() const { return config_; }
+  // Null for `resident`.
+  const HostExpertStore* store() const { return store_.get(); }
+  const ExpertCache* cache() const { return cache_.get(); }
+  CachedExpertSource* cachedSource() { return cached_.get(); }
+  std::string predictorName() const;  // "skip-gate" or "none"
+  void waitIdle();                    // no copy queued or running
+  // Feed the Transformer's routing observer here (the static policy counts per token).
+  void observeRouting(const RoutingEvent& ev);
+
+  // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
+  static int slotsForShare(const Model& model, double share);
+  static int routedExperts(const Model& model);
+
+ private:
+  OffloadConfig config_;
+  OffloadMetrics metrics_;
+  std::shared_ptr<const HostExpertStore> store_;
+  std::unique_ptr<ExpertCache> cache_;
+  std::unique_ptr<HostCopyEngine> link_;
+  std::unique_ptr<TransferWorker> worker_;
+  std::unique_ptr<ExpertPredictor> predictor_;
+  std::unique_ptr<CachedExpertSource> cached_;
+  std::unique_ptr<ExpertSource> resident_;
+  ExpertSource* source_ = nullptr;
+};
+
+}  // namespace moe
