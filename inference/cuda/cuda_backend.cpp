@@ -96,14 +96,18 @@ float* CudaBackend::allocFloats(size_t n) {
     cudaFree(p);
     checkCuda(st, "cudaMemsetAsync (allocFloats)");
   }
+  std::lock_guard lock(alloc_mu_);
   allocations_.insert(p);
   return p;
 }
 
 void CudaBackend::freeFloats(float* p) {
   if (!p) return;
-  if (allocations_.erase(p) == 0)
-    throw std::invalid_argument("cuda backend: freeFloats of a pointer it did not allocate");
+  {
+    std::lock_guard lock(alloc_mu_);
+    if (allocations_.erase(p) == 0)
+      throw std::invalid_argument("cuda backend: freeFloats of a pointer it did not allocate");
+  }
   synchronize();
   checkCuda(cudaFree(p), "cudaFree");
 }
@@ -121,6 +125,7 @@ WeightView CudaBackend::prepareWeight(const WeightView& host) {
     cudaFree(p);
     checkCuda(sync, "upload of a weight");
   }
+  std::lock_guard lock(alloc_mu_);
   weights_.emplace(p, bytes);
   weight_bytes_ += bytes;
   dev.data = p;
@@ -129,6 +134,7 @@ WeightView CudaBackend::prepareWeight(const WeightView& host) {
 
 void CudaBackend::releaseWeight(const WeightView& dev) {
   if (dev.empty()) return;
+  std::lock_guard lock(alloc_mu_);
   auto it = weights_.find(const_cast<uint8_t*>(dev.data));
   if (it == weights_.end())
     throw std::invalid_argument("cuda backend: releaseWeight of a weight it did not prepare");
@@ -172,10 +178,13 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
   // with a message instead (pinned host memory is device-readable and allowed).
   cudaPointerAttributes attr{};
   checkCuda(cudaPointerGetAttributes(&attr, w.data), "cudaPointerGetAttributes");
-  if (attr.type == cudaMemoryTypeUnregistered)
-    throw std::invalid_argument(std::string("cuda backend: ") + op +
-                                ": weight data is pageable host memory (prepareWeight it, or use a device "
-                                "expert cache)");
+  const bool pageable = attr.type == cudaMemoryTypeUnregistered;
+  // Pinned memory is read in place (over the bus) only where the device sees it at the same address.
+  const bool unmapped = attr.type == cudaMemoryTypeHost && attr.devicePointer != w.data;
+  if (pageable || unmapped)
+    throw std::invalid_argument(std::string("cuda backend: ") + op + ": weight data is " +
+                                (pageable ? "pageable" : "unmapped pinned") +
+                                " host memory (prepareWeight it, or use a device expert cache)");
 }
 
 void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_tokens,

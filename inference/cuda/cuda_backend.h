@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,6 +83,7 @@ class CudaBackend final : public Backend {
   size_t device_memory_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  std::mutex alloc_mu_;  // allocations_ and weights_: a model may load on another thread
   std::unordered_set<float*> allocations_;
   std::unordered_map<uint8_t*, size_t> weights_;  // device copy -> bytes
   size_t weight_bytes_ = 0;
