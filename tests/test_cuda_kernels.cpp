@@ -29,6 +29,7 @@
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"
+#include "inference/cuda/cuda_check.h"
 #endif
 
 using moe::AttentionShape;
@@ -144,6 +145,10 @@ void TestCudaKernels::memory() {
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
   float stranger = 0.0f;
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->freeFloats(&stranger));
+  // Out of memory is a readable exception, and the backend stays usable.
+  QVERIFY_THROWS_EXCEPTION(moe::CudaOutOfMemory, gpu_->allocFloats(size_t{1} << 48));
+  DeviceFloats after(*gpu_, host);
+  QCOMPARE(after.read(), host);
 }
 
 void TestCudaKernels::embedAllTypes() {
