@@ -60,4 +60,16 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, int threads, std::
   return makeCpuBackend(threads);
 }
 
+std::vector<std::vector<ExpertWeights>> prepareExperts(Backend& backend,
+                                                       const std::vector<std::vector<ExpertWeights>>& table) {
+  auto out = table;
+  for (auto& layer : out)
+    for (ExpertWeights& e : layer) {
+      e.gate = backend.prepareWeight(e.gate);
+      e.up = backend.prepareWeight(e.up);
+      e.down = backend.prepareWeight(e.down);
+    }
+  return out;
+}
+
 }  // namespace moe

@@ -4,8 +4,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "inference/backend.h"
+#include "inference/expert_source.h"
 
 namespace moe {
 
@@ -19,5 +21,12 @@ bool cudaDeviceAvailable(std::string* why = nullptr);
 // threads: the CPU backend's thread count (<= 0: one per hardware thread).
 std::unique_ptr<Backend> makeBackend(const std::string& name, int threads = 0,
                                      std::string* why_not_cuda = nullptr);
+
+// Every routed expert of `table` ([n_layer][n_expert], e.g. Model::hostExperts())
+// prepared for `backend`: the identity for the CPU backend, one device upload per
+// matrix for CUDA (for models whose experts all fit in VRAM; a ResidentExpertSource
+// over the result then serves them from the device).
+std::vector<std::vector<ExpertWeights>> prepareExperts(Backend& backend,
+                                                       const std::vector<std::vector<ExpertWeights>>& table);
 
 }  // namespace moe

@@ -331,13 +331,7 @@ void TestCudaKernels::forwardMatchesCpu() {
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     // Every routed expert uploaded once (a device-resident expert table).
-    auto table = gpu_model->hostExperts();
-    for (auto& layer : table)
-      for (auto& e : layer) {
-        e.gate = gpu_->prepareWeight(e.gate);
-        e.up = gpu_->prepareWeight(e.up);
-        e.down = gpu_->prepareWeight(e.down);
-      }
+    const auto table = moe::prepareExperts(*gpu_, gpu_model->hostExperts());
     moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts()), gpu_experts(table);
     moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64), gpu_tf(*gpu_model, *gpu_, gpu_experts, 64);
 
