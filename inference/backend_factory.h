@@ -1,0 +1,32 @@
+// Picks a compute backend by name. Compiled with and without CUDA: a build
+// without it offers only the CPU backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/expert_source.h"
+
+namespace moe {
+
+// True when this build has CUDA and a device is usable (a probe kernel ran). Otherwise
+// false, with the reason in *why ("built without CUDA", the driver's error, ...).
+bool cudaDeviceAvailable(std::string* why = nullptr);
+
+// name: "cpu", "cuda" or "auto" (CUDA when available, else the CPU backend with the
+// reason CUDA was not used in *why_not_cuda). "cuda" without a usable device throws
+// std::runtime_error naming the reason; any other name throws std::invalid_argument.
+// threads: the CPU backend's thread count (<= 0: one per hardware thread).
+std::unique_ptr<Backend> makeBackend(const std::string& name, int threads = 0,
+                                     std::string* why_not_cuda = nullptr);
+
+// Every routed expert of `table` ([n_layer][n_expert], e.g. Model::hostExperts())
+// prepared for `backend`: the identity for the CPU backend, one device upload per
+// matrix for CUDA (for models whose experts all fit in VRAM; a ResidentExpertSource
+// over the result then serves them from the device).
+std::vector<std::vector<ExpertWeights>> prepareExperts(Backend& backend,
+                                                       const std::vector<std::vector<ExpertWeights>>& table);
+
+}  // namespace moe

@@ -1,0 +1,315 @@
+#include "inference/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "inference/cuda/cuda_check.h"
+#include "inference/cuda/cuda_kernels.h"
+#include "models/quant.h"
+
+namespace moe {
+namespace {
+
+using gguf::TensorType;
+
+// The batched matmul of a non-F32 weight dequantises at most this many floats
+// (64 MiB) of rows at a time before cublasSgemm multiplies them.
+constexpr int64_t kTileFloats = int64_t{1} << 24;
+
+cuda::ElemType elemType(TensorType t, const char* op) {
+  switch (t) {
+    case TensorType::F32: return cuda::ElemType::F32;
+    case TensorType::F16: return cuda::ElemType::F16;
+    case TensorType::BF16: return cuda::ElemType::BF16;
+    case TensorType::Q8_0: return cuda::ElemType::Q8_0;
+    case TensorType::Q4_0: return cuda::ElemType::Q4_0;
+    default:
+      throw std::invalid_argument(std::string("cuda backend: ") + op + ": tensor type " +
+                                  gguf::tensorTypeName(t) + " is not supported for compute");
+  }
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend() {
+  try {
+    int device = 0;
+    checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    checkCuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    device_name_ = prop.name;
+    device_memory_ = prop.totalGlobalMem;
+    checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    checkCublas(cublasCreate(&cublas_), "cublasCreate");
+    checkCublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    // Plain FP32 GEMMs (no TF32 tensor-core rounding of the inputs).
+    checkCublas(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    cuda::launchProbe(stream_);  // fails here, readably, when no kernel image fits this GPU
+    synchronize();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() noexcept {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (float* p : allocations_) cudaFree(p);
+  allocations_.clear();
+  for (auto& [dev, bytes] : weights_) cudaFree(dev);
+  weights_.clear();
+  for (Scratch* s : {&tokens_, &rope_cs_, &tile_})
+    if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
+  if (cublas_) cublasDestroy(cublas_), cublas_ = nullptr;
+  if (stream_) cudaStreamDestroy(stream_), stream_ = nullptr;
+  cudaGetLastError();  // nothing here may leave an error for the next CUDA user
+}
+
+std::string CudaBackend::name() const {
+  return "cuda (" + device_name_ + ", " + formatBytes(device_memory_) + ")";
+}
+
+void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
+  if (s.bytes >= bytes) return s.ptr;
+  synchronize();  // queued kernels may still read the old buffer
+  if (s.ptr) checkCuda(cudaFree(s.ptr), "cudaFree (scratch)");
+  s.ptr = nullptr;
+  s.bytes = 0;
+  s.ptr = cudaMallocOrThrow(bytes, what);
+  s.bytes = bytes;
+  return s.ptr;
+}
+
+void CudaBackend::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "cuda backend: synchronize"); }
+
+// ---------------------------------------------------------------------------
+// Memory
+
+float* CudaBackend::allocFloats(size_t n) {
+  const size_t bytes = std::max<size_t>(1, n) * sizeof(float);
+  auto* p = static_cast<float*>(cudaMallocOrThrow(bytes, "activation buffer"));
+  const cudaError_t st = cudaMemsetAsync(p, 0, bytes, stream_);
+  if (st != cudaSuccess) {
+    cudaFree(p);
+    checkCuda(st, "cudaMemsetAsync (allocFloats)");
+  }
+  std::lock_guard lock(alloc_mu_);
+  allocations_.insert(p);
+  return p;
+}
+
+void CudaBackend::freeFloats(float* p) {
+  if (!p) return;
+  {
+    std::lock_guard lock(alloc_mu_);
+    if (allocations_.erase(p) == 0)
+      throw std::invalid_argument("cuda backend: freeFloats of a pointer it did not allocate");
+  }
+  synchronize();
+  checkCuda(cudaFree(p), "cudaFree");
+}
+
+// No de-duplication by host address: host memory is reused after a model is
+// freed, and a cache keyed by it would hand out a stale copy.
+WeightView CudaBackend::prepareWeight(const WeightView& host) {
+  if (host.empty()) return host;
+  WeightView dev = host;
+  const size_t bytes = host.bytes();
+  auto* p = static_cast<uint8_t*>(cudaMallocOrThrow(bytes, "model weights"));
+  const cudaError_t st = cudaMemcpyAsync(p, host.data, bytes, cudaMemcpyHostToDevice, stream_);
+  const cudaError_t sync = st == cudaSuccess ? cudaStreamSynchronize(stream_) : st;
+  if (sync != cudaSuccess) {
+    cudaFree(p);
+    checkCuda(sync, "upload of a weight");
+  }
+  std::lock_guard lock(alloc_mu_);
+  weights_.emplace(p, bytes);
+  weight_bytes_ += bytes;
+  dev.data = p;
+  return dev;
+}
+
+void CudaBackend::releaseWeight(const WeightView& dev) {
+  if (dev.empty()) return;
+  std::lock_guard lock(alloc_mu_);
+  auto it = weights_.find(const_cast<uint8_t*>(dev.data));
+  if (it == weights_.end())
+    throw std::invalid_argument("cuda backend: releaseWeight of a weight it did not prepare");
+  synchronize();
+  weight_bytes_ -= it->second;
+  checkCuda(cudaFree(it->first), "cudaFree (weight)");
+  weights_.erase(it);
+}
+
+void CudaBackend::copy(float* dst, const float* src, size_t n) {  // [n], device to device
+  if (n == 0 || dst == src) return;
+  if (dst < src + n && src < dst + n) throw std::invalid_argument("cuda backend: copy of overlapping ranges");
+  checkCuda(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+            "cuda backend: copy");
+}
+
+void CudaBackend::toHost(float* host_dst, const float* src, size_t n) {
+  if (n == 0) return;
+  checkCuda(cudaMemcpyAsync(host_dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+            "cuda backend: toHost");
+  synchronize();  // the caller reads host_dst next
+}
+
+void CudaBackend::fromHost(float* dst, const float* host_src, size_t n) {
+  if (n == 0) return;
+  checkCuda(cudaMemcpyAsync(dst, host_src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+            "cuda backend: fromHost");
+  // A pinned host_src would still be read after an async call returns; the caller
+  // may reuse it at once, so wait.
+  synchronize();
+}
+
+// ---------------------------------------------------------------------------
+// Weights
+
+void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
+  if (w.empty() || w.cols <= 0 || w.rows <= 0)
+    throw std::invalid_argument(std::string("cuda backend: ") + op + ": empty weight");
+  elemType(w.type, op);
+  // A kernel reading pageable host memory would kill the CUDA context; refuse it
+  // with a message instead (pinned host memory is device-readable and allowed).
+  cudaPointerAttributes attr{};
+  checkCuda(cudaPointerGetAttributes(&attr, w.data), "cudaPointerGetAttributes");
+  const bool pageable = attr.type == cudaMemoryTypeUnregistered;
+  // Pinned memory is read in place (over the bus) only where the device sees it at the same address.
+  const bool unmapped = attr.type == cudaMemoryTypeHost && attr.devicePointer != w.data;
+  if (pageable || unmapped)
+    throw std::invalid_argument(std::string("cuda backend: ") + op + ": weight data is " +
+                                (pageable ? "pageable" : "unmapped pinned") +
+                                " host memory (prepareWeight it, or use a device expert cache)");
+}
+
+void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_tokens,
+                        float* out) {  // table: [n_vocab][dim]; out: [n_tokens][dim]
+  checkDeviceWeight(table, "embed");
+  if (n_tokens <= 0) return;
+  for (int t = 0; t < n_tokens; ++t)
+    if (tokens[t] < 0 || tokens[t] >= table.rows)
+      throw std::out_of_range("cuda backend: embed: token id " + std::to_string(tokens[t]) + " outside [0, " +
+                              std::to_string(table.rows) + ")");
+  auto* dev_tokens = static_cast<int32_t*>(scratch(tokens_, n_tokens * sizeof(int32_t), "token ids"));
+  checkCuda(cudaMemcpyAsync(dev_tokens, tokens, n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+            "cuda backend: embed: upload of token ids");
+  // An async copy from pageable memory is only guaranteed to have read it once the
+  // stream reaches it; the caller may reuse `tokens` at once (one wait per step).
+  synchronize();
+  cuda::launchEmbed(elemType(table.type, "embed"), table.data, table.row_bytes, table.cols, dev_tokens,
+                    n_tokens, out, stream_);
+}
+
+// y (column-major m x n_tokens, leading dim ldy) = A^T x, where A is the weight
+// stored row-major as [m][k] with row stride lda floats (= column-major k x m).
+void CudaBackend::sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens,
+                        float* y, int64_t ldy) {
+  const float alpha = 1.0f, beta = 0.0f;
+  checkCublas(
+      cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), n_tokens, static_cast<int>(k),
+                  &alpha, a, static_cast<int>(lda), x, static_cast<int>(k), &beta, y, static_cast<int>(ldy)),
+      "cublasSgemm");
+}
+
+void CudaBackend::matmul(const WeightView& w, const float* x, float* y,
+                         int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
+  checkDeviceWeight(w, "matmul");
+  if (n_tokens <= 0) return;
+  if (w.type == TensorType::F32)
+    sgemm(reinterpret_cast<const float*>(w.data), static_cast<int64_t>(w.row_bytes / sizeof(float)), w.rows,
+          x, w.cols, n_tokens, y, w.rows);
+  else if (n_tokens == 1)
+    cuda::launchMatvec(elemType(w.type, "matmul"), w.data, w.row_bytes, w.cols, w.rows, x, y, stream_);
+  else
+    matmulTiled(w, x, y, n_tokens);
+}
+
+// Rows [r0, r0 + nr) dequantised into the F32 tile, then one GEMM writes those
+// rows of every token's output (column-major C starting at y + r0, ldc = rows).
+void CudaBackend::matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens) {
+  const int64_t tile_rows = std::clamp<int64_t>(kTileFloats / w.cols, 1, w.rows);
+  auto* tile = static_cast<float*>(
+      scratch(tile_, static_cast<size_t>(tile_rows * w.cols) * sizeof(float), "matmul dequantisation tile"));
+  const cuda::ElemType type = elemType(w.type, "matmul");
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
+    const int64_t nr = std::min(tile_rows, w.rows - r0);
+    cuda::launchDequantizeRows(type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, w.cols, nr,
+                               tile, stream_);
+    sgemm(tile, w.cols, nr, x, w.cols, n_tokens, y + r0, w.rows);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Activations
+
+void CudaBackend::rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) {
+  cuda::launchRmsNorm(x, weight, y, n_rows, dim, eps, stream_);
+}
+
+// cos/sin of every (token, pair), computed in double and rounded once to float
+// exactly as the CPU backend's ropeAngles does, uploaded once per distinct
+// positions vector (q and k of every layer of a step share it).
+const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base) {
+  const size_t n = static_cast<size_t>(n_tokens) * n_rot;
+  const bool same = rope_n_rot_ == n_rot && rope_base_ == freq_base &&
+                    rope_positions_.size() == size_t(n_tokens) &&
+                    std::equal(positions, positions + n_tokens, rope_positions_.begin());
+  if (same && rope_cs_.bytes >= n * sizeof(float)) return static_cast<const float*>(rope_cs_.ptr);
+  rope_host_.resize(n);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int i = 0; i < n_rot / 2; ++i) {
+      const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+      const double theta = static_cast<double>(positions[t]) * freq;
+      rope_host_[size_t(t) * n_rot + 2 * i] = static_cast<float>(std::cos(theta));
+      rope_host_[size_t(t) * n_rot + 2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+  auto* dev = static_cast<float*>(scratch(rope_cs_, n * sizeof(float), "rope table"));
+  // Invalidate before the copy: if it throws, the cache must not claim the new key.
+  rope_positions_.clear();
+  checkCuda(cudaMemcpyAsync(dev, rope_host_.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+            "cuda backend: rope table upload");
+  synchronize();  // rope_host_ is rewritten by the next new table (once per step)
+  rope_positions_.assign(positions, positions + n_tokens);
+  rope_n_rot_ = n_rot;
+  rope_base_ = freq_base;
+  return dev;
+}
+
+void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                       float freq_base, RopeStyle style) {  // x: [n_tokens][n_heads][head_dim]
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+    throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
+                                " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  if (n_tokens <= 0 || n_heads <= 0) return;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base);
+  cuda::launchRope(x, n_tokens, n_heads, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+}
+
+void CudaBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
+                            int n_tokens, const AttentionShape& shape, float* out) {
+  const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
+  if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
+    throw std::invalid_argument("cuda backend: attention: bad shape n_head " + std::to_string(n_head) +
+                                ", n_head_kv " + std::to_string(n_head_kv) + ", head_dim " +
+                                std::to_string(hd));
+  if (hd > cuda::kMaxHeadDim)
+    throw std::invalid_argument("cuda backend: attention: head_dim " + std::to_string(hd) +
+                                " above the supported " + std::to_string(cuda::kMaxHeadDim));
+  cuda::launchAttention(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, out,
+                        stream_);
+}
+
+void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {
+  cuda::launchSwiglu(gate, up, out, n, stream_);
+}
+
+void CudaBackend::add(float* y, const float* x, size_t n) { cuda::launchAdd(y, x, n, stream_); }
+
+void CudaBackend::axpy(float* y, const float* x, float a, size_t n) { cuda::launchAxpy(y, x, a, n, stream_); }
+
+}  // namespace moe

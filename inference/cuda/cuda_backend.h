@@ -1,0 +1,98 @@
+// The CUDA compute backend: activations, the KV cache and every non-expert weight
+// in device memory, all work queued on one compute stream. Matmuls: cuBLAS
+// (cublasSgemm) for F32; for F16/BF16/Q8_0/Q4_0 our own dequantising matvec when
+// there is one token, and for a batch a tile of rows dequantised to F32 on the
+// device then cublasSgemm (the activations stay F32, so results match the CPU
+// backend to float rounding). prepareWeight uploads a weight (each call a new
+// device copy) that lives until releaseWeight or the backend's end.
+//
+// Host pointers the interface takes (tokens, rope positions, toHost/fromHost
+// buffers) are consumed before the call returns. Ops throw CudaError (or
+// CudaOutOfMemory) on any failed CUDA/cuBLAS call, std::invalid_argument /
+// std::out_of_range on bad input, as the CPU backend does.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "inference/backend.h"
+
+namespace moe {
+
+class CudaBackend final : public Backend {
+ public:
+  // Uses the calling thread's current CUDA device (0 unless set). Throws CudaError
+  // when no device is usable or the binary has no kernel image for it.
+  CudaBackend();
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+
+  float* allocFloats(size_t n) override;  // zero-filled device memory
+  void freeFloats(float* p) override;
+  WeightView prepareWeight(const WeightView& host) override;
+
+  void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
+  void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
+  void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
+  void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+            float freq_base, RopeStyle style) override;
+  void attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+                 const AttentionShape& shape, float* out) override;
+  void swiglu(const float* gate, const float* up, float* out, size_t n) override;
+  void add(float* y, const float* x, size_t n) override;
+  void axpy(float* y, const float* x, float a, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;  // dst and src must not overlap
+  void toHost(float* host_dst, const float* src, size_t n) override;
+  void fromHost(float* dst, const float* host_src, size_t n) override;
+  void synchronize() override;
+
+  // The compute stream: an expert cache's copy engine makes it wait on a slot's
+  // copy events (CudaCopyEngine::streamWaitFor) instead of blocking the host.
+  cudaStream_t stream() const { return stream_; }
+  // Frees a weight prepareWeight returned (Backend has no such call yet: a Model's
+  // weights otherwise stay until the backend is destroyed).
+  void releaseWeight(const WeightView& dev);
+  size_t weightBytes() const { return weight_bytes_; }  // uploaded by prepareWeight
+
+ private:
+  // A device buffer that only grows; growing waits for queued work that may use it.
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void* scratch(Scratch& s, size_t bytes, const char* what);
+  void checkDeviceWeight(const WeightView& w, const char* op) const;
+  void matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens);
+  void sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens, float* y,
+             int64_t ldy);
+  const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base);
+  void release() noexcept;
+
+  std::string device_name_;
+  size_t device_memory_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::mutex alloc_mu_;  // allocations_ and weights_: a model may load on another thread
+  std::unordered_set<float*> allocations_;
+  std::unordered_map<uint8_t*, size_t> weights_;  // device copy -> bytes
+  size_t weight_bytes_ = 0;
+  Scratch tokens_, rope_cs_, tile_;
+  // The rope table of the last call: every layer's q and k rotate by the same positions.
+  std::vector<int32_t> rope_positions_;
+  int rope_n_rot_ = 0;
+  float rope_base_ = 0.0f;
+  std::vector<float> rope_host_;
+};
+
+}  // namespace moe

@@ -1,0 +1,112 @@
+// Kernels that read weights in their file type: embedding lookup, row
+// dequantisation (the batched matmul dequantises a tile, then cuBLAS multiplies)
+// and the one-token matvec. Block layouts as models/quant.h gives them:
+//   Q8_0: 34 bytes per 32 elements: f16 d, int8 q[32];          x[j] = d * q[j]
+//   Q4_0: 18 bytes per 32 elements: f16 d, u8 qs[16];           x[j] = d * ((qs[j] & 15) - 8),
+//                                                               x[j + 16] = d * ((qs[j] >> 4) - 8)
+// Multi-byte fields are read byte by byte (little endian): a row of an expert slot
+// or a Q8_0 block is only 2-byte aligned, and this keeps every read legal.
+#include <cuda_fp16.h>
+
+#include "inference/cuda/cuda_check.h"
+#include "inference/cuda/cuda_kernels.h"
+
+namespace moe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+__device__ __forceinline__ uint16_t load16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8));
+}
+
+__device__ __forceinline__ float halfBits(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
+
+// Element c of a row encoded as `type` (c < cols; quantised cols are multiples of 32).
+__device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64_t c) {
+  switch (type) {
+    case ElemType::F32: return reinterpret_cast<const float*>(row)[c];
+    case ElemType::F16: return halfBits(load16(row + 2 * c));
+    case ElemType::BF16: return __uint_as_float(static_cast<uint32_t>(load16(row + 2 * c)) << 16);
+    case ElemType::Q8_0: {
+      const uint8_t* blk = row + (c / 32) * 34;
+      return halfBits(load16(blk)) * static_cast<float>(static_cast<int8_t>(blk[2 + c % 32]));
+    }
+    case ElemType::Q4_0: {
+      const uint8_t* blk = row + (c / 32) * 18;
+      const int j = static_cast<int>(c % 32);
+      const uint8_t byte = blk[2 + (j & 15)];
+      const int nibble = j < 16 ? (byte & 0x0f) : (byte >> 4);
+      return halfBits(load16(blk)) * static_cast<float>(nibble - 8);
+    }
+  }
+  return 0.0f;
+}
+
+__global__ void embedKernel(ElemType type, const uint8_t* table, size_t row_bytes, int64_t cols,
+                            const int32_t* tokens, int64_t total, float* out) {  // total = n_tokens * cols
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t t = i / cols, c = i % cols;
+    out[i] = decode(type, table + static_cast<size_t>(tokens[t]) * row_bytes, c);
+  }
+}
+
+__global__ void dequantizeRowsKernel(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols,
+                                     int64_t total, float* out) {  // total = n_rows * cols
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t r = i / cols, c = i % cols;
+    out[i] = decode(type, w + static_cast<size_t>(r) * row_bytes, c);
+  }
+}
+
+// One warp per row: lane l takes elements l, l+32, ... (for block types: element
+// l of every block, so the 32 lanes read one block's bytes together).
+__global__ void matvecKernel(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
+                             const float* x, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp leaves together: no shuffle is left waiting
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float sum = 0.0f;
+  for (int64_t c = lane; c < cols; c += 32) sum += decode(type, row, c) * x[c];
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if (lane == 0) y[r] = sum;
+}
+
+unsigned gridFor(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 20));
+}
+
+}  // namespace
+
+void launchEmbed(ElemType type, const uint8_t* table, size_t row_bytes, int64_t cols, const int32_t* tokens,
+                 int n_tokens, float* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(n_tokens) * cols;
+  if (total <= 0) return;
+  embedKernel<<<gridFor(total, kThreads), kThreads, 0, stream>>>(type, table, row_bytes, cols, tokens, total,
+                                                                 out);
+  checkLaunch("embed kernel");
+}
+
+void launchDequantizeRows(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t n_rows,
+                          float* out, cudaStream_t stream) {
+  const int64_t total = n_rows * cols;
+  if (total <= 0) return;
+  dequantizeRowsKernel<<<gridFor(total, kThreads), kThreads, 0, stream>>>(type, w, row_bytes, cols, total,
+                                                                          out);
+  checkLaunch("dequantize kernel");
+}
+
+void launchMatvec(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
+                  const float* x, float* y, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  matvecKernel<<<blocks, kThreads, 0, stream>>>(type, w, row_bytes, cols, rows, x, y);
+  checkLaunch("matvec kernel");
+}
+
+}  // namespace moe::cuda

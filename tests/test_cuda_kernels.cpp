@@ -1,0 +1,377 @@
+// Every op of the CUDA backend against the CPU backend on the same seeded random
+// inputs (realistic and odd shapes), then whole forward passes of the tiny
+// synthetic models on CUDA vs CPU. Error = max |gpu - cpu| / max |cpu| (relMaxDiff).
+// Tolerances, and why:
+//   exact (0)     embed (decoding is the same float product d * q), add, copy;
+//   1e-6          rope (same host-computed cos/sin, products rounded as the CPU does),
+//                 rmsNorm (double sum of squares on both), swiglu (expf differs by ulps),
+//                 axpy (explicitly unfused multiply-add: normally exact);
+//   1e-5          matmul (same decoded weights, float sums in another order: for
+//                 k terms the rounding error is ~sqrt(k) * 2^-24 of the row's scale),
+//                 attention (online vs two-pass softmax: rounding only);
+//   1e-4          logits of a whole forward pass (rounding compounded over layers).
+// A wrong index, pairing, block layout or mask gives errors of order 1e-2 .. 1.
+// Skipped (QSKIP) when the build has no CUDA or no device is usable.
+#include <QtTest/QtTest>
+
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "inference/backend.h"
+#include "inference/backend_factory.h"
+#include "models/gguf.h"
+#include "models/quant.h"
+#include "models/synthetic_model.h"
+
+#if MOECHAT_HAVE_CUDA
+#include "inference/cuda/cuda_backend.h"
+#include "inference/cuda/cuda_check.h"
+#endif
+
+using moe::AttentionShape;
+using moe::Backend;
+using moe::RopeStyle;
+using moe::WeightView;
+using moe::gguf::TensorType;
+
+class TestCudaKernels : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void memory();
+  void embedAllTypes();
+  void matmulAllTypes();
+  void matmulTileBoundary();
+  void matmulRejectsPageableWeight();
+  void rmsNorm();
+  void ropeBothStyles();
+  void attentionPrefillAndDecode();
+  void elementwise();
+  void factory();
+  void forwardMatchesCpu();
+
+ private:
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+#if MOECHAT_HAVE_CUDA
+namespace {
+
+std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A device copy of a host vector, freed with the backend.
+struct DeviceFloats {
+  Backend& be;
+  float* p;
+  size_t n;
+  DeviceFloats(Backend& b, const std::vector<float>& host)
+      : be(b), p(b.allocFloats(host.size())), n(host.size()) {
+    be.fromHost(p, host.data(), n);
+  }
+  DeviceFloats(Backend& b, size_t count) : be(b), p(b.allocFloats(count)), n(count) {}
+  ~DeviceFloats() { be.freeFloats(p); }
+  std::vector<float> read() const {
+    std::vector<float> h(n);
+    be.toHost(h.data(), p, n);
+    return h;
+  }
+};
+
+// rows x cols random values encoded as `type` (host bytes) and their device copy,
+// released with the object.
+struct TestWeight {
+  moe::CudaBackend& gpu;
+  std::vector<uint8_t> bytes;
+  WeightView host, dev;
+  TestWeight(Backend& be, TensorType type, int64_t rows, int64_t cols, uint32_t seed)
+      : gpu(static_cast<moe::CudaBackend&>(be)) {
+    const auto values = randomFloats(static_cast<size_t>(rows * cols), seed);
+    const size_t rb = moe::gguf::rowBytes(type, cols);
+    bytes.resize(rb * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      moe::quant::quantizeRow(type, values.data() + r * cols, bytes.data() + r * rb, cols);
+    host = WeightView{type, bytes.data(), cols, rows, rb};
+    dev = gpu.prepareWeight(host);
+  }
+  ~TestWeight() {
+    try {
+      gpu.releaseWeight(dev);
+    } catch (...) {  // a destructor must not throw; the backend frees it at its end anyway
+    }
+  }
+  TestWeight(const TestWeight&) = delete;
+  TestWeight& operator=(const TestWeight&) = delete;
+};
+
+const TensorType kAllTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                                TensorType::Q4_0};
+
+bool isBlockType(TensorType t) { return t == TensorType::Q8_0 || t == TensorType::Q4_0; }
+
+QByteArray label(TensorType t, const std::string& rest) {
+  return QByteArray::fromStdString(std::string(moe::gguf::tensorTypeName(t)) + " " + rest);
+}
+
+}  // namespace
+
+void TestCudaKernels::initTestCase() {
+  std::string why;
+  if (!moe::cudaDeviceAvailable(&why)) QSKIP(("no CUDA device: " + why).c_str());
+  gpu_ = std::make_unique<moe::CudaBackend>();
+  cpu_ = moe::makeCpuBackend(2);
+  qInfo("backend: %s", gpu_->name().c_str());
+}
+
+void TestCudaKernels::memory() {
+  DeviceFloats zeros(*gpu_, 1001);
+  for (float v : zeros.read()) QCOMPARE(v, 0.0f);
+  const auto host = randomFloats(1001, 1);
+  DeviceFloats a(*gpu_, host), b(*gpu_, 1001);
+  QCOMPARE(a.read(), host);
+  gpu_->copy(b.p, a.p, 1001);
+  QCOMPARE(b.read(), host);
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
+  float stranger = 0.0f;
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->freeFloats(&stranger));
+  // Out of memory is a readable exception, and the backend stays usable.
+  QVERIFY_THROWS_EXCEPTION(moe::CudaOutOfMemory, gpu_->allocFloats(size_t{1} << 48));
+  DeviceFloats after(*gpu_, host);
+  QCOMPARE(after.read(), host);
+}
+
+void TestCudaKernels::embedAllTypes() {
+  const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
+  for (TensorType type : kAllTypes) {
+    const int64_t cols = isBlockType(type) ? 96 : 70;
+    TestWeight table(*gpu_, type, 50, cols, 7);
+    std::vector<float> want(tokens.size() * cols);
+    cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
+    DeviceFloats out(*gpu_, want.size());
+    gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
+    QVERIFY2(out.read() == want, label(type, "embed differs").constData());
+    const int32_t bad = 50;
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
+  }
+}
+
+void TestCudaKernels::matmulAllTypes() {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (TensorType type : kAllTypes) {
+    // Odd widths for the element types; block types need whole blocks of 32.
+    const std::vector<Shape> shapes = isBlockType(type)
+                                          ? std::vector<Shape>{{129, 96}, {1024, 2048}, {33, 32}}
+                                          : std::vector<Shape>{{67, 75}, {1024, 2048}, {1, 3}};
+    for (const Shape& s : shapes)
+      for (int n_tokens : {1, 2, 7, 33}) {
+        TestWeight w(*gpu_, type, s.rows, s.cols, uint32_t(s.rows + n_tokens));
+        const auto x = randomFloats(size_t(n_tokens) * s.cols, 11 + n_tokens);
+        std::vector<float> want(size_t(n_tokens) * s.rows);
+        cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
+        DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
+        gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
+        const double err = relMaxDiff(dy.read(), want);
+        QVERIFY2(err < 1e-5, label(type, std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                             " n=" + std::to_string(n_tokens) + " err " + std::to_string(err))
+                                 .constData());
+      }
+  }
+}
+
+// 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
+// tile's GEMM must land at rows 4096.. of every token's output.
+void TestCudaKernels::matmulTileBoundary() {
+  TestWeight w(*gpu_, TensorType::Q4_0, 4100, 4096, 5);
+  const int n_tokens = 3;
+  const auto x = randomFloats(size_t(n_tokens) * 4096, 6);
+  std::vector<float> want(size_t(n_tokens) * 4100);
+  cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
+  DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
+  gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
+  QVERIFY(relMaxDiff(dy.read(), want) < 1e-5);
+}
+
+// A kernel reading pageable host memory would poison the context; the backend
+// refuses the weight with a message and stays usable.
+void TestCudaKernels::matmulRejectsPageableWeight() {
+  TestWeight w(*gpu_, TensorType::F16, 8, 32, 3);
+  DeviceFloats dx(*gpu_, randomFloats(32, 4)), dy(*gpu_, 8);
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(w.host, dx.p, dy.p, 1));
+  gpu_->matmul(w.dev, dx.p, dy.p, 1);
+  gpu_->synchronize();
+}
+
+void TestCudaKernels::rmsNorm() {
+  const int rows = 7, dim = 4097;
+  const auto x = randomFloats(size_t(rows) * dim, 21, -3.0f, 3.0f);
+  const auto weight = randomFloats(dim, 22);
+  DeviceFloats dw(*gpu_, weight);
+  for (bool with_weight : {true, false})
+    for (bool in_place : {false, true}) {
+      std::vector<float> want(x.size());
+      cpu_->rmsNorm(x.data(), with_weight ? weight.data() : nullptr, want.data(), rows, dim, 1e-5f);
+      DeviceFloats dx(*gpu_, x), dy(*gpu_, x.size());
+      float* out = in_place ? dx.p : dy.p;
+      gpu_->rmsNorm(dx.p, with_weight ? dw.p : nullptr, out, rows, dim, 1e-5f);
+      const double err = relMaxDiff(in_place ? dx.read() : dy.read(), want);
+      QVERIFY2(err < 1e-6,
+               qPrintable(QString("weight %1 in place %2: err %3").arg(with_weight).arg(in_place).arg(err)));
+    }
+}
+
+void TestCudaKernels::ropeBothStyles() {
+  const int head_dim = 96, n_rot = 64;  // partial rotation: dims 64..95 pass through
+  const std::vector<int32_t> positions = {0, 1, 7, 300, 40000};
+  const std::vector<int32_t> later = {5, 6, 7, 8, 9};
+  const int n = int(positions.size());
+  for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox})
+    // q (4 heads) and k (2 heads) share the cached table; then new positions replace it.
+    for (auto [heads, pos] : {std::pair{4, &positions}, std::pair{2, &positions}, std::pair{3, &later}}) {
+      auto x = randomFloats(size_t(n) * heads * head_dim, 31 + heads);
+      DeviceFloats dx(*gpu_, x);
+      cpu_->rope(x.data(), n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
+      gpu_->rope(dx.p, n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
+      const double err = relMaxDiff(dx.read(), x);
+      QVERIFY2(err < 1e-6,
+               qPrintable(QString("style %1 heads %2: err %3").arg(int(style)).arg(heads).arg(err)));
+    }
+  DeviceFloats dx(*gpu_, 96);
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                           gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm));
+}
+
+void TestCudaKernels::attentionPrefillAndDecode() {
+  struct Case {
+    int n_head, n_head_kv, head_dim, pos0, n_tokens;
+  };
+  const int n_ctx = 80;
+  const Case cases[] = {
+      {8, 2, 80, 0, 37},    // prefill, GQA 4:1, head_dim not a multiple of 32
+      {8, 2, 80, 50, 1},    // decode
+      {8, 2, 80, 20, 9},    // a later prefill chunk
+      {4, 4, 128, 0, 3},    // MHA, fewer keys than warps for the first query
+      {2, 1, 256, 70, 10},  // the largest head_dim, last row of the cache
+      {6, 3, 33, 11, 1},    // odd head_dim
+  };
+  for (const Case& c : cases) {
+    const int kv_width = c.n_head_kv * c.head_dim;
+    // The cache past pos0 + n_tokens holds random values too: a causal-mask bug reads them.
+    const auto k = randomFloats(size_t(n_ctx) * kv_width, 41, -2.0f, 2.0f);
+    const auto v = randomFloats(size_t(n_ctx) * kv_width, 42);
+    const auto q = randomFloats(size_t(c.n_tokens) * c.n_head * c.head_dim, 43, -2.0f, 2.0f);
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+    std::vector<float> want(q.size());
+    cpu_->attention(q.data(), k.data(), v.data(), c.pos0, c.n_tokens, shape, want.data());
+    DeviceFloats dq(*gpu_, q), dk(*gpu_, k), dv(*gpu_, v), dout(*gpu_, q.size());
+    gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
+    const double err = relMaxDiff(dout.read(), want);
+    QVERIFY2(err < 1e-5, qPrintable(QString("heads %1/%2 dim %3 pos0 %4 n %5: err %6")
+                                        .arg(c.n_head)
+                                        .arg(c.n_head_kv)
+                                        .arg(c.head_dim)
+                                        .arg(c.pos0)
+                                        .arg(c.n_tokens)
+                                        .arg(err)));
+  }
+  DeviceFloats d(*gpu_, 600);
+  const AttentionShape too_wide{1, 1, 300, 0.1f};
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
+}
+
+void TestCudaKernels::elementwise() {
+  const size_t n = 100003;
+  const auto a = randomFloats(n, 51, -6.0f, 6.0f), b = randomFloats(n, 52);
+  DeviceFloats da(*gpu_, a), db(*gpu_, b), dout(*gpu_, n);
+
+  std::vector<float> want(n);
+  cpu_->swiglu(a.data(), b.data(), want.data(), n);
+  gpu_->swiglu(da.p, db.p, dout.p, n);
+  QVERIFY(relMaxDiff(dout.read(), want) < 1e-6);
+
+  auto y = a;
+  cpu_->add(y.data(), b.data(), n);
+  gpu_->add(da.p, db.p, n);
+  QCOMPARE(da.read(), y);  // exact: one float add per element on both
+
+  cpu_->axpy(y.data(), b.data(), -0.37f, n);
+  gpu_->axpy(da.p, db.p, -0.37f, n);
+  QVERIFY(relMaxDiff(da.read(), y) < 1e-6);
+}
+
+void TestCudaKernels::factory() {
+  std::string why = "unchanged";
+  auto cpu = moe::makeBackend("cpu", 1, &why);
+  QVERIFY(cpu->name().rfind("cpu", 0) == 0);
+  auto cuda = moe::makeBackend("cuda", 1, &why);
+  QVERIFY(cuda->name().rfind("cuda", 0) == 0);
+  auto any = moe::makeBackend("auto", 1, &why);
+  QVERIFY(any->name().rfind("cuda", 0) == 0);
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, moe::makeBackend("tpu", 1, &why));
+}
+
+// Each tiny synthetic model (every architecture, mixed weight types) runs a
+// 20-token prompt and 4 decode steps on both backends; logits must agree.
+void TestCudaKernels::forwardMatchesCpu() {
+  for (const std::string& arch : moe::synth::supportedArchs()) {
+    const auto spec = moe::synth::tinySpec(arch);
+    const auto bytes = moe::synth::buildModel(spec).toBytes();
+    auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+    auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+    // Every routed expert uploaded once (a device-resident expert table).
+    const auto table = moe::prepareExperts(*gpu_, gpu_model->hostExperts());
+    moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts()), gpu_experts(table);
+    moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64), gpu_tf(*gpu_model, *gpu_, gpu_experts, 64);
+
+    const int n_vocab = cpu_model->config().n_vocab;
+    std::vector<int32_t> prompt(20);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % n_vocab);
+    std::vector<float> cpu_logits, gpu_logits;
+    cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
+    gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
+    double err = relMaxDiff(gpu_logits, cpu_logits);
+    QVERIFY2(err < 1e-4, qPrintable(QString::fromStdString(arch) + QString(" prefill: err %1").arg(err)));
+    for (int step = 0; step < 4; ++step) {
+      const int32_t next = int32_t((step * 101 + 3) % n_vocab);
+      cpu_tf.forward(std::span(&next, 1), cpu_logits);
+      gpu_tf.forward(std::span(&next, 1), gpu_logits);
+      err = relMaxDiff(gpu_logits, cpu_logits);
+      QVERIFY2(err < 1e-4,
+               qPrintable(QString::fromStdString(arch) + QString(" decode %1: err %2").arg(step).arg(err)));
+    }
+  }
+}
+
+#else  // built without CUDA: the whole case reports skipped
+
+void TestCudaKernels::initTestCase() {
+  QSKIP("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+}
+void TestCudaKernels::memory() {}
+void TestCudaKernels::embedAllTypes() {}
+void TestCudaKernels::matmulAllTypes() {}
+void TestCudaKernels::matmulTileBoundary() {}
+void TestCudaKernels::matmulRejectsPageableWeight() {}
+void TestCudaKernels::rmsNorm() {}
+void TestCudaKernels::ropeBothStyles() {}
+void TestCudaKernels::attentionPrefillAndDecode() {}
+void TestCudaKernels::elementwise() {}
+void TestCudaKernels::factory() {}
+void TestCudaKernels::forwardMatchesCpu() {}
+
+#endif
+
+QTEST_GUILESS_MAIN(TestCudaKernels)
+#include "test_cuda_kernels.moc"

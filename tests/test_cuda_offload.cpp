@@ -1,0 +1,269 @@
+// The CUDA pieces of the offload engine: pinned host memory, the cudaMalloc slot
+// slab, the cudaMemcpyAsync copy engine (byte counts, data, and that the compute
+// stream really waits on a chunk's event), the transfer worker feeding a device
+// cache through it, and the bandwidth probe. Skipped (QSKIP) without CUDA or a device.
+#include <QtTest/QtTest>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "inference/backend_factory.h"
+#include "offload/expert_bytes_source.h"
+#include "offload/expert_cache.h"
+#include "offload/offload_metrics.h"
+#include "offload/transfer_worker.h"
+
+#if MOECHAT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "inference/cuda/cuda_check.h"
+#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/cuda/cuda_host_memory.h"
+#include "offload/cuda/cuda_slot_memory.h"
+#endif
+
+class TestCudaOffload : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void pinnedAllocator();
+  void hostRegistration();
+  void slotMemory();
+  void copyEngineBytes();
+  void computeStreamWaitsForChunk();
+  void transferWorkerFillsDeviceCache();
+  void bandwidthProbe();
+};
+
+#if MOECHAT_HAVE_CUDA
+namespace {
+
+std::vector<uint8_t> readDevice(const void* dev, size_t n) {
+  std::vector<uint8_t> h(n);
+  moe::checkCuda(cudaMemcpy(h.data(), dev, n, cudaMemcpyDeviceToHost), "test readback");
+  return h;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 131 + seed);
+  return v;
+}
+
+// Pinned host memory freed at scope end.
+struct Pinned {
+  moe::CudaPinnedAllocator alloc;
+  uint8_t* p;
+  size_t n;
+  explicit Pinned(size_t bytes) : p(alloc.allocate(bytes)), n(bytes) {}
+  ~Pinned() { alloc.deallocate(p, n); }
+};
+
+// Experts of `layers` x `experts` in pinned memory, chunks of 3000/3000/2000 bytes,
+// each chunk 256-aligned as HostExpertStore lays them out; byte values differ per expert.
+class PinnedExpertBytes final : public moe::ExpertBytesSource {
+ public:
+  PinnedExpertBytes(int layers, int experts)
+      : layers_(layers), experts_(experts), mem_(size_t(layers * experts) * kExpert) {
+    for (int l = 0; l < layers; ++l)
+      for (int e = 0; e < experts; ++e) {
+        const auto bytes = pattern(kExpert, uint8_t(l * 16 + e));
+        std::memcpy(mem_.p + (size_t(l) * experts + e) * kExpert, bytes.data(), kExpert);
+      }
+  }
+  const uint8_t* expertData(int layer, int expert) const override {
+    return mem_.p + (size_t(layer) * experts_ + expert) * kExpert;
+  }
+  size_t chunkOffset(int chunk) const override { return size_t(chunk) * 3072; }
+  size_t chunkBytes(int chunk) const override { return chunk < 2 ? 3000 : 2000; }
+  size_t expertBytes() const override { return kExpert; }
+  static constexpr size_t kExpert = 3072 * 2 + 2048;
+
+ private:
+  int layers_, experts_;
+  Pinned mem_;
+};
+
+// Blocks a stream from the host until open() (a host function spinning on a flag):
+// everything queued behind it waits. Always opened at scope end, so nothing hangs.
+struct StreamGate {
+  std::atomic<bool> open_flag{false};
+  explicit StreamGate(cudaStream_t s) {
+    moe::checkCuda(cudaLaunchHostFunc(
+                       s,
+                       [](void* flag) {
+                         while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+                       },
+                       &open_flag),
+                   "cudaLaunchHostFunc");
+  }
+  void open() { open_flag = true; }
+  ~StreamGate() { open(); }
+};
+
+}  // namespace
+
+void TestCudaOffload::initTestCase() {
+  std::string why;
+  if (!moe::cudaDeviceAvailable(&why)) QSKIP(("no CUDA device: " + why).c_str());
+}
+
+void TestCudaOffload::pinnedAllocator() {
+  moe::CudaPinnedAllocator alloc;
+  const size_t n = size_t{8} << 20;
+  uint8_t* p = alloc.allocate(n);
+  QVERIFY(p != nullptr);
+  QVERIFY(moe::isPinnedHostMemory(p));
+  QCOMPARE(alloc.bytesAllocated(), uint64_t(n));
+  std::memset(p, 0xab, n);
+  QCOMPARE(p[n - 1], uint8_t(0xab));
+  alloc.deallocate(p, n);
+  QCOMPARE(alloc.bytesAllocated(), uint64_t(0));
+  // An impossible request is a readable exception, not a crash.
+  QVERIFY_THROWS_EXCEPTION(moe::CudaError, alloc.allocate(size_t{1} << 50));
+}
+
+void TestCudaOffload::hostRegistration() {
+  std::vector<uint8_t> buf(size_t{4} << 20, 1);
+  QVERIFY(!moe::isPinnedHostMemory(buf.data()));
+  {
+    moe::CudaHostRegistration reg(buf.data(), buf.size());
+    QVERIFY(moe::isPinnedHostMemory(buf.data()));
+  }
+  QVERIFY(!moe::isPinnedHostMemory(buf.data()));
+}
+
+void TestCudaOffload::slotMemory() {
+  moe::ExpertCache cache(4, 1000, 2, 3, std::make_unique<moe::CudaSlotMemory>());
+  QCOMPARE(cache.slotBytes(), size_t(1024));  // rounded to 256
+  for (int s = 0; s < 4; ++s) {
+    cudaPointerAttributes attr{};
+    moe::checkCuda(cudaPointerGetAttributes(&attr, cache.slotData(s)), "attributes");
+    QCOMPARE(int(attr.type), int(cudaMemoryTypeDevice));
+    QCOMPARE(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
+  }
+  const auto bytes = pattern(4 * 1024, 9);
+  moe::checkCuda(cudaMemcpy(cache.slotData(0), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "fill");
+  QCOMPARE(readDevice(cache.slotData(0), bytes.size()), bytes);
+  moe::CudaSlotMemory mem;
+  QVERIFY_THROWS_EXCEPTION(moe::CudaOutOfMemory, mem.allocate(size_t{1} << 50));
+}
+
+void TestCudaOffload::copyEngineBytes() {
+  moe::ExpertCache cache(2, 8192, 1, 3, std::make_unique<moe::CudaSlotMemory>());
+  Pinned src(8192);
+  const auto bytes = pattern(8192, 3);
+  std::memcpy(src.p, bytes.data(), 8192);
+  moe::CudaCopyEngine engine;
+  const size_t chunk[3] = {3000, 3000, 2000}, offset[3] = {0, 3072, 6144};
+  for (int c = 0; c < 3; ++c) engine.copy(cache.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
+  QCOMPARE(engine.bytesCopied(), uint64_t(8000));
+  QCOMPARE(engine.copies(), uint64_t(3));
+  QCOMPARE(engine.trackedRanges(), size_t(3));
+  const auto back = readDevice(cache.slotData(1), 8192);
+  for (int c = 0; c < 3; ++c)
+    QVERIFY(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
+  QVERIFY(engine.isComplete(cache.slotData(1), 8192));
+  // The same chunk again replaces its record (no growth per reuse of a slot).
+  engine.copy(cache.slotData(1), src.p, 3000);
+  QCOMPARE(engine.trackedRanges(), size_t(3));
+  QCOMPARE(engine.bytesCopied(), uint64_t(11000));
+  QCOMPARE(engine.simulatedSeconds(), 0.0);
+}
+
+// The copy stream is held shut, so the chunk's event cannot complete: a compute
+// stream that streamWaitFor'd the slot must not run its next operation (a
+// device-to-device read of the slot) until the gate opens, and then reads the new bytes.
+void TestCudaOffload::computeStreamWaitsForChunk() {
+  moe::ExpertCache cache(2, 4096, 1, 3, std::make_unique<moe::CudaSlotMemory>());
+  Pinned src(4096);
+  const auto bytes = pattern(4096, 77);
+  std::memcpy(src.p, bytes.data(), 4096);
+  moe::CudaCopyEngine engine;
+  cudaStream_t compute = nullptr;
+  cudaEvent_t done = nullptr;
+  void* consumer = nullptr;
+  moe::checkCuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "stream");
+  moe::checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event");
+  moe::checkCuda(cudaMalloc(&consumer, 4096), "malloc");
+  {
+    StreamGate gate(engine.stream());
+    engine.copyAsync(cache.slotData(0), src.p, 4096);
+    QVERIFY(!engine.isComplete(cache.slotData(0), 4096));
+    QVERIFY(!engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
+    QVERIFY(moe::streamWaitForSlot(engine, compute, cache, 0));
+    moe::checkCuda(cudaMemcpyAsync(consumer, cache.slotData(0), 4096, cudaMemcpyDeviceToDevice, compute),
+                   "read");
+    moe::checkCuda(cudaEventRecord(done, compute), "record");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    QCOMPARE(int(cudaEventQuery(done)), int(cudaErrorNotReady));  // still waiting on the copy
+    cudaGetLastError();
+    gate.open();
+    moe::checkCuda(cudaStreamSynchronize(compute), "sync");
+  }
+  QVERIFY(engine.isComplete(cache.slotData(0), 4096));
+  QCOMPARE(readDevice(consumer, 4096), bytes);
+  cudaFree(consumer);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(compute);
+}
+
+// The host-side transfer worker, unchanged, over the CUDA slab and copy engine.
+void TestCudaOffload::transferWorkerFillsDeviceCache() {
+  PinnedExpertBytes source(2, 4);
+  moe::ExpertCache cache(4, source.expertBytes(), 2, moe::ExpertBytesSource::kChunks,
+                         std::make_unique<moe::CudaSlotMemory>());
+  moe::CudaCopyEngine engine;
+  moe::OffloadMetrics metrics;
+  moe::TransferWorker worker(cache, source, engine, metrics, moe::TransferMode::kThreaded);
+  const std::vector<int> chosen = {1, 3};
+  worker.pushPrecise(1, chosen);
+  for (int e : chosen) {
+    worker.waitReady(1, e);
+    const int slot = cache.find(1, e);
+    QVERIFY(slot >= 0);
+    const auto back = readDevice(cache.slotData(slot), source.expertBytes());
+    for (int c = 0; c < moe::ExpertBytesSource::kChunks; ++c)
+      QVERIFY(std::memcmp(back.data() + source.chunkOffset(c),
+                          source.expertData(1, e) + source.chunkOffset(c), source.chunkBytes(c)) == 0);
+  }
+  worker.release(1);
+  worker.waitIdle();
+  QCOMPARE(engine.bytesCopied(), uint64_t(2 * 8000));
+  QCOMPARE(engine.copies(), uint64_t(2 * moe::ExpertBytesSource::kChunks));
+}
+
+void TestCudaOffload::bandwidthProbe() {
+  const auto samples = moe::measurePinnedH2DBandwidthSamples({size_t{1} << 20, size_t{4} << 20}, 3);
+  QCOMPARE(samples.size(), size_t(2));
+  QCOMPARE(samples[1].bytes, size_t{4} << 20);
+  for (const auto& s : samples) QVERIFY(s.gb_per_s > 0.0);
+  const double best = moe::measurePinnedH2DBandwidth();
+  QVERIFY(best > 0.0);
+  qInfo("pinned H2D bandwidth: %.1f GB/s", best);
+}
+
+#else  // built without CUDA: the whole case reports skipped
+
+void TestCudaOffload::initTestCase() {
+  QSKIP("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+}
+void TestCudaOffload::pinnedAllocator() {}
+void TestCudaOffload::hostRegistration() {}
+void TestCudaOffload::slotMemory() {}
+void TestCudaOffload::copyEngineBytes() {}
+void TestCudaOffload::computeStreamWaitsForChunk() {}
+void TestCudaOffload::transferWorkerFillsDeviceCache() {}
+void TestCudaOffload::bandwidthProbe() {}
+
+#endif
+
+QTEST_GUILESS_MAIN(TestCudaOffload)
+#include "test_cuda_offload.moc"
