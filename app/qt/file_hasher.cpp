@@ -48,11 +48,13 @@ void HashJob::cancelAndWait() {
   if (thread_) thread_->wait();
 }
 
-HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done) {
+HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done,
+                      std::function<void()> then) {
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   QPointer<QObject> target(receiver);
-  QThread* t = QThread::create([path, cancel, target, done = std::move(done)] {
+  QThread* t = QThread::create([path, cancel, target, done = std::move(done), then = std::move(then)] {
     FileHashResult r = hashFile(path, cancel.get());
+    if (r.ok && then) then();
     if (!target) return;
     // Queued onto the receiver's thread; Qt drops the call if the receiver is deleted first.
     QMetaObject::invokeMethod(

@@ -40,6 +40,9 @@ class HashJob {
   std::shared_ptr<std::atomic<bool>> cancel_;
   QPointer<QThread> thread_;
 };
-HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done);
+// `then` (optional) runs on the worker thread after a successful hash (more
+// checks of the same file, e.g. reading its header).
+HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done,
+                      std::function<void()> then = {});
 
 }  // namespace moe
