@@ -238,8 +238,8 @@ void DownloadManager::onHeaders(Job& j) {
     const qint64 len = j.reply->header(QNetworkRequest::ContentLengthHeader).toLongLong();
     if (len > 0) j.total = len;
   }
-  if (j.rec.expected_size >= 0 && j.total >= 0 && j.total != j.rec.expected_size && status < 300)
-    j.total = j.rec.expected_size;  // the size check after the download reports the mismatch
+  // When the server's size differs from the expected one, the server's is what
+  // will arrive; the size check after the download names both.
 }
 
 void DownloadManager::onData(Job& j) {
@@ -290,9 +290,12 @@ void DownloadManager::onReplyFinished(Job& j) {
     return;
   }
   if (status == 416 && j.part->size() > 0) {
-    // Nothing left to send from our offset: either the .part is complete or it is
-    // not a prefix of this file. The check after verification tells which.
-    if (j.rec.expected_size < 0 || j.part->size() == j.rec.expected_size) {
+    // Nothing left to send from our offset ("bytes */<size>"): the .part is complete
+    // when it has the server's size (verification then checks it), else start over.
+    const QByteArray cr = reply->rawHeader("Content-Range").trimmed();
+    const qint64 server_size = cr.startsWith("bytes */") ? cr.mid(8).toLongLong() : -1;
+    if (j.part->size() == server_size ||
+        (server_size < 0 && (j.rec.expected_size < 0 || j.part->size() == j.rec.expected_size))) {
       verify(j);
     } else {
       j.part->resize(0);
