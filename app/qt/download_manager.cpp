@@ -1,0 +1,529 @@
+#include "app/qt/download_manager.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QNetworkReply>
+#include <QNetworkRequest>
+#include <QRegularExpression>
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+#include "app/core/model_registry.h"
+#include "app/qt/download_verify.h"
+
+namespace moe {
+
+namespace {
+
+const QString kQueued = QStringLiteral("queued");
+const QString kRunning = QStringLiteral("running");
+const QString kPaused = QStringLiteral("paused");
+const QString kVerifying = QStringLiteral("verifying");
+const QString kDone = QStringLiteral("done");
+const QString kFailed = QStringLiteral("failed");
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+std::string s(const QString& q) { return q.toStdString(); }
+
+// "bytes 100-999/1000" -> {100, 1000}; total -1 for "*"; start -1 when malformed.
+std::pair<qint64, qint64> parseContentRange(const QByteArray& v) {
+  static const QRegularExpression re(QStringLiteral("^bytes (\\d+)-(\\d+)/(\\d+|\\*)$"));
+  const auto m = re.match(QString::fromLatin1(v.trimmed()));
+  if (!m.hasMatch()) return {-1, -1};
+  const qint64 total = m.captured(3) == QStringLiteral("*") ? -1 : m.captured(3).toLongLong();
+  return {m.captured(1).toLongLong(), total};
+}
+
+// Network errors worth another attempt (the link or the server hiccuped); the
+// rest (404, 403, bad url, TLS failure) fail at once.
+bool isTransient(QNetworkReply::NetworkError e, int http_status) {
+  if (http_status >= 500) return true;
+  if (http_status >= 400) return http_status == 408 || http_status == 429;
+  switch (e) {
+    case QNetworkReply::RemoteHostClosedError:
+    case QNetworkReply::TimeoutError:
+    case QNetworkReply::TemporaryNetworkFailureError:
+    case QNetworkReply::NetworkSessionFailedError:
+    case QNetworkReply::ProxyConnectionClosedError:
+    case QNetworkReply::ProxyTimeoutError:
+    case QNetworkReply::ConnectionRefusedError:
+    case QNetworkReply::HostNotFoundError:
+    case QNetworkReply::UnknownNetworkError:
+    case QNetworkReply::ServiceUnavailableError:
+    case QNetworkReply::InternalServerError:
+    case QNetworkReply::OperationCanceledError: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+DownloadManager::DownloadManager(DownloadStore& store, ModelRegistry* registry, DownloadTimings timings,
+                                 QObject* parent)
+    : QObject(parent), store_(store), registry_(registry), t_(timings) {
+  ticker_.setInterval(std::max(10, std::min(t_.progress_ms, t_.idle_ms / 2)));
+  connect(&ticker_, &QTimer::timeout, this, &DownloadManager::tick);
+  loadUnfinished();
+  // Start on the next turn of the event loop, so a caller can connect signals first.
+  QTimer::singleShot(0, this, &DownloadManager::schedule);
+}
+
+DownloadManager::~DownloadManager() {
+  for (auto& [id, j] : jobs_) {
+    j->hash.cancelAndWait();
+    if (j->reply) {
+      j->abort_for_user = true;
+      j->reply->disconnect(this);
+      j->reply->abort();
+    }
+    if (j->part) j->part->flush();
+    // A running download is "queued" in the database: the next manager resumes it.
+    if (j->rec.state == s(kRunning)) {
+      j->rec.state = s(kQueued);
+      persist(*j);
+    }
+  }
+}
+
+void DownloadManager::loadUnfinished() {
+  for (DownloadRecord& r : store_.unfinished()) {
+    auto j = std::make_unique<Job>();
+    j->rec = std::move(r);
+    // A run that was interrupted (app closed or crashed) goes back into the queue;
+    // the .part on disk, not the database, says how far it got.
+    if (j->rec.state == s(kRunning) || j->rec.state == s(kVerifying)) j->rec.state = s(kQueued);
+    j->rec.bytes_done = QFileInfo(partPath(q(j->rec.dest_path))).size();
+    j->total = j->rec.expected_size;
+    j->speed.setWindow(t_.speed_window_ms);
+    j->retry_timer.setSingleShot(true);
+    const qint64 id = j->rec.id;
+    connect(&j->retry_timer, &QTimer::timeout, this, [this, id] {
+      if (Job* job = find(id); job && job->rec.state == s(kQueued)) schedule();
+    });
+    jobs_[id] = std::move(j);
+  }
+}
+
+qint64 DownloadManager::enqueue(const QUrl& url, const QString& dest, const QString& sha256,
+                                qint64 expected_size, const QString& catalog_id) {
+  if (!url.isValid() || (url.scheme() != QStringLiteral("http") && url.scheme() != QStringLiteral("https")))
+    throw std::invalid_argument("not an http(s) URL: " + s(url.toString()));
+  if (dest.isEmpty()) throw std::invalid_argument("no destination path for " + s(url.toString()));
+  static const QRegularExpression kHex(QStringLiteral("^[0-9a-f]{64}$"));
+  const QString sha = sha256.trimmed().toLower();
+  if (!sha.isEmpty() && !kHex.match(sha).hasMatch())
+    throw std::invalid_argument("not a SHA-256 (64 hex digits): " + s(sha256));
+  QDir().mkpath(QFileInfo(dest).absolutePath());
+
+  auto j = std::make_unique<Job>();
+  j->rec.url = s(url.toString());
+  j->rec.dest_path = s(QFileInfo(dest).absoluteFilePath());
+  j->rec.sha256 = s(sha);
+  j->rec.expected_size = expected_size;
+  j->rec.state = s(kQueued);
+  j->rec.catalog_id = s(catalog_id);
+  j->rec.bytes_done = QFileInfo(partPath(q(j->rec.dest_path))).size();
+  j->rec.id = store_.add(j->rec);
+  j->total = expected_size;
+  j->speed.setWindow(t_.speed_window_ms);
+  j->retry_timer.setSingleShot(true);
+  const qint64 id = j->rec.id;
+  connect(&j->retry_timer, &QTimer::timeout, this, [this, id] {
+    if (Job* job = find(id); job && job->rec.state == s(kQueued)) schedule();
+  });
+  jobs_[id] = std::move(j);
+  emit added(id);
+  QTimer::singleShot(0, this, &DownloadManager::schedule);
+  return id;
+}
+
+DownloadManager::Job* DownloadManager::find(qint64 id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+int DownloadManager::activeCount() const {
+  int n = 0;
+  for (const auto& [id, j] : jobs_) n += j->rec.state == s(kRunning) || j->rec.state == s(kVerifying);
+  return n;
+}
+
+void DownloadManager::setMaxActive(int n) {
+  max_active_ = std::max(1, n);
+  schedule();
+}
+
+// Starts queued downloads, oldest first, up to the limit; one waiting for its
+// backoff delay is skipped until its timer fires.
+void DownloadManager::schedule() {
+  for (auto& [id, j] : jobs_) {
+    if (activeCount() >= max_active_) return;
+    if (j->rec.state == s(kQueued) && !j->retry_timer.isActive()) startJob(*j);
+  }
+}
+
+void DownloadManager::startJob(Job& j) {
+  const QString part_path = partPath(q(j.rec.dest_path));
+  j.part = std::make_unique<QFile>(part_path);
+  if (!j.part->open(QIODevice::ReadWrite)) {
+    fail(j, QStringLiteral("cannot write %1: %2").arg(part_path, j.part->errorString()));
+    return;
+  }
+  qint64 offset = j.part->size();
+  if (j.rec.expected_size >= 0 && offset > j.rec.expected_size) {
+    // Longer than the file can be: it is not a prefix of it. Start over.
+    j.part->resize(0);
+    offset = 0;
+  }
+  j.part->seek(offset);
+  j.rec.bytes_done = offset;
+  setState(j, kRunning);
+  if (j.rec.expected_size >= 0 && offset == j.rec.expected_size && offset > 0) {
+    verify(j);  // everything arrived before the last run ended
+    return;
+  }
+
+  QNetworkRequest req{QUrl(q(j.rec.url))};
+  req.setAttribute(QNetworkRequest::RedirectPolicyAttribute, QNetworkRequest::NoLessSafeRedirectPolicy);
+  req.setRawHeader("User-Agent", "moechat");
+  if (offset > 0) req.setRawHeader("Range", "bytes=" + QByteArray::number(offset) + "-");
+  j.progressed = false;
+  j.abort_for_stall = j.abort_for_user = j.restart_from_zero = false;
+  j.since_byte.start();
+  j.since_persist.start();
+  j.run_clock.start();
+  j.speed.reset();
+  j.speed.sample(0, offset);
+  j.reply = nam_.get(req);
+  const qint64 id = j.rec.id;
+  connect(j.reply, &QNetworkReply::metaDataChanged, this, [this, id] {
+    if (Job* job = find(id)) onHeaders(*job);
+  });
+  connect(j.reply, &QNetworkReply::readyRead, this, [this, id] {
+    if (Job* job = find(id)) onData(*job);
+  });
+  connect(j.reply, &QNetworkReply::finished, this, [this, id] {
+    if (Job* job = find(id)) onReplyFinished(*job);
+  });
+  if (!ticker_.isActive()) ticker_.start();
+  emitProgress(j);
+}
+
+// The status line decides what the body is: 206 continues the .part (only if
+// Content-Range starts where the .part ends), 200 is the whole file from byte 0.
+void DownloadManager::onHeaders(Job& j) {
+  if (!j.reply) return;
+  const int status = j.reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+  if (status == 0 || (status >= 300 && status < 400)) return;  // redirect hop: headers of the next
+  const qint64 offset = j.part->size();
+  if (status == 206) {
+    const auto [start, total] = parseContentRange(j.reply->rawHeader("Content-Range"));
+    if (start != offset) {
+      // The server resumed somewhere else: appending would corrupt the file.
+      j.restart_from_zero = true;
+      j.reply->abort();
+      return;
+    }
+    if (total >= 0) j.total = total;
+  } else if (status == 200) {
+    if (offset > 0) {  // the server ignored Range: the body starts at byte 0
+      j.part->resize(0);
+      j.part->seek(0);
+      j.rec.bytes_done = 0;
+      j.speed.reset();
+      j.speed.sample(j.run_clock.elapsed(), 0);
+    }
+    const qint64 len = j.reply->header(QNetworkRequest::ContentLengthHeader).toLongLong();
+    if (len > 0) j.total = len;
+  }
+  // When the server's size differs from the expected one, the server's is what
+  // will arrive; the size check after the download names both.
+}
+
+void DownloadManager::onData(Job& j) {
+  if (!j.reply || !j.part) return;
+  const int status = j.reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+  if (status != 200 && status != 206) return;  // an error page's body is not the file
+  const QByteArray data = j.reply->readAll();
+  if (data.isEmpty()) return;
+  if (j.part->write(data) != data.size()) {
+    const QString why = j.part->errorString();
+    j.abort_for_user = true;
+    j.reply->abort();
+    fail(j, QStringLiteral("cannot write %1: %2").arg(j.part->fileName(), why));
+    return;
+  }
+  j.rec.bytes_done += data.size();
+  j.progressed = true;
+  j.since_byte.restart();
+  if (j.since_persist.elapsed() >= t_.persist_ms) {
+    j.part->flush();
+    persist(j);
+    j.since_persist.restart();
+  }
+}
+
+void DownloadManager::onReplyFinished(Job& j) {
+  QNetworkReply* reply = j.reply;
+  if (!reply) return;
+  if (j.abort_for_user) {  // pause / cancel set the state; the .part keeps what was written
+    j.reply = nullptr;
+    reply->deleteLater();
+    return;
+  }
+  if (reply->isOpen()) onData(j);  // bytes that arrived with the end of the stream
+  j.reply = nullptr;
+  reply->deleteLater();
+  if (j.part) j.part->flush();
+  const int status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+  const auto err = reply->error();
+  if (j.restart_from_zero) {
+    j.part->resize(0);
+    j.rec.bytes_done = 0;
+    retryLater(j, QStringLiteral("the server resumed at the wrong offset; starting over"));
+    return;
+  }
+  if (j.abort_for_stall) {
+    retryLater(j, QStringLiteral("no data for %1 s").arg(t_.stall_ms / 1000.0));
+    return;
+  }
+  if (status == 416 && j.part->size() > 0) {
+    // Nothing left to send from our offset ("bytes */<size>"): the .part is complete
+    // when it has the server's size (verification then checks it), else start over.
+    const QByteArray cr = reply->rawHeader("Content-Range").trimmed();
+    const qint64 server_size = cr.startsWith("bytes */") ? cr.mid(8).toLongLong() : -1;
+    if (j.part->size() == server_size ||
+        (server_size < 0 && (j.rec.expected_size < 0 || j.part->size() == j.rec.expected_size))) {
+      verify(j);
+    } else {
+      j.part->resize(0);
+      j.rec.bytes_done = 0;
+      retryLater(j, QStringLiteral("the server refused the resume offset; starting over"));
+    }
+    return;
+  }
+  if (err != QNetworkReply::NoError) {
+    const QString why =
+        status > 0 ? QStringLiteral("HTTP %1 %2")
+                         .arg(status)
+                         .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
+                   : reply->errorString();
+    if (isTransient(err, status))
+      retryLater(j, why);
+    else
+      fail(j, why);
+    return;
+  }
+  if (j.total >= 0 && j.part->size() < j.total) {
+    retryLater(j, QStringLiteral("the connection ended at %1 of %2 bytes").arg(j.part->size()).arg(j.total));
+    return;
+  }
+  verify(j);
+}
+
+void DownloadManager::retryLater(Job& j, const QString& reason) {
+  if (j.progressed) j.attempt = 0;  // a run that made progress resets the count
+  ++j.attempt;
+  j.rec.error = s(reason);
+  if (j.attempt >= t_.max_attempts) {
+    fail(j, QStringLiteral("gave up after %1 attempts: %2").arg(j.attempt).arg(reason));
+    return;
+  }
+  const int delay = int(std::min<qint64>(qint64(t_.backoff_first_ms) << (j.attempt - 1), t_.backoff_max_ms));
+  j.part.reset();
+  setState(j, kQueued);
+  emit retrying(j.rec.id, j.attempt, delay, reason);
+  j.retry_timer.start(delay);
+  schedule();  // another download may use the slot meanwhile
+}
+
+void DownloadManager::verify(Job& j) {
+  j.part.reset();  // closed: the hasher reads what is on disk
+  setState(j, kVerifying);
+  emitProgress(j);
+  const qint64 id = j.rec.id;
+  const QString part_path = partPath(q(j.rec.dest_path));
+  // Hash, then read the header with the engine's reader, both on the worker thread.
+  auto summary = std::make_shared<GgufSummary>();
+  j.hash = hashFileAsync(
+      part_path, this, [this, id, summary](FileHashResult r) { onVerified(id, r, *summary); },
+      [part_path, summary] { *summary = inspectGguf(part_path); });
+}
+
+void DownloadManager::onVerified(qint64 id, const FileHashResult& r, const GgufSummary& gguf) {
+  Job* jp = find(id);
+  if (!jp || jp->rec.state != s(kVerifying)) return;
+  Job& j = *jp;
+  const QString part_path = partPath(q(j.rec.dest_path));
+  if (!r.ok) {
+    fail(j, r.error);
+    return;
+  }
+  const QString want = q(j.rec.sha256);
+  QString problem;
+  if (j.rec.expected_size >= 0 && r.size != j.rec.expected_size)
+    problem = QStringLiteral("size mismatch: expected %1 bytes, got %2").arg(j.rec.expected_size).arg(r.size);
+  else if (!want.isEmpty() && r.sha256 != want)
+    problem = QStringLiteral("checksum mismatch: expected SHA-256 %1, got %2").arg(want, r.sha256);
+  if (!problem.isEmpty()) {
+    // A corrupt .part would only resume into the same mismatch: remove it.
+    QFile::remove(part_path);
+    j.rec.bytes_done = 0;
+    fail(j, problem);
+    return;
+  }
+  if (!gguf.ok) {
+    // The bytes are what was asked for, but not a model this engine can open: keep
+    // the .part (a newer moechat may read it) and do not register it.
+    fail(j, QStringLiteral("not a usable GGUF model: %1").arg(gguf.error));
+    return;
+  }
+  // rename(2) replaces the destination atomically: readers see the old file or the whole new one.
+  std::error_code ec;
+  std::filesystem::rename(part_path.toStdString(), j.rec.dest_path, ec);
+  if (ec) {
+    fail(j, QStringLiteral("cannot rename %1: %2").arg(part_path, q(ec.message())));
+    return;
+  }
+  j.rec.sha256 = s(r.sha256);
+  j.rec.bytes_done = r.size;
+  j.total = r.size;
+  j.rec.error.clear();
+  if (registry_) {
+    ModelRecord m;
+    m.path = j.rec.dest_path;
+    m.sha256 = j.rec.sha256;
+    m.name = s(gguf.name.isEmpty() ? QFileInfo(q(j.rec.dest_path)).completeBaseName() : gguf.name);
+    m.arch = s(gguf.arch);
+    m.quant = s(gguf.quant);
+    m.size_bytes = r.size;
+    m.source_url = j.rec.url;
+    try {
+      registry_->upsert(m);
+    } catch (const std::exception& e) {
+      fail(j, QStringLiteral("downloaded, but not registered: %1").arg(QString::fromUtf8(e.what())));
+      return;
+    }
+  }
+  setState(j, kDone);
+  emitProgress(j);
+  emit finished(id, q(j.rec.dest_path));
+  schedule();
+}
+
+void DownloadManager::fail(Job& j, const QString& error) {
+  j.part.reset();
+  j.rec.error = s(error);
+  setState(j, kFailed);
+  emit failed(j.rec.id, error);
+  schedule();
+}
+
+void DownloadManager::pause(qint64 id) {
+  Job* j = find(id);
+  if (!j || (j->rec.state != s(kRunning) && j->rec.state != s(kQueued))) return;
+  j->retry_timer.stop();
+  if (j->reply) {
+    j->abort_for_user = true;
+    j->reply->abort();
+  }
+  j->part.reset();
+  setState(*j, kPaused);
+  emitProgress(*j);
+  schedule();
+}
+
+void DownloadManager::resume(qint64 id) {
+  Job* j = find(id);
+  if (!j || (j->rec.state != s(kPaused) && j->rec.state != s(kFailed))) return;
+  j->attempt = 0;
+  j->rec.error.clear();
+  setState(*j, kQueued);
+  schedule();
+}
+
+void DownloadManager::cancel(qint64 id) {
+  Job* j = find(id);
+  if (!j) return;
+  j->retry_timer.stop();
+  j->hash.cancelAndWait();
+  if (j->reply) {
+    j->abort_for_user = true;
+    j->reply->disconnect(this);
+    j->reply->abort();
+    j->reply->deleteLater();
+  }
+  j->part.reset();
+  if (j->rec.state != s(kDone)) QFile::remove(partPath(q(j->rec.dest_path)));
+  store_.remove(id);
+  jobs_.erase(id);
+  emit stateChanged(id, QStringLiteral("cancelled"));
+  schedule();
+}
+
+void DownloadManager::setState(Job& j, const QString& state) {
+  j.rec.state = s(state);
+  persist(j);
+  emit stateChanged(j.rec.id, state);
+}
+
+void DownloadManager::persist(Job& j) { store_.update(j.rec.id, j.rec.state, j.rec.bytes_done, j.rec.error); }
+
+// Progress and stall detection for every running download (one timer for all).
+void DownloadManager::tick() {
+  bool any = false;
+  for (auto& [id, jp] : jobs_) {
+    Job& j = *jp;
+    if (j.rec.state != s(kRunning) || !j.reply) continue;
+    any = true;
+    if (j.since_byte.elapsed() >= t_.stall_ms) {
+      j.abort_for_stall = true;
+      j.reply->abort();
+      continue;
+    }
+    j.speed.sample(j.run_clock.elapsed(), j.rec.bytes_done);
+    emitProgress(j);
+  }
+  if (!any) ticker_.stop();
+}
+
+void DownloadManager::emitProgress(Job& j) {
+  const DownloadStatus st = statusOf(j);
+  emit progress(st.id, st.bytes_done, st.total, st.bytes_per_sec, st.eta_s);
+}
+
+DownloadStatus DownloadManager::statusOf(const Job& j) const {
+  DownloadStatus st;
+  st.id = j.rec.id;
+  st.url = QUrl(q(j.rec.url));
+  st.dest = q(j.rec.dest_path);
+  st.state = q(j.rec.state);
+  st.error = q(j.rec.error);
+  st.bytes_done = j.rec.bytes_done;
+  st.total = j.total;
+  st.attempt = j.attempt;
+  st.catalog_id = q(j.rec.catalog_id);
+  if (j.rec.state == s(kRunning) && j.since_byte.isValid()) {
+    // The speed over the window, unless nothing arrived lately: then it is 0, not
+    // a slowly decaying average that hides a dead link.
+    st.stalled = j.since_byte.elapsed() >= t_.idle_ms;
+    st.bytes_per_sec = st.stalled ? 0.0 : j.speed.bytesPerSecond();
+    st.eta_s = SpeedMeter::etaSeconds(st.total >= 0 ? st.total - st.bytes_done : -1, st.bytes_per_sec);
+  }
+  return st;
+}
+
+QList<DownloadStatus> DownloadManager::downloads() const {
+  QList<DownloadStatus> out;
+  for (const auto& [id, j] : jobs_) out.append(statusOf(*j));
+  return out;
+}
+
+DownloadStatus DownloadManager::status(qint64 id) const {
+  const Job* j = find(id);
+  return j ? statusOf(*j) : DownloadStatus{};
+}
+
+}  // namespace moe

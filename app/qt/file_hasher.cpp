@@ -1,0 +1,68 @@
+#include "app/qt/file_hasher.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+
+namespace moe {
+
+namespace {
+constexpr qint64 kBlockBytes = 4 << 20;  // large enough to keep the disk streaming
+}
+
+FileHashResult hashFile(const QString& path, const std::atomic<bool>* cancel) {
+  FileHashResult r;
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) {
+    r.error = QStringLiteral("cannot read %1: %2").arg(path, f.errorString());
+    return r;
+  }
+  QCryptographicHash h(QCryptographicHash::Sha256);
+  QByteArray block;
+  while (!f.atEnd()) {
+    if (cancel && cancel->load()) {
+      r.error = QStringLiteral("cancelled");
+      return r;
+    }
+    block = f.read(kBlockBytes);
+    if (block.isEmpty() && f.error() != QFileDevice::NoError) {
+      r.error = QStringLiteral("read error in %1: %2").arg(path, f.errorString());
+      return r;
+    }
+    h.addData(block);
+    r.size += block.size();
+  }
+  r.sha256 = QString::fromLatin1(h.result().toHex());
+  r.ok = true;
+  return r;
+}
+
+QString sha256Hex(const QByteArray& bytes) {
+  return QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex());
+}
+
+HashJob::HashJob(std::shared_ptr<std::atomic<bool>> cancel, QThread* thread)
+    : cancel_(std::move(cancel)), thread_(thread) {}
+
+void HashJob::cancelAndWait() {
+  if (cancel_) cancel_->store(true);
+  if (thread_) thread_->wait();
+}
+
+HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done,
+                      std::function<void()> then) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  QPointer<QObject> target(receiver);
+  QThread* t = QThread::create([path, cancel, target, done = std::move(done), then = std::move(then)] {
+    FileHashResult r = hashFile(path, cancel.get());
+    if (r.ok && then) then();
+    if (!target) return;
+    // Queued onto the receiver's thread; Qt drops the call if the receiver is deleted first.
+    QMetaObject::invokeMethod(
+        target.data(), [done, r] { done(r); }, Qt::QueuedConnection);
+  });
+  QObject::connect(t, &QThread::finished, t, &QObject::deleteLater);
+  t->start();
+  return HashJob(cancel, t);
+}
+
+}  // namespace moe

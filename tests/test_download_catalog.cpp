@@ -1,0 +1,113 @@
+// The model catalog: the built-in one parses and names real shapes; bad entries
+// fail with the entry and field named; a missing checksum is said plainly; the fit
+// estimate from shape + quant matches a published file size and moves with the budget.
+#include <QtTest>
+
+#include "app/qt/model_catalog.h"
+
+using namespace moe;
+
+class TestDownloadCatalog : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void builtInParses() {
+    const ModelCatalog c = ModelCatalog::builtIn();
+    QVERIFY(c.entries().size() >= 5);
+    for (const auto& e : c.entries()) {
+      QVERIFY2(e.url.startsWith(QStringLiteral("https://huggingface.co/")), qPrintable(e.url));
+      QVERIFY(e.fileName().endsWith(QStringLiteral(".gguf"), Qt::CaseInsensitive));
+      QVERIFY(!e.licence.isEmpty());
+      // Every entry's fit can be estimated before download.
+      const CatalogFit f = estimateCatalogFit(e, 24'000'000'000ull, 4096, 64ull << 30);
+      QVERIFY(f.fit.total_experts > 0);
+      QVERIFY(f.estimated_file_bytes > 1'000'000'000ull);
+    }
+  }
+
+  void missingChecksumIsSaidPlainly() {
+    CatalogEntry e;
+    e.sha256.clear();
+    e.size_bytes = 1000;
+    QCOMPARE(e.checksumNote(), QStringLiteral("no published checksum: size checked only"));
+    e.size_bytes = -1;
+    QVERIFY(e.checksumNote().startsWith(QStringLiteral("no published checksum")));
+    e.sha256 = QString(64, QLatin1Char('a'));
+    QCOMPARE(e.checksumNote(), QStringLiteral("SHA-256 checked"));
+  }
+
+  void badEntriesNameTheField_data() {
+    QTest::addColumn<QByteArray>("json");
+    QTest::addColumn<QString>("expected");
+    const QByteArray ok =
+        "\"id\":\"x\",\"name\":\"X\",\"family\":\"olmoe\",\"quant\":\"Q8_0\",\"shape\":\"OLMoE\",\"licence\":"
+        "\"MIT\"";
+    QTest::newRow("not json") << QByteArray("{") << "not JSON";
+    QTest::newRow("no models") << QByteArray("{}") << "no 'models' array";
+    QTest::newRow("no url") << QByteArray("{\"models\":[{" + ok + "}]}") << "entry 'x': 'url' missing";
+    QTest::newRow("ftp url") << QByteArray("{\"models\":[{" + ok + ",\"url\":\"ftp://a/b.gguf\"}]}")
+                             << "not an http(s) URL";
+    QTest::newRow("bad sha") << QByteArray("{\"models\":[{" + ok +
+                                           ",\"url\":\"https://a/b.gguf\",\"sha256\":\"12\"}]}")
+                             << "'sha256' is not 64 hex digits";
+    QTest::newRow("bad shape") << QByteArray(
+                                      "{\"models\":[{\"id\":\"x\",\"name\":\"X\",\"family\":\"f\",\"quant\":"
+                                      "\"Q8_0\",\"shape\":\"Nope\","
+                                      "\"licence\":\"MIT\",\"url\":\"https://a/b.gguf\"}]}")
+                               << "unknown shape 'Nope'";
+    QTest::newRow("negative size") << QByteArray("{\"models\":[{" + ok +
+                                                 ",\"url\":\"https://a/b.gguf\",\"size_bytes\":-5}]}")
+                                   << "'size_bytes' must be a positive number or null";
+    QTest::newRow("duplicate") << QByteArray("{\"models\":[{" + ok + ",\"url\":\"https://a/b.gguf\"},{" + ok +
+                                             ",\"url\":\"https://a/c.gguf\"}]}")
+                               << "duplicate id";
+  }
+  void badEntriesNameTheField() {
+    QFETCH(QByteArray, json);
+    QFETCH(QString, expected);
+    try {
+      ModelCatalog::fromJson(json);
+      QFAIL("accepted a bad catalog");
+    } catch (const CatalogError& e) {
+      QVERIFY2(QString::fromUtf8(e.what()).contains(expected), e.what());
+    }
+  }
+
+  // The size model (shape preset x quant block sizes) against a published figure:
+  // Qwen3-30B-A3B-Q8_0.gguf is 32,483,931,648 bytes (docs/DOWNLOADS.md).
+  void estimatedSizeMatchesPublishedFile() {
+    const ModelCatalog c = ModelCatalog::builtIn();
+    const CatalogEntry* e = c.find(QStringLiteral("qwen3-30b-a3b-q8_0"));
+    QVERIFY(e);
+    QCOMPARE(e->size_bytes, qint64(32483931648));
+    const CatalogFit f = estimateCatalogFit(*e, 24'000'000'000ull, 4096, 64ull << 30);
+    const double rel =
+        std::abs(double(f.estimated_file_bytes) - double(e->size_bytes)) / double(e->size_bytes);
+    qInfo("Qwen3-30B-A3B Q8_0: estimated %llu bytes, published %lld (%.2f%% off)",
+          (unsigned long long)f.estimated_file_bytes, (long long)e->size_bytes, 100 * rel);
+    QVERIFY2(rel < 0.02, "the size model is more than 2% off a published file size");
+  }
+
+  void fitFollowsTheBudget() {
+    const ModelCatalog c = ModelCatalog::builtIn();
+    const CatalogEntry* e = c.find(QStringLiteral("mixtral-8x7b-instruct-v0.1-q4_0"));
+    QVERIFY(e);
+    const CatalogFit small = estimateCatalogFit(*e, 1'000'000'000ull, 4096, 64ull << 30);
+    const CatalogFit mid = estimateCatalogFit(*e, 12'000'000'000ull, 4096, 64ull << 30);
+    const CatalogFit big = estimateCatalogFit(*e, 80'000'000'000ull, 4096, 64ull << 30);
+    QVERIFY(!small.fit.fits_gpu);
+    QVERIFY(small.summary().startsWith(QStringLiteral("does not fit")));
+    QVERIFY(mid.fit.fits_gpu && !mid.fit.all_experts_fit);
+    QVERIFY(mid.fit.cache_slots > 2 && mid.fit.cache_slots < mid.fit.total_experts);
+    QVERIFY(big.fit.all_experts_fit);
+    QCOMPARE(mid.fit.total_experts, uint64_t(32 * 8));
+    // Pinned host RAM: the expert store against what the machine has.
+    const CatalogFit poor = estimateCatalogFit(*e, 12'000'000'000ull, 4096, 8ull << 30);
+    QVERIFY(!poor.ram_ok);
+    QVERIFY(poor.summary().contains(QStringLiteral("NOT enough")));
+    QVERIFY(mid.ram_ok);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDownloadCatalog)
+#include "test_download_catalog.moc"

@@ -1,0 +1,253 @@
+// The model wizard driven offscreen with QTest: a valid local GGUF is accepted
+// and registered; a malformed file is refused with the GGUF reader's reason on
+// screen; a catalog entry pointing at the local test server shows its size,
+// checksum status and fit, then downloads, verifies and registers.
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTreeWidget>
+#include <QtTest>
+
+#include "app/core/app_database.h"
+#include "app/core/download_store.h"
+#include "app/core/model_registry.h"
+#include "app/qt/download_manager.h"
+#include "app/qt/download_verify.h"
+#include "app/qt/file_hasher.h"
+#include "http_test_server.h"
+#include "models/synthetic_model.h"
+#include "ui/model_wizard.h"
+#include "ui/model_wizard_pages.h"
+
+using namespace moe;
+using moe::test::HttpTestServer;
+
+namespace {
+
+QByteArray syntheticGguf() {
+  const auto bytes = synth::buildModel(synth::tinySpec("qwen3moe")).toBytes();
+  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
+}
+
+void writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  QCOMPARE(f.write(bytes), bytes.size());
+}
+
+constexpr quint64 kBudget = 24'000'000'000ull;
+
+}  // namespace
+
+class TestGuiModelWizard : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir dir_;
+  QByteArray body_ = syntheticGguf();
+  int n_ = 0;
+
+  struct Env {
+    AppDatabase db;
+    DownloadStore store;
+    ModelRegistry registry;
+    DownloadManager dm;
+    explicit Env(const QString& path)
+        : db(AppDatabase::open(path.toStdString())),
+          store(db),
+          registry(db),
+          dm(store, &registry, timings()) {}
+    static DownloadTimings timings() {
+      DownloadTimings t;
+      t.backoff_first_ms = 20;
+      t.progress_ms = 20;
+      return t;
+    }
+  };
+
+  std::unique_ptr<Env> env() {
+    return std::make_unique<Env>(dir_.path() + QStringLiteral("/w%1.db").arg(++n_));
+  }
+
+  static void clickNext(QWizard& w) { QTest::mouseClick(w.button(QWizard::NextButton), Qt::LeftButton); }
+
+ private slots:
+  void localValidGgufIsAccepted() {
+    auto e = env();
+    const QString path = dir_.path() + "/local-ok.gguf";
+    writeFile(path, body_);
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models");
+    QSignalSpy installed(&w, &ModelWizard::modelInstalled);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+
+    auto* local = w.findChild<QLineEdit*>("localEdit");
+    QVERIFY(local);
+    QTest::keyClicks(local, path);  // typing there selects "a GGUF file on this computer"
+    QVERIFY(w.findChild<QRadioButton*>("localRadio")->isChecked());
+    QVERIFY(w.button(QWizard::NextButton)->isEnabled());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::DonePage));
+    QCOMPARE(installed.count(), 1);
+    QCOMPARE(installed.at(0).at(0).toString(), path);
+    QVERIFY(w.findChild<QLabel*>("donePath")->text().contains(path));
+    const auto rec = e->registry.findByPath(path.toStdString());
+    QVERIFY(rec);
+    QCOMPARE(rec->arch, std::string("qwen3moe"));
+    QCOMPARE(rec->size_bytes, qint64(body_.size()));
+    // The SHA-256 arrives from the worker thread a moment later.
+    QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(e->registry.findByPath(path.toStdString())->sha256),
+                              sha256Hex(body_), 10000);
+  }
+
+  void malformedFileIsRejectedWithTheReason() {
+    auto e = env();
+    const QString path = dir_.path() + "/truncated.gguf";
+    writeFile(path, body_.left(body_.size() / 3));  // a download cut short
+    const QString reason = inspectGguf(path).error;
+    QVERIFY(!reason.isEmpty());
+
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models");
+    QSignalSpy installed(&w, &ModelWizard::modelInstalled);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::keyClicks(w.findChild<QLineEdit*>("localEdit"), path);
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
+    auto* error = w.findChild<QWizardPage*>()->findChild<QLabel*>("errorLabel");
+    QVERIFY(error);
+    QVERIFY(error->isVisible());
+    QCOMPARE(error->text(), QStringLiteral("Not a usable model: ") + reason);
+    QCOMPARE(installed.count(), 0);
+    QVERIFY(e->registry.list().empty());
+
+    // Not a GGUF at all: the reader says so too.
+    const QString junk = dir_.path() + "/notes.gguf";
+    writeFile(junk, "these are my notes, not a model");
+    QLineEdit* local = w.findChild<QLineEdit*>("localEdit");
+    local->clear();
+    QTest::keyClicks(local, junk);
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
+    QCOMPARE(error->text(), QStringLiteral("Not a usable model: ") + inspectGguf(junk).error);
+    QVERIFY(e->registry.list().empty());
+  }
+
+  void catalogEntryDownloadsAndRegisters() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    server.setPacing(8192, 2);
+    auto e = env();
+    ModelCatalog catalog = ModelCatalog::builtIn();
+    CatalogEntry local;
+    local.id = "test-local";
+    local.name = "Local test model";
+    local.family = "qwen3moe";
+    local.quant = "Q8_0";
+    local.shape = "Q3-30B";
+    local.url = server.url("/tiny-qwen3moe.gguf").toString();
+    local.sha256 = sha256Hex(body_);
+    local.size_bytes = body_.size();
+    local.licence = "test";
+    catalog.add(local);
+
+    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models");
+    QSignalSpy installed(&w, &ModelWizard::modelInstalled);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* list = w.findChild<QTreeWidget*>("catalogList");
+    QVERIFY(list);
+    QCOMPARE(list->topLevelItemCount(), catalog.entries().size());
+    QTreeWidgetItem* item = nullptr;
+    for (int i = 0; i < list->topLevelItemCount(); ++i) {
+      QTreeWidgetItem* it = list->topLevelItem(i);
+      const CatalogEntry* ce = catalog.find(it->data(0, Qt::UserRole).toString());
+      QVERIFY(ce);
+      // Each row: licence, what is checked, and the fit at this budget, before any download.
+      QCOMPARE(it->text(3), ce->licence);
+      QCOMPARE(it->text(4), ce->checksumNote());
+      // (up to the machine's available RAM, which moves between two readings)
+      const auto withoutRam = [](const QString& t) { return t.left(t.lastIndexOf(QStringLiteral(" ("))); };
+      QCOMPARE(withoutRam(it->text(5)), withoutRam(estimateCatalogFit(*ce, kBudget).summary()));
+      QVERIFY(it->text(5).contains(QStringLiteral("GPU")));
+      if (ce->id == "test-local") item = it;
+    }
+    QVERIFY(item);
+    QVERIFY(!w.button(QWizard::NextButton)->isEnabled());  // nothing chosen yet
+    QCOMPARE(server.requestCount(), 0);                    // nothing downloaded to show the list
+
+    list->scrollToItem(item);
+    const QRect rect = list->visualItemRect(item);
+    QVERIFY2(list->viewport()->rect().contains(rect.center()), "the row is not on screen");
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, rect.center());
+    QVERIFY(item->isSelected());
+    QVERIFY(w.button(QWizard::NextButton)->isEnabled());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::DownloadPage));
+    QVERIFY(!w.button(QWizard::NextButton)->isEnabled());  // until the file is checked
+
+    const QString dest = dir_.path() + "/models/tiny-qwen3moe.gguf";
+    QTRY_VERIFY_WITH_TIMEOUT(installed.count() == 1, 20000);
+    QCOMPARE(installed.at(0).at(0).toString(), dest);
+    auto* bar = w.findChild<QProgressBar*>("progressBar");
+    QCOMPARE(bar->value(), bar->maximum());
+    QVERIFY(w.button(QWizard::NextButton)->isEnabled());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::DonePage));
+
+    const auto rec = e->registry.findByPath(dest.toStdString());
+    QVERIFY(rec);
+    QCOMPARE(QString::fromStdString(rec->sha256), sha256Hex(body_));
+    QCOMPARE(e->store.get(w.downloadId())->catalog_id, std::string("test-local"));
+    QCOMPARE(hashFile(dest).sha256, sha256Hex(body_));
+  }
+
+  void pauseButtonPausesAndResumes() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    server.setPacing(2048, 10);
+    auto e = env();
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models2");
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::keyClicks(w.findChild<QLineEdit*>("urlEdit"), server.url("/pasted.gguf").toString());
+    QVERIFY(w.findChild<QRadioButton*>("urlRadio")->isChecked());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::DownloadPage));
+    const qint64 id = w.downloadId();
+    QTRY_VERIFY_WITH_TIMEOUT(e->dm.status(id).bytes_done > 0, 20000);
+    auto* pause = w.findChild<QPushButton*>("pauseButton");
+    QTest::mouseClick(pause, Qt::LeftButton);
+    QCOMPARE(e->dm.status(id).state, QStringLiteral("paused"));
+    QCOMPARE(pause->text(), QStringLiteral("Resume"));
+    QTest::mouseClick(pause, Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(e->dm.status(id).state, QStringLiteral("done"), 20000);
+    QVERIFY(w.findChild<QLabel*>("speedLabel")->text().endsWith("/s"));
+  }
+
+  void badUrlIsRefused() {
+    auto e = env();
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models3");
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::keyClicks(w.findChild<QLineEdit*>("urlEdit"), "https://example.org/readme.txt");
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
+    QVERIFY(w.findChild<QWizardPage*>()->findChild<QLabel*>("errorLabel")->text().contains(".gguf"));
+    QVERIFY(e->store.all().empty());
+  }
+
+  void speedAndEtaTexts() {
+    QCOMPARE(speedText(0, true), QStringLiteral("0 B/s (stalled)"));
+    QCOMPARE(speedText(2'500'000, true), QStringLiteral("2.5 MB/s"));
+    QCOMPARE(etaText(-1), QStringLiteral("ETA unknown"));
+    QCOMPARE(etaText(62), QStringLiteral("ETA 1:02"));
+    QCOMPARE(etaText(3723), QStringLiteral("ETA 1:02:03"));
+  }
+};
+
+QTEST_MAIN(TestGuiModelWizard)
+#include "test_gui_model_wizard.moc"
