@@ -37,7 +37,7 @@ class PerfStrip : public QWidget {
  public:
   using CounterSource = std::function<EngineCounters()>;
   static constexpr int kPollMs = 250;
-  static constexpr int kHistory = 60'000 / kPollMs;  // one minute
+  static constexpr int kHistory = 60000 / kPollMs;  // one minute
 
   explicit PerfStrip(CounterSource source, QWidget* parent = nullptr);
 
