@@ -376,6 +376,8 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
                              .arg(info.n_expert)
                              .arg(info.n_expert_used)
                              .arg(q(info.backend)));
+  model_status_->setToolTip(q(info.offload_note));
+  if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);
   refreshModelList();
   updateBanner();
   heat_map_->refresh();

@@ -32,6 +32,7 @@ struct LoadedModelInfo {
   std::string chat_template;  // family name
   std::string backend;        // "cpu" / "cuda"
   std::string policy;         // the caching policy in effect
+  std::string offload_note;   // how the cache is set up, in words
   bool demo = false;
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;

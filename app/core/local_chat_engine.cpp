@@ -4,26 +4,64 @@
 #include <filesystem>
 
 #include "app/core/engine_session.h"
+#include "app/core/model_shape.h"
 #include "inference/tokenizer/tokenizer.h"
+#include "offload/expert_cache.h"
 
 namespace moe {
 
 LocalChatEngine::LocalChatEngine() = default;
 LocalChatEngine::~LocalChatEngine() = default;
 
-LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadProgress& progress) {
-  loaded_ = false;
-  session_.reset();  // frees the old model before the new one maps
-  if (progress) progress(0.0, "opening the model file");
+SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so;
   so.model_path = opts.model_path;
   so.demo = opts.demo;
   so.n_ctx = opts.n_ctx;
   so.threads = opts.threads;
-  session_ = std::make_unique<EngineSession>(so);
+  so.policy = parsePolicy(opts.policy);
+  // This build computes on the CPU, so the "GPU" expert cache is host memory and
+  // the host->device link is simulated at kSimulatedLinkBytesPerSecond (paced, so
+  // waiting for a copy costs real time as it would over PCIe).
+  so.link.bytes_per_second = kSimulatedLinkBytesPerSecond;
+  so.link.paced = true;
+  const char* where = "host memory standing in for VRAM, simulated 25 GB/s link";
+  if (opts.vram_budget_bytes == 0) {
+    so.cache_share = kAutoCacheShareWithoutGpu;
+    *note = std::string(policyName(so.policy)) + ": cache holds half the experts (" + where + ")";
+    return so;
+  }
+  const ModelShape shape = describeModel(opts.model_path, opts.demo);
+  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
+  const FitEstimate fit = estimateFit(shape.config, shape.sizes, opts.vram_budget_bytes, n_ctx);
+  if (fit.all_experts_fit) {
+    so.policy = OffloadPolicy::kResident;
+    *note = "resident: every expert fits the budget";
+    return so;
+  }
+  if (!fit.fits_gpu)
+    throw std::runtime_error(
+        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
+        "experts after the weights and the KV cache (raise it in Settings)");
+  so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
+  *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
+          std::to_string(fit.total_experts) + " experts (" + where + ")";
+  return so;
+}
+
+LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadProgress& progress) {
+  loaded_ = false;
+  {
+    std::lock_guard lock(session_mu_);
+    session_.reset();  // frees the old model before the new one maps
+  }
+  if (progress) progress(0.0, "opening the model file");
+  std::string note;
+  const SessionOptions so = sessionOptionsFor(opts, &note);
+  auto session = std::make_unique<EngineSession>(so);
   if (progress) progress(1.0, "ready");
 
-  const auto& cfg = session_->model().config();
+  const auto& cfg = session->model().config();
   demo_ = opts.demo;
   n_layer_ = cfg.n_layer;
   n_expert_ = cfg.n_expert;
@@ -32,16 +70,21 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   info.path = opts.demo ? std::string() : opts.model_path;
   info.name = opts.demo ? "Demo model" : std::filesystem::path(opts.model_path).filename().string();
   info.architecture = cfg.arch_name;
-  info.chat_template = chatFamilyName(session_->model().chatFamily());
-  info.backend = session_->backend().name();
-  info.policy = "resident";  // every expert where the file maps it (CPU backend)
+  info.chat_template = chatFamilyName(session->model().chatFamily());
+  info.backend = session->backend().name();
+  info.policy = policyName(session->policy());
+  info.offload_note = note;
   info.n_layer = cfg.n_layer;
   info.n_expert = cfg.n_expert;
   info.n_expert_used = cfg.n_expert_used;
-  info.n_ctx = session_->transformer().nCtx();
+  info.n_ctx = session->transformer().nCtx();
   if (!opts.demo) {
     std::error_code ec;
     info.file_bytes = std::filesystem::file_size(opts.model_path, ec);
+  }
+  {
+    std::lock_guard lock(session_mu_);
+    session_ = std::move(session);
   }
   loaded_ = true;
   return info;
@@ -79,7 +122,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   if (demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
   const auto ids = promptFitting(messages, p.max_tokens);
-  const auto st = session_->generator().generate(ids, p, on_text, &cancel);
+  const auto st = session_->generate(ids, p, on_text, &cancel);
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
 
   EngineReplyStats r;
@@ -110,11 +153,23 @@ EngineCounters LocalChatEngine::counters() const {
 
 ExpertResidency LocalChatEngine::residency() const {
   ExpertResidency r;
-  if (!loaded_) return r;
-  // Resident source: every expert is where the model file maps it.
+  std::lock_guard lock(session_mu_);
+  if (!session_) return r;
   r.n_layer = n_layer_;
   r.n_expert = n_expert_;
-  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 2);
+  const ExpertCache* cache = session_->offload().cache();
+  if (!cache) {  // resident: every expert is where the model file maps it
+    r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 2);
+    return r;
+  }
+  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 0);
+  for (int i = 0; i < cache->slotCount(); ++i) {
+    const SlotInfo s = cache->info(i);
+    if (s.state == SlotState::kEmpty || s.layer < 0 || s.layer >= n_layer_ || s.expert < 0 ||
+        s.expert >= n_expert_)
+      continue;
+    r.state[static_cast<size_t>(s.layer) * n_expert_ + s.expert] = s.state == SlotState::kReady ? 2 : 1;
+  }
   return r;
 }
 

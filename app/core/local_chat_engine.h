@@ -10,6 +10,7 @@
 namespace moe {
 
 class EngineSession;
+struct SessionOptions;
 
 class LocalChatEngine final : public ChatEngine {
  public:
@@ -23,11 +24,21 @@ class LocalChatEngine final : public ChatEngine {
   EngineCounters counters() const override;
   ExpertResidency residency() const override;
 
+  // Where no GPU computes, the cache is host memory and the link is simulated at
+  // the bandwidth of PCIe 4.0 x16 as commonly measured for pinned copies (~25 GB/s;
+  // the theoretical 31.5 GB/s is never reached). "auto" caches half the experts.
+  static constexpr double kSimulatedLinkBytesPerSecond = 25e9;
+  static constexpr double kAutoCacheShareWithoutGpu = 0.5;
+  // The session for opts: policy, cache size from the VRAM budget (via the fit
+  // estimate; resident when everything fits), link. note: a line for the UI.
+  static SessionOptions sessionOptionsFor(const EngineLoadOptions& opts, std::string* note);
+
  private:
   // The chat's prompt tokens, dropping the oldest turns (never the system
   // prompt or the last message) until the reply has room in the context.
   std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens) const;
 
+  mutable std::mutex session_mu_;  // guards session_ against the GUI thread's polls during load()
   std::unique_ptr<EngineSession> session_;
   std::atomic<bool> loaded_{false};
   bool demo_ = false;
