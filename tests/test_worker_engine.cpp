@@ -74,6 +74,45 @@ class WorkerEngineTest : public QObject {
     QVERIFY(!host.worker()->counters().generating);
   }
 
+  void offloadPolicyCountersAndResidencyReachThePoller() {
+    EngineHost host(std::make_unique<LocalChatEngine>());
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    auto o = demo();
+    o.policy = "reactive-lru";
+    host.loadModel(o);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    const auto info = loaded.at(0).at(0).value<LoadedModelInfo>();
+    QCOMPARE(QString::fromStdString(info.policy), QString("reactive-lru"));
+    QVERIFY(!info.offload_note.empty());
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.generate(1, {{"user", "route me"}}, greedy(16));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+    const auto c = host.worker()->counters();
+    QVERIFY(!c.experts_resident);
+    // Every token of every MoE layer asked the cache for n_expert_used experts.
+    QVERIFY(c.offload.expert_uses > 0);
+    QCOMPARE(c.offload.ready_hits + c.offload.inflight_hits + c.offload.misses, c.offload.expert_uses);
+    QVERIFY(c.offload.bytes_h2d > 0);
+    QCOMPARE(c.link_bytes_per_second, LocalChatEngine::kSimulatedLinkBytesPerSecond);
+    // The cache holds half the experts: the map shows some, never more than that.
+    const auto r = host.worker()->residency();
+    QCOMPARE(r.n_layer * r.n_expert, info.n_layer * info.n_expert);
+    const auto shown = std::count_if(r.state.begin(), r.state.end(), [](uint8_t s) { return s != 0; });
+    QVERIFY(shown > 0);
+    QVERIFY(shown <= static_cast<long>(r.state.size()) / 2 + 2);
+  }
+
+  void budgetThatHoldsEveryExpertRunsResident() {
+    EngineHost host(std::make_unique<LocalChatEngine>());
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    auto o = demo();
+    o.vram_budget_bytes = 8'000'000'000;  // the demo model is a few MB
+    host.loadModel(o);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    QCOMPARE(QString::fromStdString(loaded.at(0).at(0).value<LoadedModelInfo>().policy), QString("resident"));
+    QVERIFY(host.worker()->counters().experts_resident);
+  }
+
   void textIsCoalescedIntoFewerSignalsThanTokens() {
     auto fake = std::make_unique<test::FakeChatEngine>();
     fake->words.assign(400, "x");

@@ -148,6 +148,13 @@ EngineCounters LocalChatEngine::counters() const {
   c.decode_seconds = progress_.decode_us.load(std::memory_order_relaxed) * 1e-6;
   c.total_generated =
       total_generated_.load(std::memory_order_relaxed) + (c.generating ? c.generated_tokens : 0);
+  std::lock_guard lock(session_mu_);
+  if (session_ && session_->policy() != OffloadPolicy::kResident) {
+    c.experts_resident = false;
+    c.offload = session_->offloadSnapshot();
+    c.blocked_seconds = c.offload.blocked_ns * 1e-9;
+    c.link_bytes_per_second = c.offload.link_bytes_per_second;
+  }
   return c;
 }
 
