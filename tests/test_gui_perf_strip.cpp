@@ -84,9 +84,36 @@ class GuiPerfStripTest : public QObject {
     QCOMPARE(text("perfTtft"), QString("600 ms"));
     QVERIFY(text("perfPcie").startsWith("0.00 GB/s"));
     const auto sparks = strip.findChildren<Sparkline*>();
-    QCOMPARE(sparks.size(), 6);
+    QCOMPARE(sparks.size(), 7);
     // The hit-rate sparkline got one point (0.8) from the second poll.
     QCOMPARE(sparks.at(0)->values(), std::vector<double>{0.8});
+  }
+
+  void idleStripShowsTheLastReplyAsAWhole() {
+    EngineCounters c;
+    c.experts_resident = false;
+    PerfStrip strip([&] { return c; });
+    strip.pollNow();
+    c.generating = true;  // reply starts: 10 lookups, 5 hits, predictor named 4 of 8, 2 in time
+    c.offload.expert_uses = 10;
+    c.offload.ready_hits = 5;
+    c.offload.misses = 5;
+    c.offload.pred_truth = 8;
+    c.offload.pred_correct = 4;
+    c.offload.pred_timely = 2;
+    strip.pollNow();
+    c.offload.expert_uses = 20;  // and 10 more, all hits
+    c.offload.ready_hits = 15;
+    strip.pollNow();
+    QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
+             QString("100% hit · 0% prefetched · 0% missed"));
+    c.generating = false;
+    strip.pollNow();
+    strip.pollNow();  // idle: nothing moved
+    QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
+             QString("last reply: 75% hit · 0% prefetched · 25% missed"));
+    QCOMPARE(strip.findChild<QLabel*>("perfPredictor")->text(),
+             QString("last reply: GoodPred 25% · accuracy 50%"));
   }
 
   void residentModelSaysSo() {

@@ -56,6 +56,10 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
                      "predictor, amber still copying, red missed");
   split_ = new HitSplitBar(this);
   static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
+  predictor_ =
+      addTile("Predictor", "perfPredictor",
+              "GoodPred: share of the experts the gates chose that the predictor named AND had copied "
+              "in time; accuracy: share it named at all");
   pcie_ = addTile("PCIe host→GPU", "perfPcie",
                   "Expert bytes copied to the GPU per second, and the share of "
                   "the link bandwidth measured at start");
@@ -64,6 +68,7 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   ttft_ = addTile("First token", "perfTtft", "Time from sending to the first token of the reply");
   blocked_ = addTile("Blocked", "perfBlocked", "Share of time the compute waited for experts to arrive");
   experts_.spark->setFixedMaximum(1.0);
+  predictor_.spark->setFixedMaximum(1.0);
   blocked_.spark->setFixedMaximum(1.0);
   experts_.spark->setColor(kCached);
   blocked_.spark->setColor(kMissed);
@@ -71,7 +76,7 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   timer_.setInterval(kPollMs);
   connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
-  show(figures_);
+  show(figures_, false);
 }
 
 PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& tip) {
@@ -102,25 +107,55 @@ void PerfStrip::pollNow() {
   const EngineCounters now = source_();
   const qint64 ms = QDateTime::currentMSecsSinceEpoch();
   const double dt = last_ms_ < 0 ? 0.0 : (ms - last_ms_) / 1000.0;
+  if (last_ms_ < 0) reply_start_ = now;
+  // A reply began since the last poll: its counters start from the previous poll.
+  if (now.generating && !last_.generating) {
+    reply_start_ = last_ms_ < 0 ? now : last_;
+    reply_seconds_ = 0;
+  }
+  if (now.generating || last_.generating) reply_seconds_ += dt;
   figures_ = derivePerfFigures(last_ms_ < 0 ? now : last_, now, dt);
+  const bool idle = !now.generating && !last_.generating;
   last_ = now;
   last_ms_ = ms;
-  show(figures_);
+  show(figures_, false);
+  if (idle && figures_.expert_uses == 0) {
+    // Nothing moved in this interval: show the last reply as a whole.
+    PerfFigures whole = derivePerfFigures(reply_start_, now, reply_seconds_);
+    if (whole.expert_uses > 0) {
+      showExperts(whole, true);
+      figures_ = whole;
+    }
+  }
 }
 
-void PerfStrip::show(const PerfFigures& f) {
+void PerfStrip::showExperts(const PerfFigures& f, bool whole_reply) {
   split_->setFigures(f);
   const double hit = f.cached_share + f.prefetched_share;
-  if (f.expert_uses > 0) {
-    experts_.value->setText(QString("%1% hit · %2% prefetched · %3% missed")
-                                .arg(qRound(100 * hit))
-                                .arg(qRound(100 * f.prefetched_share))
-                                .arg(qRound(100 * (f.missed_share + f.inflight_share))));
-    experts_.spark->push(hit);
-  } else {
+  const QString prefix = whole_reply ? "last reply: " : QString();
+  if (f.expert_uses > 0)
+    experts_.value->setText(prefix + QString("%1% hit · %2% prefetched · %3% missed")
+                                         .arg(qRound(100 * hit))
+                                         .arg(qRound(100 * f.prefetched_share))
+                                         .arg(qRound(100 * (f.missed_share + f.inflight_share))));
+  else
     experts_.value->setText(f.experts_resident ? "all experts resident" : "idle");
-    if (f.generating) experts_.spark->push(f.experts_resident ? 1.0 : 0.0);
-  }
+  if (f.predicted_truth > 0)
+    predictor_.value->setText(prefix + QString("GoodPred %1% · accuracy %2%")
+                                           .arg(qRound(100 * f.pred_good))
+                                           .arg(qRound(100 * f.pred_accuracy)));
+  else
+    predictor_.value->setText(f.experts_resident ? "not needed" : "–");
+}
+
+void PerfStrip::show(const PerfFigures& f, bool whole_reply) {
+  showExperts(f, whole_reply);
+  const double hit = f.cached_share + f.prefetched_share;
+  if (f.expert_uses > 0)
+    experts_.spark->push(hit);
+  else if (f.generating)
+    experts_.spark->push(f.experts_resident ? 1.0 : 0.0);
+  if (f.predicted_truth > 0) predictor_.spark->push(f.pred_good);
   const double gbps = f.h2d_bytes_per_second / 1e9;
   pcie_.value->setText(f.link_share > 0 ? QString("%1 GB/s (%2% of link)")
                                               .arg(QString::number(gbps, 'f', 2))

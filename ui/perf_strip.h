@@ -45,6 +45,8 @@ class PerfStrip : public QWidget {
   void stop() { timer_.stop(); }
   // One poll now (the timer calls this); interval_seconds from the last poll.
   void pollNow();
+  // Over the last poll interval while a reply runs; over the whole last reply
+  // when idle (so the figures stay readable after it ends).
   const PerfFigures& figures() const { return figures_; }
 
  private:
@@ -53,15 +55,18 @@ class PerfStrip : public QWidget {
     Sparkline* spark;
   };
   Tile addTile(const QString& title, const QString& object_name, const QString& tip);
-  void show(const PerfFigures& f);
+  void show(const PerfFigures& f, bool whole_reply);
+  void showExperts(const PerfFigures& f, bool whole_reply);
 
   CounterSource source_;
   QTimer timer_;
   EngineCounters last_;
+  EngineCounters reply_start_;  // counters when the current/last reply began
+  double reply_seconds_ = 0;
   qint64 last_ms_ = -1;
   PerfFigures figures_;
   HitSplitBar* split_ = nullptr;
-  Tile experts_{}, pcie_{}, prefill_{}, decode_{}, ttft_{}, blocked_{};
+  Tile experts_{}, predictor_{}, pcie_{}, prefill_{}, decode_{}, ttft_{}, blocked_{};
 };
 
 }  // namespace moe

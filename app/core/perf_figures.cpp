@@ -25,6 +25,11 @@ PerfFigures derivePerfFigures(const EngineCounters& prev, const EngineCounters& 
     f.inflight_share = delta(b.inflight_hits, a.inflight_hits) / uses;
     f.missed_share = delta(b.misses, a.misses) / uses;
   }
+  f.predicted_truth = delta(b.pred_truth, a.pred_truth);
+  if (f.predicted_truth > 0) {
+    f.pred_accuracy = static_cast<double>(delta(b.pred_correct, a.pred_correct)) / f.predicted_truth;
+    f.pred_good = static_cast<double>(delta(b.pred_timely, a.pred_timely)) / f.predicted_truth;
+  }
   if (interval_seconds > 0) {
     f.h2d_bytes_per_second = delta(b.bytes_h2d, a.bytes_h2d) / interval_seconds;
     const double blocked = now.blocked_seconds - prev.blocked_seconds;

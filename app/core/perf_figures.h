@@ -21,6 +21,10 @@ struct PerfFigures {
   double decode_tps = 0;     // current or last reply
   double ttft_seconds = -1;  // -1: no token yet
   double blocked_share = 0;  // of the interval spent waiting for experts
+  // The active predictor over the interval (ProMoE's metrics; docs/offload.md).
+  uint64_t predicted_truth = 0;  // experts the gates chose in layers that had a prediction
+  double pred_accuracy = 0;      // named by the prediction
+  double pred_good = 0;          // GoodPred: named and READY in time
   bool generating = false;
 };
 
