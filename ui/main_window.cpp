@@ -90,7 +90,9 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   setCentralWidget(central);
 
   heat_map_ = new ExpertHeatMap([worker] { return worker->residency(); }, this);
-  heat_dock_ = new QDockWidget("Expert cache (layers × experts)", this);
+  heat_dock_ = new QDockWidget("Expert cache", this);
+  heat_dock_->setToolTip(
+      "One row per layer, one cell per expert: green ready, amber loading, grey not cached");
   heat_dock_->setObjectName("heatDock");
   heat_dock_->setWidget(heat_map_);
   addDockWidget(Qt::RightDockWidgetArea, heat_dock_);

@@ -35,7 +35,8 @@ bool save(QWidget& w, const QString& path) {
 
 }  // namespace
 
-int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir) {
+int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
+                      const std::function<std::unique_ptr<QWidget>()>& make_wizard) {
   QDir().mkpath(dir);
   auto& chat = window.chat();
   window.resize(1280, 800);
@@ -67,6 +68,14 @@ int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& 
   pumpUntil([] { return false; }, 200);
   ok &= save(*settings_dialog, QDir(dir).filePath("settings.png"));
   settings_dialog->close();
+  if (make_wizard) {
+    auto wizard = make_wizard();
+    wizard->resize(900, 620);
+    wizard->show();
+    pumpUntil([] { return false; }, 300);
+    ok &= save(*wizard, QDir(dir).filePath("model-wizard.png"));
+    wizard->close();
+  }
   return ok ? 0 : 1;
 }
 

@@ -1,16 +1,22 @@
 // Renders the app's main views to PNG files (used by `moechat --screenshot DIR`
 // and committed under docs/screenshots/): the main window in the middle of a
-// demo chat, in the light and dark themes, and the settings dialog.
+// demo chat, in the light and dark themes, the settings dialog and the model
+// wizard.
 #pragma once
 
 #include <QString>
+#include <QWidget>
+#include <functional>
+#include <memory>
 
 namespace moe {
 
 class AppSettings;
 class MainWindow;
 
-// Returns the process exit code: 0 when every picture was written.
-int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir);
+// Returns the process exit code: 0 when every picture was written. make_wizard
+// (optional) builds the model wizard, whose first page is rendered too.
+int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
+                      const std::function<std::unique_ptr<QWidget>()>& make_wizard = nullptr);
 
 }  // namespace moe

@@ -5,7 +5,12 @@
 namespace moe {
 
 AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db)
-    : window_(window), settings_(settings), registry_(registry), db_(db) {
+    : window_(window),
+      settings_(settings),
+      registry_(registry),
+      download_store_(db),
+      downloads_(std::make_unique<DownloadManager>(download_store_, &registry_)),
+      catalog_(ModelCatalog::builtIn()) {
   window_.setModelListSource([this] {
     std::vector<ModelChoice> out;
     for (const auto& m : registry_.list()) {
@@ -15,6 +20,28 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
     }
     return out;
   });
+  window_.setModelWizardLauncher([this] { openWizard(); });
+  QObject::connect(downloads_.get(), &DownloadManager::finished, &window_,
+                   [this](qint64, const QString&) { window_.refreshModelList(); });
+}
+
+AppWiring::~AppWiring() = default;
+
+std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
+  // "auto" has no number before a GPU is probed: show the fit for the reference card.
+  const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
+  return std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget, settings_.modelsFolder(),
+                                       parent);
+}
+
+void AppWiring::openWizard() {
+  auto wizard = makeWizard(&window_);
+  QString installed;
+  QObject::connect(wizard.get(), &ModelWizard::modelInstalled, &window_,
+                   [&installed](const QString& path) { installed = path; });
+  wizard->exec();
+  window_.refreshModelList();
+  if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
 }
 
 }  // namespace moe

@@ -1,23 +1,40 @@
 // Connects the main window to the app's stores: the installed models for the
-// model menu, and (with the download wizard) adding a model.
+// model menu, and the model wizard (catalog, downloads, registry) for adding
+// one. Downloads left unfinished by the last run resume when this is built.
 #pragma once
 
+#include <memory>
+
 #include "app/core/app_database.h"
+#include "app/core/download_store.h"
 #include "app/core/model_registry.h"
 #include "app/qt/app_settings.h"
+#include "app/qt/download_manager.h"
+#include "app/qt/model_catalog.h"
 #include "ui/main_window.h"
+#include "ui/model_wizard.h"
 
 namespace moe {
 
 class AppWiring {
  public:
+  static constexpr quint64 kReferenceVramBytes = 24'000'000'000;  // an RTX 4090
+
   AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db);
+  ~AppWiring();
+
+  // The wizard at the current VRAM budget and models folder, not yet shown.
+  std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);
 
  private:
+  void openWizard();
+
   MainWindow& window_;
   AppSettings& settings_;
   ModelRegistry& registry_;
-  AppDatabase& db_;
+  DownloadStore download_store_;
+  std::unique_ptr<DownloadManager> downloads_;
+  ModelCatalog catalog_;
 };
 
 }  // namespace moe

@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
         15'000);
 
   window.loadInitialModel();
-  if (cli.isSet(screenshot)) return moe::renderScreenshots(window, settings, cli.value(screenshot));
+  if (cli.isSet(screenshot))
+    return moe::renderScreenshots(window, settings, cli.value(screenshot),
+                                  [&] { return std::unique_ptr<QWidget>(wiring.makeWizard(&window)); });
   window.show();
   return app.exec();
 }
