@@ -4,13 +4,17 @@
 // engine is scripted (tests/fake_chat_engine.h): no model, no GPU.
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QCheckBox>
 #include <QClipboard>
+#include <QDialog>
 #include <QGuiApplication>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTest>
 #include <QToolButton>
 
@@ -168,6 +172,35 @@ class GuiChatTest : public QObject {
     QCOMPARE(m[0].content, std::string("Be brief."));
     QCOMPARE(m[2].role, std::string("assistant"));
     QCOMPARE(m[3].content, std::string("two"));
+  }
+
+  void chatSettingsDialogSetsThisConversationsPromptAndSampling() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("hello");
+    QTRY_VERIFY(!f.chat().busy());
+    QTimer filler;
+    filler.setInterval(20);
+    connect(&filler, &QTimer::timeout, [&] {
+      auto* dlg = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+      if (!dlg) return;
+      filler.stop();
+      QTest::keyClicks(dlg->findChild<QPlainTextEdit*>("systemPrompt"), "Answer in French.");
+      dlg->findChild<QCheckBox*>("useDefaults")->setChecked(false);
+      dlg->findChild<QSpinBox*>("maxTokens")->setValue(3);
+      dlg->accept();
+    });
+    filler.start();
+    QTest::mouseClick(f.w().findChild<QToolButton*>("chatSettingsButton"), Qt::LeftButton);
+    const auto c = f.store().get(f.chat().current());
+    QCOMPARE(c->system_prompt, std::string("Answer in French."));
+    QCOMPARE(f.chat().sampling().max_tokens, 3);
+    f.type("again");
+    QTRY_VERIFY(!f.chat().busy());
+    // The engine got the prompt and the conversation's own token limit.
+    QCOMPARE(f.store().messages(f.chat().current()).back().text, std::string("Hello from the"));
+    std::lock_guard lock(f.fake->mu_);
+    QCOMPARE(f.fake->last_messages.front().content, std::string("Answer in French."));
   }
 
   void copyPutsTheMessageOnTheClipboard() {

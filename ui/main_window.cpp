@@ -30,6 +30,7 @@
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"
+#include "ui/conversation_settings_dialog.h"
 #include "ui/expert_heat_map.h"
 #include "ui/perf_strip.h"
 #include "ui/settings_dialog.h"
@@ -236,7 +237,13 @@ QWidget* MainWindow::buildChatPane() {
   connect(model_combo_, &QComboBox::activated, this, [this](int i) {
     loadModel({model_combo_->itemText(i), model_combo_->itemData(i).toString()});
   });
+  auto* chat_settings = new QToolButton(pane);
+  chat_settings->setObjectName("chatSettingsButton");
+  chat_settings->setText("Chat settings…");
+  chat_settings->setToolTip("This conversation's system prompt and sampling");
+  connect(chat_settings, &QToolButton::clicked, this, &MainWindow::editConversationSettings);
   top->addWidget(title_, 1);
+  top->addWidget(chat_settings);
   top->addWidget(new QLabel("Model:", pane));
   top->addWidget(model_combo_);
   v->addLayout(top);
@@ -447,6 +454,17 @@ void MainWindow::editMessage(qint64 id) {
   editing_message_ = id;
   composer_->editor()->setPlaceholderText("Editing your message: Enter sends it again, Esc cancels");
   composer_->setText(q(m->text));
+}
+
+void MainWindow::editConversationSettings() {
+  if (!chat_.current()) chat_.newConversation();
+  ConversationSettingsDialog dlg(chat_.systemPrompt(), chat_.ownSampling(), settings_.sampling(), this);
+  if (dlg.exec() != QDialog::Accepted) return;
+  chat_.setSystemPrompt(dlg.systemPrompt());
+  if (auto s = dlg.sampling())
+    chat_.setSampling(*s);
+  else
+    chat_.clearSampling();
 }
 
 void MainWindow::openSettings() { makeSettingsDialog()->exec(); }

@@ -62,6 +62,7 @@ class MainWindow : public QMainWindow {
   ExpertHeatMap* heatMap() const { return heat_map_; }
   QWidget* undoBar() const { return undo_bar_; }
   void openSettings();
+  void editConversationSettings();
   // The dialog openSettings() shows, not yet shown (screenshots and tests).
   std::unique_ptr<QDialog> makeSettingsDialog();
   void exportCurrent(const QString& path);  // .md or .json by extension

@@ -100,6 +100,22 @@ void ChatController::setSystemPrompt(const QString& text) {
   if (current_) store_.setSystemPrompt(current_, utf8(text));
 }
 
+QString ChatController::systemPrompt() const {
+  if (current_)
+    if (auto c = store_.get(current_)) return QString::fromStdString(c->system_prompt);
+  return {};
+}
+
+std::optional<SamplingDefaults> ChatController::ownSampling() const {
+  if (current_)
+    if (auto c = store_.get(current_)) return samplingFromJson(c->sampling_json);
+  return std::nullopt;
+}
+
+void ChatController::clearSampling() {
+  if (current_) store_.setSampling(current_, "{}");
+}
+
 SamplingDefaults ChatController::sampling() const {
   if (current_)
     if (auto c = store_.get(current_))

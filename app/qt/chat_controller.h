@@ -41,6 +41,10 @@ class ChatController : public QObject {
   bool undoDelete(qint64 id);
   std::vector<Message> messages() const;
   void setSystemPrompt(const QString& text);
+  QString systemPrompt() const;
+  // The current conversation's own sampling (nullopt: it uses the defaults).
+  std::optional<SamplingDefaults> ownSampling() const;
+  void clearSampling();
   // Sampling of the current conversation: its override, or the defaults.
   SamplingDefaults sampling() const;
   void setSampling(const SamplingDefaults& s);
