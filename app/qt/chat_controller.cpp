@@ -2,6 +2,7 @@
 
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <random>
 
 namespace moe {
 namespace {
@@ -156,6 +157,7 @@ void ChatController::startReply() {
   p.sampler.top_k = s.top_k;
   p.sampler.min_p = static_cast<float>(s.min_p);
   p.sampler.repeat_penalty = static_cast<float>(s.repeat_penalty);
+  p.sampler.seed = seeds_();  // a new draw per reply, so Regenerate gives another answer
   engine_.generate(reply_id_, msgs, p);
 }
 

@@ -10,6 +10,7 @@
 #include <QObject>
 #include <QString>
 #include <optional>
+#include <random>
 
 #include "app/core/chat_engine.h"
 #include "app/core/conversation_store.h"
@@ -89,6 +90,7 @@ class ChatController : public QObject {
   qint64 reply_conversation_ = 0;
   QString reply_text_;
   QElapsedTimer since_checkpoint_;
+  std::mt19937_64 seeds_{std::random_device{}()};
 };
 
 // JSON <-> sampling settings of a conversation ("{}" = use the defaults).

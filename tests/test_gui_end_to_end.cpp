@@ -1,0 +1,58 @@
+// The whole app on the real engine: the demo model in the worker thread, the
+// caching policy from the settings, the real window, a real database. A message
+// typed into the window comes back as a stored reply with its figures, and the
+// strip and the cache map show the engine's live counters.
+#include <QLabel>
+#include <QTest>
+
+#include "app/core/local_chat_engine.h"
+#include "gui_fixture.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/expert_heat_map.h"
+#include "ui/perf_strip.h"
+
+using namespace moe;
+
+class GuiEndToEndTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void demoChatOnTheRealEngine() {
+    test::GuiApp app(std::make_unique<LocalChatEngine>());
+    app.settings->setCachePolicy("proactive");
+    SamplingDefaults s = app.settings->sampling();
+    s.max_tokens = 40;
+    app.settings->setSampling(s);
+    QVERIFY(app.loadDemo());
+    QCOMPARE(QString::fromStdString(app.chat->model()->policy), QString("proactive"));
+
+    auto* edit = app.window->composer()->editor();
+    QTest::keyClicks(edit, "Show me the experts at work");
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_VERIFY(app.chat->current() != 0);
+    QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 60000);
+
+    const auto msgs = app.store->messages(app.chat->current());
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[1].state, MessageState::Complete);
+    // 40 tokens, or fewer when the sampled noise happens to spell a stop string.
+    QVERIFY(*msgs[1].stats.completion_tokens >= 1 && *msgs[1].stats.completion_tokens <= 40);
+    QVERIFY(*msgs[1].stats.decode_tps > 0);
+    QCOMPARE(app.window->chatView()->bubble(1)->item().text, QString::fromStdString(msgs[1].text));
+
+    // The strip polls the counters: after the reply it shows the reply's expert figures.
+    app.window->perfStrip()->pollNow();
+    app.window->perfStrip()->pollNow();
+    const auto& f = app.window->perfStrip()->figures();
+    QVERIFY(f.expert_uses > 0);
+    QVERIFY(f.cached_share + f.prefetched_share + f.inflight_share + f.missed_share > 0.999);
+    QVERIFY(app.window->findChild<QLabel*>("perfDecode")->text().endsWith("tok/s"));
+    QVERIFY(!app.window->findChild<QLabel*>("perfDecode")->text().startsWith("–"));
+    app.window->heatMap()->refresh();
+    QVERIFY(app.window->heatMap()->readyCount() > 0);
+  }
+};
+
+QTEST_MAIN(GuiEndToEndTest)
+#include "test_gui_end_to_end.moc"
