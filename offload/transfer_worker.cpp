@@ -257,6 +257,7 @@ bool TransferWorker::hold(int layer, int expert) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (int slot = cache_.find(layer, expert); slot >= 0) {
+      if (cache_.info(slot).staging) return false;  // streaming now: only a cache slot can be held
       cache_.hold(slot);
       return true;
     }

@@ -110,7 +110,8 @@ class TransferWorker {
   // in the execution order is done, so their staging slots take the next streamed experts.
   void beginCompute(int layer, int expert);
   // Static policy: (layer, expert) gets a cache slot (copied high priority if
-  // missing) that no eviction touches until releaseHolds(). False: no slot free.
+  // missing) that no eviction touches until releaseHolds(). False: no slot free
+  // (or the expert sits in a staging slot right now).
   bool hold(int layer, int expert);
   void releaseHolds();
   // Blocks until (layer, expert) is READY; returns whether it had to wait.

@@ -215,14 +215,15 @@ class TestOffloadPolicies : public QObject {
     std::atomic<int> polls{0}, regressions{0};
     std::thread poller([&] {
       uint64_t last = 0;
-      while (!done.load()) {
+      do {
         const OffloadSnapshot s = session.offloadSnapshot();
         if (s.expert_uses < last) ++regressions;
         last = s.expert_uses;
         ++polls;
         std::this_thread::yield();
-      }
+      } while (!done.load());
     });
+    while (polls.load() == 0) std::this_thread::yield();  // polling has begun before generating
     GenerationParams p;
     p.max_tokens = 24;
     p.sampler.temperature = 0;

@@ -10,6 +10,7 @@
 
 #include "app/cli/args.h"
 #include "models/synthetic_model.h"
+#include "offload/host_expert_store.h"
 
 namespace moe::cli {
 namespace {
@@ -44,6 +45,13 @@ uint64_t freeBytes(const std::filesystem::path& dir) {
   return uint64_t(vfs.f_bavail) * vfs.f_frsize;
 }
 
+// Bytes of all routed experts of a spec: what the host expert store will hold.
+uint64_t routedExpertBytes(const synth::SyntheticSpec& s) {
+  const uint64_t one = 2 * gguf::rowBytes(s.expert_type, uint64_t(s.n_embd)) * uint64_t(s.n_ff_exp) +
+                       gguf::rowBytes(s.expert_type, uint64_t(s.n_ff_exp)) * uint64_t(s.n_embd);
+  return one * uint64_t(s.n_expert) * uint64_t(std::max(0, s.n_layer - s.n_leading_dense));
+}
+
 }  // namespace
 
 std::string defaultModelCacheDir() {
@@ -67,6 +75,13 @@ std::string ensurePresetModel(const std::string& preset, const std::string& quan
   if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) >= planned) {
     std::fprintf(stderr, "bench: reusing %s (%.1f MB)\n", path.c_str(), planned / 1e6);
     return path.string();
+  }
+  // The bench copies every expert into host RAM: refuse before writing a file it cannot run.
+  try {
+    HostExpertStore::checkFits(routedExpertBytes(spec), HostExpertStore::availableRam());
+  } catch (const HostMemoryError& e) {
+    throw std::runtime_error("the " + preset + " " + q +
+                             " model cannot be benchmarked on this machine: " + e.what());
   }
   std::filesystem::create_directories(folder, ec);
   if (ec)
