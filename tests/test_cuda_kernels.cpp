@@ -210,6 +210,9 @@ void TestCudaKernels::matmulRejectsPageableWeight() {
   TestWeight w(*gpu_, TensorType::F16, 8, 32, 3);
   DeviceFloats dx(*gpu_, randomFloats(32, 4)), dy(*gpu_, 8);
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(w.host, dx.p, dy.p, 1));
+  WeightView too_wide = w.dev;  // 33 F16 columns do not fit 64-byte rows
+  too_wide.cols = 33;
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(too_wide, dx.p, dy.p, 1));
   gpu_->matmul(w.dev, dx.p, dy.p, 1);
   gpu_->synchronize();
 }

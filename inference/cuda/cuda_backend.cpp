@@ -174,6 +174,13 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
   if (w.empty() || w.cols <= 0 || w.rows <= 0)
     throw std::invalid_argument(std::string("cuda backend: ") + op + ": empty weight");
   elemType(w.type, op);
+  // The kernels trust the layout: whole blocks per row, rows at least that long.
+  const bool block_type = w.type == TensorType::Q8_0 || w.type == TensorType::Q4_0;
+  if ((block_type && w.cols % quant::kBlockQ8_0 != 0) ||
+      w.row_bytes < gguf::rowBytes(w.type, static_cast<uint64_t>(w.cols)))
+    throw std::invalid_argument(std::string("cuda backend: ") + op + ": row of " + std::to_string(w.cols) +
+                                " " + gguf::tensorTypeName(w.type) + " elements does not fit its " +
+                                std::to_string(w.row_bytes) + "-byte row layout");
   // A kernel reading pageable host memory would kill the CUDA context; refuse it
   // with a message instead (pinned host memory is device-readable and allowed).
   cudaPointerAttributes attr{};

@@ -29,8 +29,10 @@ cudaEvent_t CudaCopyEngine::takeEventLocked() {
   return e;
 }
 
-void CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
-  if (n == 0) return;
+void CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) { enqueue(dst, src, n); }
+
+cudaEvent_t CudaCopyEngine::enqueue(void* dst, const void* src, size_t n) {
+  if (n == 0) return nullptr;
   const auto b = reinterpret_cast<uintptr_t>(dst), e = b + n;
   std::lock_guard lock(mutex_);
   checkCuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (expert chunk)");
@@ -51,12 +53,14 @@ void CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
   checkCuda(cudaEventRecord(r.event, stream_), "cudaEventRecord (copy event)");
   bytes_.fetch_add(n, std::memory_order_relaxed);
   copies_.fetch_add(1, std::memory_order_relaxed);
+  return r.event;
 }
 
 void CudaCopyEngine::copy(void* dst, const void* src, size_t n) {
-  copyAsync(dst, src, n);
-  // The worker thread waits here; the stream is FIFO, so this covers the copy just queued.
-  synchronize();
+  // The worker thread waits here, on this copy's event. Should a later copy re-record
+  // the event meanwhile, the wait only gets longer (FIFO stream): never too short.
+  if (cudaEvent_t done = enqueue(dst, src, n))
+    checkCuda(cudaEventSynchronize(done), "cudaEventSynchronize (expert chunk)");
 }
 
 void CudaCopyEngine::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "copy stream synchronize"); }

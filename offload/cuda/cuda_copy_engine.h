@@ -64,6 +64,7 @@ class CudaCopyEngine final : public CopyEngine {
   // The record with the highest seq overlapping [b, e), or null. Caller holds mutex_.
   Record* newestOverlapLocked(uintptr_t b, uintptr_t e);
   cudaEvent_t takeEventLocked();
+  cudaEvent_t enqueue(void* dst, const void* src, size_t n);  // the copy's event (null for n == 0)
 
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mutex_;
