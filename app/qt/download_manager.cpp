@@ -24,6 +24,10 @@ const QString kVerifying = QStringLiteral("verifying");
 const QString kDone = QStringLiteral("done");
 const QString kFailed = QStringLiteral("failed");
 
+// Restarts from byte 0 after a misplaced Content-Range: a server that always does
+// this would otherwise loop forever (each restart makes "progress").
+constexpr int kMaxRestarts = 3;
+
 QString q(const std::string& s) { return QString::fromStdString(s); }
 std::string s(const QString& q) { return q.toStdString(); }
 
@@ -282,6 +286,10 @@ void DownloadManager::onReplyFinished(Job& j) {
   if (j.restart_from_zero) {
     j.part->resize(0);
     j.rec.bytes_done = 0;
+    if (++j.restarts > kMaxRestarts) {
+      fail(j, QStringLiteral("the server keeps resuming at the wrong offset"));
+      return;
+    }
     retryLater(j, QStringLiteral("the server resumed at the wrong offset; starting over"));
     return;
   }
@@ -306,10 +314,10 @@ void DownloadManager::onReplyFinished(Job& j) {
   }
   if (err != QNetworkReply::NoError) {
     const QString why =
-        status > 0 ? QStringLiteral("HTTP %1 %2")
-                         .arg(status)
-                         .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
-                   : reply->errorString();
+        status >= 300 ? QStringLiteral("HTTP %1 %2")
+                            .arg(status)
+                            .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
+                      : reply->errorString();
     if (isTransient(err, status))
       retryLater(j, why);
     else
