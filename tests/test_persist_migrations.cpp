@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 
 #include "app/core/app_database.h"
+#include "app/core/conversation_store.h"
 #include "app/core/download_store.h"
 #include "app/core/model_registry.h"
 
@@ -149,9 +150,20 @@ class PersistMigrationsTest : public QObject {
       // Rows written before the upgrade are in the full-text index.
       QCOMPARE(ftsCount(db, "\"backslash\""), int64_t(1));
       QCOMPARE(ftsCount(db, "\"ete\""), int64_t(1));  // diacritics folded: "été"
+      // The store reads what the older app wrote, and keeps writing after it.
+      moe::ConversationStore store(adb);
+      auto msgs = store.messages(1);
+      QCOMPARE(msgs.size(), size_t(2));
+      QCOMPARE(msgs[0].text, kUserText);
+      QCOMPARE(msgs[1].stats.ttft_ms.value(), 56.5);
+      QCOMPARE(store.list().size(), size_t(1));  // the soft-deleted one stays hidden
+      QCOMPARE(store.search("backslash").size(), size_t(1));
+      QVERIFY(store.search("deleted").empty());
+      const int64_t added = store.addMessage(1, moe::Role::User, "after the upgrade");
+      QCOMPARE(store.message(added)->position, int64_t(2));
       // The cascade still works after the upgrade.
       db.exec("DELETE FROM conversations WHERE id = 2");
-      QCOMPARE(db.queryInt64("SELECT count(*) FROM messages"), int64_t(2));
+      QCOMPARE(db.queryInt64("SELECT count(*) FROM messages"), int64_t(3));
       checkFtsConsistent(db);
     }
     if (version >= 2) {

@@ -16,11 +16,13 @@ namespace {
 
 // v1: conversations, messages, and a full-text index over message text. The
 // FTS5 table is external-content (it stores only the index, the text lives in
-// messages), kept in sync by the three triggers.
+// messages), kept in sync by the three triggers. AUTOINCREMENT: an id is never
+// handed out twice, so a stale id the UI or a late checkpoint still holds (the
+// reply a regenerate deleted) can never land on a newer row.
 void migrateTo1(sql::Database& db) {
   db.exec(R"sql(
     CREATE TABLE conversations (
-      id            INTEGER PRIMARY KEY,
+      id            INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused (see above)
       title         TEXT    NOT NULL DEFAULT '',
       created_at    INTEGER NOT NULL,
       updated_at    INTEGER NOT NULL,
@@ -32,7 +34,7 @@ void migrateTo1(sql::Database& db) {
     CREATE INDEX conversations_live_by_updated ON conversations (updated_at DESC) WHERE deleted_at IS NULL;
 
     CREATE TABLE messages (
-      id                INTEGER PRIMARY KEY,
+      id                INTEGER PRIMARY KEY AUTOINCREMENT,
       conversation_id   INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
       position          INTEGER NOT NULL,
       role              TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
@@ -85,7 +87,7 @@ void migrateTo2(sql::Database& db) {
     CREATE INDEX models_by_sha256 ON models (sha256);
 
     CREATE TABLE downloads (
-      id            INTEGER PRIMARY KEY,
+      id            INTEGER PRIMARY KEY AUTOINCREMENT,
       url           TEXT    NOT NULL,
       dest_path     TEXT    NOT NULL,
       sha256        TEXT    NOT NULL DEFAULT '',  -- expected, lowercase hex; '' when unknown

@@ -29,6 +29,9 @@ class AppDatabaseError : public std::runtime_error {
   Kind kind_;
 };
 
+// One connection to the file. The stores (ConversationStore, DownloadStore,
+// ModelRegistry) keep a reference to it: keep the AppDatabase in one place
+// (a member, a unique_ptr) while they live. One per thread.
 class AppDatabase {
  public:
   // The version this build writes. Each step n -> n+1 is one migration function.
