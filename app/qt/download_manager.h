@@ -114,6 +114,7 @@ class DownloadManager : public QObject {
   };
 
   Job* find(qint64 id) const;
+  Job& adopt(std::unique_ptr<Job> j);  // timers and speed window set up, added to jobs_
   void schedule();
   void startJob(Job& j);
   void onHeaders(Job& j);
