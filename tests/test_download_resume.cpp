@@ -148,6 +148,29 @@ class TestDownloadResume : public QObject {
     QCOMPARE(withoutRepeats(server.rangeHeaders()), QStringList({QStringLiteral("bytes=1000-")}));
   }
 
+  // A 206 whose Content-Range does not start where the .part ends would corrupt
+  // the file if appended: the manager drops it and starts over from byte 0.
+  void misalignedContentRangeRestartsFromZero() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    const qint64 half = body_.size() / 2;
+    server.setScript({{HttpTestServer::Mode::Drop, half}, {HttpTestServer::Mode::ShiftedRange, 0}});
+    AppDatabase db = AppDatabase::open((dir_.path() + "/shifted.db").toStdString());
+    DownloadStore store(db);
+    DownloadManager dm(store, nullptr, fastTimings());
+    QSignalSpy finished(&dm, &DownloadManager::finished);
+    QSignalSpy retrying(&dm, &DownloadManager::retrying);
+    const QString dest = dir_.path() + "/shifted.gguf";
+    dm.enqueue(server.url(), dest, sha256Hex(body_), body_.size());
+    QVERIFY(finished.wait(20000));
+    QCOMPARE(readAll(dest), body_);
+    QCOMPARE(retrying.count(), 2);
+    QVERIFY2(retrying.at(1).at(3).toString().contains(QStringLiteral("wrong offset")),
+             qPrintable(retrying.at(1).at(3).toString()));
+    QCOMPARE(withoutRepeats(server.rangeHeaders()),
+             QStringList({QString(), QStringLiteral("bytes=%1-").arg(half), QString()}));
+  }
+
   void pauseKeepsThePartAndResumeAsksForTheRest() {
     HttpTestServer server(body_);
     QVERIFY(server.start());

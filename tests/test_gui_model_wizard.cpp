@@ -166,13 +166,12 @@ class TestGuiModelWizard : public QObject {
       QTreeWidgetItem* it = list->topLevelItem(i);
       const CatalogEntry* ce = catalog.find(it->data(0, Qt::UserRole).toString());
       QVERIFY(ce);
-      // Each row: licence, what is checked, and the fit at this budget, before any download.
+      // Each row: licence, what is checked, and whether it fits this budget, before any download.
+      const CatalogFit fit = estimateCatalogFit(*ce, kBudget);
       QCOMPARE(it->text(3), ce->licence);
-      QCOMPARE(it->text(4), ce->checksumNote());
-      // (up to the machine's available RAM, which moves between two readings)
-      const auto withoutRam = [](const QString& t) { return t.left(t.lastIndexOf(QStringLiteral(" ("))); };
-      QCOMPARE(withoutRam(it->text(5)), withoutRam(estimateCatalogFit(*ce, kBudget).summary()));
-      QVERIFY(it->text(5).contains(QStringLiteral("GPU")));
+      QCOMPARE(it->text(4), fit.shortSummary());
+      QCOMPARE(it->text(5), ce->checksumShort());
+      QCOMPARE(it->toolTip(5), ce->checksumNote());
       if (ce->id == "test-local") item = it;
     }
     QVERIFY(item);
@@ -184,6 +183,11 @@ class TestGuiModelWizard : public QObject {
     QVERIFY2(list->viewport()->rect().contains(rect.center()), "the row is not on screen");
     QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, rect.center());
     QVERIFY(item->isSelected());
+    // The details under the list say it in full.
+    const QString details = w.findChild<QLabel*>("catalogDetails")->text();
+    QVERIFY2(details.contains(QStringLiteral("After download: SHA-256 checked")), qPrintable(details));
+    QVERIFY(details.contains(QStringLiteral("Fit: GPU ")));
+    QVERIFY(details.contains(QStringLiteral("%1 bytes (published)").arg(body_.size())));
     QVERIFY(w.button(QWizard::NextButton)->isEnabled());
     clickNext(w);
     QCOMPARE(w.currentId(), int(ModelWizard::DownloadPage));
@@ -203,6 +207,33 @@ class TestGuiModelWizard : public QObject {
     QCOMPARE(QString::fromStdString(rec->sha256), sha256Hex(body_));
     QCOMPARE(e->store.get(w.downloadId())->catalog_id, std::string("test-local"));
     QCOMPARE(hashFile(dest).sha256, sha256Hex(body_));
+  }
+
+  // An entry without a published checksum says so plainly before anything is downloaded.
+  void missingChecksumIsSaidPlainly() {
+    auto e = env();
+    ModelCatalog catalog = ModelCatalog::builtIn();
+    CatalogEntry x;
+    x.id = "no-sha";
+    x.name = "No checksum";
+    x.family = "olmoe";
+    x.quant = "Q8_0";
+    x.shape = "OLMoE";
+    x.url = "https://example.org/no-sha.gguf";
+    x.size_bytes = 123456;
+    x.licence = "test";
+    catalog.add(x);
+    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models4");
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* list = w.findChild<QTreeWidget*>("catalogList");
+    QTreeWidgetItem* item = list->topLevelItem(list->topLevelItemCount() - 1);
+    QCOMPARE(item->text(0), QStringLiteral("No checksum"));
+    QCOMPARE(item->text(5), QStringLiteral("size only"));
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(item).center());
+    QVERIFY(w.findChild<QLabel*>("catalogDetails")
+                ->text()
+                .contains(QStringLiteral("no published checksum: size checked only")));
   }
 
   void pauseButtonPausesAndResumes() {

@@ -22,7 +22,8 @@ namespace moe {
 
 namespace {
 
-enum CatalogColumn { ColName, ColQuant, ColSize, ColLicence, ColChecksum, ColFit, ColCount };
+enum CatalogColumn { ColName, ColQuant, ColSize, ColLicence, ColFit, ColChecksum, ColCount };
+constexpr int kDetailsRole = Qt::UserRole + 1;  // the selected row's full description
 
 QLabel* errorLabel(QWidget* parent) {
   auto* l = new QLabel(parent);
@@ -75,9 +76,14 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   catalog_list_->setObjectName(QStringLiteral("catalogList"));
   catalog_list_->setRootIsDecorated(false);
   catalog_list_->setColumnCount(ColCount);
-  catalog_list_->setHeaderLabels({tr("Model"), tr("Quant"), tr("Size"), tr("Licence"), tr("Checksum"),
-                                  tr("Fit at %1").arg(humanBytes(wizard.vramBudget()))});
+  catalog_list_->setHeaderLabels({tr("Model"), tr("Quant"), tr("Size"), tr("Licence"),
+                                  tr("Fits %1?").arg(humanBytes(wizard.vramBudget())), tr("Checksum")});
   catalog_list_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  details_ = new QLabel(this);
+  details_->setObjectName(QStringLiteral("catalogDetails"));
+  details_->setWordWrap(true);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setText(tr("Select a model to see what it needs."));
   fillCatalog();
 
   url_edit_ = new QLineEdit(this);
@@ -101,6 +107,7 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(catalog_radio_);
   layout->addWidget(catalog_list_, 1);
+  layout->addWidget(details_);
   layout->addWidget(url_radio_);
   layout->addLayout(url_form);
   layout->addWidget(local_radio_);
@@ -109,7 +116,11 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
 
   // Typing or choosing in a section selects that section.
   connect(catalog_list_, &QTreeWidget::itemSelectionChanged, this, [this] {
-    if (!catalog_list_->selectedItems().isEmpty()) catalog_radio_->setChecked(true);
+    const auto items = catalog_list_->selectedItems();
+    if (!items.isEmpty()) {
+      catalog_radio_->setChecked(true);
+      details_->setText(items.front()->data(ColName, kDetailsRole).toString());
+    }
     emit completeChanged();
   });
   connect(url_edit_, &QLineEdit::textEdited, this, [this] { url_radio_->setChecked(true); });
@@ -135,21 +146,30 @@ void ChooseModelPage::fillCatalog() {
     item->setText(ColName, e.name);
     item->setData(ColName, Qt::UserRole, e.id);
     item->setText(ColQuant, e.quant);
-    QString fit_text;
+    QString fit_text, fit_short, size_text;
     try {
       const CatalogFit fit = estimateCatalogFit(e, wizard_.vramBudget());
       fit_text = fit.summary();
+      fit_short = fit.shortSummary();
       item->setText(ColSize, e.size_bytes > 0 ? humanBytes(uint64_t(e.size_bytes))
                                               : QStringLiteral("~") + humanBytes(fit.estimated_file_bytes));
+      size_text = e.size_bytes > 0 ? tr("%1 bytes (published)").arg(e.size_bytes)
+                                   : tr("about %1, estimated from the model's shape (no published size)")
+                                         .arg(humanBytes(fit.estimated_file_bytes));
     } catch (const std::exception& ex) {
-      fit_text = tr("cannot estimate: %1").arg(QString::fromUtf8(ex.what()));
+      fit_text = fit_short = tr("cannot estimate: %1").arg(QString::fromUtf8(ex.what()));
       item->setText(ColSize, e.size_bytes > 0 ? humanBytes(uint64_t(e.size_bytes)) : tr("unknown"));
+      size_text = item->text(ColSize);
     }
     item->setText(ColLicence, e.licence);
-    item->setText(ColChecksum, e.checksumNote());
-    item->setText(ColFit, fit_text);
-    item->setToolTip(ColName, e.needs);
+    item->setText(ColFit, fit_short);
+    item->setText(ColChecksum, e.checksumShort());
     item->setToolTip(ColFit, fit_text);
+    item->setToolTip(ColChecksum, e.checksumNote());
+    item->setData(
+        ColName, kDetailsRole,
+        tr("%1 (%2, %3): %4\nFit: %5\nSize: %6\nAfter download: %7\nLicence: %8")
+            .arg(e.name, e.family, e.quant, e.needs, fit_text, size_text, e.checksumNote(), e.licence));
   }
 }
 

@@ -37,6 +37,7 @@ class ChooseModelPage : public QWizardPage {
   QTreeWidget* catalog_list_;
   QLineEdit *url_edit_, *sha_edit_, *local_edit_;
   QPushButton* browse_;
+  QLabel* details_;  // the selected catalog entry: needs, fit, size, checksum, licence
   QLabel* error_label_;
 };
 

@@ -24,6 +24,10 @@ const QString kVerifying = QStringLiteral("verifying");
 const QString kDone = QStringLiteral("done");
 const QString kFailed = QStringLiteral("failed");
 
+// Restarts from byte 0 after a misplaced Content-Range: a server that always does
+// this would otherwise loop forever (each restart makes "progress").
+constexpr int kMaxRestarts = 3;
+
 QString q(const std::string& s) { return QString::fromStdString(s); }
 std::string s(const QString& q) { return q.toStdString(); }
 
@@ -95,15 +99,19 @@ void DownloadManager::loadUnfinished() {
     // the .part on disk, not the database, says how far it got.
     if (j->rec.state == s(kRunning) || j->rec.state == s(kVerifying)) j->rec.state = s(kQueued);
     j->rec.bytes_done = QFileInfo(partPath(q(j->rec.dest_path))).size();
-    j->total = j->rec.expected_size;
-    j->speed.setWindow(t_.speed_window_ms);
-    j->retry_timer.setSingleShot(true);
-    const qint64 id = j->rec.id;
-    connect(&j->retry_timer, &QTimer::timeout, this, [this, id] {
-      if (Job* job = find(id); job && job->rec.state == s(kQueued)) schedule();
-    });
-    jobs_[id] = std::move(j);
+    adopt(std::move(j));
   }
+}
+
+DownloadManager::Job& DownloadManager::adopt(std::unique_ptr<Job> j) {
+  j->total = j->rec.expected_size;
+  j->speed.setWindow(t_.speed_window_ms);
+  j->retry_timer.setSingleShot(true);
+  const qint64 id = j->rec.id;
+  connect(&j->retry_timer, &QTimer::timeout, this, [this, id] {
+    if (Job* job = find(id); job && job->rec.state == s(kQueued)) schedule();
+  });
+  return *(jobs_[id] = std::move(j));
 }
 
 qint64 DownloadManager::enqueue(const QUrl& url, const QString& dest, const QString& sha256,
@@ -126,14 +134,7 @@ qint64 DownloadManager::enqueue(const QUrl& url, const QString& dest, const QStr
   j->rec.catalog_id = s(catalog_id);
   j->rec.bytes_done = QFileInfo(partPath(q(j->rec.dest_path))).size();
   j->rec.id = store_.add(j->rec);
-  j->total = expected_size;
-  j->speed.setWindow(t_.speed_window_ms);
-  j->retry_timer.setSingleShot(true);
-  const qint64 id = j->rec.id;
-  connect(&j->retry_timer, &QTimer::timeout, this, [this, id] {
-    if (Job* job = find(id); job && job->rec.state == s(kQueued)) schedule();
-  });
-  jobs_[id] = std::move(j);
+  const qint64 id = adopt(std::move(j)).rec.id;
   emit added(id);
   QTimer::singleShot(0, this, &DownloadManager::schedule);
   return id;
@@ -282,6 +283,10 @@ void DownloadManager::onReplyFinished(Job& j) {
   if (j.restart_from_zero) {
     j.part->resize(0);
     j.rec.bytes_done = 0;
+    if (++j.restarts > kMaxRestarts) {
+      fail(j, QStringLiteral("the server keeps resuming at the wrong offset"));
+      return;
+    }
     retryLater(j, QStringLiteral("the server resumed at the wrong offset; starting over"));
     return;
   }
@@ -306,10 +311,10 @@ void DownloadManager::onReplyFinished(Job& j) {
   }
   if (err != QNetworkReply::NoError) {
     const QString why =
-        status > 0 ? QStringLiteral("HTTP %1 %2")
-                         .arg(status)
-                         .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
-                   : reply->errorString();
+        status >= 300 ? QStringLiteral("HTTP %1 %2")
+                            .arg(status)
+                            .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
+                      : reply->errorString();
     if (isTransient(err, status))
       retryLater(j, why);
     else
@@ -457,7 +462,11 @@ void DownloadManager::cancel(qint64 id) {
   }
   j->part.reset();
   if (j->rec.state != s(kDone)) QFile::remove(partPath(q(j->rec.dest_path)));
-  store_.remove(id);
+  try {
+    store_.remove(id);
+  } catch (const std::exception& e) {
+    qWarning("download %lld: cannot remove its row: %s", static_cast<long long>(id), e.what());
+  }
   jobs_.erase(id);
   emit stateChanged(id, QStringLiteral("cancelled"));
   schedule();
@@ -469,7 +478,15 @@ void DownloadManager::setState(Job& j, const QString& state) {
   emit stateChanged(j.rec.id, state);
 }
 
-void DownloadManager::persist(Job& j) { store_.update(j.rec.id, j.rec.state, j.rec.bytes_done, j.rec.error); }
+void DownloadManager::persist(Job& j) {
+  // Called from slots and the destructor: a database error must not escape into
+  // Qt's event loop. The download goes on; the next save or restart corrects the row.
+  try {
+    store_.update(j.rec.id, j.rec.state, j.rec.bytes_done, j.rec.error);
+  } catch (const std::exception& e) {
+    qWarning("download %lld: cannot save its state: %s", static_cast<long long>(j.rec.id), e.what());
+  }
+}
 
 // Progress and stall detection for every running download (one timer for all).
 void DownloadManager::tick() {

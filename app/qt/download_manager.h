@@ -100,6 +100,7 @@ class DownloadManager : public QObject {
     std::unique_ptr<QFile> part;
     qint64 total = -1;
     int attempt = 0;          // consecutive failed attempts
+    int restarts = 0;         // restarts from byte 0 after a misplaced Content-Range
     bool progressed = false;  // bytes arrived during the current attempt
     bool abort_for_stall = false;
     bool abort_for_user = false;
@@ -113,6 +114,7 @@ class DownloadManager : public QObject {
   };
 
   Job* find(qint64 id) const;
+  Job& adopt(std::unique_ptr<Job> j);  // timers and speed window set up, added to jobs_
   void schedule();
   void startJob(Job& j);
   void onHeaders(Job& j);

@@ -51,14 +51,13 @@ void HashJob::cancelAndWait() {
 HashJob hashFileAsync(const QString& path, QObject* receiver, std::function<void(FileHashResult)> done,
                       std::function<void()> then) {
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  QPointer<QObject> target(receiver);
-  QThread* t = QThread::create([path, cancel, target, done = std::move(done), then = std::move(then)] {
+  QThread* t = QThread::create([path, cancel, receiver, done = std::move(done), then = std::move(then)] {
     FileHashResult r = hashFile(path, cancel.get());
     if (r.ok && then) then();
-    if (!target) return;
-    // Queued onto the receiver's thread; Qt drops the call if the receiver is deleted first.
+    // Queued onto the receiver's thread; Qt drops the call if the receiver is
+    // deleted before it runs (the owner waits for this thread before it goes).
     QMetaObject::invokeMethod(
-        target.data(), [done, r] { done(r); }, Qt::QueuedConnection);
+        receiver, [done, r] { done(r); }, Qt::QueuedConnection);
   });
   QObject::connect(t, &QThread::finished, t, &QObject::deleteLater);
   t->start();

@@ -27,9 +27,9 @@ FileHashResult hashFile(const QString& path, const std::atomic<bool>* cancel = n
 // Lower-case hex digest of a byte array (tests, small files).
 QString sha256Hex(const QByteArray& bytes);
 
-// Hashes `path` on a new thread; `done` runs on `receiver`'s thread (dropped if the
-// receiver is gone). The thread deletes itself when it ends; cancelAndWait()
-// stops it early (an owner's destructor must not leave it running).
+// Hashes `path` on a new thread; `done` runs on `receiver`'s thread. The thread
+// deletes itself when it ends. The receiver must not be destroyed while the
+// thread runs: its destructor calls cancelAndWait(), which stops the hash early.
 class HashJob {
  public:
   HashJob() = default;

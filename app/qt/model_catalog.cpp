@@ -141,6 +141,11 @@ QString CatalogEntry::checksumNote() const {
   return QStringLiteral("no published checksum or size: the file is checked as a GGUF only");
 }
 
+QString CatalogEntry::checksumShort() const {
+  if (hasChecksum()) return QStringLiteral("SHA-256");
+  return size_bytes > 0 ? QStringLiteral("size only") : QStringLiteral("none");
+}
+
 ModelCatalog ModelCatalog::fromJson(const QByteArray& json) {
   QJsonParseError err;
   const QJsonDocument doc = QJsonDocument::fromJson(json, &err);
@@ -198,6 +203,18 @@ CatalogFit estimateCatalogFit(const CatalogEntry& entry, uint64_t vram_budget, i
   // HostExpertStore::checkFits keeps 1 GiB for the rest of the system; so does this.
   f.ram_ok = f.ram_available == 0 || f.fit.host_pinned_bytes + (1ull << 30) <= f.ram_available;
   return f;
+}
+
+QString CatalogFit::shortSummary() const {
+  QString s;
+  if (!fit.fits_gpu)
+    s = QStringLiteral("no: under 2 expert slots");
+  else if (fit.all_experts_fit)
+    s = QStringLiteral("yes, every expert on the GPU");
+  else
+    s = QStringLiteral("yes, %1% of experts cached").arg(100.0 * fit.cacheShare(), 0, 'f', 0);
+  if (!ram_ok) s += QStringLiteral("; RAM too small");
+  return s;
 }
 
 QString CatalogFit::summary() const {

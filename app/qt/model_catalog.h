@@ -29,15 +29,17 @@ struct CatalogEntry {
   bool hasChecksum() const { return !sha256.isEmpty(); }
   // "SHA-256 checked" / "no published checksum: size checked only" / ... for the UI.
   QString checksumNote() const;
+  QString checksumShort() const;  // "SHA-256", "size only", "none"
 };
 
 // What a model needs before it is downloaded, from its shape and quant type.
 struct CatalogFit {
   FitEstimate fit;  // weights on the GPU, expert-cache slots at the budget
   uint64_t estimated_file_bytes = 0;
-  uint64_t ram_available = 0;  // MemAvailable now; 0 unknown
-  bool ram_ok = true;          // pinned expert store + 1 GiB fits in what is available
-  QString summary() const;     // one line for the catalog list
+  uint64_t ram_available = 0;    // MemAvailable now; 0 unknown
+  bool ram_ok = true;            // pinned expert store + 1 GiB fits in what is available
+  QString summary() const;       // the whole story in one line
+  QString shortSummary() const;  // a table cell: "yes, 45% of experts cached", "no: ..."
 };
 
 class ModelCatalog {
