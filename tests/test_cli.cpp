@@ -206,6 +206,16 @@ class CliTest : public QObject {
     expectFailure(runCli({"generate", path, "-n", "4"}), 1, "Q4_K, which moechat cannot compute yet");
   }
 
+  void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {
+    // Here (no GPU, or a build without CUDA) the reason is named; on a GPU the offload
+    // policies are refused on the CUDA backend, which runs only `resident` so far.
+    const auto r = runCli({"generate", "--demo", "-n", "4", "--backend", "cuda", "--policy", "proactive"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("CUDA") || r.err.contains("cuda"), qPrintable(r.err));
+    const auto bad = runCli({"generate", "--demo", "--backend", "tpu"});
+    QCOMPARE(bad.code, 2);
+  }
+
   void emptyPrompt() { expectFailure(runCli({"generate", "--demo", "-p", ""}), 2, "empty prompt"); }
 
   void promptLongerThanContext() {

@@ -31,7 +31,7 @@ commands:
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
 
-model options:  --ctx N (context, default 2048)  --threads N
+model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto (cuda: resident policy only, so far)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)

@@ -4,7 +4,7 @@
 
 namespace moe::cli {
 
-std::set<std::string> modelValueOptions() { return {"--ctx", "--threads"}; }
+std::set<std::string> modelValueOptions() { return {"--ctx", "--threads", "--backend"}; }
 std::set<std::string> modelFlags() { return {"--demo"}; }
 std::set<std::string> samplingValueOptions() {
   return {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed"};
@@ -22,6 +22,9 @@ SessionOptions sessionOptions(const Args& args) {
   o.n_ctx = args.intOr("--ctx", 2048);
   if (o.n_ctx < 16) throw UsageError("--ctx must be at least 16");
   o.threads = args.intOr("--threads", 0);
+  o.backend = args.valueOr("--backend", "cpu");
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto")
+    throw UsageError("--backend must be cpu, cuda or auto");
   return o;
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "inference/backend_factory.h"
 #include "models/synthetic_model.h"
+#include "offload/resident_expert_source.h"
 
 namespace moe {
 
@@ -24,7 +26,12 @@ int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
 }
 
 EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
-  backend_ = makeCpuBackend(opts.threads);
+  backend_ = makeBackend(opts.backend, opts.threads);
+  const bool on_cpu = backend_->name().rfind("cpu", 0) == 0;
+  if (!on_cpu && opts.policy != OffloadPolicy::kResident)
+    throw std::invalid_argument("the " + backend_->name() +
+                                " backend runs only the resident policy so far (every "
+                                "expert in VRAM); the offload policies run on the CPU backend");
   model_ = Model::load(openModelFile(opts), *backend_);
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);
   OffloadConfig oc;
@@ -35,7 +42,13 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   const bool resident = opts.policy == OffloadPolicy::kResident;
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
   engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);
-  transformer_ = std::make_unique<Transformer>(*model_, *backend_, engine_->source(), n_ctx);
+  ExpertSource* source = &engine_->source();
+  if (!on_cpu) {
+    device_experts_ = prepareExperts(*backend_, model_->hostExperts());
+    device_source_ = std::make_unique<ResidentExpertSource>(device_experts_);
+    source = device_source_.get();
+  }
+  transformer_ = std::make_unique<Transformer>(*model_, *backend_, *source, n_ctx);
   if (opts.policy == OffloadPolicy::kStatic)
     transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
@@ -53,6 +66,7 @@ EngineSession::~EngineSession() {
   // The transformer and generator use the engine's expert source.
   generator_.reset();
   transformer_.reset();
+  device_source_.reset();
   engine_.reset();
 }
 

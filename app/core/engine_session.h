@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "inference/backend.h"
 #include "inference/generator.h"
@@ -25,6 +26,9 @@ struct SessionOptions {
   bool demo = false;
   int n_ctx = 2048;  // clamped to the model's trained context
   int threads = 0;   // 0: all hardware threads
+  // "cpu", "cuda" or "auto" (inference/backend_factory.h). On CUDA only the
+  // resident policy is wired so far: every expert is uploaded once.
+  std::string backend = "cpu";
 
   // Offloading (docs/offload.md). resident keeps every expert in place.
   OffloadPolicy policy = OffloadPolicy::kResident;
@@ -69,6 +73,9 @@ class EngineSession {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<OffloadEngine> engine_;
+  // CUDA + resident: the experts uploaded to the device, and the source over them.
+  std::vector<std::vector<ExpertWeights>> device_experts_;
+  std::unique_ptr<ExpertSource> device_source_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Generator> generator_;
   FitEstimate fit_;
