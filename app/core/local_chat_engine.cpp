@@ -26,6 +26,13 @@ SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts,
   so.link.bytes_per_second = kSimulatedLinkBytesPerSecond;
   so.link.paced = true;
   const char* where = "host memory standing in for VRAM, simulated 25 GB/s link";
+  if (opts.vram_budget_bytes == 0 && !opts.demo) {
+    // Auto on a machine that computes on the CPU: copying experts into a host-memory
+    // "cache" only costs time, so a real model runs with every expert in place.
+    so.policy = OffloadPolicy::kResident;
+    *note = "resident: no GPU in use, every expert is computed on the CPU from host RAM";
+    return so;
+  }
   if (opts.vram_budget_bytes == 0) {
     so.cache_share = kAutoCacheShareWithoutGpu;
     *note = std::string(policyName(so.policy)) + ": cache holds half the experts (" + where + ")";

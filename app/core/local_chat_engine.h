@@ -26,7 +26,9 @@ class LocalChatEngine final : public ChatEngine {
 
   // Where no GPU computes, the cache is host memory and the link is simulated at
   // the bandwidth of PCIe 4.0 x16 as commonly measured for pinned copies (~25 GB/s;
-  // the theoretical 31.5 GB/s is never reached). "auto" caches half the experts.
+  // the theoretical 31.5 GB/s is never reached). With the budget on auto, the demo
+  // model caches half its experts (to show the machinery) and a real model runs
+  // resident (on a CPU, copies into a host-memory cache would only cost time).
   static constexpr double kSimulatedLinkBytesPerSecond = 25e9;
   static constexpr double kAutoCacheShareWithoutGpu = 0.5;
   // The session for opts: policy, cache size from the VRAM budget (via the fit
