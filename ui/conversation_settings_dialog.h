@@ -8,11 +8,11 @@
 #include "app/qt/app_settings.h"
 
 class QCheckBox;
-class QDoubleSpinBox;
 class QPlainTextEdit;
-class QSpinBox;
 
 namespace moe {
+
+class SamplingForm;
 
 class ConversationSettingsDialog : public QDialog {
   Q_OBJECT
@@ -28,12 +28,7 @@ class ConversationSettingsDialog : public QDialog {
  private:
   QPlainTextEdit* system_;
   QCheckBox* use_defaults_;
-  QDoubleSpinBox* temperature_;
-  QDoubleSpinBox* top_p_;
-  QSpinBox* top_k_;
-  QDoubleSpinBox* min_p_;
-  QDoubleSpinBox* repeat_penalty_;
-  QSpinBox* max_tokens_;
+  SamplingForm* sampling_;
 };
 
 }  // namespace moe

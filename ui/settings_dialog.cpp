@@ -16,6 +16,7 @@
 #include <QVBoxLayout>
 
 #include "ui/fit_text.h"
+#include "ui/sampling_form.h"
 
 namespace moe {
 namespace {
@@ -143,36 +144,11 @@ QWidget* SettingsDialog::buildOffloadTab() {
 
 QWidget* SettingsDialog::buildSamplingTab() {
   auto* page = new QWidget(this);
-  auto* form = new QFormLayout(page);
-  const auto s = settings_.sampling();
-  auto dbl = [&](const char* name, double lo, double hi, double step, double value) {
-    auto* box = new QDoubleSpinBox(page);
-    box->setObjectName(name);
-    box->setRange(lo, hi);
-    box->setSingleStep(step);
-    box->setDecimals(2);
-    box->setValue(value);
-    return box;
-  };
-  temperature_ = dbl("temperature", 0, 2, 0.05, s.temperature);
-  top_p_ = dbl("topP", 0, 1, 0.05, s.top_p);
-  min_p_ = dbl("minP", 0, 1, 0.01, s.min_p);
-  repeat_penalty_ = dbl("repeatPenalty", 1, 2, 0.05, s.repeat_penalty);
-  top_k_ = new QSpinBox(page);
-  top_k_->setObjectName("topK");
-  top_k_->setRange(0, 1000);
-  top_k_->setValue(s.top_k);
-  max_tokens_ = new QSpinBox(page);
-  max_tokens_->setObjectName("maxTokens");
-  max_tokens_->setRange(1, 32768);
-  max_tokens_->setValue(s.max_tokens);
-  form->addRow("Temperature (0 = greedy)", temperature_);
-  form->addRow("Top-p", top_p_);
-  form->addRow("Top-k (0 = off)", top_k_);
-  form->addRow("Min-p", min_p_);
-  form->addRow("Repetition penalty", repeat_penalty_);
-  form->addRow("Max reply tokens", max_tokens_);
-  form->addRow("", new QLabel("Defaults for new conversations; each conversation can override them.", page));
+  auto* v = new QVBoxLayout(page);
+  sampling_ = new SamplingForm(settings_.sampling(), page);
+  v->addWidget(sampling_);
+  v->addWidget(new QLabel("Defaults for new conversations; each conversation can override them.", page));
+  v->addStretch(1);
   return page;
 }
 
@@ -221,14 +197,7 @@ void SettingsDialog::updateFit() {
 void SettingsDialog::accept() {
   settings_.setVramBudgetBytes(budgetBytes());
   settings_.setCachePolicy(policy_->currentText());
-  SamplingDefaults s;
-  s.temperature = temperature_->value();
-  s.top_p = top_p_->value();
-  s.top_k = top_k_->value();
-  s.min_p = min_p_->value();
-  s.repeat_penalty = repeat_penalty_->value();
-  s.max_tokens = max_tokens_->value();
-  settings_.setSampling(s);
+  settings_.setSampling(sampling_->values());
   settings_.setModelsFolder(models_folder_->text());
   settings_.setDataFolder(data_folder_->text());
   settings_.setTheme(theme_->currentText());

@@ -15,9 +15,10 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QSlider;
-class QSpinBox;
 
 namespace moe {
+
+class SamplingForm;
 
 struct SettingsContext {
   std::optional<ModelShape> model;  // the model the fit is shown for (none: no estimate)
@@ -53,12 +54,7 @@ class SettingsDialog : public QDialog {
   QLabel* fit_ = nullptr;
   QComboBox* policy_ = nullptr;
   QLabel* policy_help_ = nullptr;
-  QDoubleSpinBox* temperature_ = nullptr;
-  QDoubleSpinBox* top_p_ = nullptr;
-  QSpinBox* top_k_ = nullptr;
-  QDoubleSpinBox* min_p_ = nullptr;
-  QDoubleSpinBox* repeat_penalty_ = nullptr;
-  QSpinBox* max_tokens_ = nullptr;
+  SamplingForm* sampling_ = nullptr;
   QLineEdit* models_folder_ = nullptr;
   QLineEdit* data_folder_ = nullptr;
   QComboBox* theme_ = nullptr;
