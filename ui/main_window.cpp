@@ -171,6 +171,8 @@ QWidget* MainWindow::buildSidebar() {
   list_ = new QListView(side);
   list_->setObjectName("conversationList");
   list_->setModel(list_model_);
+  list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  list_->setTextElideMode(Qt::ElideRight);
   list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
   list_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
