@@ -1,6 +1,5 @@
 #include "offload/learned_predictor.h"
 
-#include <cmath>
 #include <stdexcept>
 
 #include "offload/trainer/train_predictor.h"
@@ -32,12 +31,17 @@ std::vector<int> LearnedPredictor::predict(int layer, int target_layer, std::spa
     p.forward(hidden.data(), scratch_.data(), logits_.data());
     return topExperts(logits_, budget);
   }
+  // A batch: the union of each token's top-k, ranked by rank-weighted votes (as
+  // skip-gate does), so both predictors name comparably many experts.
   std::fill(score_.begin(), score_.end(), 0.0f);
   for (int t = 0; t < n_tokens; ++t) {
     p.forward(hidden.data() + size_t(t) * p.n_in, scratch_.data(), logits_.data());
-    for (int e = 0; e < p.n_out; ++e) score_[e] += 1.0f / (1.0f + std::exp(-logits_[e]));
+    const auto top = topExperts(logits_, p.k);
+    for (int j = 0; j < int(top.size()); ++j) score_[top[j]] += float(p.k - j);
   }
-  return topExperts(score_, budget);
+  auto order = topExperts(score_, budget);
+  while (!order.empty() && score_[order.back()] <= 0) order.pop_back();
+  return order;
 }
 
 }  // namespace moe

@@ -1,7 +1,7 @@
 // The learned predictor: per layer a small MLP trained on traces of this model
 // (offload/trainer/, docs/PREDICTOR.md) scores layer L + distance's experts from
 // layer L's FFN input. A CPU forward pass per call; for a batch the experts are
-// ranked by the sum of their sigmoid scores over the tokens.
+// the union of every token's top-k, ranked by rank-weighted votes.
 #pragma once
 
 #include <vector>

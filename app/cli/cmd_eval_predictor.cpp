@@ -10,7 +10,9 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/predictor_cli.h"
+#include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
+#include "offload/trainer/engine_eval.h"
 #include "offload/trainer/eval_predictor.h"
 
 namespace moe::cli {
@@ -36,14 +38,33 @@ std::optional<SessionOptions> modelFor(const Args& args, const TraceHeader& h) {
   return o;
 }
 
-void print(const EvalReport& r, bool json) {
-  if (json)
-    std::fputs(evalReportJson(r).c_str(), stdout);
-  else
+// With --engine, the test prompts also run through the offload engine (reactive
+// LRU, proactive with skip-gate, proactive with the learned set) at one cache size.
+void print(const Args& args, const EvalReport& r, EngineSession* session, const TraceReader& trace,
+           const PredictorSet& set) {
+  const bool json = args.flag("--json");
+  std::vector<EngineEvalRow> engine;
+  if (args.flag("--engine")) {
+    if (!session) throw std::runtime_error("--engine needs the model (--model FILE or --demo)");
+    EngineEvalOptions o;
+    const double share = args.doubleOr("--cache-share", 0.25);
+    if (!(share > 0 && share <= 1)) throw UsageError("--cache-share must be in (0, 1]");
+    o.cache_slots = OffloadEngine::slotsForShare(session->model(), share);
+    o.link_bytes_per_second = args.doubleOr("--link-gbps", 0) * 1e9;
+    engine = compareInEngine(session->model(), session->backend(), trace, set, o);
+  }
+  if (json) {
+    std::string out = evalReportJson(r);
+    if (!engine.empty())
+      out = out.substr(0, out.rfind('}')) + ", \"engine\": " + engineEvalJson(engine) + "}\n";
+    std::fputs(out.c_str(), stdout);
+  } else {
     std::fputs(evalReportText(r).c_str(), stdout);
+    if (!engine.empty()) std::fputs(engineEvalText(engine).c_str(), stdout);
+  }
 }
 
-int demoPipeline(const Args& args, bool json) {
+int demoPipeline(const Args& args) {
   const auto dir = std::filesystem::temp_directory_path() / ("moechat-eval-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   struct Cleanup {
@@ -71,17 +92,18 @@ int demoPipeline(const Args& args, bool json) {
   o.trained_on = "built-in prompts";
   const PredictorSet set = trainFromTrace(trace, o);
   SkipGatePredictor skip(session.model());
-  print(evaluatePredictorSet(trace, set, &skip), json);
+  print(args, evaluatePredictorSet(trace, set, &skip), &session, trace, set);
   return 0;
 }
 
 }  // namespace
 
 int runEvalPredictor(const std::vector<std::string>& argv) {
-  const Args args(argv, {"--model", "--threads", "--max-tokens", "--distance", "--hidden", "--seed"},
-                  {"--json", "--demo"});
-  const bool json = args.flag("--json");
-  if (args.positionals().empty() && args.flag("--demo")) return demoPipeline(args, json);
+  const Args args(argv,
+                  {"--model", "--threads", "--max-tokens", "--distance", "--hidden", "--seed",
+                   "--cache-share", "--link-gbps"},
+                  {"--json", "--demo", "--engine"});
+  if (args.positionals().empty() && args.flag("--demo")) return demoPipeline(args);
   if (args.positionals().size() != 2)
     throw UsageError("give TRACE PREDICTOR (from `trace` and `train`), or --demo for the whole pipeline");
   const TraceReader trace(args.positionals()[0]);
@@ -99,7 +121,7 @@ int runEvalPredictor(const std::vector<std::string>& argv) {
                  "the traced model %s is not at hand: skip-gate is not measured (pass --model FILE)\n",
                  trace.header().model_source.c_str());
   }
-  print(evaluatePredictorSet(trace, set, skip.get()), json);
+  print(args, evaluatePredictorSet(trace, set, skip.get()), session.get(), trace, set);
   return 0;
 }
 

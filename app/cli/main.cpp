@@ -36,7 +36,9 @@ commands:
   train TRACE [--distance D] [--hidden H] [--epochs N] [--seed S] -o PREDICTOR
       train the learned expert predictor (one MLP per layer) from a trace
   eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
-      learned predictor vs skip-gate, token-based, previous-token, popularity
+        [--engine [--cache-share S] [--link-gbps G]]
+      learned predictor vs skip-gate, token-based, previous-token, popularity on
+      the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
 
 model options:  --ctx N (context, default 2048)  --threads N
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
