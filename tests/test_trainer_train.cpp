@@ -183,6 +183,22 @@ class TrainerTrainTest : public QObject {
     QCOMPARE(sink, size_t(calls) * 4);
     qInfo("learned predictor forward (n_embd %d -> %d -> %d experts, 1 token): %.2f us per call", c.n_embd,
           set.layers[0].n_hidden, c.n_expert, us / calls);
+    // The size a Qwen3-30B-A3B-shaped model gets (n_embd 2048, 128 experts, top-8).
+    PredictorSet big;
+    MlpPredictor m;
+    m.layer = 0, m.target_layer = 2, m.n_in = 2048, m.n_out = 128, m.k = 8;
+    m.n_hidden = defaultHiddenWidth(m.n_in, m.n_out);
+    m.w1.assign(size_t(m.n_hidden) * m.n_in, 0.01f), m.b1.assign(m.n_hidden, 0.1f);
+    m.w2.assign(size_t(m.n_out) * m.n_hidden, 0.02f), m.b2.assign(m.n_out, 0.0f);
+    big.layers.push_back(m);
+    LearnedPredictor q3(big, 2048, 128);
+    std::vector<float> x(2048, 0.5f);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 200; ++i) sink += q3.predict(0, 2, x, 1, 8).size();
+    const double us_big =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count();
+    qInfo("at Qwen3-30B-A3B size (2048 -> %d -> 128, %lld parameters): %.1f us per call", m.n_hidden,
+          (long long)m.parameterCount(), us_big / 200);
     QVERIFY(p.predict(0, 3, rows.hidden, 1, 4).empty());  // another distance: none
     QVERIFY(p.predict(6, 8, rows.hidden, 1, 4).empty());  // no predictor there
     const auto batch = p.predict(0, 2, rows.hidden, rows.n, 16);
