@@ -63,6 +63,18 @@ class TrainerCliTest : public QObject {
     for (const char* k : {"learned", "skip_gate", "token_based", "previous_token", "popularity", "random"})
       QVERIFY2(acc[k].isDouble() && acc[k].toDouble() >= 0 && acc[k].toDouble() <= 1, k);
     QVERIFY(acc["learned"].toDouble() > acc["random"].toDouble());
+
+    // bench: a proactive-learned row beside the others; every row generates the same tokens.
+    r = cli({"bench", "--demo", "--predictor", "p.moepred", "--policies", "reactive-lru,proactive",
+             "--virtual-link", "--prompt-tokens", "8", "--decode-tokens", "4", "--threads", "2", "--json"},
+            d);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto bench = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QVERIFY(bench["identical_tokens"].toBool());
+    const auto rows = bench["policies"].toArray();
+    QCOMPARE(rows.size(), 3);
+    QCOMPARE(rows[2].toObject()["policy"].toString(), QString("proactive-learned"));
+    QVERIFY(rows[2].toObject()["expert_uses"].toInt() > 0);
   }
 
   void wholePipelineOnTheDemo() {

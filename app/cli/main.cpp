@@ -24,10 +24,11 @@ commands:
       hidden state after every layer, for diffing layer by layer
   bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N] [--decode-tokens N] [--link-gbps G] [--virtual-link]
-        [--policies a,b,...] [--ablate] [--no-<switch>]... [--json] [--verbose]
+        [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link); --ablate adds proactive minus each switch;
-      --preset generates (once, in the cache folder) a full-size synthetic model
+      --preset generates (once, in the cache folder) a full-size synthetic model;
+      --predictor adds a proactive-learned row with a trained predictor (`train`)
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
   trace (FILE | --demo) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
