@@ -19,6 +19,8 @@ std::string modelSha256(const SessionOptions& opts) {
 TraceRunResult traceToFile(EngineSession& session, const SessionOptions& opts,
                            const std::vector<std::string>& prompts, const std::string& out,
                            const TraceOptions& options) {
+  if (!opts.demo)
+    std::fprintf(stderr, "hashing %s (SHA-256, the model's identity)...\n", opts.model_path.c_str());
   const std::string sha = modelSha256(opts);
   TraceWriter writer(out, traceHeaderFor(session.model(), sha, opts.demo ? "demo" : opts.model_path));
   if (!writer.completedPrompts().empty())
