@@ -95,7 +95,10 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
       staging = sw.prefill_streaming;
       policy.stream_prefill = sw.prefill_streaming;
       policy.cpu.enabled = sw.cpu_fallback;
-      if (sw.prefetch) predictor_ = std::make_unique<SkipGatePredictor>(model);
+      if (sw.prefetch && config_.predictor)
+        predictor_ = config_.predictor;
+      else if (sw.prefetch)
+        predictor_ = std::make_unique<SkipGatePredictor>(model);
       break;
     case OffloadPolicy::kCpuExperts:
       transfer = {false, false, true};

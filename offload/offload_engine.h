@@ -61,6 +61,9 @@ struct OffloadConfig {
   TransferMode mode = TransferMode::kThreaded;
   // Optional: a store built before (bench runs every policy on one); else built here.
   std::shared_ptr<const HostExpertStore> store;
+  // Optional, proactive with prefetch only: the predictor to use instead of skip-gate
+  // (e.g. a LearnedPredictor, docs/PREDICTOR.md); set `stride` to its distance.
+  std::shared_ptr<ExpertPredictor> predictor;
 };
 
 class OffloadEngine {
@@ -84,7 +87,7 @@ class OffloadEngine {
   const HostExpertStore* store() const { return store_.get(); }
   const ExpertCache* cache() const { return cache_.get(); }
   CachedExpertSource* cachedSource() { return cached_.get(); }
-  std::string predictorName() const;  // "skip-gate" or "none"
+  std::string predictorName() const;  // "skip-gate", "none" or the given predictor's name
   void waitIdle();                    // no copy queued or running
   // Feed the Transformer's routing observer here (the static policy counts per token).
   void observeRouting(const RoutingEvent& ev);
@@ -100,7 +103,7 @@ class OffloadEngine {
   std::unique_ptr<ExpertCache> cache_;
   std::unique_ptr<HostCopyEngine> link_;
   std::unique_ptr<TransferWorker> worker_;
-  std::unique_ptr<ExpertPredictor> predictor_;
+  std::shared_ptr<ExpertPredictor> predictor_;
   std::unique_ptr<CachedExpertSource> cached_;
   std::unique_ptr<ExpertSource> resident_;
   ExpertSource* source_ = nullptr;

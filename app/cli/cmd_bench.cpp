@@ -16,6 +16,7 @@
 #include "app/cli/offload_options.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/host_expert_store.h"
+#include "offload/learned_predictor.h"
 
 namespace moe::cli {
 namespace {
@@ -30,6 +31,7 @@ struct BenchSetup {
   std::vector<int32_t> prompt;
   int decode_tokens;
   bool verbose;
+  std::shared_ptr<LearnedPredictor> learned;  // --predictor: the proactive-learned row
 };
 
 GenerationParams greedy(int n) {
@@ -50,6 +52,10 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   oc.cpu_cost = s.cpu_cost;
   oc.store = s.store;
   if (s.verbose) oc.on_cpu_decision = printCpuDecision;
+  if (row.name == "proactive-learned") {
+    oc.predictor = s.learned;
+    oc.stride = s.learned->distance();
+  }
   OffloadEngine engine(s.model, s.backend, oc);
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.decode_tokens + 1;
   Transformer t(s.model, s.backend, engine.source(), n_ctx);
@@ -109,6 +115,7 @@ std::vector<BenchRow> plannedRows(const Args& args) {
       rows.push_back(makeRow(std::string("proactive-no-") + name, OffloadPolicy::kProactive, off));
     }
   }
+  if (args.value("--predictor")) rows.push_back(makeRow("proactive-learned", OffloadPolicy::kProactive, sw));
   if (rows.empty()) throw UsageError("--policies names no policy");
   return rows;
 }
@@ -132,7 +139,7 @@ SessionOptions benchModel(const Args& args) {
 int runBench(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
-             "--preset", "--quant", "--cache-dir"});
+             "--preset", "--quant", "--cache-dir", "--predictor"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose"});
   for (const auto& f : offloadFlags())
@@ -162,8 +169,11 @@ int runBench(const std::vector<std::string>& argv) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((7 + 31 * i + i * i) % c.n_vocab);
   LinkOptions link{link_gbps * 1e9, !args.flag("--virtual-link")};
+  std::shared_ptr<LearnedPredictor> learned;
+  if (auto file = args.value("--predictor"))  // throws when it was trained for another model's shape
+    learned = std::make_shared<LearnedPredictor>(PredictorSet::load(*file), c.n_embd, c.n_expert);
   const BenchSetup setup{
-      *model, *backend, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose")};
+      *model, *backend, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"), learned};
 
   std::fprintf(
       stderr,

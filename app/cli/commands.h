@@ -13,5 +13,8 @@ int runChat(const std::vector<std::string>& args);
 int runGenModel(const std::vector<std::string>& args);
 int runLogits(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
+int runTrace(const std::vector<std::string>& args);
+int runTrain(const std::vector<std::string>& args);
+int runEvalPredictor(const std::vector<std::string>& args);
 
 }  // namespace moe::cli

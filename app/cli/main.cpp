@@ -24,12 +24,22 @@ commands:
       hidden state after every layer, for diffing layer by layer
   bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N] [--decode-tokens N] [--link-gbps G] [--virtual-link]
-        [--policies a,b,...] [--ablate] [--no-<switch>]... [--json] [--verbose]
+        [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link); --ablate adds proactive minus each switch;
-      --preset generates (once, in the cache folder) a full-size synthetic model
+      --preset generates (once, in the cache folder) a full-size synthetic model;
+      --predictor adds a proactive-learned row with a trained predictor (`train`)
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
+  trace (FILE | --demo) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
+      record per token and MoE layer the layer input and the chosen experts
+      (built-in prompt set unless --prompts; resumes an existing TRACE)
+  train TRACE [--distance D] [--hidden H] [--epochs N] [--seed S] -o PREDICTOR
+      train the learned expert predictor (one MLP per layer) from a trace
+  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
+        [--engine [--cache-share S] [--link-gbps G]]
+      learned predictor vs skip-gate, token-based, previous-token, popularity on
+      the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
 
 model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto (cuda: resident policy only, so far)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
@@ -60,6 +70,9 @@ int main(int argc, char** argv) {
     if (command == "logits") return moe::cli::runLogits(args);
     if (command == "gen-model") return moe::cli::runGenModel(args);
     if (command == "bench") return moe::cli::runBench(args);
+    if (command == "trace") return moe::cli::runTrace(args);
+    if (command == "train") return moe::cli::runTrain(args);
+    if (command == "eval-predictor") return moe::cli::runEvalPredictor(args);
     std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const moe::cli::UsageError& e) {
