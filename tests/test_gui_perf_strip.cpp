@@ -116,6 +116,22 @@ class GuiPerfStripTest : public QObject {
              QString("last reply: GoodPred 25% · accuracy 50%"));
   }
 
+  void aReplyBetweenTwoPollsIsStillTheLastReply() {
+    EngineCounters c;
+    c.experts_resident = false;
+    c.offload.expert_uses = 100;  // an earlier reply
+    c.offload.ready_hits = 100;
+    PerfStrip strip([&] { return c; });
+    strip.pollNow();
+    c.offload.expert_uses = 110;  // a whole reply between two polls: 10 lookups, 4 hits
+    c.offload.ready_hits = 104;
+    c.offload.misses = 6;
+    strip.pollNow();
+    strip.pollNow();
+    QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
+             QString("last reply: 40% hit · 0% prefetched · 60% missed"));
+  }
+
   void residentModelSaysSo() {
     EngineCounters c;  // experts_resident by default, no lookups
     PerfStrip strip([&] { return c; });

@@ -116,6 +116,11 @@ void PerfStrip::pollNow() {
   if (now.generating || last_.generating) reply_seconds_ += dt;
   figures_ = derivePerfFigures(last_ms_ < 0 ? now : last_, now, dt);
   const bool idle = !now.generating && !last_.generating;
+  // A reply that began and ended between two polls: it spans exactly this interval.
+  if (idle && figures_.expert_uses > 0) {
+    reply_start_ = last_;
+    reply_seconds_ = dt;
+  }
   last_ = now;
   last_ms_ = ms;
   show(figures_, false);
