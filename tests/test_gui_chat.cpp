@@ -284,6 +284,25 @@ class GuiChatTest : public QObject {
              qPrintable(QString("%1 renders for %2 tokens").arg(f.w().chatView()->renderCount()).arg(words)));
   }
 
+  void quittingMidReplySavesWhatStreamed() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(5000, "z ");
+      e.per_token = std::chrono::milliseconds(2);
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("long answer please");
+    QTRY_VERIFY(f.chat().busy());
+    const qint64 reply = f.chat().streamingReply();
+    QTRY_VERIFY(f.w().chatView()->bubbleFor(reply) &&
+                !f.w().chatView()->bubbleFor(reply)->item().text.isEmpty());
+    auto& store = f.store();
+    f.app->window.reset();
+    f.app->chat.reset();  // what quitting the app does
+    const auto m = store.message(reply);
+    QCOMPARE(m->state, MessageState::Stopped);
+    QVERIFY(!m->text.empty());
+  }
+
   void demoModelIsLabelled() {
     Fixture f;
     QVERIFY(f.app->loadDemo());

@@ -60,6 +60,14 @@ ChatController::ChatController(ConversationStore& store, EngineHost& engine, App
   connect(w, &InferenceWorker::replyFailed, this, &ChatController::onFailed);
 }
 
+ChatController::~ChatController() {
+  if (!reply_id_) return;
+  engine_.stop(reply_id_);
+  ReplyStats s;
+  s.stop_reason = "app closed";
+  store_.finishReply(reply_id_, utf8(reply_text_), MessageState::Stopped, s);
+}
+
 void ChatController::loadModel(const EngineLoadOptions& opts) {
   if (busy()) stop();
   model_.reset();

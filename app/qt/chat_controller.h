@@ -28,6 +28,8 @@ class ChatController : public QObject {
 
   ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings,
                  QObject* parent = nullptr);
+  // A reply still streaming (the app is quitting) is stopped and saved as it is.
+  ~ChatController() override;
 
   // ---- model ----
   void loadModel(const EngineLoadOptions& opts);
