@@ -3,9 +3,13 @@
 // typed into the window comes back as a stored reply with its figures, and the
 // strip and the cache map show the engine's live counters.
 #include <QLabel>
+#include <QProcess>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include "app/core/local_chat_engine.h"
+#include "app/core/model_predictor.h"
+#include "app/core/predictor_store.h"
 #include "gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
@@ -54,6 +58,28 @@ class GuiEndToEndTest : public QObject {
     QVERIFY(!app.window->findChild<QLabel*>("perfDecode")->text().startsWith("–"));
     app.window->heatMap()->refresh();
     QVERIFY(app.window->heatMap()->readyCount() > 0);
+  }
+
+  void storedPredictorIsFoundAndUsedWhenTheModelOpens() {
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("demo.moetrace"), preds = dir.filePath("demo.preds");
+    QProcess cli;
+    cli.start(MOECHAT_CLI, {"trace", "--demo", "-o", trace, "--limit", "12"});
+    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+    cli.start(MOECHAT_CLI, {"train", trace, "-o", preds});
+    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+
+    test::GuiApp app(std::make_unique<LocalChatEngine>());
+    app.settings->setCachePolicy("proactive");
+    ModelRegistry registry(*app.db);
+    QVERIFY(!storedPredictorFor(*app.db, registry, ""));  // nothing stored yet
+    PredictorStore(*app.db).importSet(preds.toStdString());
+    QVERIFY(storedPredictorFor(*app.db, registry, ""));
+    QVERIFY(!storedPredictorFor(*app.db, registry, "/models/not-registered.gguf"));
+    app.window->setPredictorSource(
+        [&](const ModelChoice& c) { return storedPredictorFor(*app.db, registry, c.path.toStdString()); });
+    QVERIFY(app.loadDemo());
+    QCOMPARE(QString::fromStdString(app.chat->model()->predictor), QString("learned"));
   }
 };
 

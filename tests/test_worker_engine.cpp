@@ -1,7 +1,9 @@
 // InferenceWorker in its own thread: the real engine on the demo model, and a
 // scripted engine for stop / failure paths. Checks signals and their payloads,
 // never timings.
+#include <QProcess>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 #include <memory>
 
@@ -100,6 +102,43 @@ class WorkerEngineTest : public QObject {
     const auto shown = std::count_if(r.state.begin(), r.state.end(), [](uint8_t s) { return s != 0; });
     QVERIFY(shown > 0);
     QVERIFY(shown <= static_cast<long>(r.state.size()) / 2 + 2);
+  }
+
+  void storedPredictorReplacesSkipGateUnderProactive() {
+    // A predictor set trained for the demo model by the CLI (trace, then train).
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("demo.moetrace"), preds = dir.filePath("demo.preds");
+    QProcess cli;
+    cli.start(MOECHAT_CLI, {"trace", "--demo", "-o", trace, "--limit", "12"});
+    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+    cli.start(MOECHAT_CLI, {"train", trace, "-o", preds});
+    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+    auto set = std::make_shared<PredictorSet>(PredictorSet::load(preds.toStdString()));
+
+    EngineHost host(std::make_unique<LocalChatEngine>());
+    QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
+    auto o = demo();
+    o.policy = "proactive";
+    o.predictor_set = set;
+    host.loadModel(o);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    const auto info = loaded.at(0).at(0).value<LoadedModelInfo>();
+    QCOMPARE(QString::fromStdString(info.predictor), QString("learned"));
+    QVERIFY(QString::fromStdString(info.offload_note).contains("learned predictor"));
+    QSignalSpy finished(host.worker(), &InferenceWorker::replyFinished);
+    host.generate(1, {{"user", "predict me"}}, greedy(16));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+    QVERIFY(host.worker()->counters().offload.pred_truth > 0);
+
+    // A set whose shapes do not match the model is left out, and the note says why.
+    auto wrong = std::make_shared<PredictorSet>(*set);
+    wrong->layers.front().n_out += 1;
+    o.predictor_set = wrong;
+    host.loadModel(o);
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 2, 60000);
+    const auto info2 = loaded.at(1).at(0).value<LoadedModelInfo>();
+    QCOMPARE(QString::fromStdString(info2.predictor), QString("skip-gate"));
+    QVERIFY(QString::fromStdString(info2.offload_note).contains("not used"));
   }
 
   void budgetThatHoldsEveryExpertRunsResident() {

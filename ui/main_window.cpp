@@ -297,6 +297,14 @@ void MainWindow::buildActions() {
   file->addAction("Add a model…", this, [this] {
     if (launch_wizard_) launch_wizard_();
   });
+  import_predictor_action_ = file->addAction("Import a predictor…", this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, "Import a predictor set", QString(), "moechat predictors (*.preds *.moepreds);;All files (*)");
+    if (path.isEmpty() || !import_predictor_) return;
+    statusBar()->showMessage(import_predictor_(path), 15'000);
+    if (chat_.model()) loadModel({q(chat_.model()->name), q(chat_.model()->path)});  // use it now
+  });
+  import_predictor_action_->setEnabled(false);
   file->addAction("Export chat as Markdown…", this, [this] {
     exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
   });
@@ -346,6 +354,16 @@ void MainWindow::setModelListSource(std::function<std::vector<ModelChoice>()> so
   refreshModelList();
 }
 
+void MainWindow::setPredictorImporter(std::function<QString(const QString&)> import) {
+  import_predictor_ = std::move(import);
+  import_predictor_action_->setEnabled(static_cast<bool>(import_predictor_));
+}
+
+void MainWindow::setPredictorSource(
+    std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> source) {
+  predictor_source_ = std::move(source);
+}
+
 void MainWindow::refreshModelList() {
   const QSignalBlocker block(model_combo_);
   const QString current = chat_.model() ? q(chat_.model()->path) : settings_.lastModelPath();
@@ -371,6 +389,13 @@ void MainWindow::loadModel(const ModelChoice& choice) {
   o.model_path = choice.path.toStdString();
   o.policy = settings_.cachePolicy().toStdString();
   o.vram_budget_bytes = settings_.vramBudgetBytes();
+  if (predictor_source_) {
+    try {
+      o.predictor_set = predictor_source_(choice);
+    } catch (const std::exception& e) {
+      statusBar()->showMessage(QString("The stored predictor could not be read: %1").arg(e.what()), 10'000);
+    }
+  }
   composer_->setEnabled(false);
   model_status_->setText("Loading " + choice.name + "…");
   chat_.loadModel(o);
@@ -381,11 +406,14 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
   composer_->setEnabled(true);
   composer_->editor()->setFocus();
   settings_.setLastModelPath(q(info.path));
-  model_status_->setText(QString("%1 · %2 · %3 layers × %4 experts (%5 used) · %6 backend")
+  model_status_->setText(QString("%1 · %2 · %3 layers × %4 experts (%5 used) · %6 · %7 backend")
                              .arg(q(info.name), q(info.architecture))
                              .arg(info.n_layer)
                              .arg(info.n_expert)
                              .arg(info.n_expert_used)
+                             .arg(info.predictor.empty()
+                                      ? q(info.policy)
+                                      : q(info.policy) + " + " + q(info.predictor) + " predictor")
                              .arg(q(info.backend)));
   model_status_->setToolTip(q(info.offload_note));
   if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);

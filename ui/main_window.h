@@ -12,6 +12,7 @@
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 
+class QAction;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -45,6 +46,11 @@ class MainWindow : public QMainWindow {
   // Optional collaborators the app wires in (tests may leave them unset).
   void setModelWizardLauncher(std::function<void()> launch);
   void setModelListSource(std::function<std::vector<ModelChoice>()> source);
+  // Imports a predictor set file (moechat-cli train -o) into the database;
+  // returns what to tell the user. Enables File > Import a predictor.
+  void setPredictorImporter(std::function<QString(const QString& path)> import);
+  // The trained predictor set stored for a model, if any (used by proactive).
+  void setPredictorSource(std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> source);
   void refreshModelList();
 
   // The model to load at start: the last one used, or the demo model.
@@ -85,6 +91,9 @@ class MainWindow : public QMainWindow {
   EngineHost& engine_;
   std::function<void()> launch_wizard_;
   std::function<std::vector<ModelChoice>()> model_source_;
+  std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> predictor_source_;
+  std::function<QString(const QString&)> import_predictor_;
+  QAction* import_predictor_action_ = nullptr;
 
   ConversationListModel* list_model_ = nullptr;
   QListView* list_ = nullptr;

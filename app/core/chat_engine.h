@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "inference/generator.h"
 #include "inference/tokenizer/chat_template.h"
 #include "offload/offload_metrics.h"
+#include "offload/trainer/mlp_predictor.h"
 
 namespace moe {
 
@@ -23,6 +25,8 @@ struct EngineLoadOptions {
   uint64_t vram_budget_bytes = 0;    // 0: auto
   int n_ctx = 4096;
   int threads = 0;
+  // A trained predictor set for this model (predictors table), used by proactive.
+  std::shared_ptr<const PredictorSet> predictor_set;
 };
 
 struct LoadedModelInfo {
@@ -33,6 +37,7 @@ struct LoadedModelInfo {
   std::string backend;        // "cpu" / "cuda"
   std::string policy;         // the caching policy in effect
   std::string offload_note;   // how the cache is set up, in words
+  std::string predictor;      // "learned", "skip-gate" or "none"; empty when resident
   bool demo = false;
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;

@@ -39,6 +39,10 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   oc.link = opts.link;
   oc.switches = opts.switches;
   oc.on_cpu_decision = opts.on_cpu_decision;
+  if (opts.predictor) {
+    oc.predictor = opts.predictor;
+    oc.stride = opts.predictor_distance;
+  }
   const bool resident = opts.policy == OffloadPolicy::kResident;
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
   engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);

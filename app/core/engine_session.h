@@ -37,6 +37,10 @@ struct SessionOptions {
   LinkOptions link;            // simulated host->device link (CPU path); default: plain copies
   ProactiveSwitches switches;  // proactive's optimisations
   std::function<void(const CpuDecision&)> on_cpu_decision;  // cpu-experts log (worker thread)
+  // Optional (proactive): a trained predictor replacing skip-gate, predicting
+  // predictor_distance layers ahead.
+  std::shared_ptr<ExpertPredictor> predictor;
+  int predictor_distance = 2;
 };
 
 class EngineSession {

@@ -7,11 +7,25 @@
 #include "app/core/model_shape.h"
 #include "inference/tokenizer/tokenizer.h"
 #include "offload/expert_cache.h"
+#include "offload/learned_predictor.h"
 
 namespace moe {
 
 LocalChatEngine::LocalChatEngine() = default;
 LocalChatEngine::~LocalChatEngine() = default;
+
+void LocalChatEngine::attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape,
+                                      SessionOptions* so, std::string* note) {
+  if (!opts.predictor_set || so->policy != OffloadPolicy::kProactive) return;
+  try {
+    so->predictor =
+        std::make_shared<LearnedPredictor>(*opts.predictor_set, shape.config.n_embd, shape.config.n_expert);
+    so->predictor_distance = opts.predictor_set->distance;
+    *note += "; learned predictor (distance " + std::to_string(opts.predictor_set->distance) + ")";
+  } catch (const std::exception& e) {
+    *note += std::string("; stored predictor not used: ") + e.what();
+  }
+}
 
 SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so;
@@ -36,6 +50,7 @@ SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts,
   if (opts.vram_budget_bytes == 0) {
     so.cache_share = kAutoCacheShareWithoutGpu;
     *note = std::string(policyName(so.policy)) + ": cache holds half the experts (" + where + ")";
+    if (opts.predictor_set) attachPredictor(opts, describeModel(opts.model_path, opts.demo), &so, note);
     return so;
   }
   const ModelShape shape = describeModel(opts.model_path, opts.demo);
@@ -51,6 +66,7 @@ SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts,
         "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
         "experts after the weights and the KV cache (raise it in Settings)");
   so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
+  attachPredictor(opts, shape, &so, note);
   *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
           std::to_string(fit.total_experts) + " experts (" + where + ")";
   return so;
@@ -81,6 +97,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   info.backend = session->backend().name();
   info.policy = policyName(session->policy());
   info.offload_note = note;
+  if (session->policy() != OffloadPolicy::kResident) info.predictor = session->offload().predictorName();
   info.n_layer = cfg.n_layer;
   info.n_expert = cfg.n_expert;
   info.n_expert_used = cfg.n_expert_used;

@@ -10,6 +10,7 @@
 namespace moe {
 
 class EngineSession;
+struct ModelShape;
 struct SessionOptions;
 
 class LocalChatEngine final : public ChatEngine {
@@ -36,6 +37,10 @@ class LocalChatEngine final : public ChatEngine {
   static SessionOptions sessionOptionsFor(const EngineLoadOptions& opts, std::string* note);
 
  private:
+  // Under proactive, the stored predictor set replaces skip-gate; a set made for
+  // another model is left out, and the note says why.
+  static void attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape, SessionOptions* so,
+                              std::string* note);
   // The chat's prompt tokens, dropping the oldest turns (never the system
   // prompt or the last message) until the reply has room in the context.
   std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens) const;

@@ -2,12 +2,16 @@
 
 #include <QFileInfo>
 
+#include "app/core/model_predictor.h"
+#include "app/core/predictor_store.h"
+
 namespace moe {
 
 AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db)
     : window_(window),
       settings_(settings),
       registry_(registry),
+      db_(db),
       download_store_(db),
       downloads_(std::make_unique<DownloadManager>(download_store_, &registry_)),
       catalog_(ModelCatalog::builtIn()) {
@@ -21,6 +25,22 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
     return out;
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
+  window_.setPredictorSource([this](const ModelChoice& choice) {
+    return storedPredictorFor(db_, registry_, choice.path.toStdString());
+  });
+  window_.setPredictorImporter([this](const QString& path) {
+    try {
+      const PredictorSet set = PredictorStore(db_).importSet(path.toStdString());
+      return QString(
+                 "Imported a predictor for %1 (%2 layers, distance %3); it is used under the proactive "
+                 "policy.")
+          .arg(QString::fromStdString(set.model_name))
+          .arg(set.layers.size())
+          .arg(set.distance);
+    } catch (const std::exception& e) {
+      return QString("Could not import %1: %2").arg(path, e.what());
+    }
+  });
   QObject::connect(downloads_.get(), &DownloadManager::finished, &window_,
                    [this](qint64, const QString&) { window_.refreshModelList(); });
 }

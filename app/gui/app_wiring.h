@@ -32,6 +32,7 @@ class AppWiring {
   MainWindow& window_;
   AppSettings& settings_;
   ModelRegistry& registry_;
+  AppDatabase& db_;
   DownloadStore download_store_;
   std::unique_ptr<DownloadManager> downloads_;
   ModelCatalog catalog_;

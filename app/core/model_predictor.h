@@ -1,0 +1,23 @@
+// Which stored predictor set belongs to a model the app opens: its file's
+// SHA-256 (from the model registry, or hashed for the demo model) keys the
+// predictors table. Qt-free.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "app/core/app_database.h"
+#include "app/core/model_registry.h"
+#include "offload/trainer/mlp_predictor.h"
+
+namespace moe {
+
+// The demo model's SHA-256 (the bytes are generated; computed once per process).
+const std::string& demoModelSha256();
+
+// model_path empty: the demo model. A model the registry has no hash for yet
+// has no predictor (hashing a multi-GB file on open would stall the load).
+std::shared_ptr<const PredictorSet> storedPredictorFor(AppDatabase& db, ModelRegistry& registry,
+                                                       const std::string& model_path, int distance = 2);
+
+}  // namespace moe
