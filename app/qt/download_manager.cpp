@@ -123,11 +123,19 @@ qint64 DownloadManager::enqueue(const QUrl& url, const QString& dest, const QStr
   const QString sha = sha256.trimmed().toLower();
   if (!sha.isEmpty() && !kHex.match(sha).hasMatch())
     throw std::invalid_argument("not a SHA-256 (64 hex digits): " + s(sha256));
+  const std::string dest_path = s(QFileInfo(dest).absoluteFilePath());
+  // Two jobs writing one .part would interleave their bytes: the same destination
+  // again means the download already queued (a paused or failed one is resumed).
+  for (auto& [id, job] : jobs_)
+    if (job->rec.dest_path == dest_path && job->rec.state != s(kDone)) {
+      resume(id);
+      return id;
+    }
   QDir().mkpath(QFileInfo(dest).absolutePath());
 
   auto j = std::make_unique<Job>();
   j->rec.url = s(url.toString());
-  j->rec.dest_path = s(QFileInfo(dest).absoluteFilePath());
+  j->rec.dest_path = dest_path;
   j->rec.sha256 = s(sha);
   j->rec.expected_size = expected_size;
   j->rec.state = s(kQueued);

@@ -73,6 +73,8 @@ class DownloadManager : public QObject {
   // Queues a download and returns its id. `sha256` empty: no published checksum,
   // the size alone is checked (`expected_size` -1: unknown, not checked).
   // Throws std::invalid_argument for a non-http(s) url or an empty destination.
+  // A destination already in the queue returns that download's id (resumed if it
+  // was paused or failed) instead of a second writer of the same .part.
   qint64 enqueue(const QUrl& url, const QString& dest, const QString& sha256 = {}, qint64 expected_size = -1,
                  const QString& catalog_id = {});
   void pause(qint64 id);
