@@ -66,9 +66,9 @@ SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts,
         "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
         "experts after the weights and the KV cache (raise it in Settings)");
   so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
-  attachPredictor(opts, shape, &so, note);
   *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
           std::to_string(fit.total_experts) + " experts (" + where + ")";
+  attachPredictor(opts, shape, &so, note);
   return so;
 }
 
