@@ -65,7 +65,11 @@ ChatController::~ChatController() {
   engine_.stop(reply_id_);
   ReplyStats s;
   s.stop_reason = "app closed";
-  store_.finishReply(reply_id_, utf8(reply_text_), MessageState::Stopped, s);
+  try {
+    store_.finishReply(reply_id_, utf8(reply_text_), MessageState::Stopped, s);
+  } catch (const std::exception&) {
+    // The last checkpoint stays; the next start marks the reply interrupted.
+  }
 }
 
 void ChatController::loadModel(const EngineLoadOptions& opts) {
