@@ -3,13 +3,13 @@
 // typed into the window comes back as a stored reply with its figures, and the
 // strip and the cache map show the engine's live counters.
 #include <QLabel>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
+#include "demo_predictor.h"
 #include "gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
@@ -62,12 +62,9 @@ class GuiEndToEndTest : public QObject {
 
   void storedPredictorIsFoundAndUsedWhenTheModelOpens() {
     QTemporaryDir dir;
-    const QString trace = dir.filePath("demo.moetrace"), preds = dir.filePath("demo.preds");
-    QProcess cli;
-    cli.start(MOECHAT_CLI, {"trace", "--demo", "-o", trace, "--limit", "12"});
-    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
-    cli.start(MOECHAT_CLI, {"train", trace, "-o", preds});
-    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+    const QString preds = dir.filePath("demo.preds");
+    const QString failed = test::trainDemoPredictor(preds);
+    QVERIFY2(failed.isEmpty(), qPrintable(failed));
 
     test::GuiApp app(std::make_unique<LocalChatEngine>());
     app.settings->setCachePolicy("proactive");

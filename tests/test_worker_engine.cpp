@@ -1,7 +1,6 @@
 // InferenceWorker in its own thread: the real engine on the demo model, and a
 // scripted engine for stop / failure paths. Checks signals and their payloads,
 // never timings.
-#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -9,6 +8,7 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/qt/inference_worker.h"
+#include "demo_predictor.h"
 #include "fake_chat_engine.h"
 
 using namespace moe;
@@ -107,12 +107,9 @@ class WorkerEngineTest : public QObject {
   void storedPredictorReplacesSkipGateUnderProactive() {
     // A predictor set trained for the demo model by the CLI (trace, then train).
     QTemporaryDir dir;
-    const QString trace = dir.filePath("demo.moetrace"), preds = dir.filePath("demo.preds");
-    QProcess cli;
-    cli.start(MOECHAT_CLI, {"trace", "--demo", "-o", trace, "--limit", "12"});
-    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
-    cli.start(MOECHAT_CLI, {"train", trace, "-o", preds});
-    QVERIFY(cli.waitForFinished(120000) && cli.exitCode() == 0);
+    const QString preds = dir.filePath("demo.preds");
+    const QString failed = test::trainDemoPredictor(preds);
+    QVERIFY2(failed.isEmpty(), qPrintable(failed));
     auto set = std::make_shared<PredictorSet>(PredictorSet::load(preds.toStdString()));
 
     EngineHost host(std::make_unique<LocalChatEngine>());
