@@ -75,6 +75,20 @@ class TrainerCliTest : public QObject {
     QCOMPARE(rows.size(), 3);
     QCOMPARE(rows[2].toObject()["policy"].toString(), QString("proactive-learned"));
     QVERIFY(rows[2].toObject()["expert_uses"].toInt() > 0);
+
+    // generate --predictor: the learned set steers prefetching, never the text.
+    const QStringList gen{"generate",  "--demo", "-n",       "16",        "--temp",        "0",
+                          "--threads", "2",      "--policy", "proactive", "--cache-share", "0.5",
+                          "--stats"};
+    const auto plain = cli(gen, d);
+    const auto learned = cli(gen + QStringList{"--predictor", "p.moepred"}, d);
+    QVERIFY2(plain.code == 0 && learned.code == 0, qPrintable(learned.err));
+    QVERIFY2(plain.err.contains("predictor skip-gate:"), qPrintable(plain.err));
+    QVERIFY2(learned.err.contains("predictor learned:"), qPrintable(learned.err));
+    QCOMPARE(learned.out, plain.out);
+    r = cli({"generate", "--demo", "-n", "4", "--predictor", "p.moepred"}, d);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--predictor needs --policy proactive"), qPrintable(r.err));
   }
 
   void wholePipelineOnTheDemo() {

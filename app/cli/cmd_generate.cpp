@@ -7,7 +7,9 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/offload_options.h"
+#include "app/core/model_shape.h"
 #include "inference/tokenizer/chat_template.h"
+#include "offload/learned_predictor.h"
 
 namespace moe::cli {
 namespace {
@@ -39,7 +41,7 @@ std::set<std::string> generateValueOptions() {
   auto v = modelValueOptions();
   auto s = samplingValueOptions();
   v.insert(s.begin(), s.end());
-  v.insert({"--prompt", "--max-tokens", "--stop", "--system"});
+  v.insert({"--prompt", "--max-tokens", "--stop", "--system", "--predictor"});
   auto o = offloadValueOptions();
   v.insert(o.begin(), o.end());
   return v;
@@ -66,10 +68,24 @@ GenerationParams generationParams(const Args& args, const EngineSession& session
   return p;
 }
 
-// The model, the offload policy (--policy ...) and, with --verbose, the CPU-versus-copy log.
+// --predictor FILE (a set from `train`): replaces skip-gate under proactive. The
+// set is checked against the model's shape (hashing a multi-GB file to compare
+// SHA-256s would delay every start).
+void attachLearnedPredictor(const std::string& file, SessionOptions& so) {
+  if (so.policy != OffloadPolicy::kProactive) throw UsageError("--predictor needs --policy proactive");
+  PredictorSet set = PredictorSet::load(file);
+  const ModelShape shape = describeModel(so.model_path, so.demo);
+  so.predictor_distance = set.distance;
+  so.predictor =
+      std::make_shared<LearnedPredictor>(std::move(set), shape.config.n_embd, shape.config.n_expert);
+}
+
+// The model, the offload policy (--policy ...) with an optional learned predictor
+// and, with --verbose, the CPU-versus-copy log.
 SessionOptions offloadSessionOptions(const Args& args) {
   SessionOptions so = sessionOptions(args);
   applyOffloadOptions(args, so);
+  if (auto file = args.value("--predictor")) attachLearnedPredictor(*file, so);
   if (args.flag("--verbose")) so.on_cpu_decision = printCpuDecision;
   return so;
 }

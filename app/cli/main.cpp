@@ -47,6 +47,7 @@ offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)
                 --verbose (each CPU-vs-copy decision)  proactive switches: --no-prefetch
                 --no-chunking --no-preemption --no-reordering --no-cpu-fallback --no-streaming
+                --predictor P (generate/chat, proactive: a trained set from `train` replaces skip-gate)
 sampling:       --temp T (0 = greedy)  --top-k K  --top-p P  --min-p P
                 --repeat-penalty R  --repeat-last-n N  --seed S
 The demo model (--demo) is built into the program: random weights, it shows

@@ -76,8 +76,9 @@ void printOffloadStats(const OffloadSnapshot& m, const EngineSession& session) {
                (unsigned long long)m.decode_tokens, m.decode_ns / 1e9);
   if (m.pred_truth > 0)
     std::fprintf(stderr,
-                 "  predictor: Accuracy %.3f, FetchRate %.3f, GoodPred %.3f (%llu experts predicted)\n",
-                 m.accuracy(), m.fetchRate(), m.goodPred(), (unsigned long long)m.predicted);
+                 "  predictor %s: Accuracy %.3f, FetchRate %.3f, GoodPred %.3f (%llu experts predicted)\n",
+                 session.offload().predictorName().c_str(), m.accuracy(), m.fetchRate(), m.goodPred(),
+                 (unsigned long long)m.predicted);
 }
 
 }  // namespace moe::cli

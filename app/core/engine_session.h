@@ -71,6 +71,7 @@ class EngineSession {
   int cacheSlots() const { return engine_->cache() ? engine_->cache()->slotCount() : 0; }
   const FitEstimate& fitEstimate() const { return fit_; }
   OffloadEngine& offload() { return *engine_; }
+  const OffloadEngine& offload() const { return *engine_; }
 
  private:
   bool demo_ = false;
