@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <string>
 
@@ -71,8 +72,23 @@ void HostExpertStore::checkFits(uint64_t needed, uint64_t available) {
                           "choose a smaller quant of this model");
 }
 
-HostExpertStore::HostExpertStore(const Model& model)
-    : n_layer_(model.config().n_layer), n_expert_(model.config().n_expert) {
+namespace {
+class AlignedHostAllocator final : public HostAllocator {
+ public:
+  uint8_t* allocate(size_t bytes) override {
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, alignUp(std::max<size_t>(bytes, 1), 4096)));
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(uint8_t* p, size_t) override { std::free(p); }
+  const char* name() const override { return "aligned"; }
+};
+}  // namespace
+
+HostExpertStore::HostExpertStore(const Model& model, std::shared_ptr<HostAllocator> allocator)
+    : n_layer_(model.config().n_layer),
+      n_expert_(model.config().n_expert),
+      allocator_(allocator ? std::move(allocator) : std::make_shared<AlignedHostAllocator>()) {
   largestChunks(model, chunk_bytes_);
   size_t offset = 0;
   for (int c = 0; c < kChunks; ++c) {
@@ -92,9 +108,19 @@ HostExpertStore::HostExpertStore(const Model& model)
   total_bytes_ = expert_bytes_ * size_t(n_expert_) * size_t(moe_index);
   checkFits(total_bytes_, availableRam());
 
-  data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, alignUp(std::max<size_t>(total_bytes_, 1), 4096)));
-  if (!data_)
-    throw HostMemoryError("could not allocate " + gigabytes(total_bytes_) + " for the expert store");
+  try {
+    data_ = allocator_->allocate(total_bytes_);
+  } catch (const std::exception& e) {
+    throw HostMemoryError("could not allocate " + gigabytes(total_bytes_) + " of " + allocator_->name() +
+                          " memory for the expert store: " + e.what());
+  }
+  // The destructor does not run when the constructor throws below.
+  struct FreeOnThrow {
+    HostExpertStore* store;
+    ~FreeOnThrow() {
+      if (store) store->allocator_->deallocate(store->data_, store->total_bytes_);
+    }
+  } guard{this};
   std::memset(data_, 0, total_bytes_);  // padding between chunks is defined
   for (int il = 0; il < n_layer_; ++il) {
     if (layer_index_[il] < 0) continue;
@@ -109,9 +135,10 @@ HostExpertStore::HostExpertStore(const Model& model)
       }
     }
   }
+  guard.store = nullptr;
 }
 
-HostExpertStore::~HostExpertStore() { std::free(data_); }
+HostExpertStore::~HostExpertStore() { allocator_->deallocate(data_, total_bytes_); }
 
 bool HostExpertStore::hasLayer(int layer) const {
   return layer >= 0 && layer < n_layer_ && layer_index_[layer] >= 0;

@@ -2,9 +2,9 @@
 // memory, in the file's element type (no conversion at load): the source of
 // every host->device expert copy. One expert = kChunks chunks (chunked
 // prefetching); each chunk starts 256-byte aligned so a device slot can use the
-// same layout. With CUDA the buffer will be pinned (cudaHostAlloc); until then it
-// is plain aligned memory. Files that mix quant types across layers (Q4_K_M) give
-// layers different chunk sizes: every expert is laid out with the largest.
+// same layout. The buffer comes from a HostAllocator: plain aligned memory, or
+// pinned memory (cudaHostAlloc) when a GPU copies from it. Files that mix quant types across layers (Q4_K_M)
+// give layers different chunk sizes: every expert is laid out with the largest.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +16,7 @@
 #include "inference/expert_source.h"
 #include "inference/model.h"
 #include "offload/expert_bytes_source.h"
+#include "offload/host_allocator.h"
 
 namespace moe {
 
@@ -30,7 +31,8 @@ class HostExpertStore final : public ExpertBytesSource {
 
   // Copies every routed expert of `model` out of the file. Checks the bytes
   // needed against the machine's available RAM first (HostMemoryError naming both).
-  explicit HostExpertStore(const Model& model);
+  // allocator: null = page-aligned heap memory.
+  explicit HostExpertStore(const Model& model, std::shared_ptr<HostAllocator> allocator = nullptr);
   ~HostExpertStore();
   HostExpertStore(const HostExpertStore&) = delete;
   HostExpertStore& operator=(const HostExpertStore&) = delete;
@@ -63,6 +65,7 @@ class HostExpertStore final : public ExpertBytesSource {
   size_t expert_bytes_ = 0, total_bytes_ = 0;
   std::vector<int> layer_index_;          // [n_layer] index among MoE layers, -1 for dense
   std::vector<ExpertWeights> templates_;  // [n_layer] shapes and types (data unset)
+  std::shared_ptr<HostAllocator> allocator_;
   uint8_t* data_ = nullptr;
 };
 

@@ -67,13 +67,26 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   }
   if (config_.cache_slots < 2) throw std::invalid_argument("the expert cache needs at least 2 slots");
   const auto& c = model.config();
-  store_ = config_.store ? config_.store : std::make_shared<const HostExpertStore>(model);
+  OffloadDevice* device = config_.device.get();
+  if (device && config_.policy == OffloadPolicy::kCpuExperts)
+    throw std::invalid_argument("cpu-experts computes misses on the CPU, which the " + device->name() +
+                                " offload path does not do yet; use proactive or reactive-lru");
+  store_ = config_.store
+               ? config_.store
+               : std::make_shared<const HostExpertStore>(model, device ? device->hostAllocator() : nullptr);
   const int total = routedExperts(model);
   const int slots = std::min(config_.cache_slots, std::max(2, total));
-  cache_ = std::make_unique<ExpertCache>(slots, store_->expertBytes(), c.n_layer);
-  link_ = std::make_unique<HostCopyEngine>(config_.link.bytes_per_second, config_.link.paced);
-  const double link_bw =
-      config_.link.bytes_per_second > 0 ? config_.link.bytes_per_second : measureHostCopyBandwidth();
+  cache_ = std::make_unique<ExpertCache>(slots, store_->expertBytes(), c.n_layer, HostExpertStore::kChunks,
+                                         device ? device->slotMemory() : nullptr);
+  double link_bw = 0;
+  if (device) {
+    link_ = &device->copyEngine();
+    link_bw = device->linkBytesPerSecond();
+  } else {
+    host_link_ = std::make_unique<HostCopyEngine>(config_.link.bytes_per_second, config_.link.paced);
+    link_ = host_link_.get();
+    link_bw = config_.link.bytes_per_second > 0 ? config_.link.bytes_per_second : measureHostCopyBandwidth();
+  }
   metrics_.link_bytes_per_second.store(link_bw);
 
   const ProactiveSwitches& sw = config_.switches;
@@ -94,7 +107,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
       transfer = {sw.chunking, sw.early_preemption, sw.reordering};
       staging = sw.prefill_streaming;
       policy.stream_prefill = sw.prefill_streaming;
-      policy.cpu.enabled = sw.cpu_fallback;
+      policy.cpu.enabled = sw.cpu_fallback && !device;
       if (sw.prefetch && config_.predictor)
         predictor_ = config_.predictor;
       else if (sw.prefetch)
@@ -116,6 +129,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   policy.prefetch.predictor = predictor_.get();
   policy.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
   worker_ = std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, transfer);
+  if (device) worker_->setSlotFence(&device->fence());
   cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
                                                  std::move(policy));
   source_ = cached_.get();

@@ -24,6 +24,7 @@
 #include "inference/transformer.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_engine.h"
+#include "offload/offload_device.h"
 #include "offload/offload_metrics.h"
 
 namespace moe {
@@ -64,6 +65,10 @@ struct OffloadConfig {
   // Optional, proactive with prefetch only: the predictor to use instead of skip-gate
   // (e.g. a LearnedPredictor, docs/PREDICTOR.md); set `stride` to its distance.
   std::shared_ptr<ExpertPredictor> predictor;
+  // Optional: the GPU the model computes on (makeOffloadDevice). Then the store is
+  // pinned, the cache is device memory, copies run on the device's copy stream
+  // (the simulated link is ignored) and CPU fallback is off (docs/CUDA.md).
+  std::shared_ptr<OffloadDevice> device;
 };
 
 class OffloadEngine {
@@ -97,11 +102,12 @@ class OffloadEngine {
   static int routedExperts(const Model& model);
 
  private:
-  OffloadConfig config_;
+  OffloadConfig config_;  // holds the device: destroyed after everything that uses it
   OffloadMetrics metrics_;
   std::shared_ptr<const HostExpertStore> store_;
   std::unique_ptr<ExpertCache> cache_;
-  std::unique_ptr<HostCopyEngine> link_;
+  std::unique_ptr<HostCopyEngine> host_link_;  // the CPU path's copies
+  CopyEngine* link_ = nullptr;                 // host_link_ or the device's copy engine
   std::unique_ptr<TransferWorker> worker_;
   std::shared_ptr<ExpertPredictor> predictor_;
   std::unique_ptr<CachedExpertSource> cached_;

@@ -224,8 +224,13 @@ void TransferWorker::beginCompute(int layer, int expert) {
     if (layer != stream_layer_ || expert < 0 || expert >= static_cast<int>(order_position_.size())) return;
     const int position = order_position_[expert];
     const size_t staging = static_cast<size_t>(cache_.stagingCount());
+    bool marked = false;
     for (size_t k = 0; k < stream_.size(); ++k) {
       if (stream_[k].position >= position || stream_[k].recycled) continue;
+      if (fence_ && !marked) {  // the recycled slot's reads are queued, maybe not done
+        fence_->readsQueued();
+        marked = true;
+      }
       // Computed: its staging slot takes the streamed expert `staging` places later.
       if (pending_[stream_[k].slot] != 0)
         throw std::logic_error("TransferWorker: a streamed expert was computed before its copy finished");
@@ -274,6 +279,7 @@ void TransferWorker::releaseHolds() { cache_.releaseHolds(); }
 
 void TransferWorker::release(int layer) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (fence_) fence_->readsQueued();  // the layer's slots become evictable
   if (layer == stream_layer_) clearStreamLocked();
   cache_.unpinAll();
   if (cache_.computingLayer() == layer) cache_.setComputingLayer(-1);
@@ -305,6 +311,7 @@ size_t TransferWorker::timedCopy(const ChunkTask& t) {
 size_t TransferWorker::copyTask(const ChunkTask& t) {
   uint8_t* dst = cache_.slotData(t.slot);
   const uint8_t* src = source_.expertData(t.layer, t.expert);
+  if (fence_) fence_->beforeOverwrite();
   if (t.chunk < 0) {  // whole expert: one copy, no yielding
     copier_.copy(dst, src, source_.expertBytes());
     return source_.expertBytes();

@@ -38,6 +38,7 @@
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
+#include "offload/slot_fence.h"
 
 namespace moe {
 
@@ -121,6 +122,9 @@ class TransferWorker {
   void waitIdle();
   // Layer computed: unpins its slots and clears the computing layer.
   void release(int layer);
+  // A device that computes asynchronously (offload/slot_fence.h): set before the
+  // first push; null (the CPU path) needs none. Must outlive the worker.
+  void setSlotFence(SlotFence* fence) { fence_ = fence; }
 
   StepResult step();  // kManual only: copies exactly one task (chunk or whole expert)
 
@@ -143,6 +147,7 @@ class TransferWorker {
   ExpertCache& cache_;
   const ExpertBytesSource& source_;
   CopyEngine& copier_;
+  SlotFence* fence_ = nullptr;
   OffloadMetrics& metrics_;
   const TransferMode mode_;
   const TransferOptions options_;

@@ -56,7 +56,9 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
   std::printf(
       "bound: %.3f GB (each distinct expert the run uses crossing once) = %.4f s over the %.1f GB/s link%s\n",
       ctx.bound_bytes / 1e9, boundSeconds(ctx), ctx.link_bytes_per_second / 1e9,
-      ctx.paced ? " (paced: copies take that long in wall time)" : " (virtual clock)");
+      ctx.link == "measured" ? " (measured pinned host->device bandwidth)"
+      : ctx.paced            ? " (paced: copies take that long in wall time)"
+                             : " (virtual clock)");
   double lru_hit = 0, pro_hit = 0;
   if (predictorGain(rows, lru_hit, pro_hit))
     std::printf(
@@ -69,15 +71,16 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
 void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   const BenchRow* lru = findRow(rows, "reactive-lru");
   std::printf(
-      "{\"model\": \"%s\", \"compute\": \"cpu\", \"threads\": %d, \"cache_slots\": %d, \"total_experts\": "
+      "{\"model\": \"%s\", \"compute\": \"%s\", \"threads\": %d, \"cache_slots\": %d, \"total_experts\": "
       "%d, "
-      "\"prompt_tokens\": %d, \"decode_tokens\": %d, \"link\": \"simulated\", \"link_bytes_per_second\": "
+      "\"prompt_tokens\": %d, \"decode_tokens\": %d, \"link\": \"%s\", \"link_bytes_per_second\": "
       "%.0f, "
       "\"paced\": %s, \"bound_bytes\": %llu, \"bound_seconds\": %.6f, \"cpu_expert_ms\": %.4f, "
       "\"predictor\": \"%s\", \"identical_tokens\": true,",
-      ctx.model_name.c_str(), ctx.threads, ctx.cache_slots, ctx.total_experts, ctx.prompt_tokens,
-      ctx.decode_tokens, ctx.link_bytes_per_second, ctx.paced ? "true" : "false",
-      (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms, ctx.predictor.c_str());
+      ctx.model_name.c_str(), ctx.compute.c_str(), ctx.threads, ctx.cache_slots, ctx.total_experts,
+      ctx.prompt_tokens, ctx.decode_tokens, ctx.link.c_str(), ctx.link_bytes_per_second,
+      ctx.paced ? "true" : "false", (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms,
+      ctx.predictor.c_str());
   double lru_hit = 0, pro_hit = 0;
   if (predictorGain(rows, lru_hit, pro_hit))
     std::printf(" \"predictor_gain_points\": %.3f,", pro_hit - lru_hit);

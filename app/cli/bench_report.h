@@ -22,6 +22,8 @@ struct BenchRow {
 struct BenchContext {
   std::string model_name;
   int cache_slots = 0, total_experts = 0, prompt_tokens = 0, decode_tokens = 0, threads = 0;
+  std::string compute = "cpu";     // the backend's name
+  std::string link = "simulated";  // or "measured" (a real host->device link)
   double link_bytes_per_second = 0;
   bool paced = false;
   uint64_t bound_bytes = 0;  // every distinct expert the run used, crossing once

@@ -1,8 +1,9 @@
 // bench: one model, one cache budget, every caching policy side by side on the
-// same prompt, each against reactive-lru and against the link bound. Here the
-// compute is the CPU backend and the link is simulated (bytes / bandwidth; paced
-// by default, so copies take that long in wall time and overlap shows); the CUDA
-// backend puts real copies and kernels behind the same table.
+// same prompt, each against reactive-lru and against the link bound. On the CPU
+// backend the link is simulated (bytes / bandwidth; paced by default, so copies
+// take that long in wall time and overlap shows); with --backend cuda the cache
+// is device memory, copies cross the real link, and the bound uses its measured
+// bandwidth.
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -14,9 +15,11 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/offload_options.h"
+#include "inference/backend_factory.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/host_expert_store.h"
 #include "offload/learned_predictor.h"
+#include "offload/offload_device.h"
 
 namespace moe::cli {
 namespace {
@@ -32,6 +35,7 @@ struct BenchSetup {
   int decode_tokens;
   bool verbose;
   std::shared_ptr<LearnedPredictor> learned;  // --predictor: the proactive-learned row
+  std::shared_ptr<OffloadDevice> device;      // --backend cuda: the GPU's cache and link
 };
 
 GenerationParams greedy(int n) {
@@ -51,6 +55,7 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   oc.switches = row.switches;
   oc.cpu_cost = s.cpu_cost;
   oc.store = s.store;
+  oc.device = s.device;
   if (s.verbose) oc.on_cpu_decision = printCpuDecision;
   if (row.name == "proactive-learned") {
     oc.predictor = s.learned;
@@ -128,6 +133,7 @@ SessionOptions benchModel(const Args& args) {
     so.model_path = ensurePresetModel(*preset, args.valueOr("--quant", "f16"),
                                       args.valueOr("--cache-dir", defaultModelCacheDir()));
     so.threads = args.intOr("--threads", 0);
+    so.backend = args.valueOr("--backend", "cpu");
     return so;
   }
   if (args.value("--quant")) throw UsageError("--quant goes with --preset");
@@ -139,7 +145,7 @@ SessionOptions benchModel(const Args& args) {
 int runBench(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
-             "--preset", "--quant", "--cache-dir", "--predictor"});
+             "--preset", "--quant", "--cache-dir", "--predictor", "--prompt"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose"});
   for (const auto& f : offloadFlags())
@@ -157,33 +163,56 @@ int runBench(const std::vector<std::string>& argv) {
   std::vector<BenchRow> rows = plannedRows(args);
   SessionOptions so = benchModel(args);
 
-  auto backend = makeCpuBackend(so.threads);
+  auto backend = makeBackend(so.backend, so.threads);
+  const std::shared_ptr<OffloadDevice> device = makeOffloadDevice(*backend);
+  if (device) {
+    // Rows the device path cannot run: resident needs every expert uploaded as a
+    // table (generate --policy resident does that), cpu-experts computes on the CPU.
+    std::erase_if(rows, [](const BenchRow& r) {
+      const bool skip = r.policy == OffloadPolicy::kResident || r.policy == OffloadPolicy::kCpuExperts;
+      if (skip) std::fprintf(stderr, "bench: %s skipped on the %s backend\n", r.name.c_str(), "cuda");
+      return skip;
+    });
+    if (rows.empty()) throw UsageError("no policy left to bench on the cuda backend");
+  }
   auto model = Model::load(openModelFile(so), *backend);
   const auto& c = model->config();
   so.cache_share = cache_share;
   so.cache_bytes = static_cast<uint64_t>(args.doubleOr("--cache-mb", 0) * 1e6);
   const int slots = sessionCacheSlots(so, *model);
   const int total = OffloadEngine::routedExperts(*model);
-  auto store = std::make_shared<const HostExpertStore>(*model);
-  const CpuExpertCost cost = measureCpuExpertCost(*backend, *store);
+  auto store = std::make_shared<const HostExpertStore>(*model, device ? device->hostAllocator() : nullptr);
+  const CpuExpertCost cost = device ? CpuExpertCost{} : measureCpuExpertCost(*backend, *store);
   std::vector<int32_t> prompt;
-  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((7 + 31 * i + i * i) % c.n_vocab);
-  LinkOptions link{link_gbps * 1e9, !args.flag("--virtual-link")};
+  if (auto text =
+          args.value("--prompt")) {  // real text routes like real use; the default is a fixed id pattern
+    const auto& tok = model->tokenizer();
+    prompt = tok.encode(*text, tok.addBosDefault(), false);
+    if (prompt.empty()) throw UsageError("--prompt encodes to no tokens");
+  } else {
+    for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((7 + 31 * i + i * i) % c.n_vocab);
+  }
+  LinkOptions link{device ? 0.0 : link_gbps * 1e9, !device && !args.flag("--virtual-link")};
   std::shared_ptr<LearnedPredictor> learned;
   if (auto file = args.value("--predictor"))  // throws when it was trained for another model's shape
     learned = std::make_shared<LearnedPredictor>(PredictorSet::load(*file), c.n_embd, c.n_expert);
   const BenchSetup setup{
-      *model, *backend, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"), learned};
+      *model,  *backend, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
+      learned, device};
+  const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
-  std::fprintf(
-      stderr,
-      "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy; compute: CPU "
-      "backend; link: simulated %.1f GB/s%s\n",
-      c.model_name.c_str(), slots, total, 100.0 * slots / total, prompt_tokens, decode_tokens, link_gbps,
-      link.paced ? " (paced)" : " (virtual clock)");
+  std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
+               c.model_name.c_str(), slots, total, 100.0 * slots / total, int(prompt.size()), decode_tokens);
+  if (device)
+    std::fprintf(stderr, "bench: compute %s; link: measured pinned host->device %.1f GB/s\n",
+                 backend->name().c_str(), link_bps / 1e9);
+  else
+    std::fprintf(stderr, "bench: compute CPU backend; link: simulated %.1f GB/s%s\n", link_gbps,
+                 link.paced ? " (paced)" : " (virtual clock)");
   if (so.demo || model->isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
 
-  runRow(makeRow("resident", OffloadPolicy::kResident), setup, nullptr);  // warm-up: page cache, allocator
+  // Warm-up (page cache, allocators, first kernel launches); its figures are dropped.
+  runRow(device ? rows.front() : makeRow("resident", OffloadPolicy::kResident), setup, nullptr);
   std::set<std::pair<int, int>> used;
   for (auto& r : rows) {
     std::fprintf(stderr, "bench: running %s\n", r.name.c_str());
@@ -198,10 +227,12 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.model_name = c.model_name;
   ctx.cache_slots = slots;
   ctx.total_experts = total;
-  ctx.prompt_tokens = prompt_tokens;
+  ctx.prompt_tokens = int(prompt.size());
   ctx.decode_tokens = decode_tokens;
   ctx.threads = so.threads;
-  ctx.link_bytes_per_second = link.bytes_per_second;
+  ctx.compute = backend->name();
+  ctx.link = device ? "measured" : "simulated";
+  ctx.link_bytes_per_second = link_bps;
   ctx.paced = link.paced;
   ctx.bound_bytes = uint64_t(used.size()) * store->expertBytes();
   ctx.cpu_expert_ms = cost.seconds_1 * 1e3;

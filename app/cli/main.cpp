@@ -23,10 +23,11 @@ commands:
       raw logits of every position, one line per position; optionally the
       hidden state after every layer, for diffing layer by layer
   bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
-        [--prompt-tokens N] [--decode-tokens N] [--link-gbps G] [--virtual-link]
+        [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
-      link, paced unless --virtual-link); --ablate adds proactive minus each switch;
+      link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
+      --ablate adds proactive minus each switch;
       --preset generates (once, in the cache folder) a full-size synthetic model;
       --predictor adds a proactive-learned row with a trained predictor (`train`)
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
@@ -41,7 +42,7 @@ commands:
       learned predictor vs skip-gate, token-based, previous-token, popularity on
       the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
 
-model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto (cuda: resident policy only, so far)
+model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto (cuda: no cpu-experts policy yet)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)

@@ -28,10 +28,6 @@ int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
 EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   backend_ = makeBackend(opts.backend, opts.threads);
   const bool on_cpu = backend_->name().rfind("cpu", 0) == 0;
-  if (!on_cpu && opts.policy != OffloadPolicy::kResident)
-    throw std::invalid_argument("the " + backend_->name() +
-                                " backend runs only the resident policy so far (every "
-                                "expert in VRAM); the offload policies run on the CPU backend");
   model_ = Model::load(openModelFile(opts), *backend_);
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);
   OffloadConfig oc;
@@ -45,9 +41,11 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   }
   const bool resident = opts.policy == OffloadPolicy::kResident;
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
+  // On a GPU an offload policy caches experts in device memory, copied from pinned host memory.
+  if (!on_cpu && !resident) oc.device = makeOffloadDevice(*backend_);
   engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);
   ExpertSource* source = &engine_->source();
-  if (!on_cpu) {
+  if (!on_cpu && resident) {
     device_experts_ = prepareExperts(*backend_, model_->hostExperts());
     device_source_ = std::make_unique<ResidentExpertSource>(device_experts_);
     source = device_source_.get();

@@ -26,8 +26,9 @@ struct SessionOptions {
   bool demo = false;
   int n_ctx = 2048;  // clamped to the model's trained context
   int threads = 0;   // 0: all hardware threads
-  // "cpu", "cuda" or "auto" (inference/backend_factory.h). On CUDA only the
-  // resident policy is wired so far: every expert is uploaded once.
+  // "cpu", "cuda" or "auto" (inference/backend_factory.h). On CUDA, resident
+  // uploads every expert once; the offload policies cache them in device memory
+  // (cpu-experts is refused there, and proactive runs without CPU fallback).
   std::string backend = "cpu";
 
   // Offloading (docs/offload.md). resident keeps every expert in place.

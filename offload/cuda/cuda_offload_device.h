@@ -1,0 +1,54 @@
+// OffloadDevice on CUDA: pinned host memory (cudaHostAlloc), the slot slab in
+// one cudaMalloc, CudaCopyEngine on its own stream, and a fence between the
+// backend's compute stream and that copy stream (offload/slot_fence.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/offload_device.h"
+
+namespace moe {
+
+// The fence: one event, re-recorded on the compute stream at every mark; each
+// copy's stream waits on its latest record (cudaStreamWaitEvent takes the
+// event's state at the time of the call, so later re-records do not affect a
+// wait already queued).
+class CudaSlotFence final : public SlotFence {
+ public:
+  CudaSlotFence(cudaStream_t compute, cudaStream_t copy);
+  ~CudaSlotFence() override;
+  CudaSlotFence(const CudaSlotFence&) = delete;
+  CudaSlotFence& operator=(const CudaSlotFence&) = delete;
+  void readsQueued() override;
+  void beforeOverwrite() override;
+  uint64_t marks() const;
+
+ private:
+  cudaStream_t compute_, copy_;
+  cudaEvent_t event_ = nullptr;
+  mutable std::mutex mutex_;
+  uint64_t marks_ = 0;
+};
+
+class CudaOffloadDevice final : public OffloadDevice {
+ public:
+  // compute: the stream the backend's kernels run on (CudaBackend::stream()).
+  explicit CudaOffloadDevice(cudaStream_t compute);
+  std::string name() const override { return "cuda"; }
+  std::shared_ptr<HostAllocator> hostAllocator() override;
+  std::unique_ptr<SlotMemory> slotMemory() override;
+  CopyEngine& copyEngine() override { return copier_; }
+  SlotFence& fence() override { return fence_; }
+  double linkBytesPerSecond() override;
+
+ private:
+  CudaCopyEngine copier_;
+  CudaSlotFence fence_;
+  std::once_flag measured_;
+  double link_bytes_per_second_ = 0;
+};
+
+}  // namespace moe
