@@ -21,8 +21,8 @@ class SlotFence {
   virtual ~SlotFence() = default;
   // Compute thread: reads queued so far must finish before any later overwrite.
   virtual void readsQueued() = 0;
-  // Worker thread, before a copy into a slot: the copy waits for the newest mark.
-  virtual void beforeOverwrite() = 0;
+  // Worker thread, before a copy into `slot`: the copy waits for the newest mark.
+  virtual void beforeOverwrite(int slot) = 0;
 };
 
 }  // namespace moe

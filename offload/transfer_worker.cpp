@@ -311,7 +311,7 @@ size_t TransferWorker::timedCopy(const ChunkTask& t) {
 size_t TransferWorker::copyTask(const ChunkTask& t) {
   uint8_t* dst = cache_.slotData(t.slot);
   const uint8_t* src = source_.expertData(t.layer, t.expert);
-  if (fence_) fence_->beforeOverwrite();
+  if (fence_) fence_->beforeOverwrite(t.slot);
   if (t.chunk < 0) {  // whole expert: one copy, no yielding
     copier_.copy(dst, src, source_.expertBytes());
     return source_.expertBytes();

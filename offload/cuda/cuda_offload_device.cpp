@@ -33,7 +33,7 @@ void CudaSlotFence::readsQueued() {
   ++marks_;
 }
 
-void CudaSlotFence::beforeOverwrite() {
+void CudaSlotFence::beforeOverwrite(int /*slot*/) {
   std::lock_guard lock(mutex_);
   if (marks_ == 0) return;  // nothing computed yet: no read to wait for
   checkCuda(cudaStreamWaitEvent(copy_, event_, 0), "cudaStreamWaitEvent (slot fence)");

@@ -23,7 +23,7 @@ class CudaSlotFence final : public SlotFence {
   CudaSlotFence(const CudaSlotFence&) = delete;
   CudaSlotFence& operator=(const CudaSlotFence&) = delete;
   void readsQueued() override;
-  void beforeOverwrite() override;
+  void beforeOverwrite(int slot) override;  // every slot waits for the same newest mark
   uint64_t marks() const;
 
  private:

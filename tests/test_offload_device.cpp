@@ -1,0 +1,226 @@
+// OffloadEngine's device seam (offload/offload_device.h) exercised on the CPU:
+// a host-memory device whose parts count what the engine asks of them and whose
+// fence logs every mark and overwrite. Checks that the engine takes the store's
+// memory, the cache slab, the copies and the link figure from the device; that
+// outputs stay bit-identical to the CPU path; and the fence's rule (offload/
+// slot_fence.h): every copy into a slot that was read before comes after a
+// "reads queued" mark that followed that read. On a GPU the same calls drive
+// CUDA events (tests/test_cuda_offload_engine.cpp).
+#include <QtTest>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "offload/offload_device.h"
+#include "offload/offload_engine.h"
+
+using namespace moe;
+
+namespace {
+
+const int32_t kPrompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61, 12, 5};
+const int32_t kDecode[] = {5, 77, 12, 300, 2, 31, 8, 90};
+
+// What happened, in order: a slot read by the compute side, a fence mark, a copy into a slot.
+struct Event {
+  enum Kind { kRead, kMark, kOverwrite } kind;
+  int slot = -1;
+};
+
+class EventLog {
+ public:
+  void add(Event e) {
+    std::lock_guard lock(mu_);
+    events_.push_back(e);
+  }
+  std::vector<Event> events() const {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+class RecordingFence final : public SlotFence {
+ public:
+  explicit RecordingFence(EventLog& log) : log_(log) {}
+  void readsQueued() override { log_.add({Event::kMark}); }
+  void beforeOverwrite(int slot) override { log_.add({Event::kOverwrite, slot}); }
+
+ private:
+  EventLog& log_;
+};
+
+class CountingAllocator final : public HostAllocator {
+ public:
+  uint8_t* allocate(size_t bytes) override {
+    bytes_ += bytes;
+    return static_cast<uint8_t*>(std::aligned_alloc(4096, (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096));
+  }
+  void deallocate(uint8_t* p, size_t) override { std::free(p); }
+  const char* name() const override { return "counting"; }
+  size_t bytes_ = 0;
+};
+
+class CountingSlotMemory final : public SlotMemory {
+ public:
+  explicit CountingSlotMemory(size_t* total) : total_(total) {}
+  uint8_t* allocate(size_t bytes) override {
+    *total_ += bytes;
+    return host_.allocate(bytes);
+  }
+  void deallocate(uint8_t* p, size_t bytes) override { host_.deallocate(p, bytes); }
+
+ private:
+  HostSlotMemory host_;
+  size_t* total_;
+};
+
+class HostTestDevice final : public OffloadDevice {
+ public:
+  std::string name() const override { return "host-test"; }
+  std::shared_ptr<HostAllocator> hostAllocator() override { return allocator; }
+  std::unique_ptr<SlotMemory> slotMemory() override {
+    return std::make_unique<CountingSlotMemory>(&slab_bytes);
+  }
+  CopyEngine& copyEngine() override { return copier; }
+  SlotFence& fence() override { return fence_; }
+  double linkBytesPerSecond() override { return 12.5e9; }
+
+  EventLog log;
+  std::shared_ptr<CountingAllocator> allocator = std::make_shared<CountingAllocator>();
+  size_t slab_bytes = 0;
+  HostCopyEngine copier;
+
+ private:
+  RecordingFence fence_{log};
+};
+
+// Logs the slot behind each expert the compute side reads (after waitFor: the
+// moment a GPU would queue the expert's kernels).
+class ReadLoggingSource final : public ExpertSource {
+ public:
+  ReadLoggingSource(ExpertSource& inner, const ExpertCache& cache, EventLog& log)
+      : inner_(inner), cache_(cache), log_(log) {}
+  void onLayerInput(int layer, std::span<const float> hidden, int n) override {
+    inner_.onLayerInput(layer, hidden, n);
+  }
+  std::vector<ExpertRef> acquire(int layer, std::span<const int> e) override {
+    return inner_.acquire(layer, e);
+  }
+  void waitFor(int layer, const ExpertRef& ref) override {
+    inner_.waitFor(layer, ref);
+    const auto* p = static_cast<const uint8_t*>(ref.weights.gate.data);
+    const uint8_t* slab = cache_.slotData(0);
+    const size_t span = cache_.slotBytes() * size_t(cache_.slotCount());
+    if (p >= slab && p < slab + span) log_.add({Event::kRead, int(size_t(p - slab) / cache_.slotBytes())});
+  }
+  void release(int layer) override { inner_.release(layer); }
+
+ private:
+  ExpertSource& inner_;
+  const ExpertCache& cache_;
+  EventLog& log_;
+};
+
+std::vector<float> run(EngineFixture& f, ExpertSource& source, OffloadEngine& engine) {
+  auto t = f.transformer(64, &source);
+  t->setRoutingObserver([&engine](const RoutingEvent& ev) { engine.observeRouting(ev); });
+  std::vector<float> all, step;
+  t->forward(kPrompt, step, true);
+  all = step;
+  for (int32_t next : kDecode) {
+    const int32_t one[] = {next % f.model->config().n_vocab};
+    t->forward(one, step);
+    all.insert(all.end(), step.begin(), step.end());
+  }
+  engine.waitIdle();
+  return all;
+}
+
+}  // namespace
+
+class OffloadDeviceTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void engineUsesTheDeviceAndFencesEveryOverwrite() {
+    auto spec = synth::tinySpec("qwen3moe");  // 16 experts, top-4
+    spec.n_layer = 6;
+    EngineFixture f(spec);
+    for (auto policy : {OffloadPolicy::kReactiveLru, OffloadPolicy::kStatic, OffloadPolicy::kProactive}) {
+      for (int n_slots : {3, 24}) {
+        const QString what = QString("%1, %2 slots").arg(policyName(policy)).arg(n_slots);
+        OffloadConfig plain;
+        plain.policy = policy;
+        plain.cache_slots = n_slots;
+        plain.switches.cpu_fallback = false;  // the device path has none: compare like with like
+        OffloadEngine cpu_engine(*f.model, *f.backend, plain);
+        const auto want = run(f, cpu_engine.source(), cpu_engine);
+
+        auto device = std::make_shared<HostTestDevice>();
+        OffloadConfig oc = plain;
+        oc.switches.cpu_fallback = true;  // ignored with a device
+        oc.device = device;
+        OffloadEngine engine(*f.model, *f.backend, oc);
+        ReadLoggingSource logged(engine.source(), *engine.cache(), device->log);
+        const auto got = run(f, logged, engine);
+        QVERIFY2(got == want, qPrintable(what));
+
+        QCOMPARE(device->allocator->bytes_, engine.store()->totalBytes());
+        QCOMPARE(device->slab_bytes, engine.cache()->slotBytes() * size_t(engine.cache()->slotCount()));
+        const auto snap = engine.snapshot();
+        QCOMPARE(device->copier.bytesCopied(), snap.bytes_h2d);
+        QCOMPARE(snap.link_bytes_per_second, 12.5e9);
+        QCOMPARE(snap.cpu_computed, uint64_t(0));
+
+        // The fence rule, and that it was put to the test.
+        std::map<int, size_t> last_read;  // slot -> index of its last read
+        size_t last_mark = 0;
+        bool marked = false;
+        int guarded_overwrites = 0;
+        const auto events = device->log.events();
+        for (size_t i = 0; i < events.size(); ++i) {
+          const Event& e = events[i];
+          if (e.kind == Event::kRead) last_read[e.slot] = i;
+          if (e.kind == Event::kMark) {
+            last_mark = i;
+            marked = true;
+          }
+          if (e.kind != Event::kOverwrite) continue;
+          auto r = last_read.find(e.slot);
+          if (r == last_read.end()) continue;  // never read: nothing to protect
+          QVERIFY2(marked && last_mark > r->second,
+                   qPrintable(what + QString(": slot %1 overwritten (event %2) after its read (event %3) "
+                                             "with no mark between")
+                                         .arg(e.slot)
+                                         .arg(i)
+                                         .arg(r->second)));
+          ++guarded_overwrites;
+        }
+        if (n_slots == 3) QVERIFY2(guarded_overwrites > 0, qPrintable(what + ": no slot was reused"));
+      }
+    }
+  }
+
+  void cpuExpertsNeedsTheCpuPath() {
+    EngineFixture f(synth::tinySpec("qwen3moe"));
+    OffloadConfig oc;
+    oc.policy = OffloadPolicy::kCpuExperts;
+    oc.cache_slots = 4;
+    oc.device = std::make_shared<HostTestDevice>();
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OffloadEngine(*f.model, *f.backend, oc));
+  }
+
+  void noDeviceForTheCpuBackend() {
+    auto cpu = makeCpuBackend(1);
+    QVERIFY(!makeOffloadDevice(*cpu));
+  }
+};
+
+QTEST_GUILESS_MAIN(OffloadDeviceTest)
+#include "test_offload_device.moc"
