@@ -5,10 +5,12 @@
 #include <QNetworkReply>
 #include <QNetworkRequest>
 #include <QRegularExpression>
+#include <QStorageInfo>
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include "app/core/model_registry.h"
 #include "app/qt/download_verify.h"
@@ -173,6 +175,18 @@ void DownloadManager::schedule() {
   }
 }
 
+QString DownloadManager::diskSpaceProblem(const QString& dest, qint64 bytes_to_come) const {
+  if (bytes_to_come <= 0) return {};
+  const QString dir = QFileInfo(dest).absolutePath();
+  const qint64 free = free_space_ ? free_space_(dir) : QStorageInfo(dir).bytesAvailable();
+  if (free < 0 || bytes_to_come + kDiskMarginBytes <= free) return {};  // < 0: unknown, not checked
+  auto gb = [](qint64 b) { return QString::number(double(b) / 1e9, 'f', 2) + " GB"; };
+  return QStringLiteral(
+             "not enough disk space in %1: %2 still to download (plus %3 spare), %4 free. "
+             "Free some space, then resume; what was downloaded is kept.")
+      .arg(dir, gb(bytes_to_come), gb(kDiskMarginBytes), gb(free));
+}
+
 void DownloadManager::startJob(Job& j) {
   const QString part_path = partPath(q(j.rec.dest_path));
   j.part = std::make_unique<QFile>(part_path);
@@ -188,6 +202,13 @@ void DownloadManager::startJob(Job& j) {
   }
   j.part->seek(offset);
   j.rec.bytes_done = offset;
+  if (j.rec.expected_size >= 0) {
+    if (QString why = diskSpaceProblem(q(j.rec.dest_path), j.rec.expected_size - offset); !why.isEmpty()) {
+      j.part.reset();
+      fail(j, why);
+      return;
+    }
+  }
   setState(j, kRunning);
   if (j.rec.expected_size >= 0 && offset == j.rec.expected_size && offset > 0) {
     verify(j);  // everything arrived before the last run ended
@@ -249,6 +270,12 @@ void DownloadManager::onHeaders(Job& j) {
   }
   // When the server's size differs from the expected one, the server's is what
   // will arrive; the size check after the download names both.
+  if (j.total >= 0) {
+    if (QString why = diskSpaceProblem(q(j.rec.dest_path), j.total - j.part->size()); !why.isEmpty()) {
+      j.disk_full = why;  // onReplyFinished fails the download (no retry)
+      j.reply->abort();
+    }
+  }
 }
 
 void DownloadManager::onData(Job& j) {
@@ -280,6 +307,14 @@ void DownloadManager::onReplyFinished(Job& j) {
   if (j.abort_for_user) {  // pause / cancel set the state; the .part keeps what was written
     j.reply = nullptr;
     reply->deleteLater();
+    return;
+  }
+  if (!j.disk_full.isEmpty()) {
+    j.reply = nullptr;
+    reply->deleteLater();
+    if (j.part) j.part->flush();
+    const QString why = std::exchange(j.disk_full, QString());
+    fail(j, why);
     return;
   }
   if (reply->isOpen()) onData(j);  // bytes that arrived with the end of the stream

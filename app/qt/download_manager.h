@@ -20,6 +20,7 @@
 #include <QTimer>
 #include <QUrl>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -82,6 +83,15 @@ class DownloadManager : public QObject {
   void cancel(qint64 id);  // stops it, deletes its .part and forgets it
 
   void setMaxActive(int n);  // downloads running at once (default 1)
+  // Free bytes on the volume holding a folder; by default QStorageInfo's
+  // bytesAvailable (what this user may write). Tests put a smaller disk behind it.
+  using FreeSpaceProbe = std::function<qint64(const QString& dir)>;
+  void setFreeSpaceProbe(FreeSpaceProbe probe) { free_space_ = std::move(probe); }
+  // The check a download makes before it writes (and again when the server names
+  // the size): the bytes still to come, plus a margin, must fit. Empty when they
+  // do; else the reason.
+  QString diskSpaceProblem(const QString& dest, qint64 bytes_to_come) const;
+  static constexpr qint64 kDiskMarginBytes = 256 * 1024 * 1024;
   QList<DownloadStatus> downloads() const;
   DownloadStatus status(qint64 id) const;  // id 0 when unknown
 
@@ -107,6 +117,7 @@ class DownloadManager : public QObject {
     bool abort_for_stall = false;
     bool abort_for_user = false;
     bool restart_from_zero = false;
+    QString disk_full;         // set when the server's size does not fit: the reply is aborted, then failed
     QElapsedTimer since_byte;  // time since the last byte
     QElapsedTimer since_persist;
     QElapsedTimer run_clock;  // time base of the speed samples
@@ -138,6 +149,7 @@ class DownloadManager : public QObject {
   ModelRegistry* registry_;
   DownloadTimings t_;
   QNetworkAccessManager nam_;
+  FreeSpaceProbe free_space_;
   QTimer ticker_;
   int max_active_ = 1;
   std::map<qint64, std::unique_ptr<Job>> jobs_;  // by id; queue order = id order
