@@ -104,6 +104,13 @@ class TestPredictorTraining : public QObject {
     QVERIFY(r.overall.tokens > 0);
     QVERIFY(r.overall.acc.skip_gate >= 0);  // measured: the model is at hand
     QVERIFY(r.overall.acc.learned > r.overall.acc.random);
+    // overall is the token-weighted mean of the layers, for every column
+    for (auto col : {&EvalScores::learned, &EvalScores::skip_gate, &EvalScores::token_based,
+                     &EvalScores::previous_token, &EvalScores::popularity, &EvalScores::random}) {
+      double sum = 0;
+      for (const auto& l : r.layers) sum += l.acc.*col * double(l.tokens);
+      QVERIFY(std::abs(sum / double(r.overall.tokens) - r.overall.acc.*col) < 1e-12);
+    }
   }
 
   void aTraceOfAnotherModelIsRefused() {
