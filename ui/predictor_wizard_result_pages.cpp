@@ -81,7 +81,7 @@ TrainPage::TrainPage(PredictorWizard& wizard) : wizard_(wizard) {
             wizard_.trained = std::move(set);
             wizard_.report = report;
             status_->setText(QString("Trained %1 layer predictors on %2 tokens and evaluated them on %3 test "
-                                     "prompts that training never saw.")
+                                     "prompt(s) that training never saw.")
                                  .arg(wizard_.trained->layers.size())
                                  .arg(wizard_.trained->token_count)
                                  .arg(report.test_prompts));
