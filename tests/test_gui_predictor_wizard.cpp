@@ -3,11 +3,17 @@
 // evaluated against the baselines and saved into a real SQLite database, after
 // which the model page shows the stored accuracy; tracing cancelled, resumed
 // with the button and by going back and forth; your conversations as the prompt
-// source; traces recorded while chatting skip the trace step.
+// source; traces recorded while chatting skip the trace step; and from the
+// main window (the app's real wiring): File > Train a predictor, after which
+// the model menu shows the predictor and the loaded model uses it at once.
+#include <QAction>
+#include <QComboBox>
+#include <QDir>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -17,10 +23,13 @@
 #include "app/core/app_database.h"
 #include "app/core/conversation_prompts.h"
 #include "app/core/conversation_store.h"
+#include "app/core/local_chat_engine.h"
 #include "app/core/model_predictor.h"
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
 #include "app/core/predictor_training.h"
+#include "app/gui/app_wiring.h"
+#include "gui_fixture.h"
 #include "ui/predictor_wizard.h"
 #include "ui/training_chart.h"
 
@@ -319,6 +328,44 @@ class TestGuiPredictorWizard : public QObject {
     QCOMPARE(w.tracePath, recorded);
     QTRY_VERIFY_WITH_TIMEOUT(w.button(QWizard::NextButton)->isEnabled(), kTimeout);
     QCOMPARE(w.trained->trained_on, std::string("traces recorded while chatting"));
+  }
+
+  void fromTheMainWindowTheNewPredictorIsUsedAtOnce() {
+    test::GuiApp app(std::make_unique<LocalChatEngine>());
+    app.settings->setCachePolicy("proactive");
+    app.settings->setDataFolder(app.dir.path());
+    ModelRegistry registry(*app.db);
+    AppWiring wiring(*app.window, *app.settings, registry, *app.db);
+    auto* combo = app.window->findChild<QComboBox*>("modelCombo");
+    QCOMPARE(combo->itemText(0), QString("Demo model (random weights)"));  // no predictor yet
+    QVERIFY(app.loadDemo());
+    QCOMPARE(QString::fromStdString(app.chat->model()->predictor), QString("skip-gate"));
+
+    auto* action = app.window->findChild<QAction*>("trainPredictorAction");
+    QVERIFY(action && action->isEnabled());
+    action->trigger();
+    PredictorWizard* w = nullptr;
+    QTRY_VERIFY((w = app.window->findChild<PredictorWizard*>()) && w->isVisible());
+    w->trainOptions.max_epochs = 8;
+    pickDemo(*w);
+    setSpin(child<QSpinBox>(*w, "promptCount"), 12);
+    clickNext(*w);
+    QTRY_VERIFY_WITH_TIMEOUT(w->button(QWizard::NextButton)->isEnabled(), kTimeout);  // traced
+    clickNext(*w);
+    QTRY_VERIFY_WITH_TIMEOUT(w->button(QWizard::NextButton)->isEnabled(), kTimeout);  // trained
+    clickNext(*w);
+    click(w->button(QWizard::CommitButton));
+    QVERIFY(QDir(app.dir.filePath("traces")).entryList({"*.moetrace"}).size() == 1);  // under the data folder
+    click(w->button(QWizard::FinishButton));
+
+    // The loaded model is reloaded with its new predictor, and the menu says so.
+    QTRY_VERIFY_WITH_TIMEOUT(app.chat->modelReady() && app.chat->model()->predictor == "learned", kTimeout);
+    const auto info = storedPredictorInfo(*app.db, demoModelSha256());
+    QVERIFY(info);
+    QTRY_COMPARE(combo->itemText(0),
+                 QString("Demo model (random weights) · ") + QString::fromStdString(predictorNote(info)));
+    QVERIFY(combo->itemText(0).contains(QRegularExpression("predictor \\d+%")));
+    QVERIFY(combo->itemData(0, Qt::ToolTipRole).toString().contains("proactive"));
   }
 };
 

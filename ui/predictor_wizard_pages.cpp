@@ -334,7 +334,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
                          .arg(p.prompts_done)
                          .arg(p.prompts_total)
                          .arg(p.tokens_done)
-                         .arg(p.seconds, 0, 'f', 1));
+                         .arg(p.seconds, 0, 'f', p.seconds < 10 ? 2 : 1));
     if (cancel_->isEnabled())
       eta_->setText(p.eta_seconds < 0 ? QString("Time left: known after the first prompt")
                                       : QString("Time left: %1").arg(secondsText(p.eta_seconds)));
@@ -365,7 +365,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
                       .arg(on_disk)
                       .arg(r.prompts_skipped)
                       .arg(r.tokens)
-                      .arg(r.seconds, 0, 'f', 1));
+                      .arg(r.seconds, 0, 'f', r.seconds < 10 ? 2 : 1));
     done_ = true;
     emit completeChanged();
   });
