@@ -129,7 +129,9 @@ class TestGuiPredictorWizard : public QObject {
     QVERIFY(w.trained);
     const int layers = int(w.trained->layers.size());
     QVERIFY(layers >= 1);
-    const auto& curves = child<TrainingChart>(w, "trainingChart")->curves();
+    auto* chart = child<TrainingChart>(w, "trainingChart");
+    QVERIFY(!chart->grab().isNull());  // paints with every curve
+    const auto& curves = chart->curves();
     QCOMPARE(int(curves.size()), layers);  // one curve per layer, with every reported epoch
     for (const auto& [layer, c] : curves) {
       QVERIFY(!c.points.empty());
