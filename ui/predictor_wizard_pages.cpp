@@ -53,7 +53,10 @@ PredictorModelPage::PredictorModelPage(PredictorWizard& wizard) : wizard_(wizard
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(table_);
   layout->addWidget(
-      wrapped("Training a model again replaces its stored predictor once you save.", "modelNote", this));
+      wrapped("Accuracy: the stored predictor's mean validation Accuracy, the share of the experts "
+              "really used that it named. Training a model again replaces its stored predictor once "
+              "you save.",
+              "modelNote", this));
   connect(table_, &QTableWidget::itemSelectionChanged, this, &QWizardPage::completeChanged);
 }
 
@@ -72,6 +75,8 @@ void PredictorModelPage::initializePage() {
     table_->setItem(row, 2, new QTableWidgetItem(percentText(m.accuracy)));
     if (m.path == chosen) table_->selectRow(row);
   }
+  table_->resizeColumnToContents(1);
+  table_->resizeColumnToContents(2);
 }
 
 bool PredictorModelPage::isComplete() const { return !table_->selectedItems().isEmpty(); }

@@ -165,11 +165,7 @@ void TrainPage::cleanupPage() {
 
 EvaluationPage::EvaluationPage(PredictorWizard& wizard) : wizard_(wizard) {
   setTitle("Evaluation");
-  setSubTitle(
-      "Accuracy on the test prompts: the share of the experts the model really used that each "
-      "predictor named (as many as the model uses per token). Baselines: skip-gate (the later layer's "
-      "router applied early, what the proactive policy uses without a predictor), token-based, the "
-      "previous token's experts (what LRU relies on), the most popular experts, random.");
+  setSubTitle("Accuracy on the test prompts, which training never saw.");
   setCommitPage(true);
   setButtonText(QWizard::CommitButton, "Save");
   table_ = new QTableWidget(0, 8, this);
@@ -180,9 +176,19 @@ EvaluationPage::EvaluationPage(PredictorWizard& wizard) : wizard_(wizard) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   verdict_ = wrapped("verdictLabel", this);
+  auto* legend = wrapped("evalLegend", this);
+  legend->setText(
+      "Accuracy: the share of the experts the model really used that a predictor named (as many as the model "
+      "uses per token). Baselines: skip-gate (the later layer's router applied early: what the proactive "
+      "policy "
+      "uses without a learned predictor), token-based (the experts most used for this token in training), "
+      "previous-token (the previous token's experts: what LRU relies on), popularity (the most used "
+      "experts), "
+      "random. Red: a baseline at least as good as the learned predictor.");
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(table_);
+  layout->addWidget(table_, 1);
   layout->addWidget(verdict_);
+  layout->addWidget(legend);
 }
 
 void EvaluationPage::initializePage() {
@@ -214,15 +220,19 @@ void EvaluationPage::initializePage() {
   const auto missed = r.notBeaten();
   QStringList names;
   for (const auto& n : missed) names << QString::fromStdString(n);
+  const QString sample = QString("Measured on %1 test prompt(s), %2 tokens per layer on average. ")
+                             .arg(r.test_prompts)
+                             .arg(r.layers.empty() ? 0 : r.overall.tokens / qint64(r.layers.size()));
   if (missed.empty())
-    verdict_->setText(
-        QString("Overall the learned predictor (%1) beats every baseline. Save it to use it under "
-                "the proactive policy.")
-            .arg(percentText(r.overall.acc.learned)));
+    verdict_->setText(sample +
+                      QString("Overall the learned predictor (%1) beats every baseline. Save it to use "
+                              "it under the proactive policy.")
+                          .arg(percentText(r.overall.acc.learned)));
   else
-    verdict_->setText(QString("<b>Overall the learned predictor (%1) does not beat: %2.</b> It can still be "
-                              "saved, but under the proactive policy it replaces skip-gate; consider more or "
-                              "other prompts, or keeping skip-gate.")
+    verdict_->setText(sample +
+                      QString("<b>Overall the learned predictor (%1) does not beat: %2.</b> It can still "
+                              "be saved, but under the proactive policy it replaces skip-gate; consider "
+                              "more or other prompts, or keeping skip-gate.")
                           .arg(percentText(r.overall.acc.learned), names.join(", ")));
 }
 
