@@ -10,6 +10,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
@@ -300,6 +301,60 @@ class TestGuiPredictorWizard : public QObject {
     auto* conversations = child<QRadioButton>(w, "conversationsRadio");
     QVERIFY(!conversations->isEnabled());
     QVERIFY(conversations->toolTip().contains("at least 3"));
+  }
+
+  void aPromptFileIsReadOrItsErrorShown() {
+    Env e(dir_.path(), "file");
+    const QString good = dir_.filePath("mine.txt");
+    {
+      QFile f(good);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("one\n\ntwo\nthree\\nlines\nfour\nfive\n");
+    }
+    PredictorWizard& w = e.wizard;
+    pickDemo(w);
+    auto* edit = child<QLineEdit>(w, "promptFileEdit");
+    QTest::keyClicks(edit, dir_.filePath("missing.txt"));  // typing there chooses the file
+    QVERIFY(child<QRadioButton>(w, "fileRadio")->isChecked());
+    QVERIFY(child<QLabel>(w, "errorLabel")->text().contains("cannot read"));
+    QVERIFY(!w.button(QWizard::NextButton)->isEnabled());
+    edit->selectAll();
+    QTest::keyClicks(edit, good);
+    QVERIFY(child<QLabel>(w, "errorLabel")->text().isEmpty());
+    QCOMPARE(child<QSpinBox>(w, "promptCount")->maximum(), 5);
+    QVERIFY(w.button(QWizard::NextButton)->isEnabled());
+    clickNext(w);
+    QCOMPARE(w.prompts, (std::vector<std::string>{"one", "two", "three\nlines", "four", "five"}));
+    QTRY_VERIFY_WITH_TIMEOUT(w.button(QWizard::NextButton)->isEnabled(), kTimeout);  // traced
+  }
+
+  void aModelThatCannotBeOpenedSaysWhy() {
+    Env e(dir_.path(), "broken");
+    const QString path = dir_.filePath("broken.gguf");
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("not a gguf file at all");
+    }
+    ModelRecord rec;
+    rec.path = path.toStdString();
+    rec.name = "Broken";
+    e.registry.upsert(rec);
+    PredictorWizard& w = e.wizard;
+    w.restart();
+    auto* table = child<QTableWidget>(w, "modelTable");
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(table->item(1, 0)->text(), QString("Broken"));
+    QCOMPARE(table->item(1, 1)->text(), QString("none"));
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {},
+                      table->visualItemRect(table->item(1, 0)).center());
+    clickNext(w);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        child<QLabel>(w, "errorLabel")->text().startsWith("The model could not be opened"), kTimeout);
+    QVERIFY(!w.button(QWizard::NextButton)->isEnabled());
+    click(w.button(QWizard::BackButton));  // still usable: the demo works
+    pickDemo(w);
+    QVERIFY(w.button(QWizard::NextButton)->isEnabled());
   }
 
   void recordedTracesSkipTracing() {
