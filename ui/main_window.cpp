@@ -40,6 +40,7 @@ namespace moe {
 namespace {
 
 constexpr int kUndoMs = 10'000;
+constexpr int kNameRole = Qt::UserRole + 1;  // the model combo: the name without its note
 const char* kDemoBanner =
     "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not "
     "language. ";
@@ -237,7 +238,7 @@ QWidget* MainWindow::buildChatPane() {
   model_combo_->setMinimumWidth(220);
   model_combo_->setToolTip("The model replies come from");
   connect(model_combo_, &QComboBox::activated, this, [this](int i) {
-    loadModel({model_combo_->itemText(i), model_combo_->itemData(i).toString()});
+    loadModel({model_combo_->itemData(i, kNameRole).toString(), model_combo_->itemData(i).toString()});
   });
   auto* chat_settings = new QToolButton(pane);
   chat_settings->setObjectName("chatSettingsButton");
@@ -305,6 +306,11 @@ void MainWindow::buildActions() {
     if (chat_.model()) loadModel({q(chat_.model()->name), q(chat_.model()->path)});  // use it now
   });
   import_predictor_action_->setEnabled(false);
+  train_predictor_action_ = file->addAction("Train a predictor…", this, [this] {
+    if (launch_predictor_wizard_) launch_predictor_wizard_();
+  });
+  train_predictor_action_->setObjectName("trainPredictorAction");
+  train_predictor_action_->setEnabled(false);
   file->addAction("Export chat as Markdown…", this, [this] {
     exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
   });
@@ -349,6 +355,11 @@ void MainWindow::setModelWizardLauncher(std::function<void()> launch) {
   updateBanner();
 }
 
+void MainWindow::setPredictorWizardLauncher(std::function<void()> launch) {
+  launch_predictor_wizard_ = std::move(launch);
+  train_predictor_action_->setEnabled(static_cast<bool>(launch_predictor_wizard_));
+}
+
 void MainWindow::setModelListSource(std::function<std::vector<ModelChoice>()> source) {
   model_source_ = std::move(source);
   refreshModelList();
@@ -368,9 +379,25 @@ void MainWindow::refreshModelList() {
   const QSignalBlocker block(model_combo_);
   const QString current = chat_.model() ? q(chat_.model()->path) : settings_.lastModelPath();
   model_combo_->clear();
-  model_combo_->addItem("Demo model (random weights)", QString());
-  if (model_source_)
-    for (const auto& m : model_source_()) model_combo_->addItem(m.name, m.path);
+  auto add = [this](const ModelChoice& m) {
+    // The note shows in the menu; the name alone is what a load reports.
+    model_combo_->addItem(m.predictor_note.isEmpty() ? m.name : m.name + " · " + m.predictor_note, m.path);
+    const int i = model_combo_->count() - 1;
+    model_combo_->setItemData(i, m.name, kNameRole);
+    model_combo_->setItemData(
+        i,
+        m.predictor_note.isEmpty()
+            ? QString("No trained predictor (File > Train a predictor)")
+            : QString("Has a trained predictor (%1), used under the proactive policy").arg(m.predictor_note),
+        Qt::ToolTipRole);
+  };
+  std::vector<ModelChoice> models = model_source_ ? model_source_() : std::vector<ModelChoice>{};
+  ModelChoice demo{"Demo model (random weights)", QString(), QString()};
+  for (const auto& m : models)
+    if (m.path.isEmpty()) demo.predictor_note = m.predictor_note;
+  add(demo);
+  for (const auto& m : models)
+    if (!m.path.isEmpty()) add(m);
   const int i = model_combo_->findData(current);
   model_combo_->setCurrentIndex(i < 0 ? 0 : i);
 }

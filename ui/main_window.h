@@ -32,7 +32,8 @@ class PerfStrip;
 
 struct ModelChoice {
   QString name;
-  QString path;  // empty: the demo model
+  QString path;            // empty: the demo model
+  QString predictor_note;  // e.g. "predictor 71%": its stored predictor; empty without one
 };
 
 class MainWindow : public QMainWindow {
@@ -45,6 +46,10 @@ class MainWindow : public QMainWindow {
 
   // Optional collaborators the app wires in (tests may leave them unset).
   void setModelWizardLauncher(std::function<void()> launch);
+  // Enables File > Train a predictor.
+  void setPredictorWizardLauncher(std::function<void()> launch);
+  // The installed models for the model menu. An entry with an empty path gives
+  // the demo model's predictor note (the demo entry is always there).
   void setModelListSource(std::function<std::vector<ModelChoice>()> source);
   // Imports a predictor set file (moechat-cli train -o) into the database;
   // returns what to tell the user. Enables File > Import a predictor.
@@ -90,6 +95,8 @@ class MainWindow : public QMainWindow {
   ChatController& chat_;
   EngineHost& engine_;
   std::function<void()> launch_wizard_;
+  std::function<void()> launch_predictor_wizard_;
+  QAction* train_predictor_action_ = nullptr;
   std::function<std::vector<ModelChoice>()> model_source_;
   std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> predictor_source_;
   std::function<QString(const QString&)> import_predictor_;

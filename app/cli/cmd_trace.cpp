@@ -6,15 +6,11 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/predictor_cli.h"
-#include "models/synthetic_model.h"
-#include "offload/trainer/sha256.h"
+#include "app/core/predictor_training.h"
 
 namespace moe::cli {
 
-std::string modelSha256(const SessionOptions& opts) {
-  if (opts.demo) return sha256Hex(synth::demoModelBytes());
-  return sha256OfFile(opts.model_path);
-}
+std::string modelSha256(const SessionOptions& opts) { return sessionModelSha256(opts); }
 
 TraceRunResult traceToFile(EngineSession& session, const SessionOptions& opts,
                            const std::vector<std::string>& prompts, const std::string& out,

@@ -1,5 +1,7 @@
 #include "app/core/model_predictor.h"
 
+#include <cmath>
+
 #include "app/core/predictor_store.h"
 #include "models/synthetic_model.h"
 #include "offload/trainer/sha256.h"
@@ -21,6 +23,20 @@ std::shared_ptr<const PredictorSet> storedPredictorFor(AppDatabase& db, ModelReg
   if (sha.empty()) return nullptr;
   auto set = PredictorStore(db).load(sha, distance);
   return set ? std::make_shared<const PredictorSet>(std::move(*set)) : nullptr;
+}
+
+std::optional<PredictorSetInfo> storedPredictorInfo(AppDatabase& db, const std::string& model_sha256,
+                                                    int distance) {
+  if (model_sha256.empty()) return std::nullopt;
+  for (const auto& info : PredictorStore(db).list(model_sha256))
+    if (info.distance == distance) return info;
+  return std::nullopt;
+}
+
+std::string predictorNote(const std::optional<PredictorSetInfo>& info) {
+  if (!info) return {};
+  if (info->mean_accuracy < 0) return "predictor";
+  return "predictor " + std::to_string(int(std::lround(info->mean_accuracy * 100))) + "%";
 }
 
 }  // namespace moe

@@ -8,6 +8,7 @@
 
 #include "app/core/app_database.h"
 #include "app/core/model_registry.h"
+#include "app/core/predictor_store.h"
 #include "offload/trainer/mlp_predictor.h"
 
 namespace moe {
@@ -19,5 +20,14 @@ const std::string& demoModelSha256();
 // has no predictor (hashing a multi-GB file on open would stall the load).
 std::shared_ptr<const PredictorSet> storedPredictorFor(AppDatabase& db, ModelRegistry& registry,
                                                        const std::string& model_path, int distance = 2);
+
+// The summary of the set stored for a model (by its SHA-256) at this
+// distance, or none (also for an empty hash).
+std::optional<PredictorSetInfo> storedPredictorInfo(AppDatabase& db, const std::string& model_sha256,
+                                                    int distance = 2);
+
+// What a model list shows for it: "predictor 88%" (mean validation Accuracy),
+// "predictor" when its accuracy is unknown, "" without one.
+std::string predictorNote(const std::optional<PredictorSetInfo>& info);
 
 }  // namespace moe

@@ -1,6 +1,8 @@
 #include "app/gui/app_wiring.h"
 
+#include <QDir>
 #include <QFileInfo>
+#include <optional>
 
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
@@ -20,11 +22,16 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
     for (const auto& m : registry_.list()) {
       const QString path = QString::fromStdString(m.path);
       if (!QFileInfo::exists(path)) continue;  // moved or deleted since it was registered
-      out.push_back({m.name.empty() ? QFileInfo(path).fileName() : QString::fromStdString(m.name), path});
+      out.push_back({m.name.empty() ? QFileInfo(path).fileName() : QString::fromStdString(m.name), path,
+                     QString::fromStdString(predictorNote(storedPredictorInfo(db_, m.sha256)))});
     }
+    // The demo model's note (MainWindow always lists the demo itself).
+    out.push_back({QString(), QString(),
+                   QString::fromStdString(predictorNote(storedPredictorInfo(db_, demoModelSha256())))});
     return out;
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
+  window_.setPredictorWizardLauncher([this] { openPredictorWizard(); });
   window_.setPredictorSource([this](const ModelChoice& choice) {
     return storedPredictorFor(db_, registry_, choice.path.toStdString());
   });
@@ -62,6 +69,34 @@ void AppWiring::openWizard() {
   wizard->exec();
   window_.refreshModelList();
   if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
+}
+
+std::unique_ptr<PredictorWizard> AppWiring::makePredictorWizard(QWidget* parent) {
+  auto wizard = std::make_unique<PredictorWizard>(db_, registry_,
+                                                  QDir(settings_.dataFolder()).filePath("traces"), parent);
+  if (recorded_traces_) wizard->setRecordedTraceSource(recorded_traces_);
+  return wizard;
+}
+
+void AppWiring::setRecordedTraceSource(std::function<QString(const QString&)> source) {
+  recorded_traces_ = std::move(source);
+}
+
+void AppWiring::openPredictorWizard() {
+  // Window-modal and asynchronous: training runs while the main window's event loop does.
+  auto* wizard = makePredictorWizard(&window_).release();
+  auto saved_for =
+      std::make_shared<std::optional<QString>>();  // the model a set was saved for ("": the demo)
+  QObject::connect(wizard, &PredictorWizard::predictorSaved, &window_,
+                   [saved_for](const QString& path, const QString&) { *saved_for = path; });
+  QObject::connect(wizard, &QDialog::finished, &window_, [this, wizard, saved_for] {
+    wizard->deleteLater();
+    window_.refreshModelList();
+    const auto& loaded = window_.chat().model();
+    if (*saved_for && loaded && QString::fromStdString(loaded->path) == **saved_for)
+      window_.loadModel({QString::fromStdString(loaded->name), **saved_for});
+  });
+  wizard->open();
 }
 
 }  // namespace moe

@@ -1,8 +1,10 @@
 // Connects the main window to the app's stores: the installed models for the
-// model menu, and the model wizard (catalog, downloads, registry) for adding
-// one. Downloads left unfinished by the last run resume when this is built.
+// model menu (with their predictor notes), the model wizard (catalog,
+// downloads, registry) for adding one, and the predictor wizard for training a
+// predictor. Downloads left unfinished by the last run resume when this is built.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "app/core/app_database.h"
@@ -13,6 +15,7 @@
 #include "app/qt/model_catalog.h"
 #include "ui/main_window.h"
 #include "ui/model_wizard.h"
+#include "ui/predictor_wizard.h"
 
 namespace moe {
 
@@ -25,9 +28,17 @@ class AppWiring {
 
   // The wizard at the current VRAM budget and models folder, not yet shown.
   std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);
+  // The predictor wizard (traces under the data folder's "traces"), not yet shown.
+  std::unique_ptr<PredictorWizard> makePredictorWizard(QWidget* parent);
+  // Where the predictor wizard finds traces recorded while chatting (see
+  // PredictorWizard::setRecordedTraceSource); unset: none.
+  void setRecordedTraceSource(std::function<QString(const QString& model_sha256)> source);
 
  private:
   void openWizard();
+  // After a save, the loaded model is reloaded when it is the one trained for,
+  // so its new predictor is used.
+  void openPredictorWizard();
 
   MainWindow& window_;
   AppSettings& settings_;
@@ -36,6 +47,7 @@ class AppWiring {
   DownloadStore download_store_;
   std::unique_ptr<DownloadManager> downloads_;
   ModelCatalog catalog_;
+  std::function<QString(const QString&)> recorded_traces_;
 };
 
 }  // namespace moe

@@ -88,7 +88,7 @@ EvalReport evaluatePredictorSet(const TraceReader& trace, const PredictorSet& se
   r.test_prompts = int(set.test_prompts.size());
   const int K = h.k;
   EvalScores total;
-  if (!skip_gate) total.skip_gate = 0;
+  total.skip_gate = 0;  // a sum (EvalScores starts it at -1, "not measured")
   int64_t total_tokens = 0;
   for (const auto& mlp : set.layers) {
     const int L = mlp.layer, T = mlp.target_layer;
