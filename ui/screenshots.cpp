@@ -1,5 +1,6 @@
 #include "ui/screenshots.h"
 
+#include <QAbstractButton>
 #include <QApplication>
 #include <QDeadlineTimer>
 #include <QDialog>
@@ -11,6 +12,7 @@
 #include "app/qt/chat_controller.h"
 #include "ui/composer.h"
 #include "ui/main_window.h"
+#include "ui/predictor_wizard.h"
 #include "ui/theme.h"
 
 namespace moe {
@@ -33,10 +35,39 @@ bool save(QWidget& w, const QString& path) {
   return ok;
 }
 
+// The predictor wizard on the demo model: the default prompts traced and
+// trained for real, then the training and evaluation pages rendered.
+bool renderPredictorWizard(PredictorWizard& w, const QString& dir) {
+  w.resize(900, 680);
+  w.show();
+  auto next_ready = [&] { return w.button(QWizard::NextButton)->isEnabled(); };
+  auto step = [&](int want) {
+    if (!pumpUntil(next_ready, 300'000)) return false;
+    w.next();
+    return w.currentId() == want;
+  };
+  bool ok = step(PredictorWizard::SourceStep) && pumpUntil([&] { return w.modelReady(); }, 120'000) &&
+            step(PredictorWizard::TraceStep) && step(PredictorWizard::TrainStep) &&
+            pumpUntil(next_ready, 600'000);
+  if (!ok) {
+    std::fprintf(stderr, "screenshots: the predictor wizard did not get through training\n");
+    return false;
+  }
+  pumpUntil([] { return false; }, 300);
+  ok &= save(w, QDir(dir).filePath("predictor-training.png"));
+  w.next();
+  pumpUntil([] { return false; }, 300);
+  ok &= w.currentId() == PredictorWizard::EvaluationStep &&
+        save(w, QDir(dir).filePath("predictor-evaluation.png"));
+  w.reject();  // nothing is saved
+  return ok;
+}
+
 }  // namespace
 
 int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
-                      const std::function<std::unique_ptr<QWidget>()>& make_wizard) {
+                      const std::function<std::unique_ptr<QWidget>()>& make_wizard,
+                      const std::function<std::unique_ptr<PredictorWizard>()>& make_predictor_wizard) {
   QDir().mkpath(dir);
   auto& chat = window.chat();
   window.resize(1280, 800);
@@ -75,6 +106,10 @@ int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& 
     pumpUntil([] { return false; }, 300);
     ok &= save(*wizard, QDir(dir).filePath("model-wizard.png"));
     wizard->close();
+  }
+  if (make_predictor_wizard) {
+    auto wizard = make_predictor_wizard();
+    ok &= renderPredictorWizard(*wizard, dir);
   }
   return ok ? 0 : 1;
 }

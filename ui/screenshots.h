@@ -1,7 +1,7 @@
 // Renders the app's main views to PNG files (used by `moechat --screenshot DIR`
 // and committed under docs/screenshots/): the main window in the middle of a
-// demo chat, in the light and dark themes, the settings dialog and the model
-// wizard.
+// demo chat, in the light and dark themes, the settings dialog, the model
+// wizard and the predictor wizard (training and evaluation on the demo model).
 #pragma once
 
 #include <QString>
@@ -13,10 +13,15 @@ namespace moe {
 
 class AppSettings;
 class MainWindow;
+class PredictorWizard;
 
 // Returns the process exit code: 0 when every picture was written. make_wizard
 // (optional) builds the model wizard, whose first page is rendered too.
-int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
-                      const std::function<std::unique_ptr<QWidget>()>& make_wizard = nullptr);
+// make_predictor_wizard (optional) builds the predictor wizard, driven here
+// through a real run on the demo model (nothing is saved).
+int renderScreenshots(
+    MainWindow& window, AppSettings& settings, const QString& dir,
+    const std::function<std::unique_ptr<QWidget>()>& make_wizard = nullptr,
+    const std::function<std::unique_ptr<PredictorWizard>()>& make_predictor_wizard = nullptr);
 
 }  // namespace moe

@@ -39,11 +39,15 @@ void TrainingChart::clear() {
   update();
 }
 
+namespace {
+constexpr double kAxisLabelWidth = 52;  // "0.0727" in the default font, with room to spare
+}  // namespace
+
 void TrainingChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
   const int legend_w = 90;
-  const QRectF plot = QRectF(rect()).adjusted(44, 8, -legend_w, -22);
+  const QRectF plot = QRectF(rect()).adjusted(kAxisLabelWidth + 6, 8, -legend_w, -22);
   const double gap = 26;
   const double h = (plot.height() - gap) / 2;
   drawPanel(p, QRectF(plot.left(), plot.top(), plot.width(), h), "validation loss", false);
@@ -83,8 +87,9 @@ void TrainingChart::drawPanel(QPainter& p, const QRectF& area, const QString& ti
   const auto label = [&](double v) {
     return accuracy ? QString("%1%").arg(v * 100, 0, 'f', 0) : QString::number(v, 'g', 3);
   };
-  p.drawText(QRectF(area.left() - 44, area.top() - 6, 40, 14), Qt::AlignRight, label(hi));
-  p.drawText(QRectF(area.left() - 44, area.bottom() - 8, 40, 14), Qt::AlignRight, label(lo));
+  const double w = kAxisLabelWidth;
+  p.drawText(QRectF(area.left() - w - 4, area.top() - 6, w, 14), Qt::AlignRight, label(hi));
+  p.drawText(QRectF(area.left() - w - 4, area.bottom() - 8, w, 14), Qt::AlignRight, label(lo));
   p.drawText(area.adjusted(6, 2, 0, 0), Qt::AlignTop | Qt::AlignLeft, title);
   const double span_x = std::max(1, max_epochs_ - 1);
   int i = 0;

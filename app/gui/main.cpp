@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
 
   window.loadInitialModel();
   if (cli.isSet(screenshot))
-    return moe::renderScreenshots(window, settings, cli.value(screenshot),
-                                  [&] { return std::unique_ptr<QWidget>(wiring.makeWizard(&window)); });
+    return moe::renderScreenshots(
+        window, settings, cli.value(screenshot),
+        [&] { return std::unique_ptr<QWidget>(wiring.makeWizard(&window)); },
+        [&] { return wiring.makePredictorWizard(&window); });
   window.show();
   return app.exec();
 }
