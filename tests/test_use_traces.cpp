@@ -27,6 +27,7 @@
 #include "app/qt/inference_worker.h"
 #include "offload/trainer/trace_file.h"
 #include "offload/trainer/train_predictor.h"
+#include "ui/main_window.h"
 #include "ui/settings_dialog.h"
 
 using namespace moe;
@@ -259,6 +260,47 @@ class UseTracesTest : public QObject {
     QVERIFY(app.traces().summaries().empty());
   }
 
+  void enoughRecordedTokensOfferRetrainingOnce() {
+    App app;
+    app.settings->setLearnFromUse(true);
+    QVERIFY(app.loadDemo());
+    MainWindow window(*app.settings, *app.store, *app.chat, *app.engine);
+    QString launched;
+    window.setRetrainLauncher([&](const QString& sha) { launched = sha; });
+    QSignalSpy offered(app.chat.get(), &ChatController::retrainSuggested);
+    const std::string sha = app.chat->model()->model_sha256;
+    app.chat->newConversation();
+    QVERIFY(app.reply("First"));
+    QCOMPARE(offered.count(), 0);  // a few dozen tokens: not yet
+    QVERIFY(!window.retrainBar()->isVisibleTo(&window));
+
+    // Another conversation's recording brings the model past the threshold.
+    const TraceHeader h = TraceReader(app.traces().pathFor(sha, app.chat->current())).header();
+    {
+      TraceWriter w(app.traces().pathFor(sha, 999), h);
+      const int n = int(UseTraceStore::kRetrainSuggestTokens);
+      std::vector<int32_t> tokens(size_t(n), 1);
+      std::vector<float> hidden(size_t(n) * h.n_embd, 0.5f), weights(size_t(n) * h.k, 0.5f);
+      std::vector<int> experts(size_t(n) * h.k);
+      for (size_t i = 0; i < experts.size(); ++i) experts[i] = int(i % size_t(h.k));
+      w.beginBatch(0, 0, tokens);
+      for (int l : h.moe_layers) w.addLayer(l, hidden, experts, weights);
+      w.endPrompt(0);
+    }
+    QVERIFY(app.reply("Second"));
+    QTRY_COMPARE(offered.count(), 1);
+    QCOMPARE(offered.at(0).at(0).toString(), QString::fromStdString(sha));
+    QVERIFY(offered.at(0).at(1).toLongLong() >= UseTraceStore::kRetrainSuggestTokens);
+    QVERIFY(window.retrainBar()->isVisibleTo(&window));
+    auto* button = window.retrainBar()->findChild<QPushButton*>("retrainButton");
+    QVERIFY(button && button->isVisibleTo(&window));
+    QTest::mouseClick(button, Qt::LeftButton);
+    QCOMPARE(launched, QString::fromStdString(sha));
+    QVERIFY(!window.retrainBar()->isVisibleTo(&window));
+    QVERIFY(app.reply("Third"));
+    QCOMPARE(offered.count(), 1);  // said once
+  }
+
   void mergeRefusesATraceOfAnotherModel() {
     QTemporaryDir dir;
     TraceHeader h;
@@ -306,12 +348,18 @@ class UseTracesTest : public QObject {
     o.n_ctx = 512;
     o.threads = 2;
     engine.load(o, nullptr);
-    engine.setTraceRecording(path);
     GenerationParams p;
     p.max_tokens = 6;
     p.sampler.temperature = 0;
     std::atomic<bool> go{false}, stop{true};
     std::vector<ChatMessage> chat = {{"user", "First question"}};
+    // A first reply cancelled at once leaves no file (a header alone records nothing).
+    const std::string none = dir.filePath("none.moetrace").toStdString();
+    engine.setTraceRecording(none);
+    QCOMPARE(QString::fromStdString(engine.reply(chat, p, {}, stop).stop_reason), QString("cancelled"));
+    QVERIFY(!fs::exists(none));
+
+    engine.setTraceRecording(path);
     const auto first = engine.reply(chat, p, {}, go);
     QVERIFY(first.traced_tokens > 0);
     const auto size_after_first = fs::file_size(path);

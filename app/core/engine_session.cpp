@@ -143,7 +143,12 @@ GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const G
         // Cut inside a batch (or nothing computed): drop the torn prompt now, so
         // the file on disk holds complete prompts only.
         writer.reset();
-        TraceWriter cut(trace_path_, traceHeaderFor(*model_, trace_sha256_, source_name_));
+        bool empty = false;
+        {
+          TraceWriter cut(trace_path_, traceHeaderFor(*model_, trace_sha256_, source_name_));
+          empty = cut.completedPrompts().empty();
+        }
+        if (empty) std::filesystem::remove(trace_path_);  // a header alone records nothing
       }
     } catch (const std::exception& e) {
       last_trace_.error = e.what();
