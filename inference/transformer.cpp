@@ -129,6 +129,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   const auto& w = model_.weights();
   positions_.resize(n);
   std::iota(positions_.begin(), positions_.end(), n_past_);
+  if (on_batch_) on_batch_({n_past_, tokens});
 
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
   reportHidden(0, n);

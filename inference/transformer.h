@@ -30,6 +30,13 @@ struct RoutingEvent {
   std::span<const float> weights;  // [n_tokens][n_expert_used]
 };
 
+// One forward batch about to run (a prompt is split into batches of at most
+// kMaxBatch tokens; a decode step is a batch of one), reported before its layers.
+struct BatchEvent {
+  int first_pos = 0;                // position of tokens[0]
+  std::span<const int32_t> tokens;  // [n_tokens]
+};
+
 // A named intermediate of one forward step, for diffing layer by layer against a
 // reference (tools/reference/moe_reference.py --dump-hidden numbers them alike):
 // index 0 = the embeddings, index L+1 = the residual stream after layer L.
@@ -61,6 +68,8 @@ class Transformer {
   void truncate(int n);
   void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
+  // Called at the start of every batch, before its layers' events (trace recording).
+  void setBatchObserver(std::function<void(const BatchEvent&)> f) { on_batch_ = std::move(f); }
   // Costs a device->host copy per layer while set; unset it for speed.
   void setHiddenObserver(std::function<void(const HiddenEvent&)> f) { on_hidden_ = std::move(f); }
   // Largest batch one forward step computes at once; longer prompts run in chunks.
@@ -89,6 +98,7 @@ class Transformer {
   const std::atomic<bool>* cancel_ = nullptr;
   std::function<void(const RoutingEvent&)> on_routing_;
   std::function<void(const HiddenEvent&)> on_hidden_;
+  std::function<void(const BatchEvent&)> on_batch_;
   std::vector<float> hidden_host_;
   std::vector<int32_t> positions_;
 };

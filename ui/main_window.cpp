@@ -108,6 +108,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   statusBar()->addPermanentWidget(model_status_);
   statusBar()->addPermanentWidget(load_bar_);
   buildActions();
+  buildRetrainOffer();
 
   connect(&chat_, &ChatController::conversationsChanged, this, [this] {
     list_model_->reload();
@@ -373,6 +374,42 @@ void MainWindow::setPredictorImporter(std::function<QString(const QString&)> imp
 void MainWindow::setPredictorSource(
     std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> source) {
   predictor_source_ = std::move(source);
+}
+
+void MainWindow::setRetrainLauncher(std::function<void(const QString&)> launch) {
+  launch_retrain_ = std::move(launch);
+  retrain_button_->setVisible(static_cast<bool>(launch_retrain_));
+}
+
+void MainWindow::buildRetrainOffer() {
+  retrain_bar_ = new QWidget(this);
+  retrain_bar_->setObjectName("retrainBar");
+  auto* h = new QHBoxLayout(retrain_bar_);
+  h->setContentsMargins(0, 0, 0, 0);
+  retrain_label_ = new QLabel(retrain_bar_);
+  retrain_button_ = new QPushButton("Train a predictor…", retrain_bar_);
+  retrain_button_->setObjectName("retrainButton");
+  retrain_button_->hide();
+  auto* dismiss = new QToolButton(retrain_bar_);
+  dismiss->setText("Not now");
+  h->addWidget(retrain_label_);
+  h->addWidget(retrain_button_);
+  h->addWidget(dismiss);
+  statusBar()->addWidget(retrain_bar_, 1);
+  retrain_bar_->hide();
+  connect(dismiss, &QToolButton::clicked, retrain_bar_, &QWidget::hide);
+  connect(retrain_button_, &QPushButton::clicked, this, [this] {
+    retrain_bar_->hide();
+    if (launch_retrain_) launch_retrain_(retrain_sha_);
+  });
+  connect(&chat_, &ChatController::retrainSuggested, this, [this](const QString& sha, qint64 tokens) {
+    retrain_sha_ = sha;
+    QString text = QString("%1 tokens of your chats are recorded: enough to train a predictor for this model")
+                       .arg(tokens);
+    text += launch_retrain_ ? QString(".") : QString(" (moechat-cli train).");
+    retrain_label_->setText(text);
+    retrain_bar_->show();
+  });
 }
 
 void MainWindow::refreshModelList() {

@@ -56,6 +56,10 @@ class MainWindow : public QMainWindow {
   void setPredictorImporter(std::function<QString(const QString& path)> import);
   // The trained predictor set stored for a model, if any (used by proactive).
   void setPredictorSource(std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> source);
+  // Opens predictor training for a model (SHA-256) from its recorded traces
+  // (ChatController::recordedTracesFor). Unset: the retrain offer names the CLI.
+  void setRetrainLauncher(std::function<void(const QString& model_sha256)> launch);
+  QWidget* retrainBar() const { return retrain_bar_; }
   void refreshModelList();
 
   // The model to load at start: the last one used, or the demo model.
@@ -89,6 +93,7 @@ class MainWindow : public QMainWindow {
   void onReplyFinished(const Message& m);
   void updateBanner();
   void editMessage(qint64 id);
+  void buildRetrainOffer();
 
   AppSettings& settings_;
   ConversationStore& store_;
@@ -119,6 +124,12 @@ class MainWindow : public QMainWindow {
   QProgressBar* load_bar_ = nullptr;
   QLabel* model_status_ = nullptr;
   qint64 editing_message_ = 0;
+  // Learning from use: "enough recorded, train a predictor?" in the status bar.
+  std::function<void(const QString&)> launch_retrain_;
+  QWidget* retrain_bar_ = nullptr;
+  QLabel* retrain_label_ = nullptr;
+  QPushButton* retrain_button_ = nullptr;
+  QString retrain_sha_;
 };
 
 // The line under an assistant reply: tokens, speeds, time to first token.

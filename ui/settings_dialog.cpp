@@ -15,6 +15,7 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
+#include "app/core/use_traces.h"
 #include "ui/fit_text.h"
 #include "ui/sampling_form.h"
 
@@ -63,6 +64,7 @@ SettingsDialog::SettingsDialog(AppSettings& settings, SettingsContext context, Q
   tabs->addTab(buildOffloadTab(), "GPU && offload");
   tabs->addTab(buildSamplingTab(), "Sampling");
   tabs->addTab(buildGeneralTab(), "General");
+  tabs->addTab(buildLearningTab(), "Learning from use");
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   connect(buttons, &QDialogButtonBox::accepted, this, &SettingsDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &SettingsDialog::reject);
@@ -167,6 +169,66 @@ QWidget* SettingsDialog::buildGeneralTab() {
   return page;
 }
 
+QWidget* SettingsDialog::buildLearningTab() {
+  auto* page = new QWidget(this);
+  auto* v = new QVBoxLayout(page);
+  learn_from_use_ = new QCheckBox("Learn from my chats to predict experts better", page);
+  learn_from_use_->setObjectName("learnFromUse");
+  learn_from_use_->setChecked(settings_.learnFromUse());
+  auto* about = new QLabel(
+      "When this is on, moechat records what the model computes while it answers you: for every token of "
+      "your messages and its replies, the model's internal activations at each expert layer and the "
+      "experts it chose. The recording stays on this computer (in the data folder, under use-traces), is "
+      "never sent anywhere, and is used only to train a better expert predictor for that model, so that "
+      "the right experts are copied to the GPU ahead of time. It is not the text of your chats, but "
+      "treat it like your chats: parts of the text could be worked out from it.<br><br>"
+      "Deleting a conversation deletes its recording at once; undoing the delete brings the conversation "
+      "back, not its recording. A real model uses about 200 KB of disk per token (Qwen3-30B-A3B), so a "
+      "long chat can take hundreds of MB. Off by default.",
+      page);
+  about->setWordWrap(true);
+  about->setTextFormat(Qt::RichText);
+  trace_usage_ = new QLabel(page);
+  trace_usage_->setObjectName("useTraceUsage");
+  trace_usage_->setWordWrap(true);
+  delete_traces_ = new QPushButton("Delete all recorded traces", page);
+  delete_traces_->setObjectName("deleteUseTraces");
+  connect(delete_traces_, &QPushButton::clicked, this, [this] {
+    UseTraceStore(settings_.useTracesFolder().toStdString()).removeAll();
+    updateTraceUsage();
+  });
+  auto* row = new QHBoxLayout;
+  row->addWidget(trace_usage_, 1);
+  row->addWidget(delete_traces_);
+  v->addWidget(learn_from_use_);
+  v->addWidget(about);
+  v->addLayout(row);
+  v->addStretch(1);
+  updateTraceUsage();
+  return page;
+}
+
+void SettingsDialog::updateTraceUsage() {
+  const UseTraceStore store(settings_.useTracesFolder().toStdString());
+  int conversations = 0;
+  qint64 tokens = 0;
+  quint64 bytes = 0;
+  for (const auto& s : store.summaries()) {
+    conversations += s.conversations;
+    tokens += s.tokens;
+    bytes += s.bytes;
+  }
+  delete_traces_->setEnabled(bytes > 0);
+  if (bytes == 0) {
+    trace_usage_->setText("Nothing recorded so far.");
+    return;
+  }
+  trace_usage_->setText(QString("Recorded so far: %1 MB on disk (%2 conversation(s), %3 tokens).")
+                            .arg(static_cast<double>(bytes) / 1e6, 0, 'f', 1)
+                            .arg(conversations)
+                            .arg(tokens));
+}
+
 quint64 SettingsDialog::budgetBytes() const {
   return auto_budget_->isChecked() ? 0 : static_cast<quint64>(budget_gb_->value() * 1e9 + 0.5);
 }
@@ -201,6 +263,7 @@ void SettingsDialog::accept() {
   settings_.setModelsFolder(models_folder_->text());
   settings_.setDataFolder(data_folder_->text());
   settings_.setTheme(theme_->currentText());
+  settings_.setLearnFromUse(learn_from_use_->isChecked());
   QDialog::accept();
 }
 

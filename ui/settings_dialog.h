@@ -1,6 +1,7 @@
 // Settings: VRAM budget (slider + number, or auto) with the fit estimate for the
 // current model updating as it moves, caching policy, sampling defaults,
-// folders, theme. Reads and writes through the injected AppSettings on OK.
+// folders, theme, learning from use (recorded traces: the switch, what it
+// stores, the disk it uses, delete all). Reads and writes through the injected AppSettings on OK.
 #pragma once
 
 #include <QDialog>
@@ -14,6 +15,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+class QPushButton;
 class QSlider;
 
 namespace moe {
@@ -43,6 +45,8 @@ class SettingsDialog : public QDialog {
   QWidget* buildOffloadTab();
   QWidget* buildSamplingTab();
   QWidget* buildGeneralTab();
+  QWidget* buildLearningTab();
+  void updateTraceUsage();
   void updateFit();
   quint64 effectiveBudget() const;
 
@@ -58,6 +62,9 @@ class SettingsDialog : public QDialog {
   QLineEdit* models_folder_ = nullptr;
   QLineEdit* data_folder_ = nullptr;
   QComboBox* theme_ = nullptr;
+  QCheckBox* learn_from_use_ = nullptr;
+  QLabel* trace_usage_ = nullptr;
+  QPushButton* delete_traces_ = nullptr;
 };
 
 }  // namespace moe

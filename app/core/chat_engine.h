@@ -27,6 +27,10 @@ struct EngineLoadOptions {
   int threads = 0;
   // A trained predictor set for this model (predictors table), used by proactive.
   std::shared_ptr<const PredictorSet> predictor_set;
+  // SHA-256 of the model file (ModelRegistry), written into recorded traces;
+  // empty: the demo model's, or none (a real model not hashed yet: replies are
+  // then not recorded).
+  std::string model_sha256;
 };
 
 struct LoadedModelInfo {
@@ -38,6 +42,7 @@ struct LoadedModelInfo {
   std::string policy;         // the caching policy in effect
   std::string offload_note;   // how the cache is set up, in words
   std::string predictor;      // "learned", "skip-gate" or "none"; empty when resident
+  std::string model_sha256;   // as given (the demo's computed); empty when unknown
   bool demo = false;
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;
@@ -50,7 +55,9 @@ struct EngineReplyStats {
   double ttft_ms = 0;
   double prefill_tps = 0;
   double decode_tps = 0;
-  std::string stop_reason;  // stopReasonName()
+  std::string stop_reason;    // stopReasonName()
+  int64_t traced_tokens = 0;  // written to the trace file (setTraceRecording); 0 when off or cut
+  std::string trace_error;    // why recording failed (the reply went on); empty when fine
 };
 
 // Polled 4-10 times a second from the GUI thread while the engine runs on its
@@ -91,6 +98,11 @@ class ChatEngine {
   // context. Streams displayable text to on_text; stops when cancel is set.
   virtual EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                                  const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
+  // Where the following replies are recorded (docs/PREDICTOR.md, "Learning from
+  // use"): each reply() appends one prompt to the trace file at path, computed
+  // batches only. Empty: off. Call it on the thread that calls reply(). An
+  // engine that cannot record ignores it.
+  virtual void setTraceRecording(const std::string& path) { (void)path; }
   // Thread-safe: called from the GUI thread while reply() runs.
   virtual EngineCounters counters() const = 0;
   virtual ExpertResidency residency() const = 0;

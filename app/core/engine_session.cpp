@@ -1,11 +1,13 @@
 #include "app/core/engine_session.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include "inference/backend_factory.h"
 #include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
+#include "offload/trainer/trace_collector.h"
 
 namespace moe {
 
@@ -50,7 +52,9 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
     device_source_ = std::make_unique<ResidentExpertSource>(device_experts_);
     source = device_source_.get();
   }
-  transformer_ = std::make_unique<Transformer>(*model_, *backend_, *source, n_ctx);
+  source_name_ = opts.demo ? "demo" : opts.model_path;
+  recorder_ = std::make_unique<TraceRecorder>(*source);
+  transformer_ = std::make_unique<Transformer>(*model_, *backend_, *recorder_, n_ctx);
   if (opts.policy == OffloadPolicy::kStatic)
     transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
@@ -68,17 +72,87 @@ EngineSession::~EngineSession() {
   // The transformer and generator use the engine's expert source.
   generator_.reset();
   transformer_.reset();
+  recorder_.reset();
   device_source_.reset();
   engine_.reset();
+}
+
+void EngineSession::setTraceFile(const std::string& path, const std::string& model_sha256) {
+  trace_path_ = path;
+  trace_sha256_ = model_sha256;
 }
 
 GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const GenerationParams& params,
                                         const std::function<void(std::string_view)>& on_text,
                                         const std::atomic<bool>* cancel) {
+  last_trace_ = {};
+  std::unique_ptr<TraceWriter> writer;
+  int trace_prompt = 0;
+  if (!trace_path_.empty()) {
+    try {
+      std::filesystem::create_directories(std::filesystem::path(trace_path_).parent_path());
+      writer =
+          std::make_unique<TraceWriter>(trace_path_, traceHeaderFor(*model_, trace_sha256_, source_name_));
+      if (!writer->completedPrompts().empty()) trace_prompt = *writer->completedPrompts().rbegin() + 1;
+    } catch (const std::exception& e) {
+      last_trace_.error = e.what();  // the reply goes on unrecorded
+      writer.reset();
+    }
+  }
+  if (writer) {
+    recorder_->start(*writer, trace_prompt);
+    const bool is_static = policy() == OffloadPolicy::kStatic;
+    transformer_->setBatchObserver([r = recorder_.get()](const BatchEvent& ev) { r->onBatch(ev); });
+    transformer_->setRoutingObserver(
+        [r = recorder_.get(), e = engine_.get(), is_static](const RoutingEvent& ev) {
+          if (is_static) e->observeRouting(ev);
+          r->onRouting(ev);
+        });
+  }
+  // Puts the observers back as they are without recording, whatever happens.
+  struct Restore {
+    EngineSession* s;
+    bool active;
+    ~Restore() {
+      if (!active) return;
+      s->recorder_->stop();
+      s->transformer_->setBatchObserver({});
+      if (s->policy() == OffloadPolicy::kStatic)
+        s->transformer_->setRoutingObserver(
+            [e = s->engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
+      else
+        s->transformer_->setRoutingObserver({});
+    }
+  } restore{this, writer != nullptr};
+
   const GenerationStats st = generator_->generate(prompt, params, on_text, cancel);
   if (policy() != OffloadPolicy::kResident)
     engine_->metrics().addGeneration(uint64_t(st.prompt_tokens - st.reused_tokens), st.prefill_seconds,
                                      uint64_t(st.decode_steps), st.decode_seconds);
+  if (writer) {
+    const int64_t tokens = recorder_->tokensRecorded();
+    const bool complete = recorder_->stop();
+    last_trace_.error = recorder_->error();
+    try {
+      if (complete && tokens > 0) {
+        writer->endPrompt(trace_prompt);
+        last_trace_.tokens = tokens;
+      } else {
+        // Cut inside a batch (or nothing computed): drop the torn prompt now, so
+        // the file on disk holds complete prompts only.
+        writer.reset();
+        bool empty = false;
+        {
+          TraceWriter cut(trace_path_, traceHeaderFor(*model_, trace_sha256_, source_name_));
+          empty = cut.completedPrompts().empty();
+        }
+        if (empty) std::filesystem::remove(trace_path_);  // a header alone records nothing
+      }
+    } catch (const std::exception& e) {
+      last_trace_.error = e.what();
+      last_trace_.tokens = 0;
+    }
+  }
   return st;
 }
 

@@ -18,6 +18,7 @@
 #include "inference/transformer.h"
 #include "offload/fit_estimate.h"
 #include "offload/offload_engine.h"
+#include "offload/trainer/trace_recorder.h"
 
 namespace moe {
 
@@ -64,6 +65,22 @@ class EngineSession {
                            const std::function<void(std::string_view)>& on_text,
                            const std::atomic<bool>* cancel = nullptr);
 
+  // Recording (docs/PREDICTOR.md, "Learning from use"). While a path is set,
+  // each generate() appends one prompt to that trace file: the batches it
+  // actually computes (only the new tokens when the conversation's prefix is
+  // reused, at their real positions), each MoE layer's input and the gate's
+  // choice. The file is opened for the call and closed after it. A reply whose
+  // recording is cut inside a batch (cancel) leaves no partial prompt: the file
+  // is cut back to its last complete prompt. Empty path: off (the default),
+  // which costs a pass-through call per MoE layer and nothing else.
+  // model_sha256 goes into the trace header (it identifies the model file).
+  void setTraceFile(const std::string& path, const std::string& model_sha256);
+  struct TraceOutcome {
+    int64_t tokens = 0;  // written by the last generate() (0 when off or torn)
+    std::string error;   // why the last recording failed; the reply itself went on
+  };
+  const TraceOutcome& lastTrace() const { return last_trace_; }
+
   OffloadPolicy policy() const { return engine_->config().policy; }
   // Thread-safe; all zeros for the resident policy.
   OffloadSnapshot offloadSnapshot() const { return engine_->snapshot(); }
@@ -82,6 +99,9 @@ class EngineSession {
   // CUDA + resident: the experts uploaded to the device, and the source over them.
   std::vector<std::vector<ExpertWeights>> device_experts_;
   std::unique_ptr<ExpertSource> device_source_;
+  std::unique_ptr<TraceRecorder> recorder_;  // wraps the expert source the transformer uses
+  std::string trace_path_, trace_sha256_, source_name_;
+  TraceOutcome last_trace_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Generator> generator_;
   FitEstimate fit_;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "app/core/engine_session.h"
+#include "app/core/model_predictor.h"
 #include "app/core/model_shape.h"
 #include "inference/tokenizer/tokenizer.h"
 #include "offload/expert_cache.h"
@@ -86,10 +87,15 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
 
   const auto& cfg = session->model().config();
   demo_ = opts.demo;
+  model_sha256_ = !opts.model_sha256.empty() ? opts.model_sha256
+                  : opts.demo                ? demoModelSha256()
+                                             : std::string();
+  session->setTraceFile(model_sha256_.empty() ? std::string() : trace_path_, model_sha256_);
   n_layer_ = cfg.n_layer;
   n_expert_ = cfg.n_expert;
   LoadedModelInfo info;
   info.demo = opts.demo;
+  info.model_sha256 = model_sha256_;
   info.path = opts.demo ? std::string() : opts.model_path;
   info.name = opts.demo ? "Demo model" : std::filesystem::path(opts.model_path).filename().string();
   info.architecture = cfg.arch_name;
@@ -157,7 +163,14 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   r.prefill_tps = st.prefillTokensPerSecond();
   r.decode_tps = st.decodeTokensPerSecond();
   r.stop_reason = stopReasonName(st.reason);
+  r.traced_tokens = session_->lastTrace().tokens;
+  r.trace_error = session_->lastTrace().error;
   return r;
+}
+
+void LocalChatEngine::setTraceRecording(const std::string& path) {
+  trace_path_ = path;
+  if (session_) session_->setTraceFile(model_sha256_.empty() ? std::string() : path, model_sha256_);
 }
 
 EngineCounters LocalChatEngine::counters() const {

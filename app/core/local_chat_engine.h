@@ -24,6 +24,7 @@ class LocalChatEngine final : public ChatEngine {
                          const TextSink& on_text, const std::atomic<bool>& cancel) override;
   EngineCounters counters() const override;
   ExpertResidency residency() const override;
+  void setTraceRecording(const std::string& path) override;
 
   // Where no GPU computes, the cache is host memory and the link is simulated at
   // the bandwidth of PCIe 4.0 x16 as commonly measured for pinned copies (~25 GB/s;
@@ -49,6 +50,8 @@ class LocalChatEngine final : public ChatEngine {
   std::unique_ptr<EngineSession> session_;
   std::atomic<bool> loaded_{false};
   bool demo_ = false;
+  std::string model_sha256_;  // for trace headers; empty: recording stays off
+  std::string trace_path_;
   GenerationProgress progress_;
   std::atomic<uint64_t> total_generated_{0};
   int n_layer_ = 0, n_expert_ = 0;

@@ -35,6 +35,11 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
   window_.setPredictorSource([this](const ModelChoice& choice) {
     return storedPredictorFor(db_, registry_, choice.path.toStdString());
   });
+  // Recorded traces (learning from use) are keyed by the model file's SHA-256.
+  window_.chat().setModelHashLookup([this](const std::string& path) {
+    const auto m = registry_.findByPath(path);
+    return m ? m->sha256 : std::string();
+  });
   window_.setPredictorImporter([this](const QString& path) {
     try {
       const PredictorSet set = PredictorStore(db_).importSet(path.toStdString());

@@ -12,6 +12,8 @@ const char* kModelsFolder = "folders/models";
 const char* kDataFolder = "folders/data";
 const char* kTheme = "ui/theme";
 const char* kLastModel = "models/last";
+const char* kLearnFromUse = "privacy/learn_from_use";
+const char* kRetrainOffered = "privacy/retrain_offered";
 
 }  // namespace
 
@@ -96,5 +98,26 @@ void AppSettings::setTheme(const QString& theme) {
 QString AppSettings::lastModelPath() const { return store_.value(kLastModel).toString(); }
 
 void AppSettings::setLastModelPath(const QString& path) { store_.setValue(kLastModel, path); }
+
+bool AppSettings::learnFromUse() const { return store_.value(kLearnFromUse, false).toBool(); }
+
+void AppSettings::setLearnFromUse(bool on) {
+  if (on == learnFromUse()) return;
+  store_.setValue(kLearnFromUse, on);
+  emit learnFromUseChanged(on);
+}
+
+QString AppSettings::useTracesFolder() const { return QDir(dataFolder()).filePath("use-traces"); }
+
+bool AppSettings::retrainOffered(const QString& model_sha256) const {
+  return store_.value(kRetrainOffered).toStringList().contains(model_sha256);
+}
+
+void AppSettings::setRetrainOffered(const QString& model_sha256) {
+  QStringList offered = store_.value(kRetrainOffered).toStringList();
+  if (offered.contains(model_sha256)) return;
+  offered.push_back(model_sha256);
+  store_.setValue(kRetrainOffered, offered);
+}
 
 }  // namespace moe

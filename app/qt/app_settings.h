@@ -49,11 +49,22 @@ class AppSettings : public QObject {
   QString lastModelPath() const;  // empty: the demo model
   void setLastModelPath(const QString& path);
 
+  // "Learning from use" (docs/PREDICTOR.md): record traces of the user's
+  // replies to train a better expert predictor. Off unless the user turns it on.
+  bool learnFromUse() const;
+  void setLearnFromUse(bool on);
+  // Where those traces live: the data folder + "/use-traces".
+  QString useTracesFolder() const;
+  // Models (SHA-256) the app has already suggested retraining for (said once).
+  bool retrainOffered(const QString& model_sha256) const;
+  void setRetrainOffered(const QString& model_sha256);
+
  signals:
   void offloadChanged();
   void samplingChanged();
   void foldersChanged();
   void themeChanged();
+  void learnFromUseChanged(bool on);
 
  private:
   QSettings& store_;

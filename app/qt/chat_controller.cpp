@@ -75,7 +75,56 @@ ChatController::~ChatController() {
 void ChatController::loadModel(const EngineLoadOptions& opts) {
   if (busy()) stop();
   model_.reset();
-  engine_.loadModel(opts);
+  EngineLoadOptions o = opts;
+  if (o.model_sha256.empty() && !o.demo && model_hash_) {
+    try {
+      o.model_sha256 = model_hash_(o.model_path);
+    } catch (const std::exception&) {
+      // unknown: replies with this model are not recorded
+    }
+  }
+  engine_.loadModel(o);
+}
+
+void ChatController::setModelHashLookup(std::function<std::string(const std::string&)> lookup) {
+  model_hash_ = std::move(lookup);
+}
+
+UseTraceStore ChatController::useTraces() const { return UseTraceStore(utf8(settings_.useTracesFolder())); }
+
+QString ChatController::tracePathFor(qint64 conversation_id) const {
+  if (!settings_.learnFromUse() || !model_ || model_->model_sha256.empty()) return {};
+  try {
+    return QString::fromStdString(useTraces().pathFor(model_->model_sha256, conversation_id));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+QString ChatController::recordedTracesFor(const QString& model_sha256) const {
+  const UseTraceStore traces = useTraces();
+  const std::string out = traces.mergedPathFor(utf8(model_sha256));
+  try {
+    if (traces.mergeFor(utf8(model_sha256), out).prompts == 0) return {};
+  } catch (const std::exception&) {
+    return {};
+  }
+  return QString::fromStdString(out);
+}
+
+void ChatController::afterRecording(qint64 conversation_id, const EngineReplyStats& stats) {
+  const auto conv = store_.get(conversation_id);
+  if (!conv || conv->deleted_at) {
+    useTraces().removeConversation(conversation_id);  // deleted while the reply ran
+    return;
+  }
+  if (stats.traced_tokens <= 0 || !model_ || model_->model_sha256.empty()) return;
+  const QString sha = QString::fromStdString(model_->model_sha256);
+  if (settings_.retrainOffered(sha)) return;
+  const UseTraceSummary s = useTraces().summary(model_->model_sha256);
+  if (s.tokens < UseTraceStore::kRetrainSuggestTokens) return;
+  settings_.setRetrainOffered(sha);
+  emit retrainSuggested(sha, s.tokens);
 }
 
 void ChatController::openConversation(qint64 id) {
@@ -94,6 +143,7 @@ qint64 ChatController::newConversation() {
 bool ChatController::deleteConversation(qint64 id) {
   if (busy() && reply_conversation_ == id) stop();
   if (!store_.softDelete(id)) return false;
+  useTraces().removeConversation(id);  // hidden states of a deleted chat are never kept
   if (current_ == id) openConversation(0);
   emit conversationsChanged();
   return true;
@@ -103,6 +153,15 @@ bool ChatController::undoDelete(qint64 id) {
   if (!store_.restore(id)) return false;
   emit conversationsChanged();
   return true;
+}
+
+int64_t ChatController::purgeDeleted() {
+  std::vector<int64_t> ids;
+  for (const auto& c : store_.listDeleted()) ids.push_back(c.id);
+  const int64_t n = store_.purgeDeleted();
+  const UseTraceStore traces = useTraces();
+  for (int64_t id : ids) traces.removeConversation(id);
+  return n;
 }
 
 std::vector<Message> ChatController::messages() const {
@@ -170,7 +229,7 @@ void ChatController::startReply() {
   p.sampler.min_p = static_cast<float>(s.min_p);
   p.sampler.repeat_penalty = static_cast<float>(s.repeat_penalty);
   p.sampler.seed = seeds_();  // a new draw per reply, so Regenerate gives another answer
-  engine_.generate(reply_id_, msgs, p);
+  engine_.generate(reply_id_, msgs, p, tracePathFor(current_));
 }
 
 std::vector<ChatMessage> ChatController::history(qint64 conversation_id) const {
@@ -232,14 +291,18 @@ void ChatController::onFinished(qint64 reply_id, const EngineReplyStats& st) {
   if (st.prefill_tps > 0) s.prefill_tps = st.prefill_tps;
   if (st.decode_tps > 0) s.decode_tps = st.decode_tps;
   s.stop_reason = st.stop_reason;
+  const qint64 conversation = reply_conversation_;
   finish(st.stop_reason == "cancelled" ? MessageState::Stopped : MessageState::Complete, s);
+  afterRecording(conversation, st);
 }
 
 void ChatController::onFailed(qint64 reply_id, const QString& reason) {
   if (reply_id != reply_id_) return;
   ReplyStats s;
   s.stop_reason = utf8(reason);
+  const qint64 conversation = reply_conversation_;
   finish(MessageState::Error, s);
+  afterRecording(conversation, {});
   emit error(reason);
 }
 

@@ -9,11 +9,13 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
+#include <functional>
 #include <optional>
 #include <random>
 
 #include "app/core/chat_engine.h"
 #include "app/core/conversation_store.h"
+#include "app/core/use_traces.h"
 #include "app/qt/app_settings.h"
 #include "app/qt/inference_worker.h"
 
@@ -40,8 +42,21 @@ class ChatController : public QObject {
   qint64 current() const { return current_; }
   void openConversation(qint64 id);
   qint64 newConversation();
-  bool deleteConversation(qint64 id);  // soft delete; undoDelete restores
+  // Soft delete; undoDelete restores the messages. The conversation's recorded
+  // traces (learning from use) are removed at once and are not restored.
+  bool deleteConversation(qint64 id);
   bool undoDelete(qint64 id);
+  // Deletes the soft-deleted conversations for good (and any traces left).
+  int64_t purgeDeleted();
+
+  // ---- learning from use (docs/PREDICTOR.md) ----
+  // The model file's SHA-256 for a path (ModelRegistry); the demo's is known.
+  // Unset, or empty for a model not hashed yet: its replies are not recorded.
+  void setModelHashLookup(std::function<std::string(const std::string& path)> lookup);
+  UseTraceStore useTraces() const;
+  // Merges the model's recorded traces into one file (in the traces folder)
+  // and returns its path; empty when there are none. For the predictor wizard.
+  QString recordedTracesFor(const QString& model_sha256) const;
   std::vector<Message> messages() const;
   void setSystemPrompt(const QString& text);
   QString systemPrompt() const;
@@ -73,6 +88,9 @@ class ChatController : public QObject {
   void replyText(qint64 message_id, const QString& text_so_far);
   void replyFinished(const moe::Message& m);
   void busyChanged(bool busy);
+  // A model's recorded traces reached UseTraceStore::kRetrainSuggestTokens
+  // (said once per model, remembered in the settings).
+  void retrainSuggested(const QString& model_sha256, qint64 tokens);
   void error(const QString& message);
 
  private:
@@ -82,6 +100,8 @@ class ChatController : public QObject {
   void onFailed(qint64 reply_id, const QString& reason);
   void finish(MessageState state, const ReplyStats& stats);
   std::vector<ChatMessage> history(qint64 conversation_id) const;
+  QString tracePathFor(qint64 conversation_id) const;
+  void afterRecording(qint64 conversation_id, const EngineReplyStats& stats);
 
   ConversationStore& store_;
   EngineHost& engine_;
@@ -93,6 +113,7 @@ class ChatController : public QObject {
   QString reply_text_;
   QElapsedTimer since_checkpoint_;
   std::mt19937_64 seeds_{std::random_device{}()};
+  std::function<std::string(const std::string&)> model_hash_;
 };
 
 // JSON <-> sampling settings of a conversation ("{}" = use the defaults).

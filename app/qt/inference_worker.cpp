@@ -39,7 +39,7 @@ void InferenceWorker::loadModel(const EngineLoadOptions& opts) {
 }
 
 void InferenceWorker::generate(qint64 reply_id, const std::vector<ChatMessage>& messages,
-                               const GenerationParams& params) {
+                               const GenerationParams& params, const QString& trace_path) {
   current_reply_ = reply_id;
   cancel_ = stop_up_to_.load() >= reply_id;
   QString pending;
@@ -53,6 +53,7 @@ void InferenceWorker::generate(qint64 reply_id, const std::vector<ChatMessage>& 
   };
   try {
     if (!engine_->loaded()) throw std::runtime_error("no model is loaded");
+    engine_->setTraceRecording(trace_path.toStdString());
     const auto stats = engine_->reply(
         messages, params,
         [&](std::string_view s) {
@@ -90,10 +91,10 @@ void EngineHost::loadModel(const EngineLoadOptions& opts) {
 }
 
 void EngineHost::generate(qint64 reply_id, const std::vector<ChatMessage>& messages,
-                          const GenerationParams& params) {
+                          const GenerationParams& params, const QString& trace_path) {
   QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, reply_id),
                             Q_ARG(std::vector<moe::ChatMessage>, messages),
-                            Q_ARG(moe::GenerationParams, params));
+                            Q_ARG(moe::GenerationParams, params), Q_ARG(QString, trace_path));
 }
 
 }  // namespace moe

@@ -6,31 +6,10 @@
 #include <sstream>
 
 #include "inference/transformer.h"
+#include "offload/trainer/trace_recorder.h"
 
 namespace moe {
 namespace {
-
-// Passes everything through to the real source and keeps a copy of each MoE
-// layer's input until the routing observer pairs it with the gate's choice.
-class ObservingSource final : public ExpertSource {
- public:
-  explicit ObservingSource(ExpertSource& inner) : inner_(inner) {}
-  void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override {
-    last_layer = layer;
-    last_hidden.assign(hidden.begin(), hidden.end());
-    inner_.onLayerInput(layer, hidden, n_tokens);
-  }
-  std::vector<ExpertRef> acquire(int layer, std::span<const int> e) override {
-    return inner_.acquire(layer, e);
-  }
-  void waitFor(int layer, const ExpertRef& ref) override { inner_.waitFor(layer, ref); }
-  void release(int layer) override { inner_.release(layer); }
-  int last_layer = -1;
-  std::vector<float> last_hidden;
-
- private:
-  ExpertSource& inner_;
-};
 
 int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
 
@@ -62,13 +41,11 @@ TraceRunResult collectTraces(const Model& model, Backend& backend, ExpertSource&
   const int max_prompt =
       std::max(1, std::min(options.max_prompt_tokens,
                            (cfg.n_ctx_train > 0 ? cfg.n_ctx_train : 4096) - options.max_new_tokens - 1));
-  ObservingSource source(experts);
-  Transformer tf(model, backend, source, std::max(2, max_prompt + options.max_new_tokens + 1));
+  TraceRecorder recorder(experts);
+  Transformer tf(model, backend, recorder, std::max(2, max_prompt + options.max_new_tokens + 1));
   tf.setCancelFlag(cancel);
-  tf.setRoutingObserver([&](const RoutingEvent& ev) {
-    if (ev.layer != source.last_layer) throw std::logic_error("trace: routing without a layer input");
-    writer.addLayer(ev.layer, source.last_hidden, ev.experts, ev.weights);
-  });
+  tf.setBatchObserver([&](const BatchEvent& ev) { recorder.onBatch(ev); });
+  tf.setRoutingObserver([&](const RoutingEvent& ev) { recorder.onRouting(ev); });
 
   TraceRunResult result;
   TraceProgress progress;
@@ -90,26 +67,22 @@ TraceRunResult collectTraces(const Model& model, Backend& backend, ExpertSource&
     if (int(ids.size()) > max_prompt) ids.resize(max_prompt);
     if (ids.empty()) continue;
     tf.truncate(0);
+    recorder.start(writer, index);
     try {
-      int pos = 0;
-      for (size_t at = 0; at < ids.size(); at += Transformer::kMaxBatch) {
-        const size_t n = std::min<size_t>(Transformer::kMaxBatch, ids.size() - at);
-        const std::span<const int32_t> chunk(ids.data() + at, n);
-        writer.beginBatch(index, pos, chunk);
-        tf.forward(chunk, logits);
-        pos += int(n);
-      }
+      tf.forward(ids, logits);  // in batches of up to Transformer::kMaxBatch
+      int pos = int(ids.size());
       for (int g = 0; g < options.max_new_tokens && pos < tf.nCtx(); ++g) {
         const int32_t next = argmax(logits);
         if (tok.isEndOfGeneration(next)) break;
-        writer.beginBatch(index, pos, {&next, 1});
         tf.forward({&next, 1}, logits);
         ++pos;
       }
+      if (!recorder.stop()) throw std::runtime_error("trace: " + recorder.error());
       writer.endPrompt(index);
       result.tokens += pos;
       progress.tokens_done += pos;
     } catch (const Cancelled&) {
+      recorder.stop();
       result.cancelled = true;  // the partial prompt has no end marker: a resume redoes it
       break;
     }

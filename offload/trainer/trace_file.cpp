@@ -137,6 +137,11 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
   }
   f_.reset(std::fopen(path.c_str(), "wb"));
   if (!f_) throw std::runtime_error("cannot write " + path);
+  writeHeader(header);
+  std::fflush(f_.get());
+}
+
+void TraceWriter::writeHeader(const TraceHeader& header) {
   write(kMagic, 8);
   const uint32_t fixed[6] = {header.version,          uint32_t(header.n_layer),
                              uint32_t(header.n_embd), uint32_t(header.n_expert),
@@ -148,7 +153,6 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
     write(&n, 4);
     write(s->data(), n);
   }
-  std::fflush(f_.get());
 }
 
 TraceWriter::~TraceWriter() = default;
@@ -166,6 +170,17 @@ void TraceWriter::beginBatch(int prompt, int first_pos, std::span<const int32_t>
   write(rec, sizeof rec);
   write(tokens.data(), tokens.size_bytes());
   batch_tokens_ = int(tokens.size());
+  next_moe_ = 0;
+}
+
+void TraceWriter::appendRawBatch(int prompt, int first_pos, int n, const void* body, size_t bytes) {
+  if (next_moe_ != 0 && next_moe_ != header_.moe_layers.size())
+    throw std::logic_error("TraceWriter: a batch ended before its last MoE layer");
+  if (bytes != uint64_t(n) * 4 + layerBytes(header_, n) * header_.moe_layers.size())
+    throw std::logic_error("TraceWriter: a raw batch of the wrong size");
+  const uint32_t rec[4] = {kTagBatch, uint32_t(prompt), uint32_t(first_pos), uint32_t(n)};
+  write(rec, sizeof rec);
+  write(body, bytes);
   next_moe_ = 0;
 }
 
@@ -215,6 +230,13 @@ int TraceReader::tokenCount(int prompt) const {
   return n;
 }
 
+std::vector<std::pair<int, int>> TraceReader::batchSpans(int prompt) const {
+  std::vector<std::pair<int, int>> out;
+  if (auto it = batches_.find(prompt); it != batches_.end())
+    for (const Batch& b : it->second) out.push_back({b.first_pos, b.n});
+  return out;
+}
+
 int TraceReader::totalTokens() const {
   int n = 0;
   for (const auto& [p, b] : batches_) n += tokenCount(p);
@@ -256,6 +278,53 @@ TraceReader::LayerRows TraceReader::read(int prompt, int layer) const {
   }
   rows.n = int(rows.tokens.size());
   return rows;
+}
+
+TraceMergeResult mergeTraces(const std::vector<std::string>& inputs, const std::string& output) {
+  if (inputs.empty()) throw std::invalid_argument("mergeTraces: no input traces");
+  // Check every header first, so a refused input leaves nothing behind.
+  std::vector<TraceHeader> headers;
+  for (const std::string& in : inputs) {
+    FilePtr f(std::fopen(in.c_str(), "rb"), &std::fclose);
+    if (!f) throw std::runtime_error("cannot read " + in);
+    headers.push_back(readHeader(f.get()));
+    if (!headers.back().sameModel(headers.front()))
+      throw TraceFormatError(in + " is a trace of another model (" + headers.back().model_name + ", sha256 " +
+                             headers.back().model_sha256.substr(0, 12) + ") than " + inputs.front());
+  }
+  const std::string tmp = output + ".part";
+  std::filesystem::remove(tmp);
+  TraceMergeResult result;
+  try {
+    TraceWriter out(tmp, headers.front());
+    std::vector<char> buf;
+    for (const std::string& in : inputs) {
+      FilePtr f(std::fopen(in.c_str(), "rb"), &std::fclose);
+      if (!f) throw std::runtime_error("cannot read " + in);
+      const TraceHeader h = readHeader(f.get());
+      const ScanResult r = scan(f.get(), h);
+      for (const auto& [p, list] : r.batches) {
+        const int prompt = result.prompts++;
+        for (const auto& [offset, pos_n] : list) {
+          const auto [first_pos, n] = pos_n;
+          const uint64_t len = uint64_t(n) * 4 + layerBytes(h, n) * h.moe_layers.size();
+          buf.resize(size_t(len));
+          std::fseek(f.get(), long(offset), SEEK_SET);
+          readExact(f.get(), buf.data(), buf.size(), "a batch");
+          out.appendRawBatch(prompt, first_pos, n, buf.data(), buf.size());
+          result.tokens += n;
+        }
+        out.endPrompt(prompt);
+      }
+    }
+    result.bytes = out.bytesWritten();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::filesystem::rename(tmp, output);
+  return result;
 }
 
 }  // namespace moe

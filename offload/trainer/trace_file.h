@@ -21,6 +21,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moe {
@@ -60,12 +61,16 @@ class TraceWriter {
   void beginBatch(int prompt, int first_pos, std::span<const int32_t> tokens);
   void addLayer(int layer, std::span<const float> hidden, std::span<const int> experts,
                 std::span<const float> weights);
+  // One whole batch as stored (token ids, then every MoE layer's rows), for
+  // copying between files of the same model (mergeTraces).
+  void appendRawBatch(int prompt, int first_pos, int n, const void* body, size_t bytes);
   // Marks the prompt complete and flushes it to disk.
   void endPrompt(int prompt);
   uint64_t bytesWritten() const { return bytes_; }
 
  private:
   void write(const void* p, size_t n);
+  void writeHeader(const TraceHeader& header);
   std::string path_;
   TraceHeader header_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
@@ -86,6 +91,8 @@ class TraceReader {
   std::vector<int> prompts() const;
   int tokenCount(int prompt) const;
   int totalTokens() const;
+  // The forward batches of `prompt` as (first position, tokens), in file order.
+  std::vector<std::pair<int, int>> batchSpans(int prompt) const;
 
   // One layer of the tokens of `prompt`, in position order.
   struct LayerRows {
@@ -107,5 +114,17 @@ class TraceReader {
   TraceHeader header_;
   std::map<int, std::vector<Batch>> batches_;  // complete prompts only
 };
+
+struct TraceMergeResult {
+  int prompts = 0;  // complete prompts copied (torn ones are left out)
+  int64_t tokens = 0;
+  uint64_t bytes = 0;  // of the output file
+};
+
+// Concatenates the complete prompts of several traces of one model into a new
+// trace at `output` (replaced), renumbering them 0, 1, ... in input order; the
+// batches are copied byte for byte. The header is the first input's; an input
+// of another model (sameModel) gets TraceFormatError and no output is written.
+TraceMergeResult mergeTraces(const std::vector<std::string>& inputs, const std::string& output);
 
 }  // namespace moe
