@@ -180,6 +180,7 @@ void PromptSourcePage::initializePage() {
                                  : QString("Your conversations hold %1 message(s) of yours; training needs "
                                            "at least 3 prompts")
                                        .arg(mine));
+  if (wizard_.source == PredictorWizard::Source::Recorded) recorded_->setChecked(true);  // the retrain offer
   cached_key_.clear();
   error_->clear();
   updateChoice();

@@ -32,6 +32,8 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
   window_.setPredictorWizardLauncher([this] { openPredictorWizard(); });
+  recorded_traces_ = [this](const QString& sha) { return window_.chat().recordedTracesFor(sha); };
+  window_.setRetrainLauncher([this](const QString& sha) { openPredictorWizard(sha); });
   window_.setPredictorSource([this](const ModelChoice& choice) {
     return storedPredictorFor(db_, registry_, choice.path.toStdString());
   });
@@ -87,9 +89,15 @@ void AppWiring::setRecordedTraceSource(std::function<QString(const QString&)> so
   recorded_traces_ = std::move(source);
 }
 
-void AppWiring::openPredictorWizard() {
+void AppWiring::openPredictorWizard(const QString& retrain_sha256) {
   // Window-modal and asynchronous: training runs while the main window's event loop does.
   auto* wizard = makePredictorWizard(&window_).release();
+  const auto& loaded = window_.chat().model();
+  if (!retrain_sha256.isEmpty() && loaded && QString::fromStdString(loaded->model_sha256) == retrain_sha256) {
+    wizard->chooseModel(
+        {QString::fromStdString(loaded->name), QString::fromStdString(loaded->path), retrain_sha256});
+    wizard->source = PredictorWizard::Source::Recorded;
+  }
   auto saved_for =
       std::make_shared<std::optional<QString>>();  // the model a set was saved for ("": the demo)
   QObject::connect(wizard, &PredictorWizard::predictorSaved, &window_,

@@ -31,14 +31,16 @@ class AppWiring {
   // The predictor wizard (traces under the data folder's "traces"), not yet shown.
   std::unique_ptr<PredictorWizard> makePredictorWizard(QWidget* parent);
   // Where the predictor wizard finds traces recorded while chatting (see
-  // PredictorWizard::setRecordedTraceSource); unset: none.
+  // PredictorWizard::setRecordedTraceSource); by default the chat controller's
+  // (learning from use, ChatController::recordedTracesFor).
   void setRecordedTraceSource(std::function<QString(const QString& model_sha256)> source);
 
  private:
   void openWizard();
   // After a save, the loaded model is reloaded when it is the one trained for,
-  // so its new predictor is used.
-  void openPredictorWizard();
+  // so its new predictor is used. retrain_sha256: the status bar's retrain offer
+  // for the loaded model: that model and its recorded traces come preselected.
+  void openPredictorWizard(const QString& retrain_sha256 = {});
 
   MainWindow& window_;
   AppSettings& settings_;
