@@ -1,5 +1,5 @@
 // The learned predictor: per layer a small MLP trained on traces of this model
-// (offload/trainer/, docs/PREDICTOR.md) scores layer L + distance's experts from
+// (offload/trainer/, docs/predictor.md) scores layer L + distance's experts from
 // layer L's FFN input. A CPU forward pass per call; for a batch the experts are
 // the union of every token's top-k, ranked by rank-weighted votes.
 #pragma once

@@ -63,7 +63,7 @@ struct OffloadConfig {
   // Optional: a store built before (bench runs every policy on one); else built here.
   std::shared_ptr<const HostExpertStore> store;
   // Optional, proactive with prefetch only: the predictor to use instead of skip-gate
-  // (e.g. a LearnedPredictor, docs/PREDICTOR.md); set `stride` to its distance.
+  // (e.g. a LearnedPredictor, docs/predictor.md); set `stride` to its distance.
   std::shared_ptr<ExpertPredictor> predictor;
   // Optional: the GPU the model computes on (makeOffloadDevice). Then the store is
   // pinned, the cache is device memory, copies run on the device's copy stream

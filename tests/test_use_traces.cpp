@@ -1,4 +1,4 @@
-// Learning from use (docs/PREDICTOR.md): the real demo-model engine behind the
+// Learning from use (docs/predictor.md): the real demo-model engine behind the
 // chat controller and a real SQLite database in a temporary folder. Off, a
 // reply records nothing; on, each reply appends what the engine computed (only
 // the new tokens when a prefix is reused, at their positions) to its

@@ -1,4 +1,4 @@
-// The predictor wizard (docs/PREDICTOR.md, "Predictor wizard"): choose an
+// The predictor wizard (docs/predictor.md, "Predictor wizard"): choose an
 // installed model (the list shows which have a predictor and its accuracy) ->
 // choose the prompts (built-in, a text file, your conversations, or traces
 // recorded while chatting) and how many, with an estimate measured on this

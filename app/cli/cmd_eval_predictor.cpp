@@ -1,5 +1,5 @@
 // eval-predictor: the learned predictor against the baselines on the trace's
-// held-out test prompts, per layer and overall (docs/PREDICTOR.md). With --demo
+// held-out test prompts, per layer and overall (docs/predictor.md). With --demo
 // alone it runs the whole pipeline on the demo model (trace, train, evaluate).
 #include <cstdio>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // trace: runs a model over prompts and records, per token and MoE layer, the
-// layer's input and the gate's choice (docs/PREDICTOR.md).
+// layer's input and the gate's choice (docs/predictor.md).
 #include <algorithm>
 #include <cstdio>
 

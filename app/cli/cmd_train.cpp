@@ -1,5 +1,5 @@
 // train: one small MLP per MoE layer from a trace, predicting the experts of
-// layer L + distance (docs/PREDICTOR.md).
+// layer L + distance (docs/predictor.md).
 #include <cstdio>
 
 #include "app/cli/commands.h"

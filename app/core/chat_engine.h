@@ -98,7 +98,7 @@ class ChatEngine {
   // context. Streams displayable text to on_text; stops when cancel is set.
   virtual EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                                  const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
-  // Where the following replies are recorded (docs/PREDICTOR.md, "Learning from
+  // Where the following replies are recorded (docs/predictor.md, "Learning from
   // use"): each reply() appends one prompt to the trace file at path, computed
   // batches only. Empty: off. Call it on the thread that calls reply(). An
   // engine that cannot record ignores it.

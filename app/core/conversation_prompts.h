@@ -1,5 +1,5 @@
 // The user's own conversations as a prompt source for predictor training
-// (docs/PREDICTOR.md, "Predictor wizard"): the user's turns in live (not
+// (docs/predictor.md, "Predictor wizard"): the user's turns in live (not
 // deleted) conversations, newest first. Qt-free.
 #pragma once
 

@@ -65,7 +65,7 @@ class EngineSession {
                            const std::function<void(std::string_view)>& on_text,
                            const std::atomic<bool>* cancel = nullptr);
 
-  // Recording (docs/PREDICTOR.md, "Learning from use"). While a path is set,
+  // Recording (docs/predictor.md, "Learning from use"). While a path is set,
   // each generate() appends one prompt to that trace file: the batches it
   // actually computes (only the new tokens when the conversation's prefix is
   // reused, at their real positions), each MoE layer's input and the gate's

@@ -1,4 +1,4 @@
-// The predictor pipeline as the app drives it (the wizard, docs/PREDICTOR.md):
+// The predictor pipeline as the app drives it (the wizard, docs/predictor.md):
 // open a model, measure how fast it traces, trace prompts into a resumable
 // file, train a set, evaluate it against the baselines on held-out prompts.
 // One object per model, used from one thread (a worker: every call may take

@@ -1,4 +1,4 @@
-// Traces recorded while the user chats ("learning from use", docs/PREDICTOR.md):
+// Traces recorded while the user chats ("learning from use", docs/predictor.md):
 // one trace file per (model, conversation) under a folder, by default the app's
 // data folder + "/use-traces":
 //   <root>/<model sha256>/<conversation id>.moetrace
@@ -28,7 +28,7 @@ class UseTraceStore {
  public:
   // Below this many recorded tokens a model's traces are not worth a training
   // run: the built-in prompt set the predictors are tested on is about 4,400
-  // tokens (docs/PREDICTOR.md).
+  // tokens (docs/predictor.md).
   static constexpr int64_t kRetrainSuggestTokens = 4096;
 
   explicit UseTraceStore(std::string root) : root_(std::move(root)) {}

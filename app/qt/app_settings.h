@@ -49,7 +49,7 @@ class AppSettings : public QObject {
   QString lastModelPath() const;  // empty: the demo model
   void setLastModelPath(const QString& path);
 
-  // "Learning from use" (docs/PREDICTOR.md): record traces of the user's
+  // "Learning from use" (docs/predictor.md): record traces of the user's
   // replies to train a better expert predictor. Off unless the user turns it on.
   bool learnFromUse() const;
   void setLearnFromUse(bool on);

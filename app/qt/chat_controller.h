@@ -49,7 +49,7 @@ class ChatController : public QObject {
   // Deletes the soft-deleted conversations for good (and any traces left).
   int64_t purgeDeleted();
 
-  // ---- learning from use (docs/PREDICTOR.md) ----
+  // ---- learning from use (docs/predictor.md) ----
   // The model file's SHA-256 for a path (ModelRegistry); the demo's is known.
   // Unset, or empty for a model not hashed yet: its replies are not recorded.
   void setModelHashLookup(std::function<std::string(const std::string& path)> lookup);

@@ -3,7 +3,7 @@
 // over a prompt set. Streamed (one forward batch at a time, never the whole
 // trace in RAM) and resumable (a prompt counts once its end marker is on disk).
 //
-// Layout, little-endian (docs/PREDICTOR.md):
+// Layout, little-endian (docs/predictor.md):
 //   header:  "MOETRACE" u32 version, u32 n_layer, n_embd, n_expert, k,
 //            u32 n_moe, u32 moe_layer[n_moe], str model_sha256, str model_name,
 //            str model_source            (str = u32 length + bytes)
