@@ -39,6 +39,26 @@ bool cudaDeviceAvailable(std::string* why) {
   return false;
 }
 
+bool cudaMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why) {
+  if (!cudaDeviceAvailable(why)) return false;
+#if MOECHAT_HAVE_CUDA
+  size_t free_b = 0, total_b = 0;
+  const cudaError_t st = cudaMemGetInfo(&free_b, &total_b);
+  if (st != cudaSuccess) {
+    if (why) *why = std::string("cudaMemGetInfo: ") + cudaGetErrorString(st);
+    cudaGetLastError();
+    return false;
+  }
+  *free_bytes = free_b;
+  *total_bytes = total_b;
+  return true;
+#else
+  (void)free_bytes;
+  (void)total_bytes;
+  return false;
+#endif
+}
+
 std::unique_ptr<Backend> makeBackend(const std::string& name, int threads, std::string* why_not_cuda) {
   if (name == "cpu") return makeCpuBackend(threads);
   if (name != "cuda" && name != "auto")

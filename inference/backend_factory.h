@@ -2,6 +2,7 @@
 // without it offers only the CPU backend.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@ namespace moe {
 // True when this build has CUDA and a device is usable (a probe kernel ran). Otherwise
 // false, with the reason in *why ("built without CUDA", the driver's error, ...).
 bool cudaDeviceAvailable(std::string* why = nullptr);
+
+// Free and total memory of the CUDA device (cudaMemGetInfo). False (with the
+// reason in *why) where no device is usable.
+bool cudaMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);
 
 // name: "cpu", "cuda" or "auto" (CUDA when available, else the CPU backend with the
 // reason CUDA was not used in *why_not_cuda). "cuda" without a usable device throws

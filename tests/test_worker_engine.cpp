@@ -6,10 +6,12 @@
 #include <QTest>
 #include <memory>
 
+#include "app/core/engine_session.h"
 #include "app/core/local_chat_engine.h"
 #include "app/qt/inference_worker.h"
 #include "demo_predictor.h"
 #include "fake_chat_engine.h"
+#include "inference/backend_factory.h"
 
 using namespace moe;
 
@@ -81,6 +83,7 @@ class WorkerEngineTest : public QObject {
     QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
     auto o = demo();
     o.policy = "reactive-lru";
+    o.backend = "cpu";  // the simulated link checked below is the CPU path's
     host.loadModel(o);
     QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
     const auto info = loaded.at(0).at(0).value<LoadedModelInfo>();
@@ -216,6 +219,30 @@ class WorkerEngineTest : public QObject {
     QSignalSpy reply_failed(host.worker(), &InferenceWorker::replyFailed);
     host.generate(1, {{"user", "hi"}}, greedy(4));
     QTRY_COMPARE(reply_failed.count(), 1);
+  }
+
+  // The backend choice: auto falls back to the CPU where no GPU is usable (this
+  // VM, CI); asking for cuda there fails with the reason; a bad name is refused.
+  void backendChoice() {
+    std::string why;
+    const bool gpu = cudaDeviceAvailable(&why);
+    EngineLoadOptions o;
+    o.demo = true;
+    std::string note;
+    const SessionOptions so = LocalChatEngine::sessionOptionsFor(o, &note);
+    QCOMPARE(QString::fromStdString(so.backend), QString(gpu ? "cuda" : "cpu"));
+    if (!gpu) {
+      QCOMPARE(so.link.bytes_per_second, LocalChatEngine::kSimulatedLinkBytesPerSecond);
+      o.backend = "cuda";
+      try {
+        LocalChatEngine::sessionOptionsFor(o, &note);
+        QFAIL("cuda without a GPU was accepted");
+      } catch (const std::runtime_error& e) {
+        QCOMPARE(QString(e.what()), QString::fromStdString("no usable GPU: " + why));
+      }
+    }
+    o.backend = "tpu";
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, LocalChatEngine::sessionOptionsFor(o, &note));
   }
 
   void engineExceptionDuringReplyBecomesReplyFailed() {

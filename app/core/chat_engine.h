@@ -23,6 +23,9 @@ struct EngineLoadOptions {
   bool demo = false;
   std::string policy = "proactive";  // a caching policy (see AppSettings::policies)
   uint64_t vram_budget_bytes = 0;    // 0: auto
+  // "auto": the GPU when one is usable (experts cached in VRAM, copies over the
+  // real link), else the CPU; "cpu" or "cuda" to force one.
+  std::string backend = "auto";
   int n_ctx = 4096;
   int threads = 0;
   // A trained predictor set for this model (predictors table), used by proactive.

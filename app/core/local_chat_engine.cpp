@@ -6,6 +6,7 @@
 #include "app/core/engine_session.h"
 #include "app/core/model_predictor.h"
 #include "app/core/model_shape.h"
+#include "inference/backend_factory.h"
 #include "inference/tokenizer/tokenizer.h"
 #include "offload/expert_cache.h"
 #include "offload/learned_predictor.h"
@@ -29,6 +30,61 @@ void LocalChatEngine::attachPredictor(const EngineLoadOptions& opts, const Model
 }
 
 SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts, std::string* note) {
+  if (opts.backend != "cpu" && opts.backend != "cuda" && opts.backend != "auto")
+    throw std::invalid_argument("unknown backend '" + opts.backend + "' (cpu, cuda or auto)");
+  std::string why_not_gpu;
+  if (opts.backend != "cpu" && cudaDeviceAvailable(&why_not_gpu)) return gpuSessionOptions(opts, note);
+  if (opts.backend == "cuda") throw std::runtime_error("no usable GPU: " + why_not_gpu);
+  return cpuSessionOptions(opts, note);
+}
+
+SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
+  SessionOptions so;
+  so.model_path = opts.model_path;
+  so.demo = opts.demo;
+  so.n_ctx = opts.n_ctx;
+  so.threads = opts.threads;
+  so.backend = "cuda";
+  so.policy = parsePolicy(opts.policy);
+  std::string aside;
+  if (so.policy == OffloadPolicy::kCpuExperts) {
+    so.policy = OffloadPolicy::kProactive;
+    aside = "; cpu-experts is not on the GPU path yet, so proactive runs instead";
+  }
+  const ModelShape shape = describeModel(opts.model_path, opts.demo);
+  if (opts.vram_budget_bytes == 0 && opts.demo) {  // everything would fit: cache half to show the machinery
+    so.cache_share = kAutoCacheShareWithoutGpu;
+    *note = std::string(policyName(so.policy)) + ": cache holds half the experts in VRAM (demo)" + aside;
+    attachPredictor(opts, shape, &so, note);
+    return so;
+  }
+  uint64_t budget = opts.vram_budget_bytes;
+  if (budget == 0) {
+    uint64_t free_bytes = 0, total_bytes = 0;
+    std::string why;
+    if (!cudaMemoryInfo(&free_bytes, &total_bytes, &why))
+      throw std::runtime_error("GPU memory unknown: " + why);
+    budget = free_bytes > kAutoVramMarginBytes ? free_bytes - kAutoVramMarginBytes : 0;
+  }
+  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
+  const FitEstimate fit = estimateFit(shape.config, shape.sizes, budget, n_ctx);
+  if (fit.all_experts_fit) {
+    so.policy = OffloadPolicy::kResident;
+    *note = "resident: every expert in VRAM";
+    return so;
+  }
+  if (!fit.fits_gpu)
+    throw std::runtime_error(
+        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
+        "experts after the weights and the KV cache (raise it in Settings)");
+  so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
+  *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
+          std::to_string(fit.total_experts) + " experts in VRAM, copied from pinned RAM" + aside;
+  attachPredictor(opts, shape, &so, note);
+  return so;
+}
+
+SessionOptions LocalChatEngine::cpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so;
   so.model_path = opts.model_path;
   so.demo = opts.demo;

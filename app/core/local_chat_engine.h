@@ -33,13 +33,19 @@ class LocalChatEngine final : public ChatEngine {
   // resident (on a CPU, copies into a host-memory cache would only cost time).
   static constexpr double kSimulatedLinkBytesPerSecond = 25e9;
   static constexpr double kAutoCacheShareWithoutGpu = 0.5;
-  // The session for opts: policy, cache size from the VRAM budget (via the fit
-  // estimate; resident when everything fits), link. note: a line for the UI.
+  // On a GPU with the budget on auto: what cudaMemGetInfo reports free, less
+  // this much (other programs, the driver, fragmentation).
+  static constexpr uint64_t kAutoVramMarginBytes = uint64_t(1) << 30;
+  // The session for opts: backend, policy, cache size from the VRAM budget (via
+  // the fit estimate; resident when everything fits), link. note: a line for the UI.
   static SessionOptions sessionOptionsFor(const EngineLoadOptions& opts, std::string* note);
 
  private:
   // Under proactive, the stored predictor set replaces skip-gate; a set made for
   // another model is left out, and the note says why.
+  static SessionOptions cpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
+  // A usable GPU: experts cached in VRAM from pinned host memory (docs/offload.md, "The CUDA path").
+  static SessionOptions gpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
   static void attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape, SessionOptions* so,
                               std::string* note);
   // The chat's prompt tokens, dropping the oldest turns (never the system
