@@ -87,8 +87,9 @@ class Model::Loader {
 
   void checkComputable(const gguf::TensorInfo& t, bool always = false) const {
     if ((require_computable_ || always) && !quant::isComputeSupported(t.type))
-      throw ModelError("tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
-                       ", which moechat cannot compute yet (supported: F32, F16, BF16, Q8_0, Q4_0)");
+      throw ModelError(
+          "tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
+          ", which moechat cannot compute yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   }
 
   // A 1-D tensor of `n` elements, converted to F32 in backend memory.

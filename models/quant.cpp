@@ -5,14 +5,31 @@
 //   Q4_0: 18 bytes = { f16 d; uint8 qs[16] }        byte j: low nibble = element j,
 //                                                   high nibble = element j + 16,
 //                                                   value = d * (nibble - 8)
+//   K-quants, 256 elements (QK_K) per block, in 32-element sub-blocks:
+//   Q4_K: 144 bytes = { f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }
+//         sub-block k (0..7): scale/min pair k (6 bits each, packed in scales[12]),
+//         q = nibble of qs[32*(k/2) + l] (low nibble for even k, high for odd),
+//         value = (d*sc)*q - dmin*m
+//   Q5_K: 176 bytes = { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }
+//         as Q4_K, plus bit k of qh[l] as the 5th bit (+16) of sub-block k
+//   Q6_K: 210 bytes = { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }  (d last)
+//         half h (0..1) of 128, group g (0..3) of 32 in it, l = 0..31:
+//         q = (nibble of ql[64h + 32*(g&1) + l], low for g<2) | (2 bits 2g of
+//         qh[32h + l]) << 4, value = (d*scales[8h + 2g + l/16]) * (q - 32)
+//   The K-quant layouts were checked against ggml-common.h (block_q4_K, block_q5_K,
+//   block_q6_K) and llama.cpp gguf-py/gguf/quants.py (Q4_K.get_scale_min and the
+//   dequantize_blocks of Q4_K, Q5_K, Q6_K); tests/test_quant.cpp builds blocks field
+//   by field from this description.
 // Multi-byte fields are little-endian (GGUF files are little-endian).
 //
 // dotRow design: every type is decoded 32 elements at a time into exact floats
-// (f16, bf16, d*q and d*(n-8) are all exactly representable in f32) and fed to
-// the same 32-lane accumulator. The lane structure is identical for every type,
-// so dotRow(T, row, x) == dotRow(F32, dequantizeRow(T, row), x) bit for bit on a
-// given code path. The CPU backend relies on that: its batched matmul dequantises
-// a weight row once and dots it as F32, and must agree with the one-token path.
+// (f16, bf16, d*q and d*(n-8) are all exactly representable in f32; a K-quant
+// sub-block of 32 is one chunk, and its products d*sc*q, dmin*m are exact too, so
+// the one rounding of Q4_K/Q5_K's subtraction is the same whether or not a compiler
+// fuses it into an FMA) and fed to the same 32-lane accumulator. The lane structure is identical for every
+// type, so dotRow(T, row, x) == dotRow(F32, dequantizeRow(T, row), x) bit for bit on a given code path. The
+// CPU backend relies on that: its batched matmul dequantises a weight row once and dots it as F32, and must
+// agree with the one-token path.
 #include "models/quant.h"
 
 #include <algorithm>
@@ -33,9 +50,13 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr int kLanes = 32;      // elements per dot chunk (= Q8_0/Q4_0 block size)
-constexpr int kQ8_0Bytes = 34;  // ggml block_q8_0: f16 d + 32 int8
-constexpr int kQ4_0Bytes = 18;  // ggml block_q4_0: f16 d + 16 nibble pairs
+constexpr int kLanes = 32;                     // elements per dot chunk (= Q8_0/Q4_0 block size)
+constexpr int kQ8_0Bytes = 34;                 // ggml block_q8_0: f16 d + 32 int8
+constexpr int kQ4_0Bytes = 18;                 // ggml block_q4_0: f16 d + 16 nibble pairs
+constexpr int kQ4_KBytes = 144;                // f16 d, f16 dmin, scales[12], qs[128]
+constexpr int kQ5_KBytes = 176;                // f16 d, f16 dmin, scales[12], qh[32], qs[128]
+constexpr int kQ6_KBytes = 210;                // ql[128], qh[64], int8 scales[16], f16 d
+constexpr int kSubBlocks = kBlockQK / kLanes;  // 8 sub-blocks of 32 per K-quant block
 
 uint32_t floatBits(float f) {
   uint32_t u;
@@ -75,7 +96,43 @@ const std::array<float, 65536>& fp16Table() {
                               ") is not supported for compute");
 }
 
-int blockElems(TensorType t) { return (t == TensorType::Q8_0 || t == TensorType::Q4_0) ? kBlockQ8_0 : 1; }
+bool isKQuant(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
+
+int blockElems(TensorType t) {
+  if (t == TensorType::Q8_0 || t == TensorType::Q4_0) return kBlockQ8_0;
+  return isKQuant(t) ? kBlockQK : 1;
+}
+
+// Pair j (0..7) of the 12 packed scale bytes of Q4_K / Q5_K: 6-bit scale and min.
+// Pairs 0..3 are the low 6 bits of bytes j and j+4; pairs 4..7 take their low 4
+// bits from byte j+4 (scale: low nibble, min: high nibble) and their top 2 bits from
+// the top bits of bytes j-4 (scale) and j (min).
+void scaleMinK4(const uint8_t* s, int j, int& sc, int& m) {  // s: [12]
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Where sub-block k (0..7, 32 elements) of a Q6_K block finds its bits.
+struct Q6Sub {
+  const uint8_t* ql;  // [32]: the low 4 bits, nibble ql_shift
+  int ql_shift;
+  const uint8_t* qh;  // [32]: the high 2 bits at qh_shift
+  int qh_shift;
+  const int8_t* sc;  // [2]: scales of elements 0..15 and 16..31
+};
+
+Q6Sub q6Sub(const uint8_t* blk, int k) {
+  const int h = k / 4, g = k % 4;  // half of 128, group of 32 in it
+  return {blk + 64 * h + 32 * (g & 1), 4 * (g >> 1), blk + 128 + 32 * h, 2 * g,
+          reinterpret_cast<const int8_t*>(blk + 192) + 8 * h + 2 * g};
+}
 
 void checkLength(TensorType t, int64_t n, const char* what) {
   if (n < 0 || n % blockElems(t) != 0) {
@@ -113,6 +170,41 @@ void decodeQ4_0(const uint8_t* blk, float* w) {  // w: [32]
   }
 }
 
+void decodeQ4_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
+  const auto& f16 = fp16Table();
+  int sc = 0, m = 0;
+  scaleMinK4(blk + 4, k, sc, m);
+  const float ds = f16[loadU16(blk)] * static_cast<float>(sc);
+  const float dm = f16[loadU16(blk + 2)] * static_cast<float>(m);
+  const uint8_t* qs = blk + 16 + 32 * (k / 2);
+  const int shift = 4 * (k % 2);
+  for (int l = 0; l < kLanes; ++l) w[l] = ds * static_cast<float>((qs[l] >> shift) & 15) - dm;
+}
+
+void decodeQ5_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
+  const auto& f16 = fp16Table();
+  int sc = 0, m = 0;
+  scaleMinK4(blk + 4, k, sc, m);
+  const float ds = f16[loadU16(blk)] * static_cast<float>(sc);
+  const float dm = f16[loadU16(blk + 2)] * static_cast<float>(m);
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = blk + 48 + 32 * (k / 2);
+  const int shift = 4 * (k % 2);
+  for (int l = 0; l < kLanes; ++l) {
+    const int q = ((qs[l] >> shift) & 15) | (((qh[l] >> k) & 1) << 4);
+    w[l] = ds * static_cast<float>(q) - dm;
+  }
+}
+
+void decodeQ6_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
+  const float d = fp16Table()[loadU16(blk + 208)];
+  const Q6Sub s = q6Sub(blk, k);
+  for (int l = 0; l < kLanes; ++l) {
+    const int q = ((s.ql[l] >> s.ql_shift) & 15) | (((s.qh[l] >> s.qh_shift) & 3) << 4);
+    w[l] = (d * static_cast<float>(s.sc[l / 16])) * static_cast<float>(q - 32);
+  }
+}
+
 // Decodes elements [first, first + count) of a row; count <= 32, and for block
 // types first is a block start and count == 32.
 void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count,
@@ -123,6 +215,15 @@ void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count,
     case TensorType::BF16: decodeBF16(row + 2 * first, w, count); return;
     case TensorType::Q8_0: decodeQ8_0(row + (first / kBlockQ8_0) * kQ8_0Bytes, w); return;
     case TensorType::Q4_0: decodeQ4_0(row + (first / kBlockQ4_0) * kQ4_0Bytes, w); return;
+    case TensorType::Q4_K:
+      decodeQ4_K(row + (first / kBlockQK) * kQ4_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
+      return;
+    case TensorType::Q5_K:
+      decodeQ5_K(row + (first / kBlockQK) * kQ5_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
+      return;
+    case TensorType::Q6_K:
+      decodeQ6_K(row + (first / kBlockQK) * kQ6_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
+      return;
     default: throwUnsupported(t, "decode");
   }
 }
@@ -234,6 +335,80 @@ struct DecodeQ4_0 {
   }
 };
 
+// 32 small unsigned integers (one per byte) as four registers of 8 floats,
+// each multiplied by scale and minus offset: (scale * q) - offset, in element order.
+MOECHAT_AVX2 inline __m256 eightU8(__m128i bytes, __m256 scale, __m256 offset) {  // low 8 bytes
+  const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+  return _mm256_sub_ps(_mm256_mul_ps(scale, q), offset);
+}
+
+MOECHAT_AVX2 inline Chunk chunkU8(__m256i q, __m256 scale, __m256 offset) {  // q: 32 bytes
+  const __m128i lo = _mm256_castsi256_si128(q);
+  const __m128i hi = _mm256_extracti128_si256(q, 1);
+  return {eightU8(lo, scale, offset), eightU8(_mm_srli_si128(lo, 8), scale, offset),
+          eightU8(hi, scale, offset), eightU8(_mm_srli_si128(hi, 8), scale, offset)};
+}
+
+// Nibble (shift 0 or 4) of each of 32 bytes.
+MOECHAT_AVX2 inline __m256i nibbles32(const uint8_t* p, int shift) {  // p: [32]
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(0x0f));
+}
+
+// (bits >> shift) & mask of each of 32 bytes, shift <= 7 (the 16-bit shift brings
+// in bits of the neighbouring byte only above the mask).
+MOECHAT_AVX2 inline __m256i bits32(const uint8_t* p, int shift, int mask) {  // p: [32]
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+struct DecodeQ4_K {
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
+    const uint8_t* blk = p + (i / kBlockQK) * kQ4_KBytes;
+    const int k = static_cast<int>(i % kBlockQK) / kLanes;
+    int sc = 0, m = 0;
+    scaleMinK4(blk + 4, k, sc, m);
+    const __m256 ds = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)) * static_cast<float>(sc));
+    const __m256 dm = _mm256_set1_ps(_cvtsh_ss(loadU16(blk + 2)) * static_cast<float>(m));
+    return chunkU8(nibbles32(blk + 16 + 32 * (k / 2), 4 * (k % 2)), ds, dm);
+  }
+};
+
+struct DecodeQ5_K {
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
+    const uint8_t* blk = p + (i / kBlockQK) * kQ5_KBytes;
+    const int k = static_cast<int>(i % kBlockQK) / kLanes;
+    int sc = 0, m = 0;
+    scaleMinK4(blk + 4, k, sc, m);
+    const __m256 ds = _mm256_set1_ps(_cvtsh_ss(loadU16(blk)) * static_cast<float>(sc));
+    const __m256 dm = _mm256_set1_ps(_cvtsh_ss(loadU16(blk + 2)) * static_cast<float>(m));
+    const __m256i lo = nibbles32(blk + 48 + 32 * (k / 2), 4 * (k % 2));
+    const __m256i hi = _mm256_slli_epi16(bits32(blk + 16, k, 1), 4);  // bit 4 of each byte, no carry
+    return chunkU8(_mm256_or_si256(lo, hi), ds, dm);
+  }
+};
+
+struct DecodeQ6_K {
+  MOECHAT_AVX2 static __m256 eight(__m128i bytes, __m256 scale) {  // scale * (q - 32), low 8 bytes
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(32));
+    return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(q));
+  }
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
+    const uint8_t* blk = p + (i / kBlockQK) * kQ6_KBytes;
+    const Q6Sub s = q6Sub(blk, static_cast<int>(i % kBlockQK) / kLanes);
+    const float d = _cvtsh_ss(loadU16(blk + 208));
+    const __m256 s0 = _mm256_set1_ps(d * static_cast<float>(s.sc[0]));     // elements 0..15
+    const __m256 s1 = _mm256_set1_ps(d * static_cast<float>(s.sc[1]));     // elements 16..31
+    const __m256i hi = _mm256_slli_epi16(bits32(s.qh, s.qh_shift, 3), 4);  // bits 4-5, no carry
+    const __m256i q = _mm256_or_si256(nibbles32(s.ql, s.ql_shift), hi);
+    const __m128i lo128 = _mm256_castsi256_si128(q);
+    const __m128i hi128 = _mm256_extracti128_si256(q, 1);
+    return {eight(lo128, s0), eight(_mm_srli_si128(lo128, 8), s0), eight(hi128, s1),
+            eight(_mm_srli_si128(hi128, 8), s1)};
+  }
+};
+
 struct Acc {
   __m256 a0, a1, a2, a3;
 };
@@ -289,6 +464,9 @@ float dotFast(TensorType t, const uint8_t* row, const float* x, int64_t n) {
     case TensorType::BF16: return dotAvx2<DecodeBF16>(t, row, x, n);
     case TensorType::Q8_0: return dotAvx2<DecodeQ8_0>(t, row, x, n);
     case TensorType::Q4_0: return dotAvx2<DecodeQ4_0>(t, row, x, n);
+    case TensorType::Q4_K: return dotAvx2<DecodeQ4_K>(t, row, x, n);
+    case TensorType::Q5_K: return dotAvx2<DecodeQ5_K>(t, row, x, n);
+    case TensorType::Q6_K: return dotAvx2<DecodeQ6_K>(t, row, x, n);
     default: throwUnsupported(t, "dotRow");
   }
 }
@@ -328,6 +506,100 @@ void quantizeBlockQ4_0(const float* x, uint8_t* blk) {  // x: [32]
   uint8_t* qs = blk + 2;
   for (int j = 0; j < kBlockQ4_0 / 2; ++j)
     qs[j] = static_cast<uint8_t>(nibble(x[j]) | (nibble(x[j + 16]) << 4));
+}
+
+// K-quant reference quantisers: simple and deterministic, not ggml's iterative
+// search (make_qkx2_quants / make_qx_quants), so the bytes differ from llama.cpp's
+// quantize tool; dequantise(quantise(x)) is within about one quantisation step.
+
+// 6-bit codes of v[0..8) on the grid step = max(v) / 63, step stored as f16 (the
+// decoded step is returned). A nonzero v never gets code 0.
+float sixBitCodes(const float* v, int* codes) {  // v: [8], >= 0; codes: [8]
+  float vmax = 0.0f;
+  for (int j = 0; j < kSubBlocks; ++j) vmax = std::max(vmax, v[j]);
+  const float step = fp16ToFp32(fp32ToFp16(vmax / 63.0f));
+  for (int j = 0; j < kSubBlocks; ++j) {
+    codes[j] = step > 0.0f ? std::clamp(static_cast<int>(std::lround(v[j] / step)), 0, 63) : 0;
+    if (codes[j] == 0 && v[j] > 0.0f && step > 0.0f) codes[j] = 1;
+  }
+  return step;
+}
+
+// Q4_K (nmax 15) or Q5_K (nmax 31): per sub-block of 32 an affine grid from min(x, 0)
+// to max(x); the 8 scales and 8 mins are 6-bit codes of f16 d and dmin.
+void quantizeBlockQK_affine(const float* x, uint8_t* blk, int nmax) {  // x: [256]
+  float scale[kSubBlocks], minv[kSubBlocks];
+  for (int k = 0; k < kSubBlocks; ++k) {
+    const float* xs = x + kLanes * k;
+    float lo = 0.0f, hi = xs[0];
+    for (int l = 0; l < kLanes; ++l) {
+      lo = std::min(lo, xs[l]);
+      hi = std::max(hi, xs[l]);
+    }
+    scale[k] = std::max(0.0f, hi - lo) / static_cast<float>(nmax);
+    minv[k] = -lo;
+  }
+  int sc[kSubBlocks], m[kSubBlocks];
+  const float d = sixBitCodes(scale, sc);
+  const float dmin = sixBitCodes(minv, m);
+  storeU16(blk, fp32ToFp16(d));
+  storeU16(blk + 2, fp32ToFp16(dmin));
+  uint8_t* s = blk + 4;  // inverse of scaleMinK4
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+  const bool five = nmax == 31;
+  uint8_t* qh = blk + 16;                // Q5_K only
+  uint8_t* qs = blk + (five ? 48 : 16);  // [128]
+  if (five) std::memset(qh, 0, 32);
+  std::memset(qs, 0, 128);
+  for (int k = 0; k < kSubBlocks; ++k) {
+    const float ds = d * static_cast<float>(sc[k]);
+    const float dm = dmin * static_cast<float>(m[k]);
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = x[kLanes * k + l];
+      const int q = ds > 0.0f ? std::clamp(static_cast<int>(std::lround((v + dm) / ds)), 0, nmax) : 0;
+      qs[32 * (k / 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (k % 2)));
+      if (five) qh[l] |= static_cast<uint8_t>((q >> 4) << k);
+    }
+  }
+}
+
+// Q6_K: per sub-block of 16 a symmetric grid step = amax / 31, as 8-bit codes of f16 d
+// (d = largest step / 127); q = round(x / (d*sc)) in [-32, 31], stored + 32.
+void quantizeBlockQ6_K(const float* x, uint8_t* blk) {  // x: [256]
+  constexpr int kGroups = kBlockQK / 16;
+  float step[kGroups];
+  float smax = 0.0f;
+  for (int j = 0; j < kGroups; ++j) {
+    float amax = 0.0f;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * j + l]));
+    step[j] = amax / 31.0f;
+    smax = std::max(smax, step[j]);
+  }
+  const float d = fp16ToFp32(fp32ToFp16(smax / 127.0f));
+  storeU16(blk + 208, fp32ToFp16(d));
+  auto* sc = reinterpret_cast<int8_t*>(blk + 192);
+  for (int j = 0; j < kGroups; ++j) {
+    int c = d > 0.0f ? std::clamp(static_cast<int>(std::lround(step[j] / d)), 0, 127) : 0;
+    if (c == 0 && step[j] > 0.0f && d > 0.0f) c = 1;
+    sc[j] = static_cast<int8_t>(c);
+  }
+  std::memset(blk, 0, 192);  // ql, qh
+  for (int k = 0; k < kSubBlocks; ++k) {
+    const Q6Sub s = q6Sub(blk, k);
+    auto* ql = const_cast<uint8_t*>(s.ql);
+    auto* qh = const_cast<uint8_t*>(s.qh);
+    for (int l = 0; l < kLanes; ++l) {
+      const float ds = d * static_cast<float>(s.sc[l / 16]);
+      const float v = x[kLanes * k + l];
+      const int q = ds > 0.0f ? std::clamp(static_cast<int>(std::lround(v / ds)), -32, 31) + 32 : 32;
+      ql[l] |= static_cast<uint8_t>((q & 15) << s.ql_shift);
+      qh[l] |= static_cast<uint8_t>((q >> 4) << s.qh_shift);
+    }
+  }
 }
 
 }  // namespace
@@ -391,7 +663,10 @@ bool isComputeSupported(gguf::TensorType t) {
     case TensorType::F16:
     case TensorType::BF16:
     case TensorType::Q8_0:
-    case TensorType::Q4_0: return true;
+    case TensorType::Q4_0:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K: return true;
     default: return false;
   }
 }
@@ -423,6 +698,17 @@ void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n) 
     case TensorType::Q4_0:
       for (int64_t b = 0; b < n / kBlockQ4_0; ++b)
         quantizeBlockQ4_0(src + b * kBlockQ4_0, dst + b * kQ4_0Bytes);
+      return;
+    case TensorType::Q4_K:
+      for (int64_t b = 0; b < n / kBlockQK; ++b)
+        quantizeBlockQK_affine(src + b * kBlockQK, dst + b * kQ4_KBytes, 15);
+      return;
+    case TensorType::Q5_K:
+      for (int64_t b = 0; b < n / kBlockQK; ++b)
+        quantizeBlockQK_affine(src + b * kBlockQK, dst + b * kQ5_KBytes, 31);
+      return;
+    case TensorType::Q6_K:
+      for (int64_t b = 0; b < n / kBlockQK; ++b) quantizeBlockQ6_K(src + b * kBlockQK, dst + b * kQ6_KBytes);
       return;
     default: throwUnsupported(t, "quantizeRow");
   }

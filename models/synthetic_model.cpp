@@ -18,7 +18,9 @@
 #include "models/synthetic_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -302,6 +304,35 @@ void validate(const SyntheticSpec& s) {
 }
 
 }  // namespace
+
+gguf::TensorType parseWeightType(const std::string& name) {
+  std::string up = name;
+  for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+    if (up == gguf::tensorTypeName(t)) return t;
+  throw std::invalid_argument("unknown weight type '" + name +
+                              "' (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+}
+
+SyntheticSpec fitToBlocks(SyntheticSpec s) {
+  auto block = [](TensorType t) {
+    const auto traits = gguf::typeTraits(uint32_t(t));
+    return traits ? int(traits->block_elems) : 1;
+  };
+  const int wb = block(s.weight_type), eb = block(s.expert_type);
+  const int both = std::lcm(wb, eb);
+  auto up = [](int v, int b) { return v <= 0 ? v : (v + b - 1) / b * b; };
+  s.n_embd = up(s.n_embd, both);  // ne0 of token_embd, attn_q/k/v, gate/up (experts and shared)
+  s.n_ff_exp = up(s.n_ff_exp, eb);
+  s.n_ff = up(s.n_ff, wb);
+  if (s.arch == "deepseek" && s.n_expert_shared > 0)
+    s.n_ff_shexp = s.n_ff_exp * s.n_expert_shared;
+  else
+    s.n_ff_shexp = up(s.n_ff_shexp, wb);
+  while ((s.n_head * s.head_dim) % wb != 0 || s.head_dim % 2 != 0) ++s.head_dim;  // attn_output's ne0
+  return s;
+}
 
 gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
   validate(spec);

@@ -51,6 +51,17 @@ SyntheticSpec demoSpec();
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 
+// The weight types a synthetic model can be written in, by name, case-insensitive:
+// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Throws std::invalid_argument naming them.
+gguf::TensorType parseWeightType(const std::string& name);
+
+// `spec` widened so every matrix row is a whole number of blocks of its type: for
+// K-quants (blocks of 256) n_embd, n_ff_exp, n_ff, n_ff_shexp and the attention
+// width n_head x head_dim are rounded up to multiples of 256 (deepseek keeps
+// n_ff_shexp = n_expert_shared x n_ff_exp). A spec whose rows already fit comes back
+// unchanged, so the tiny specs' files do not change.
+SyntheticSpec fitToBlocks(SyntheticSpec spec);
+
 // Builds the writer for a spec (tensors filled lazily while writing).
 gguf::GgufWriter buildModel(const SyntheticSpec& spec);
 void writeModel(const SyntheticSpec& spec, const std::string& path);

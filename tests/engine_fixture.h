@@ -47,12 +47,13 @@ inline std::vector<uint8_t> withTensorRetyped(const moe::synth::SyntheticSpec& s
   return w.toBytes();
 }
 
-// A tiny llama model whose blk.0 gate experts are Q4_K (K-quants need rows of 256).
-inline std::vector<uint8_t> tinyModelWithKQuantExperts() {
+// A tiny llama model whose blk.0 gate experts are Q3_K, a K-quant the engine opens
+// but does not compute (K-quants need rows of 256).
+inline std::vector<uint8_t> tinyModelWithUncomputedExperts() {
   auto spec = moe::synth::tinySpec("llama");
   spec.n_embd = 256;
   spec.head_dim = 64;
-  return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::Q4_K);
+  return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::Q3_K);
 }
 
 // max |a - b| relative to max |b|.

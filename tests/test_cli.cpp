@@ -198,12 +198,31 @@ class CliTest : public QObject {
                   "unsupported architecture 'mamba'");
   }
 
-  void kQuantFileIsDescribedButNotRun() {
-    const QString path = writeFile("kquant.gguf", tinyModelWithKQuantExperts());
+  void genModelKQuantThenGenerate() {
+    // A tiny spec widened to rows of 256 for Q4_K experts; generate runs it greedily,
+    // twice with the same tokens.
+    const QString path = dir_.filePath("q4k.gguf");
+    const auto gen = runCli({"gen-model", "--arch", "llama", "--expert-type", "q4_k", "-o", path});
+    QCOMPARE(gen.code, 0);
+    QVERIFY2(gen.err.contains("n_embd 256"), qPrintable(gen.err));
     const auto info = runCli({"info", path});
     QCOMPARE(info.code, 0);
     QVERIFY2(info.out.contains("Q4_K"), qPrintable(info.out));
-    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "Q4_K, which moechat cannot compute yet");
+    const auto a = runCli({"generate", path, "-n", "8", "--temp", "0", "-p", "hello"});
+    QCOMPARE(a.code, 0);
+    QVERIFY2(a.err.contains("8 tokens generated"), qPrintable(a.err));
+    const auto b = runCli({"generate", path, "-n", "8", "--temp", "0", "-p", "hello"});
+    QCOMPARE(b.out, a.out);
+    expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "q3_k", "-o", path}), 2,
+                  "unknown weight type 'q3_k'");
+  }
+
+  void uncomputedKQuantFileIsDescribedButNotRun() {
+    const QString path = writeFile("q3k.gguf", tinyModelWithUncomputedExperts());
+    const auto info = runCli({"info", path});
+    QCOMPARE(info.code, 0);
+    QVERIFY2(info.out.contains("Q3_K"), qPrintable(info.out));
+    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "Q3_K, which moechat cannot compute yet");
   }
 
   void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {

@@ -2,7 +2,8 @@
 // inputs (realistic and odd shapes), then whole forward passes of the tiny
 // synthetic models on CUDA vs CPU. Error = max |gpu - cpu| / max |cpu| (relMaxDiff).
 // Tolerances, and why:
-//   exact (0)     embed (decoding is the same float product d * q), add, copy;
+//   exact (0)     embed (decoding is the same float product d * q; K-quants: exact
+//                 products and one rounded subtraction, as on the CPU), add, copy;
 //   1e-6          rope (same host-computed cos/sin, products rounded as the CPU does),
 //                 rmsNorm (double sum of squares on both), swiglu (expf differs by ulps),
 //                 axpy (explicitly unfused multiply-add: normally exact);
@@ -18,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -115,10 +117,13 @@ struct TestWeight {
   TestWeight& operator=(const TestWeight&) = delete;
 };
 
-const TensorType kAllTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                                TensorType::Q4_0};
+const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
+                                TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 
 bool isBlockType(TensorType t) { return t == TensorType::Q8_0 || t == TensorType::Q4_0; }
+bool isKQuant(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
 
 QByteArray label(TensorType t, const std::string& rest) {
   return QByteArray::fromStdString(std::string(moe::gguf::tensorTypeName(t)) + " " + rest);
@@ -154,7 +159,7 @@ void TestCudaKernels::memory() {
 void TestCudaKernels::embedAllTypes() {
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
   for (TensorType type : kAllTypes) {
-    const int64_t cols = isBlockType(type) ? 96 : 70;
+    const int64_t cols = isKQuant(type) ? 512 : isBlockType(type) ? 96 : 70;
     TestWeight table(*gpu_, type, 50, cols, 7);
     std::vector<float> want(tokens.size() * cols);
     cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
@@ -171,8 +176,9 @@ void TestCudaKernels::matmulAllTypes() {
     int64_t rows, cols;
   };
   for (TensorType type : kAllTypes) {
-    // Odd widths for the element types; block types need whole blocks of 32.
-    const std::vector<Shape> shapes = isBlockType(type)
+    // Odd widths for the element types; block types need whole blocks of 32, K-quants of 256.
+    const std::vector<Shape> shapes = isKQuant(type) ? std::vector<Shape>{{129, 768}, {1024, 2048}, {33, 256}}
+                                      : isBlockType(type)
                                           ? std::vector<Shape>{{129, 96}, {1024, 2048}, {33, 32}}
                                           : std::vector<Shape>{{67, 75}, {1024, 2048}, {1, 3}};
     for (const Shape& s : shapes)
@@ -194,14 +200,16 @@ void TestCudaKernels::matmulAllTypes() {
 // 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
 // tile's GEMM must land at rows 4096.. of every token's output.
 void TestCudaKernels::matmulTileBoundary() {
-  TestWeight w(*gpu_, TensorType::Q4_0, 4100, 4096, 5);
-  const int n_tokens = 3;
-  const auto x = randomFloats(size_t(n_tokens) * 4096, 6);
-  std::vector<float> want(size_t(n_tokens) * 4100);
-  cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
-  DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
-  gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-  QVERIFY(relMaxDiff(dy.read(), want) < 1e-5);
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
+    TestWeight w(*gpu_, type, 4100, 4096, 5);
+    const int n_tokens = 3;
+    const auto x = randomFloats(size_t(n_tokens) * 4096, 6);
+    std::vector<float> want(size_t(n_tokens) * 4100);
+    cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
+    DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
+    gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
+    QVERIFY2(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary").constData());
+  }
 }
 
 // A kernel reading pageable host memory would poison the context; the backend
@@ -215,6 +223,10 @@ void TestCudaKernels::matmulRejectsPageableWeight() {
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(too_wide, dx.p, dy.p, 1));
   gpu_->matmul(w.dev, dx.p, dy.p, 1);
   gpu_->synchronize();
+  TestWeight k(*gpu_, TensorType::Q6_K, 8, 256, 3);  // K-quant rows are whole blocks of 256
+  WeightView narrow = k.dev;
+  narrow.cols = 128;
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(narrow, dx.p, dy.p, 1));
 }
 
 void TestCudaKernels::rmsNorm() {
@@ -326,10 +338,21 @@ void TestCudaKernels::factory() {
 }
 
 // Each tiny synthetic model (every architecture, mixed weight types) runs a
-// 20-token prompt and 4 decode steps on both backends; logits must agree.
+// 20-token prompt and 4 decode steps on both backends; logits must agree. Then two
+// K-quant models (widened to rows of 256): Q4_K experts with Q6_K matrices, Q5_K
+// experts with Q4_K matrices.
 void TestCudaKernels::forwardMatchesCpu() {
-  for (const std::string& arch : moe::synth::supportedArchs()) {
-    const auto spec = moe::synth::tinySpec(arch);
+  std::vector<moe::synth::SyntheticSpec> specs;
+  for (const std::string& arch : moe::synth::supportedArchs()) specs.push_back(moe::synth::tinySpec(arch));
+  for (auto [arch, et, wt] : {std::tuple{"llama", TensorType::Q4_K, TensorType::Q6_K},
+                              std::tuple{"qwen2moe", TensorType::Q5_K, TensorType::Q4_K}}) {
+    auto s = moe::synth::tinySpec(arch);
+    s.expert_type = et;
+    s.weight_type = wt;
+    specs.push_back(moe::synth::fitToBlocks(s));
+  }
+  for (const auto& spec : specs) {
+    const std::string arch = spec.arch + " " + moe::gguf::tensorTypeName(spec.expert_type);
     const auto bytes = moe::synth::buildModel(spec).toBytes();
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);

@@ -1,6 +1,8 @@
 // Element formats (models/quant.h): hand-written blocks with hand-computed values,
 // f16/bf16 edge cases, reference-quantiser error bounds, dotRow against the
-// dequantised dot, row sizes and unsupported types.
+// dequantised dot, row sizes and unsupported types. The K-quant blocks (Q4_K, Q5_K,
+// Q6_K) are assembled field by field from the layout in shared/GGUF-NOTES.md and
+// every one of their 256 elements is checked.
 #include <QtTest/QtTest>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "models/gguf.h"
@@ -46,6 +50,71 @@ std::vector<float> decode(TensorType t, const std::vector<uint8_t>& bytes, int64
 }
 
 uint16_t f16Of(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+void putF16(uint8_t* p, uint16_t h) {
+  p[0] = static_cast<uint8_t>(h & 0xff);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+// The 8 (scale, min) pairs of a Q4_K/Q5_K block, written here from the documented
+// packing: pair j < 4 in the low 6 bits of bytes j (scale) and j+4 (min); pair j >= 4
+// has its low 4 bits in byte j+4 (scale: low nibble, min: high nibble) and its top
+// 2 bits in the top bits of bytes j-4 (scale) and j (min).
+struct ScaleMin {
+  int sc[8];
+  int m[8];
+};
+
+ScaleMin unpackScales(const uint8_t* s) {  // s: [12]
+  ScaleMin r{};
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      r.sc[j] = s[j] & 63;
+      r.m[j] = s[j + 4] & 63;
+    } else {
+      r.sc[j] = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+      r.m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+  }
+  return r;
+}
+
+// Element e of a Q4_K / Q5_K block: chunk c = e / 64; its first 32 elements are the
+// low nibbles of qs[32c..32c+31] (pair 2c), the next 32 the high nibbles (pair 2c+1);
+// Q5_K adds bit (2c or 2c+1) of qh[e % 32] as +16.
+int qOfQ45(const uint8_t* qs, const uint8_t* qh, int e) {
+  const int c = e / 64, l = e % 32;
+  const bool high = (e % 64) >= 32;
+  int q = high ? (qs[32 * c + l] >> 4) : (qs[32 * c + l] & 15);
+  if (qh && ((qh[l] >> (2 * c + (high ? 1 : 0))) & 1)) q += 16;
+  return q;
+}
+
+float pairValue(float d, float dmin, int sc, int m, int q) {
+  return (d * static_cast<float>(sc)) * static_cast<float>(q) - dmin * static_cast<float>(m);
+}
+
+// Element e of a Q6_K block: half h = e / 128 (ql + 64h, qh + 32h, scales + 8h); in
+// it, l = e % 32 and group g = (e % 128) / 32: low 4 bits from ql[l] (g 0), ql[l+32]
+// (g 1), ql[l] >> 4 (g 2), ql[l+32] >> 4 (g 3); high 2 bits = bits 2g, 2g+1 of qh[l];
+// minus 32; scale = scales[e / 16].
+int qOfQ6(const uint8_t* ql, const uint8_t* qh, int e) {
+  const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+  const uint8_t lo_byte = ql[64 * h + l + (g % 2 == 1 ? 32 : 0)];
+  const int lo = g < 2 ? (lo_byte & 15) : (lo_byte >> 4);
+  const int hi = (qh[32 * h + l] >> (2 * g)) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Normalised mean squared error of y against x.
+double nmseOf(const std::vector<float>& x, const std::vector<float>& y) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    den += static_cast<double>(x[i]) * x[i];
+  }
+  return num / den;
+}
 
 }  // namespace
 
@@ -117,6 +186,116 @@ class TestQuant : public QObject {
     QCOMPARE(out[15], 1.0f);
     QCOMPARE(out[31], -2.5f);
     for (int j : {2, 3, 10, 14, 18, 25, 30}) QCOMPARE(out[j], 0.0f);
+  }
+
+  void q4_KScalePacking() {
+    // Twelve literal bytes and the pairs they hold, worked out by hand:
+    // byte 0 = 0x41 = 01|000001: scale0 = 1, top bits of scale4 = 1
+    // byte 8 = 0x01: scale4 low nibble 1, min4 low nibble 0 -> scale4 = 1 + 16 = 17,
+    //   min4 = 0 + (byte 4 = 0x40 = 01|000000 -> top bits 1) * 16 = 16
+    const uint8_t s[12] = {0x41, 0x82, 0xC3, 0xFF, 0x40, 0x85, 0x4A, 0x3F, 0x01, 0x81, 0xF0, 0x1F};
+    const ScaleMin p = unpackScales(s);
+    const int sc[8] = {1, 2, 3, 63, 17, 33, 48, 63};
+    const int m[8] = {0, 5, 10, 63, 16, 40, 31, 1};
+    for (int j = 0; j < 8; ++j) {
+      QCOMPARE(p.sc[j], sc[j]);
+      QCOMPARE(p.m[j], m[j]);
+    }
+  }
+
+  void q4_KBlock() {
+    // block_q4_K: f16 d, f16 dmin, scales[12], qs[128] = 144 bytes.
+    uint8_t blk[144] = {};
+    putF16(blk, 0x3400);      // d = 0.25
+    putF16(blk + 2, 0x3000);  // dmin = 0.125
+    const uint8_t s[12] = {0x41, 0x82, 0xC3, 0xFF, 0x40, 0x85, 0x4A, 0x3F, 0x01, 0x81, 0xF0, 0x1F};
+    std::memcpy(blk + 4, s, 12);
+    for (int i = 0; i < 128; ++i) blk[16 + i] = static_cast<uint8_t>(i * 37 + 11);
+    float out[256];
+    quant::dequantizeRow(TensorType::Q4_K, blk, out, 256);
+    // By hand: element 0 = low nibble of qs[0] = 0x0B = 11, pair 0 (1, 0):
+    // 0.25*1*11 - 0 = 2.75. Element 32 = high nibble of qs[0] = 0, pair 1 (2, 5):
+    // -0.125*5 = -0.625. Element 255 = high nibble of qs[127] (127*37+11 = 4710 =
+    // 0x1266 -> 0x66 -> 6), pair 7 (63, 1): 0.25*63*6 - 0.125 = 94.375.
+    QCOMPARE(out[0], 2.75f);
+    QCOMPARE(out[32], -0.625f);
+    QCOMPARE(out[255], 94.375f);
+    const ScaleMin p = unpackScales(s);
+    for (int e = 0; e < 256; ++e) {
+      const int pair = e / 32;
+      QCOMPARE(out[e], pairValue(0.25f, 0.125f, p.sc[pair], p.m[pair], qOfQ45(blk + 16, nullptr, e)));
+    }
+  }
+
+  void q5_KBlock() {
+    // block_q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128] = 176 bytes.
+    uint8_t blk[176] = {};
+    putF16(blk, 0x3800);      // d = 0.5
+    putF16(blk + 2, 0x3C00);  // dmin = 1.0
+    const uint8_t s[12] = {0x41, 0x82, 0xC3, 0xFF, 0x40, 0x85, 0x4A, 0x3F, 0x01, 0x81, 0xF0, 0x1F};
+    std::memcpy(blk + 4, s, 12);
+    for (int l = 0; l < 32; ++l) blk[16 + l] = static_cast<uint8_t>(l * 53 + 5);   // qh
+    for (int i = 0; i < 128; ++i) blk[48 + i] = static_cast<uint8_t>(i * 29 + 7);  // qs
+    float out[256];
+    quant::dequantizeRow(TensorType::Q5_K, blk, out, 256);
+    // By hand: element 0: qs[0] = 7 (low nibble 7), qh[0] = 5 = 0b101 (bit 0 set):
+    // q = 23, pair 0 (1, 0): 0.5*23 = 11.5. Element 32: high nibble of qs[0] = 0, bit 1
+    // of qh[0] clear: q = 0, pair 1 (2, 5): -5. Element 64 + 1 = 65: low nibble of
+    // qs[33] (33*29+7 = 964 = 0x3C4 -> 0xC4 -> 4), qh[1] = 58 = 0b111010, bit 2 clear:
+    // q = 4, pair 2 (3, 10): 0.5*3*4 - 10 = -4. Element 96 + 1 = 97: high nibble
+    // of qs[33] = 12, bit 3 of qh[1] set: q = 28, pair 3 (63, 63): 0.5*63*28 - 63 = 819.
+    QCOMPARE(out[0], 11.5f);
+    QCOMPARE(out[32], -5.0f);
+    QCOMPARE(out[65], -4.0f);
+    QCOMPARE(out[97], 819.0f);
+    const ScaleMin p = unpackScales(s);
+    for (int e = 0; e < 256; ++e) {
+      const int pair = e / 32;
+      QCOMPARE(out[e], pairValue(0.5f, 1.0f, p.sc[pair], p.m[pair], qOfQ45(blk + 48, blk + 16, e)));
+    }
+  }
+
+  void q6_KBlock() {
+    // block_q6_K: ql[128], qh[64], int8 scales[16], f16 d (last) = 210 bytes.
+    uint8_t blk[210] = {};
+    for (int i = 0; i < 128; ++i) blk[i] = static_cast<uint8_t>(i * 41 + 3);         // ql
+    for (int i = 0; i < 64; ++i) blk[128 + i] = static_cast<uint8_t>(i * 23 + 200);  // qh
+    const int8_t sc[16] = {1, -1, 2, -2, 3, 127, -128, 0, 5, -7, 11, 13, -17, 19, 64, -64};
+    std::memcpy(blk + 192, sc, 16);
+    putF16(blk + 208, 0x3800);  // d = 0.5
+    float out[256];
+    quant::dequantizeRow(TensorType::Q6_K, blk, out, 256);
+    // By hand: element 0: ql[0] = 3 (low nibble 3), qh[0] = 200 = 0b11001000 (bits
+    // 0-1 = 0): q = 3 - 32 = -29, scale 1: 0.5*1*-29 = -14.5. Element 32 (group 1):
+    // low nibble of ql[32] (32*41+3 = 1315 = 0x523 -> 0x23 -> 3), bits 2-3 of qh[0] = 2:
+    // q = 3 + 32 - 32 = 3, scale sc[2] = 2: 3. Element 64 (group 2): high nibble of
+    // ql[0] = 0, bits 4-5 of qh[0] = 0: q = -32, scale sc[4] = 3: -48. Element 96
+    // (group 3): high nibble of ql[32] = 2, bits 6-7 of qh[0] = 3: q = 50 - 32 = 18,
+    // scale sc[6] = -128: 0.5*-128*18 = -1152. Element 128 (second half): ql[64]
+    // (64*41+3 = 2627 = 0xA43 -> 0x43, low nibble 3), qh[32] (32*23+200 = 936 =
+    // 0x3A8 -> 0xA8, bits 0-1 = 0): q = -29, scale sc[8] = 5: -72.5.
+    QCOMPARE(out[0], -14.5f);
+    QCOMPARE(out[32], 3.0f);
+    QCOMPARE(out[64], -48.0f);
+    QCOMPARE(out[96], -1152.0f);
+    QCOMPARE(out[128], -72.5f);
+    for (int e = 0; e < 256; ++e)
+      QCOMPARE(out[e],
+               (0.5f * static_cast<float>(sc[e / 16])) * static_cast<float>(qOfQ6(blk, blk + 128, e)));
+  }
+
+  void kQuantRowOfSeveralBlocks() {
+    // Block b of a row starts at b * block bytes: a second block with other fields
+    // must decode on its own (catches a wrong block stride).
+    for (auto [t, bytes] :
+         {std::pair{TensorType::Q4_K, 144}, {TensorType::Q5_K, 176}, {TensorType::Q6_K, 210}}) {
+      const auto x = randomFloats(512, 31, 1.0f);
+      const auto row = encode(t, x);
+      QCOMPARE(row.size(), size_t(2 * bytes));
+      const auto whole = decode(t, row, 512);
+      const auto second = decode(t, std::vector<uint8_t>(row.begin() + bytes, row.end()), 256);
+      for (int i = 0; i < 256; ++i) QCOMPARE(whole[256 + i], second[i]);
+    }
   }
 
   void q8_0ReferenceQuantiser() {
@@ -282,11 +461,78 @@ class TestQuant : public QObject {
     }
   }
 
+  void q4_KAndQ5_KErrorBound() {
+    // y = (d*sc)*q - dmin*m with q in [0, nmax]. Per sub-block the quantiser takes
+    // step = (max - min(min, 0)) / nmax; the 6-bit codes sc = round(step/d), m =
+    // round(-min/dmin) are off by at most d/2 and dmin/2 (d, dmin: the stored f16
+    // values), so the grid's ends move by at most nmax*d/2 + dmin/2 and an element
+    // lands within half a grid step (d*sc/2) of it or at a moved end. Bound per
+    // element: d*sc/2 + nmax*d/2 + dmin/2, plus float rounding.
+    for (auto [t, nmax, bytes] : {std::tuple{TensorType::Q4_K, 15, 144}, {TensorType::Q5_K, 31, 176}}) {
+      for (float scale : {1e-3f, 1.0f, 300.0f}) {
+        const auto x = randomFloats(256 * 16, 13, scale);
+        const auto blk = encode(t, x);
+        const auto y = decode(t, blk, static_cast<int64_t>(x.size()));
+        for (size_t i = 0; i < x.size(); ++i) {
+          const uint8_t* b = blk.data() + (i / 256) * bytes;
+          const float d = quant::fp16ToFp32(f16Of(b));
+          const float dmin = quant::fp16ToFp32(f16Of(b + 2));
+          const int sc = unpackScales(b + 4).sc[(i % 256) / 32];
+          // The unrounded d, dmin (largest step / 63, largest -min / 63): a code that
+          // hits 63 because f16 rounded d down misses by up to 63 * |d - d16|.
+          float smax = 0.0f, mmax = 0.0f;
+          for (size_t k = i / 256 * 256; k < i / 256 * 256 + 256; k += 32) {
+            float lo = 0.0f, hi = x[k];
+            for (size_t l = k; l < k + 32; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+            smax = std::max(smax, (hi - lo) / nmax);
+            mmax = std::max(mmax, -lo);
+          }
+          const float f16err = 63.0f * (nmax * std::fabs(smax / 63.0f - d) + std::fabs(mmax / 63.0f - dmin));
+          const float bound =
+              0.5f * d * sc + 0.5f * nmax * d + 0.5f * dmin + f16err + 1e-6f * std::fabs(x[i]);
+          QVERIFY2(std::fabs(x[i] - y[i]) <= bound,
+                   qPrintable(QStringLiteral("%1 %2: %3 vs %4").arg(scale).arg(i).arg(x[i]).arg(y[i])));
+        }
+        // Normal data: nmse about step^2/12 / sigma^2 (step ~ range of 32 normals / nmax);
+        // measured 0.0063 (Q4_K) and 0.0015 (Q5_K) at every scale with this quantiser.
+        const double e = nmseOf(x, y);
+        qInfo("%s scale %g: nmse %.5f", moe::gguf::tensorTypeName(t), scale, e);
+        QVERIFY2(e < (nmax == 15 ? 9e-3 : 2.5e-3), qPrintable(QString::number(e)));
+      }
+    }
+  }
+
+  void q6_KErrorBound() {
+    // y = (d*sc)*(q - 32), q - 32 in [-32, 31]. Per sub-block of 16 the quantiser
+    // takes step = amax/31 and sc = round(step/d), off by at most d/2; an element
+    // lands within d*sc/2 of the grid or at its clamped end, moved by <= 31*d/2.
+    for (float scale : {1e-3f, 1.0f, 300.0f}) {
+      const auto x = randomFloats(256 * 16, 17, scale);
+      const auto blk = encode(TensorType::Q6_K, x);
+      const auto y = decode(TensorType::Q6_K, blk, static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint8_t* b = blk.data() + (i / 256) * 210;
+        const float d = quant::fp16ToFp32(f16Of(b + 208));
+        const int sc = static_cast<int8_t>(b[192 + (i % 256) / 16]);
+        float amax = 0.0f;  // the unrounded d = largest step / 127 (see the Q4_K bound)
+        for (size_t k = i / 256 * 256; k < i / 256 * 256 + 256; ++k) amax = std::max(amax, std::fabs(x[k]));
+        const float f16err = 31.0f * 127.0f * std::fabs(amax / 31.0f / 127.0f - d);
+        const float bound = 0.5f * d * sc + 15.5f * d + f16err + 1e-6f * std::fabs(x[i]);
+        QVERIFY2(std::fabs(x[i] - y[i]) <= bound,
+                 qPrintable(QStringLiteral("%1 %2: %3 vs %4").arg(scale).arg(i).arg(x[i]).arg(y[i])));
+      }
+      const double e = nmseOf(x, y);  // measured 0.00037 at every scale
+      qInfo("Q6_K scale %g: nmse %.6f", scale, e);
+      QVERIFY2(e < 5e-4, qPrintable(QString::number(e)));
+    }
+  }
+
   void zeroBlocks() {
     // d = 0 must give id = 0 (no division by zero) and exact zeros back.
-    const std::vector<float> x(64, 0.0f);
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
-      const auto y = decode(t, encode(t, x), 64);
+    const std::vector<float> x(256, 0.0f);
+    for (TensorType t :
+         {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+      const auto y = decode(t, encode(t, x), 256);
       for (float v : y) QCOMPARE(v, 0.0f);
     }
   }
@@ -310,6 +556,11 @@ class TestQuant : public QObject {
     for (int n : {32, 64, 96, 4096}) {
       QTest::addRow("q8_0/%d", n) << int(TensorType::Q8_0) << n;
       QTest::addRow("q4_0/%d", n) << int(TensorType::Q4_0) << n;
+    }
+    for (int n : {256, 512, 4096}) {
+      QTest::addRow("q4_k/%d", n) << int(TensorType::Q4_K) << n;
+      QTest::addRow("q5_k/%d", n) << int(TensorType::Q5_K) << n;
+      QTest::addRow("q6_k/%d", n) << int(TensorType::Q6_K) << n;
     }
     for (int n : {1, 7, 32, 33, 100, 4096}) {
       QTest::addRow("f32/%d", n) << int(TensorType::F32) << n;
@@ -351,33 +602,40 @@ class TestQuant : public QObject {
     QCOMPARE(moe::gguf::rowBytes(TensorType::F32, 64), uint64_t{256});
     QCOMPARE(moe::gguf::rowBytes(TensorType::F16, 64), uint64_t{128});
     QCOMPARE(moe::gguf::rowBytes(TensorType::BF16, 64), uint64_t{128});
-    QCOMPARE(moe::gguf::rowBytes(TensorType::Q8_0, 64), uint64_t{68});  // 2 blocks x 34
-    QCOMPARE(moe::gguf::rowBytes(TensorType::Q4_0, 64), uint64_t{36});  // 2 blocks x 18
+    QCOMPARE(moe::gguf::rowBytes(TensorType::Q8_0, 64), uint64_t{68});    // 2 blocks x 34
+    QCOMPARE(moe::gguf::rowBytes(TensorType::Q4_0, 64), uint64_t{36});    // 2 blocks x 18
+    QCOMPARE(moe::gguf::rowBytes(TensorType::Q4_K, 512), uint64_t{288});  // 2 blocks x 144
+    QCOMPARE(moe::gguf::rowBytes(TensorType::Q5_K, 256), uint64_t{176});
+    QCOMPARE(moe::gguf::rowBytes(TensorType::Q6_K, 768), uint64_t{630});  // 3 blocks x 210
     QCOMPARE(moe::gguf::rowBytes(TensorType::F16, 7), uint64_t{14});
     QVERIFY_THROWS_EXCEPTION(moe::gguf::GgufError, moe::gguf::rowBytes(TensorType::Q8_0, 33));
   }
 
   void computeSupport() {
-    for (TensorType t :
-         {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0})
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                         TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
       QVERIFY(quant::isComputeSupported(t));
-    for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::MXFP4, TensorType::I32})
+    for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::MXFP4, TensorType::I32})
       QVERIFY(!quant::isComputeSupported(t));
   }
 
   void unsupportedTypeThrowsNamingIt() {
     std::vector<uint8_t> row(144 * 2, 0);
     std::vector<float> x(512, 1.0f);
-    try {
-      quant::dotRow(TensorType::Q4_K, row.data(), x.data(), 512);
-      QFAIL("dotRow(Q4_K) did not throw");
-    } catch (const std::invalid_argument& e) {
-      QVERIFY2(std::string(e.what()).find("Q4_K") != std::string::npos, e.what());
+    for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K}) {
+      try {
+        quant::dotRow(t, row.data(), x.data(), 512);
+        QFAIL("dotRow of an uncomputed K-quant did not throw");
+      } catch (const std::invalid_argument& e) {
+        QVERIFY2(std::string(e.what()).find(moe::gguf::tensorTypeName(t)) != std::string::npos, e.what());
+      }
     }
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::dequantizeRow(TensorType::Q6_K, row.data(), x.data(), 256));
+                             quant::dequantizeRow(TensorType::Q3_K, row.data(), x.data(), 256));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::quantizeRow(TensorType::Q4_K, x.data(), row.data(), 256));
+                             quant::quantizeRow(TensorType::Q2_K, x.data(), row.data(), 256));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             quant::dequantizeRow(TensorType::MXFP4, row.data(), x.data(), 64));
   }
 
   void partialBlockThrows() {
@@ -387,6 +645,12 @@ class TestQuant : public QObject {
                              quant::dequantizeRow(TensorType::Q8_0, row.data(), x.data(), 40));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                              quant::dotRow(TensorType::Q4_0, row.data(), x.data(), 33));
+    std::vector<uint8_t> krow(210 * 2, 0);
+    std::vector<float> kx(512, 1.0f);
+    for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {  // rows of whole 256s
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::dequantizeRow(t, krow.data(), kx.data(), 288));
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::dotRow(t, krow.data(), kx.data(), 32));
+    }
   }
 };
 

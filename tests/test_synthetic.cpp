@@ -330,6 +330,41 @@ class TestSynthetic : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::buildModel(s));
   }
 
+  void kQuantSpecs() {
+    // A tiny spec with K-quant experts needs rows of 256: buildModel refuses it as is,
+    // fitToBlocks widens it, and the tiny specs themselves come back unchanged.
+    SyntheticSpec s = synth::tinySpec("llama");
+    s.expert_type = TensorType::Q4_K;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::buildModel(s));
+    s = synth::fitToBlocks(s);
+    QCOMPARE(s.n_embd, 256);
+    QCOMPARE(s.n_ff_exp, 256);
+    QCOMPARE(s.head_dim, 16);  // attention stays F16: any width fits
+    const auto f = GgufFile::fromBytes(synth::buildModel(s).toBytes());
+    QCOMPARE(f.findTensor("blk.1.ffn_down_exps.weight")->type, TensorType::Q4_K);
+    s = synth::tinySpec("deepseek");
+    s.expert_type = TensorType::Q5_K;
+    s.weight_type = TensorType::Q6_K;
+    s = synth::fitToBlocks(s);
+    QCOMPARE(s.n_ff_shexp, s.n_expert_shared * s.n_ff_exp);
+    QCOMPARE((s.n_head * s.head_dim) % 256, 0);
+    QCOMPARE(s.n_ff % 256, 0);
+    synth::buildModel(s);  // valid
+    for (const auto& arch : synth::supportedArchs()) {
+      const SyntheticSpec t = synth::tinySpec(arch);
+      const SyntheticSpec u = synth::fitToBlocks(t);
+      QCOMPARE(u.n_embd, t.n_embd);
+      QCOMPARE(u.n_ff_exp, t.n_ff_exp);
+      QCOMPARE(u.n_ff, t.n_ff);
+      QCOMPARE(u.n_ff_shexp, t.n_ff_shexp);
+      QCOMPARE(u.head_dim, t.head_dim);
+    }
+    QCOMPARE(synth::parseWeightType("q4_k"), TensorType::Q4_K);
+    QCOMPARE(synth::parseWeightType("Q6_K"), TensorType::Q6_K);
+    QCOMPARE(synth::parseWeightType("bf16"), TensorType::BF16);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::parseWeightType("q3_k"));
+  }
+
   // A medium model (tens of MB, tensors big enough for the multi-threaded fill)
   // written through the streaming path equals toBytes.
   void streamingWriteEqualsToBytes() {

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "app/cli/args.h"
@@ -13,12 +14,11 @@ namespace moe::cli {
 namespace {
 
 gguf::TensorType parseType(const std::string& s) {
-  if (s == "F32") return gguf::TensorType::F32;
-  if (s == "F16") return gguf::TensorType::F16;
-  if (s == "BF16") return gguf::TensorType::BF16;
-  if (s == "Q8_0") return gguf::TensorType::Q8_0;
-  if (s == "Q4_0") return gguf::TensorType::Q4_0;
-  throw UsageError("unknown weight type '" + s + "' (F32, F16, BF16, Q8_0, Q4_0)");
+  try {
+    return synth::parseWeightType(s);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string joined(const std::vector<std::string>& v) {
@@ -47,6 +47,13 @@ int runGenModel(const std::vector<std::string>& argv) {
   spec.seed = args.uint64Or("--seed", spec.seed);
   if (auto t = args.value("--expert-type")) spec.expert_type = parseType(*t);
   if (auto t = args.value("--weight-type")) spec.weight_type = parseType(*t);
+  // K-quant rows are blocks of 256: a tiny spec gets wider where its rows would not fit.
+  const synth::SyntheticSpec fitted = synth::fitToBlocks(spec);
+  if (fitted.n_embd != spec.n_embd || fitted.n_ff_exp != spec.n_ff_exp || fitted.head_dim != spec.head_dim ||
+      fitted.n_ff != spec.n_ff || fitted.n_ff_shexp != spec.n_ff_shexp)
+    std::fprintf(stderr, "widened for whole blocks: n_embd %d, n_ff_exp %d, head_dim %d\n", fitted.n_embd,
+                 fitted.n_ff_exp, fitted.head_dim);
+  spec = fitted;
   const auto out = args.value("--output");
   if (!out) throw UsageError("give the output file with -o FILE");
 

@@ -24,6 +24,9 @@ cuda::ElemType elemType(TensorType t, const char* op) {
     case TensorType::BF16: return cuda::ElemType::BF16;
     case TensorType::Q8_0: return cuda::ElemType::Q8_0;
     case TensorType::Q4_0: return cuda::ElemType::Q4_0;
+    case TensorType::Q4_K: return cuda::ElemType::Q4_K;
+    case TensorType::Q5_K: return cuda::ElemType::Q5_K;
+    case TensorType::Q6_K: return cuda::ElemType::Q6_K;
     default:
       throw std::invalid_argument(std::string("cuda backend: ") + op + ": tensor type " +
                                   gguf::tensorTypeName(t) + " is not supported for compute");
@@ -176,7 +179,8 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
   elemType(w.type, op);
   // The kernels trust the layout: whole blocks per row, rows at least that long.
   const bool block_type = w.type == TensorType::Q8_0 || w.type == TensorType::Q4_0;
-  if ((block_type && w.cols % quant::kBlockQ8_0 != 0) ||
+  const bool k_type = w.type == TensorType::Q4_K || w.type == TensorType::Q5_K || w.type == TensorType::Q6_K;
+  if ((block_type && w.cols % quant::kBlockQ8_0 != 0) || (k_type && w.cols % quant::kBlockQK != 0) ||
       w.row_bytes < gguf::rowBytes(w.type, static_cast<uint64_t>(w.cols)))
     throw std::invalid_argument(std::string("cuda backend: ") + op + ": row of " + std::to_string(w.cols) +
                                 " " + gguf::tensorTypeName(w.type) + " elements does not fit its " +

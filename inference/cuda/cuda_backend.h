@@ -1,6 +1,6 @@
 // The CUDA compute backend: activations, the KV cache and every non-expert weight
 // in device memory, all work queued on one compute stream. Matmuls: cuBLAS
-// (cublasSgemm) for F32; for F16/BF16/Q8_0/Q4_0 our own dequantising matvec when
+// (cublasSgemm) for F32; for F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K our own dequantising matvec when
 // there is one token, and for a batch a tile of rows dequantised to F32 on the
 // device then cublasSgemm (the activations stay F32, so results match the CPU
 // backend to float rounding). prepareWeight uploads a weight (each call a new

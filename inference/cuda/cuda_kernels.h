@@ -12,7 +12,7 @@
 namespace moe::cuda {
 
 // The element types the kernels decode (the GGUF types the engine computes).
-enum class ElemType { F32, F16, BF16, Q8_0, Q4_0 };
+enum class ElemType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
 
 // Largest head_dim the attention kernel holds in registers.
 inline constexpr int kMaxHeadDim = 256;

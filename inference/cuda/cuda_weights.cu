@@ -4,6 +4,15 @@
 //   Q8_0: 34 bytes per 32 elements: f16 d, int8 q[32];          x[j] = d * q[j]
 //   Q4_0: 18 bytes per 32 elements: f16 d, u8 qs[16];           x[j] = d * ((qs[j] & 15) - 8),
 //                                                               x[j + 16] = d * ((qs[j] >> 4) - 8)
+//   K-quants, 256 elements per block in sub-blocks of 32 (k = (c % 256) / 32, l = c % 32):
+//   Q4_K: 144 bytes: f16 d, f16 dmin, scales[12], qs[128]; x = (d*sc_k) * q - dmin*m_k,
+//         q = nibble (k odd: high) of qs[32*(k/2) + l], (sc_k, m_k) 6-bit pair k of scales
+//   Q5_K: 176 bytes: as Q4_K with qh[32] before qs; bit k of qh[l] adds 16 to q
+//   Q6_K: 210 bytes: ql[128], qh[64], int8 scales[16], f16 d; half h = (c % 256) / 128,
+//         group g = (c % 128) / 32: q = (nibble g >= 2 of ql[64h + 32(g&1) + l]) | (bits
+//         2g..2g+1 of qh[32h + l]) << 4; x = (d * scales[(c % 256) / 16]) * (q - 32)
+//   (the same decoding as models/quant.cpp, whose comment gives the sources). The
+//   products there are exact in f32, so a fused multiply-add gives the same floats.
 // Multi-byte fields are read byte by byte (little endian): a row of an expert slot
 // or a Q8_0 block is only 2-byte aligned, and this keeps every read legal.
 #include <cuda_fp16.h>
@@ -23,7 +32,38 @@ __device__ __forceinline__ uint16_t load16(const uint8_t* p) {
 
 __device__ __forceinline__ float halfBits(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 
-// Element c of a row encoded as `type` (c < cols; quantised cols are multiples of 32).
+// Scale and min of pair k (0..7) of the 12 packed bytes of a Q4_K / Q5_K block.
+__device__ __forceinline__ void scaleMinK4(const uint8_t* s, int k, int& sc, int& m) {
+  if (k < 4) {
+    sc = s[k] & 63;
+    m = s[k + 4] & 63;
+  } else {
+    sc = (s[k + 4] & 15) | ((s[k - 4] >> 6) << 4);
+    m = (s[k + 4] >> 4) | ((s[k] >> 6) << 4);
+  }
+}
+
+// Element j (0..255) of a Q4_K (qh == nullptr) or Q5_K block; qs: [128] of the block.
+__device__ __forceinline__ float decodeQ45K(const uint8_t* blk, const uint8_t* qh, const uint8_t* qs, int j) {
+  const int k = j / 32, l = j % 32;
+  int sc = 0, m = 0;
+  scaleMinK4(blk + 4, k, sc, m);
+  int q = (qs[32 * (k / 2) + l] >> (4 * (k % 2))) & 15;
+  if (qh) q |= ((qh[l] >> k) & 1) << 4;
+  return (halfBits(load16(blk)) * static_cast<float>(sc)) * static_cast<float>(q) -
+         halfBits(load16(blk + 2)) * static_cast<float>(m);
+}
+
+__device__ __forceinline__ float decodeQ6K(const uint8_t* blk, int j) {  // j: 0..255
+  const int h = j / 128, g = (j % 128) / 32, l = j % 32;
+  const int lo = (blk[64 * h + 32 * (g & 1) + l] >> (4 * (g >> 1))) & 15;
+  const int hi = (blk[128 + 32 * h + l] >> (2 * g)) & 3;
+  const float sc = static_cast<float>(static_cast<int8_t>(blk[192 + j / 16]));
+  return (halfBits(load16(blk + 208)) * sc) * static_cast<float>((lo | (hi << 4)) - 32);
+}
+
+// Element c of a row encoded as `type` (c < cols; quantised cols are multiples of
+// 32, of 256 for the K-quants).
 __device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64_t c) {
   switch (type) {
     case ElemType::F32: return reinterpret_cast<const float*>(row)[c];
@@ -40,6 +80,15 @@ __device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64
       const int nibble = j < 16 ? (byte & 0x0f) : (byte >> 4);
       return halfBits(load16(blk)) * static_cast<float>(nibble - 8);
     }
+    case ElemType::Q4_K: {
+      const uint8_t* blk = row + (c / 256) * 144;
+      return decodeQ45K(blk, nullptr, blk + 16, static_cast<int>(c % 256));
+    }
+    case ElemType::Q5_K: {
+      const uint8_t* blk = row + (c / 256) * 176;
+      return decodeQ45K(blk, blk + 16, blk + 48, static_cast<int>(c % 256));
+    }
+    case ElemType::Q6_K: return decodeQ6K(row + (c / 256) * 210, static_cast<int>(c % 256));
   }
   return 0.0f;
 }
@@ -63,7 +112,8 @@ __global__ void dequantizeRowsKernel(ElemType type, const uint8_t* w, size_t row
 }
 
 // One warp per row: lane l takes elements l, l+32, ... (for block types: element
-// l of every block, so the 32 lanes read one block's bytes together).
+// l of every block, so the 32 lanes read one block's bytes together; for K-quants
+// one sub-block of 32 at a time, whose scale bytes every lane reads alike).
 __global__ void matvecKernel(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
                              const float* x, float* y) {
   const int lane = threadIdx.x % 32;
