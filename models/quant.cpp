@@ -31,6 +31,7 @@
 // CPU backend relies on that: its batched matmul dequantises a weight row once and dots it as F32, and must
 // agree with the one-token path.
 #include "models/quant.h"
+#include "models/quant_layout.h"
 
 #include <algorithm>
 #include <array>
@@ -49,14 +50,7 @@ namespace moe::quant {
 namespace {
 
 using gguf::TensorType;
-
-constexpr int kLanes = 32;                     // elements per dot chunk (= Q8_0/Q4_0 block size)
-constexpr int kQ8_0Bytes = 34;                 // ggml block_q8_0: f16 d + 32 int8
-constexpr int kQ4_0Bytes = 18;                 // ggml block_q4_0: f16 d + 16 nibble pairs
-constexpr int kQ4_KBytes = 144;                // f16 d, f16 dmin, scales[12], qs[128]
-constexpr int kQ5_KBytes = 176;                // f16 d, f16 dmin, scales[12], qh[32], qs[128]
-constexpr int kQ6_KBytes = 210;                // ql[128], qh[64], int8 scales[16], f16 d
-constexpr int kSubBlocks = kBlockQK / kLanes;  // 8 sub-blocks of 32 per K-quant block
+using namespace layout;
 
 uint32_t floatBits(float f) {
   uint32_t u;
@@ -70,15 +64,6 @@ float bitsFloat(uint32_t u) {
   return f;
 }
 
-uint16_t loadU16(const uint8_t* p) {  // little-endian, any alignment
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-
-void storeU16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v & 0xff);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-
 // fp16 -> fp32 for all 65536 codes, built once: the portable decode path looks
 // values up instead of branching per element.
 const std::array<float, 65536>& fp16Table() {
@@ -88,57 +73,6 @@ const std::array<float, 65536>& fp16Table() {
     return t;
   }();
   return table;
-}
-
-[[noreturn]] void throwUnsupported(TensorType t, const char* what) {
-  throw std::invalid_argument(std::string("quant: ") + what + ": tensor type " + gguf::tensorTypeName(t) +
-                              " (id " + std::to_string(static_cast<uint32_t>(t)) +
-                              ") is not supported for compute");
-}
-
-bool isKQuant(TensorType t) {
-  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
-}
-
-int blockElems(TensorType t) {
-  if (t == TensorType::Q8_0 || t == TensorType::Q4_0) return kBlockQ8_0;
-  return isKQuant(t) ? kBlockQK : 1;
-}
-
-// Pair j (0..7) of the 12 packed scale bytes of Q4_K / Q5_K: 6-bit scale and min.
-// Pairs 0..3 are the low 6 bits of bytes j and j+4; pairs 4..7 take their low 4
-// bits from byte j+4 (scale: low nibble, min: high nibble) and their top 2 bits from
-// the top bits of bytes j-4 (scale) and j (min).
-void scaleMinK4(const uint8_t* s, int j, int& sc, int& m) {  // s: [12]
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
-// Where sub-block k (0..7, 32 elements) of a Q6_K block finds its bits.
-struct Q6Sub {
-  const uint8_t* ql;  // [32]: the low 4 bits, nibble ql_shift
-  int ql_shift;
-  const uint8_t* qh;  // [32]: the high 2 bits at qh_shift
-  int qh_shift;
-  const int8_t* sc;  // [2]: scales of elements 0..15 and 16..31
-};
-
-Q6Sub q6Sub(const uint8_t* blk, int k) {
-  const int h = k / 4, g = k % 4;  // half of 128, group of 32 in it
-  return {blk + 64 * h + 32 * (g & 1), 4 * (g >> 1), blk + 128 + 32 * h, 2 * g,
-          reinterpret_cast<const int8_t*>(blk + 192) + 8 * h + 2 * g};
-}
-
-void checkLength(TensorType t, int64_t n, const char* what) {
-  if (n < 0 || n % blockElems(t) != 0) {
-    throw std::invalid_argument(std::string("quant: ") + what + ": " + std::to_string(n) +
-                                " elements is not a whole number of " + gguf::tensorTypeName(t) + " blocks");
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -472,136 +406,6 @@ float dotFast(TensorType t, const uint8_t* row, const float* x, int64_t n) {
 }
 #endif  // MOECHAT_QUANT_X86
 
-// ---------------------------------------------------------------------------
-// Reference quantisers (ggml quantize_row_q8_0_ref / quantize_row_q4_0_ref semantics).
-
-void quantizeBlockQ8_0(const float* x, uint8_t* blk) {  // x: [32]
-  float amax = 0.0f;
-  for (int j = 0; j < kBlockQ8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  storeU16(blk, fp32ToFp16(d));
-  auto* q = reinterpret_cast<int8_t*>(blk + 2);
-  for (int j = 0; j < kBlockQ8_0; ++j) q[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-}
-
-void quantizeBlockQ4_0(const float* x, uint8_t* blk) {  // x: [32]
-  // The signed value of largest magnitude maps to -8, so the full range [-8, 7]
-  // is used on that side (ggml's choice; the other side clamps at 15).
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < kBlockQ4_0; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  const float d = max / -8.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  storeU16(blk, fp32ToFp16(d));
-  auto nibble = [id](float v) {
-    const int q = static_cast<int8_t>(v * id + 8.5f);
-    return static_cast<uint8_t>(std::min(15, q));
-  };
-  uint8_t* qs = blk + 2;
-  for (int j = 0; j < kBlockQ4_0 / 2; ++j)
-    qs[j] = static_cast<uint8_t>(nibble(x[j]) | (nibble(x[j + 16]) << 4));
-}
-
-// K-quant reference quantisers: simple and deterministic, not ggml's iterative
-// search (make_qkx2_quants / make_qx_quants), so the bytes differ from llama.cpp's
-// quantize tool; dequantise(quantise(x)) is within about one quantisation step.
-
-// 6-bit codes of v[0..8) on the grid step = max(v) / 63, step stored as f16 (the
-// decoded step is returned). A nonzero v never gets code 0.
-float sixBitCodes(const float* v, int* codes) {  // v: [8], >= 0; codes: [8]
-  float vmax = 0.0f;
-  for (int j = 0; j < kSubBlocks; ++j) vmax = std::max(vmax, v[j]);
-  const float step = fp16ToFp32(fp32ToFp16(vmax / 63.0f));
-  for (int j = 0; j < kSubBlocks; ++j) {
-    codes[j] = step > 0.0f ? std::clamp(static_cast<int>(std::lround(v[j] / step)), 0, 63) : 0;
-    if (codes[j] == 0 && v[j] > 0.0f && step > 0.0f) codes[j] = 1;
-  }
-  return step;
-}
-
-// Q4_K (nmax 15) or Q5_K (nmax 31): per sub-block of 32 an affine grid from min(x, 0)
-// to max(x); the 8 scales and 8 mins are 6-bit codes of f16 d and dmin.
-void quantizeBlockQK_affine(const float* x, uint8_t* blk, int nmax) {  // x: [256]
-  float scale[kSubBlocks], minv[kSubBlocks];
-  for (int k = 0; k < kSubBlocks; ++k) {
-    const float* xs = x + kLanes * k;
-    float lo = 0.0f, hi = xs[0];
-    for (int l = 0; l < kLanes; ++l) {
-      lo = std::min(lo, xs[l]);
-      hi = std::max(hi, xs[l]);
-    }
-    scale[k] = std::max(0.0f, hi - lo) / static_cast<float>(nmax);
-    minv[k] = -lo;
-  }
-  int sc[kSubBlocks], m[kSubBlocks];
-  const float d = sixBitCodes(scale, sc);
-  const float dmin = sixBitCodes(minv, m);
-  storeU16(blk, fp32ToFp16(d));
-  storeU16(blk + 2, fp32ToFp16(dmin));
-  uint8_t* s = blk + 4;  // inverse of scaleMinK4
-  for (int j = 0; j < 4; ++j) {
-    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-  }
-  const bool five = nmax == 31;
-  uint8_t* qh = blk + 16;                // Q5_K only
-  uint8_t* qs = blk + (five ? 48 : 16);  // [128]
-  if (five) std::memset(qh, 0, 32);
-  std::memset(qs, 0, 128);
-  for (int k = 0; k < kSubBlocks; ++k) {
-    const float ds = d * static_cast<float>(sc[k]);
-    const float dm = dmin * static_cast<float>(m[k]);
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = x[kLanes * k + l];
-      const int q = ds > 0.0f ? std::clamp(static_cast<int>(std::lround((v + dm) / ds)), 0, nmax) : 0;
-      qs[32 * (k / 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (k % 2)));
-      if (five) qh[l] |= static_cast<uint8_t>((q >> 4) << k);
-    }
-  }
-}
-
-// Q6_K: per sub-block of 16 a symmetric grid step = amax / 31, as 8-bit codes of f16 d
-// (d = largest step / 127); q = round(x / (d*sc)) in [-32, 31], stored + 32.
-void quantizeBlockQ6_K(const float* x, uint8_t* blk) {  // x: [256]
-  constexpr int kGroups = kBlockQK / 16;
-  float step[kGroups];
-  float smax = 0.0f;
-  for (int j = 0; j < kGroups; ++j) {
-    float amax = 0.0f;
-    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * j + l]));
-    step[j] = amax / 31.0f;
-    smax = std::max(smax, step[j]);
-  }
-  const float d = fp16ToFp32(fp32ToFp16(smax / 127.0f));
-  storeU16(blk + 208, fp32ToFp16(d));
-  auto* sc = reinterpret_cast<int8_t*>(blk + 192);
-  for (int j = 0; j < kGroups; ++j) {
-    int c = d > 0.0f ? std::clamp(static_cast<int>(std::lround(step[j] / d)), 0, 127) : 0;
-    if (c == 0 && step[j] > 0.0f && d > 0.0f) c = 1;
-    sc[j] = static_cast<int8_t>(c);
-  }
-  std::memset(blk, 0, 192);  // ql, qh
-  for (int k = 0; k < kSubBlocks; ++k) {
-    const Q6Sub s = q6Sub(blk, k);
-    auto* ql = const_cast<uint8_t*>(s.ql);
-    auto* qh = const_cast<uint8_t*>(s.qh);
-    for (int l = 0; l < kLanes; ++l) {
-      const float ds = d * static_cast<float>(s.sc[l / 16]);
-      const float v = x[kLanes * k + l];
-      const int q = ds > 0.0f ? std::clamp(static_cast<int>(std::lround(v / ds)), -32, 31) + 32 : 32;
-      ql[l] |= static_cast<uint8_t>((q & 15) << s.ql_shift);
-      qh[l] |= static_cast<uint8_t>((q >> 4) << s.qh_shift);
-    }
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -677,40 +481,6 @@ void dequantizeRow(gguf::TensorType t, const uint8_t* src, float* dst, int64_t n
   for (int64_t i = 0; i < n; i += kLanes) {
     const int count = static_cast<int>(std::min<int64_t>(kLanes, n - i));
     decodeChunk(t, src, i, count, dst + i);
-  }
-}
-
-void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n) {
-  if (!isComputeSupported(t)) throwUnsupported(t, "quantizeRow");
-  checkLength(t, n, "quantizeRow");
-  switch (t) {
-    case TensorType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case TensorType::F16:
-      for (int64_t i = 0; i < n; ++i) storeU16(dst + 2 * i, fp32ToFp16(src[i]));
-      return;
-    case TensorType::BF16:
-      for (int64_t i = 0; i < n; ++i) storeU16(dst + 2 * i, fp32ToBf16(src[i]));
-      return;
-    case TensorType::Q8_0:
-      for (int64_t b = 0; b < n / kBlockQ8_0; ++b)
-        quantizeBlockQ8_0(src + b * kBlockQ8_0, dst + b * kQ8_0Bytes);
-      return;
-    case TensorType::Q4_0:
-      for (int64_t b = 0; b < n / kBlockQ4_0; ++b)
-        quantizeBlockQ4_0(src + b * kBlockQ4_0, dst + b * kQ4_0Bytes);
-      return;
-    case TensorType::Q4_K:
-      for (int64_t b = 0; b < n / kBlockQK; ++b)
-        quantizeBlockQK_affine(src + b * kBlockQK, dst + b * kQ4_KBytes, 15);
-      return;
-    case TensorType::Q5_K:
-      for (int64_t b = 0; b < n / kBlockQK; ++b)
-        quantizeBlockQK_affine(src + b * kBlockQK, dst + b * kQ5_KBytes, 31);
-      return;
-    case TensorType::Q6_K:
-      for (int64_t b = 0; b < n / kBlockQK; ++b) quantizeBlockQ6_K(src + b * kBlockQK, dst + b * kQ6_KBytes);
-      return;
-    default: throwUnsupported(t, "quantizeRow");
   }
 }
 

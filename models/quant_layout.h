@@ -1,0 +1,85 @@
+// Block layouts shared by the decoders and dot products (quant.cpp) and the
+// reference quantisers (quant_encode.cpp): sizes, little-endian loads and
+// stores, and where a K-quant block keeps its scales and bits. Internal to
+// models/; the public API is models/quant.h.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "models/quant.h"
+
+namespace moe::quant::layout {
+
+using gguf::TensorType;
+
+constexpr int kLanes = 32;                     // elements per dot chunk (= Q8_0/Q4_0 block size)
+constexpr int kQ8_0Bytes = 34;                 // ggml block_q8_0: f16 d + 32 int8
+constexpr int kQ4_0Bytes = 18;                 // ggml block_q4_0: f16 d + 16 nibble pairs
+constexpr int kQ4_KBytes = 144;                // f16 d, f16 dmin, scales[12], qs[128]
+constexpr int kQ5_KBytes = 176;                // f16 d, f16 dmin, scales[12], qh[32], qs[128]
+constexpr int kQ6_KBytes = 210;                // ql[128], qh[64], int8 scales[16], f16 d
+constexpr int kSubBlocks = kBlockQK / kLanes;  // 8 sub-blocks of 32 per K-quant block
+
+inline uint16_t loadU16(const uint8_t* p) {  // little-endian, any alignment
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+inline void storeU16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v & 0xff);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+[[noreturn]] inline void throwUnsupported(TensorType t, const char* what) {
+  throw std::invalid_argument(std::string("quant: ") + what + ": tensor type " + gguf::tensorTypeName(t) +
+                              " (id " + std::to_string(static_cast<uint32_t>(t)) +
+                              ") is not supported for compute");
+}
+
+inline bool isKQuant(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
+
+inline int blockElems(TensorType t) {
+  if (t == TensorType::Q8_0 || t == TensorType::Q4_0) return kBlockQ8_0;
+  return isKQuant(t) ? kBlockQK : 1;
+}
+
+// Pair j (0..7) of the 12 packed scale bytes of Q4_K / Q5_K: 6-bit scale and min.
+// Pairs 0..3 are the low 6 bits of bytes j and j+4; pairs 4..7 take their low 4
+// bits from byte j+4 (scale: low nibble, min: high nibble) and their top 2 bits from
+// the top bits of bytes j-4 (scale) and j (min).
+inline void scaleMinK4(const uint8_t* s, int j, int& sc, int& m) {  // s: [12]
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Where sub-block k (0..7, 32 elements) of a Q6_K block finds its bits.
+struct Q6Sub {
+  const uint8_t* ql;  // [32]: the low 4 bits, nibble ql_shift
+  int ql_shift;
+  const uint8_t* qh;  // [32]: the high 2 bits at qh_shift
+  int qh_shift;
+  const int8_t* sc;  // [2]: scales of elements 0..15 and 16..31
+};
+
+inline Q6Sub q6Sub(const uint8_t* blk, int k) {
+  const int h = k / 4, g = k % 4;  // half of 128, group of 32 in it
+  return {blk + 64 * h + 32 * (g & 1), 4 * (g >> 1), blk + 128 + 32 * h, 2 * g,
+          reinterpret_cast<const int8_t*>(blk + 192) + 8 * h + 2 * g};
+}
+
+inline void checkLength(TensorType t, int64_t n, const char* what) {
+  if (n < 0 || n % blockElems(t) != 0) {
+    throw std::invalid_argument(std::string("quant: ") + what + ": " + std::to_string(n) +
+                                " elements is not a whole number of " + gguf::tensorTypeName(t) + " blocks");
+  }
+}
+
+}  // namespace moe::quant::layout
