@@ -9,7 +9,7 @@
 # Nothing else: the three -dev packages' other dependencies (libc6-dev, the 16/32-bit
 # PCRE2 libraries) are either on the GPU machine already or never linked.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 dir=.gpu-deps
 git check-ignore -q "$dir/x.deb" || { echo "fetch-deps: $dir/ is not git-ignored: add /$dir/ to .gitignore" >&2; exit 1; }

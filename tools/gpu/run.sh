@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317,SC2155  # stages are called indirectly; local x=$(date) is fine here
 # The GPU machine's runbook (docs/CUDA.md "Running the tests on a GPU"). Run from the
 # repository root ON the device, with .gpu-deps/ carried (tools/gpu/fetch-deps.sh,
 # run on the development machine, fills it):
@@ -23,7 +24,7 @@
 # being 600 s), so the table is printed even when a stage runs out of time.
 # Expected times per stage on an H100: unknown until measured (docs/CUDA.md).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 START=$(date +%s)
 BUDGET=${MOECHAT_GPU_BUDGET_S:-570}
@@ -38,8 +39,12 @@ STAGES=("$@")
 SUMMARY=()
 STATUS=0
 
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-row() { SUMMARY+=("$(printf '%-10s %-8s %6ss  %s' "$1" "$2" "$3" "$4")"); }
+# Seconds left of the budget, at least 1 (`timeout 0` would mean no limit at all).
+left() {
+  local l=$((BUDGET - ($(date +%s) - START)))
+  echo $((l < 1 ? 1 : l))
+}
+row() { SUMMARY+=("$(printf '%-22s %-8s %6ss  %s' "$1" "$2" "$3" "$4")"); }
 note() { echo "== $*" | tee -a "$OUT/env.log"; }
 gpu_present() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 no_gpu_reason() {
@@ -63,7 +68,7 @@ environment() {
   else
     note "no GPU: $(no_gpu_reason)"
   fi
-  note "disk: $(df -h --output=target,avail / /tmp "$ROOT" 2>/dev/null | tail -n +2 | tr -s ' ' | paste -sd';')"
+  note "disk free: $(df -h --output=target,avail / /tmp "$ROOT" 2>/dev/null | tail -n +2 | sort -u | tr -s ' ' | paste -sd';')"
 }
 # nvcc and compute-sanitizer live in /usr/local/cuda/bin, not always on PATH.
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
@@ -82,7 +87,7 @@ stage_build() {
   local t0=$(date +%s) log=$OUT/build.log gen=Ninja
   command -v ninja >/dev/null || gen="Unix Makefiles"
   for t in gcc g++; do
-    command -v $t >/dev/null || {
+    command -v "$t" >/dev/null || {
       row build FAIL 0 "$t missing (nvcc needs a host compiler)"
       return 1
     }
@@ -139,13 +144,13 @@ stage_test() {
   ensure_built || return 1
   timeout "$(left)" ctest --test-dir "$BUILD" -R '^cuda_' -V >"$OUT/test-cuda.log" 2>&1 || rc=1
   timeout "$(left)" ctest --test-dir "$BUILD" -E '^cuda_' --output-on-failure >"$OUT/test.log" 2>&1 || rc=1
-  grep -hE '^(INFO|FAIL!) ' "$OUT/test-cuda.log" | cut -c1-200 | tail -30
+  grep -hE '^([0-9]+: )?(INFO|FAIL!|SKIP) ' "$OUT/test-cuda.log" "$OUT/test.log" | cut -c1-200 | tail -30
   while IFS='|' read -r name res secs; do
     row "  $name" "$res" "${secs%.*}" ""
   done < <(ctest_rows "$OUT/test-cuda.log"; ctest_rows "$OUT/test.log")
-  row test "$([ $rc = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) \
-    "$(grep -h 'tests passed' "$OUT/test-cuda.log" "$OUT/test.log" | paste -sd';')"
-  return $rc
+  row test "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) \
+    "$(grep -h 'tests passed,' "$OUT/test-cuda.log" "$OUT/test.log" | paste -sd';')"
+  return "$rc"
 }
 
 need_gpu() {
@@ -157,6 +162,10 @@ need_gpu() {
 stage_sanitize() {
   local t0=$(date +%s) rc=0 log=$OUT/sanitize.log
   need_gpu sanitize || return 2
+  command -v compute-sanitizer >/dev/null || {
+    row sanitize FAIL 0 "compute-sanitizer not found (looked on PATH and in /usr/local/cuda/bin)"
+    return 1
+  }
   ensure_built || return 1
   : >"$log"
   local -a runs=("resident|--policy resident" "proactive|--policy proactive --cache-share 0.25")
@@ -171,14 +180,29 @@ stage_sanitize() {
       local code=$? errors
       errors=$(tail -n 50 "$log" | grep -oE 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -oE '[0-9]+')
       local res=ok
-      [ $code -ne 0 ] && res=FAIL && rc=1
-      [ $code -eq 124 ] && res=TIMEOUT
+      [ "$code" -ne 0 ] && res=FAIL && rc=1
+      [ "$code" -eq 124 ] && res=TIMEOUT
       row "  $tool" "$res" $(($(date +%s) - t1)) "$name: ${errors:-?} errors (exit $code)"
     done
   done
   grep -E '^========= (Invalid|Race|Program hit|ERROR)' "$log" | sort | uniq -c | head -20
-  row sanitize "$([ $rc = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "sanitize.log"
-  return $rc
+  row sanitize "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "sanitize.log"
+  return "$rc"
+}
+
+# The bench's JSON as a short table (the JSON itself has every figure).
+bench_table() {
+  python3 - "$1" 2>/dev/null <<'PY' || echo "(no table: $1 is not the bench's JSON)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"{d['model']}: {d['compute']}, {d['cache_slots']}/{d['total_experts']} slots, "
+      f"link {d['link_bytes_per_second'] / 1e9:.1f} GB/s ({d['link']})")
+print(f"{'policy':<22}{'ttft s':>9}{'decode tok/s':>14}{'ready %':>9}{'GB moved':>10}{'x bound':>9}")
+for p in d["policies"]:
+    ready = 100.0 * p["ready_hits"] / p["expert_uses"] if p["expert_uses"] else 0.0
+    print(f"{p['policy']:<22}{p['ttft_s']:>9.3f}{p['decode_tok_s']:>14.2f}{ready:>9.1f}"
+          f"{p['gb_moved']:>10.3f}{p['x_bound']:>9.2f}")
+PY
 }
 
 stage_bench() {
@@ -190,11 +214,12 @@ stage_bench() {
   : >"$log"
   local t1=$(date +%s)
   timeout "$(left)" "$CLI" bench --demo --backend cuda --json >"$OUT/bench-demo-cuda.json" 2>>"$log" || rc=1
-  row "  demo" "$([ $rc = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) "bench-demo-cuda.json"
+  row "  demo" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) "bench-demo-cuda.json"
+  bench_table "$OUT/bench-demo-cuda.json"
   # The cache folder: the filesystem with the most room (DS-1 F16 is a 32 GB file).
   local dir best=0 cache=""
   for dir in "$ROOT/build-gpu" /tmp /root /var/tmp; do
-    [ -d "$dir" ] && [ -w "$dir" ] || continue
+    if [ ! -d "$dir" ] || [ ! -w "$dir" ]; then continue; fi
     local avail
     avail=$(df -Pk "$dir" | awk 'NR==2 {print $4}')
     [ "${avail:-0}" -gt "$best" ] && best=$avail && cache=$dir/moechat-models
@@ -204,12 +229,16 @@ stage_bench() {
   local json=$OUT/bench-ds1-f16-$gpu.json code=0
   timeout "$(left)" "$CLI" bench --preset DS-1 --quant f16 --backend cuda --cache-share 0.5 --json \
     --cache-dir "$cache" >"$json" 2>>"$log" || code=$?
-  [ $code -ne 0 ] && rc=1
-  row "  DS-1 f16" "$([ $code = 0 ] && echo ok || { [ $code = 124 ] && echo TIMEOUT || echo FAIL; })" \
+  [ "$code" -ne 0 ] && rc=1
+  local res=FAIL
+  [ "$code" = 0 ] && res=ok
+  [ "$code" = 124 ] && res=TIMEOUT
+  row "  DS-1 f16" "$res" \
     $(($(date +%s) - t1)) "$(basename "$json")"
-  grep -E '^bench:|link:|tok/s|policy|^[a-z-]+ +[0-9]' "$log" | tail -30
-  row bench "$([ $rc = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "bench.log"
-  return $rc
+  grep -E '^bench:' "$log" | tail -8
+  bench_table "$json"
+  row bench "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "bench.log"
+  return "$rc"
 }
 
 environment
@@ -232,7 +261,7 @@ pinned_bandwidth
 
 echo
 echo "== summary ($(($(date +%s) - START)) s; logs in $OUT)"
-printf '%-10s %-8s %7s  %s\n' stage result time note
+printf '%-22s %-8s %7s  %s\n' stage result time note
 printf '%s\n' "${SUMMARY[@]}"
 grep -hE 'pinned H2D bandwidth|measured pinned host->device' "$OUT"/*.log 2>/dev/null | sort -u | head -3
 exit $STATUS
