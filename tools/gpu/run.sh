@@ -64,7 +64,10 @@ environment() {
     fi
   done
   if gpu_present; then
-    nvidia-smi 2>&1 | tee -a "$OUT/env.log" | head -20
+    local smi
+    smi=$(nvidia-smi 2>&1)
+    echo "$smi" >>"$OUT/env.log"
+    echo "$smi" | head -20
   else
     note "no GPU: $(no_gpu_reason)"
   fi
@@ -173,16 +176,19 @@ stage_sanitize() {
     for r in "${runs[@]}"; do
       local name=${r%%|*} opts=${r#*|} t1=$(date +%s) extra=""
       [ "$tool" = memcheck ] && extra="--leak-check full"
+      local one=$OUT/.sanitize-run
       echo "=== compute-sanitizer --tool $tool $extra moechat-cli generate --demo --backend cuda $opts -n 16" >>"$log"
       # shellcheck disable=SC2086
       timeout "$(left)" compute-sanitizer --tool $tool $extra --error-exitcode 99 \
-        "$CLI" generate --demo --backend cuda $opts -n 16 >>"$log" 2>&1
-      local code=$? errors
-      errors=$(tail -n 50 "$log" | grep -oE 'ERROR SUMMARY: [0-9]+' | tail -1 | grep -oE '[0-9]+')
+        "$CLI" generate --demo --backend cuda $opts -n 16 >"$one" 2>&1
+      local code=$? errors why=""
+      cat "$one" >>"$log"
+      errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$one" | tail -1 | grep -oE '[0-9]+')
       local res=ok
-      [ "$code" -ne 0 ] && res=FAIL && rc=1
+      [ "$code" -ne 0 ] && res=FAIL && rc=1 && why="; $(grep -m1 -iE 'error' "$one" | cut -c1-120)"
       [ "$code" -eq 124 ] && res=TIMEOUT
-      row "  $tool" "$res" $(($(date +%s) - t1)) "$name: ${errors:-?} errors (exit $code)"
+      rm -f "$one"
+      row "  $tool" "$res" $(($(date +%s) - t1)) "$name: ${errors:-?} errors (exit $code)$why"
     done
   done
   grep -E '^========= (Invalid|Race|Program hit|ERROR)' "$log" | sort | uniq -c | head -20
@@ -214,7 +220,8 @@ stage_bench() {
   : >"$log"
   local t1=$(date +%s)
   timeout "$(left)" "$CLI" bench --demo --backend cuda --json >"$OUT/bench-demo-cuda.json" 2>>"$log" || rc=1
-  row "  demo" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) "bench-demo-cuda.json"
+  row "  demo" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) \
+    "bench-demo-cuda.json$([ "$rc" = 0 ] || echo "; $(tail -1 "$log" | cut -c1-120)")"
   bench_table "$OUT/bench-demo-cuda.json"
   # The cache folder: the filesystem with the most room (DS-1 F16 is a 32 GB file).
   local dir best=0 cache=""
@@ -233,8 +240,8 @@ stage_bench() {
   local res=FAIL
   [ "$code" = 0 ] && res=ok
   [ "$code" = 124 ] && res=TIMEOUT
-  row "  DS-1 f16" "$res" \
-    $(($(date +%s) - t1)) "$(basename "$json")"
+  row "  DS-1 f16" "$res" $(($(date +%s) - t1)) \
+    "$(basename "$json")$([ "$code" = 0 ] || echo "; $(tail -1 "$log" | cut -c1-120)")"
   grep -E '^bench:' "$log" | tail -8
   bench_table "$json"
   row bench "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "bench.log"
