@@ -1,9 +1,7 @@
 // The CUDA pieces of the offload engine: pinned host memory, the cudaMalloc slot
 // slab, the cudaMemcpyAsync copy engine (byte counts, data, and that the compute
 // stream really waits on a chunk's event), the transfer worker feeding a device
-// cache through it, and the bandwidth probe. Skipped (QSKIP) without CUDA or a device.
-#include <QtTest/QtTest>
-
+// cache through it, and the bandwidth probe. Skipped (SKIP_SUITE) without CUDA or a device.
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/gpu_check.h"
 #include "inference/backend_factory.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
@@ -27,20 +26,6 @@
 #include "offload/cuda/cuda_host_memory.h"
 #include "offload/cuda/cuda_slot_memory.h"
 #endif
-
-class TestCudaOffload : public QObject {
-  Q_OBJECT
-
- private slots:
-  void initTestCase();
-  void pinnedAllocator();
-  void hostRegistration();
-  void slotMemory();
-  void copyEngineBytes();
-  void computeStreamWaitsForChunk();
-  void transferWorkerFillsDeviceCache();
-  void bandwidthProbe();
-};
 
 #if MOECHAT_HAVE_CUDA
 namespace {
@@ -110,53 +95,53 @@ struct StreamGate {
 
 }  // namespace
 
-void TestCudaOffload::initTestCase() {
+TEST_CASE(initTestCase) {
   std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) QSKIP(("no CUDA device: " + why).c_str());
+  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
 }
 
-void TestCudaOffload::pinnedAllocator() {
+TEST_CASE(pinnedAllocator) {
   moe::CudaPinnedAllocator alloc;
   const size_t n = size_t{8} << 20;
   uint8_t* p = alloc.allocate(n);
-  QVERIFY(p != nullptr);
-  QVERIFY(moe::isPinnedHostMemory(p));
-  QCOMPARE(alloc.bytesAllocated(), uint64_t(n));
+  CHECK(p != nullptr);
+  CHECK(moe::isPinnedHostMemory(p));
+  CHECK_EQ(alloc.bytesAllocated(), uint64_t(n));
   std::memset(p, 0xab, n);
-  QCOMPARE(p[n - 1], uint8_t(0xab));
+  CHECK_EQ(p[n - 1], uint8_t(0xab));
   alloc.deallocate(p, n);
-  QCOMPARE(alloc.bytesAllocated(), uint64_t(0));
+  CHECK_EQ(alloc.bytesAllocated(), uint64_t(0));
   // An impossible request is a readable exception, not a crash.
-  QVERIFY_THROWS_EXCEPTION(moe::CudaError, alloc.allocate(size_t{1} << 50));
+  CHECK_THROWS(moe::CudaError, alloc.allocate(size_t{1} << 50));
 }
 
-void TestCudaOffload::hostRegistration() {
+TEST_CASE(hostRegistration) {
   std::vector<uint8_t> buf(size_t{4} << 20, 1);
-  QVERIFY(!moe::isPinnedHostMemory(buf.data()));
+  CHECK(!moe::isPinnedHostMemory(buf.data()));
   {
     moe::CudaHostRegistration reg(buf.data(), buf.size());
-    QVERIFY(moe::isPinnedHostMemory(buf.data()));
+    CHECK(moe::isPinnedHostMemory(buf.data()));
   }
-  QVERIFY(!moe::isPinnedHostMemory(buf.data()));
+  CHECK(!moe::isPinnedHostMemory(buf.data()));
 }
 
-void TestCudaOffload::slotMemory() {
+TEST_CASE(slotMemory) {
   moe::ExpertCache cache(4, 1000, 2, 3, std::make_unique<moe::CudaSlotMemory>());
-  QCOMPARE(cache.slotBytes(), size_t(1024));  // rounded to 256
+  CHECK_EQ(cache.slotBytes(), size_t(1024));  // rounded to 256
   for (int s = 0; s < 4; ++s) {
     cudaPointerAttributes attr{};
     moe::checkCuda(cudaPointerGetAttributes(&attr, cache.slotData(s)), "attributes");
-    QCOMPARE(int(attr.type), int(cudaMemoryTypeDevice));
-    QCOMPARE(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
+    CHECK_EQ(int(attr.type), int(cudaMemoryTypeDevice));
+    CHECK_EQ(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
   }
   const auto bytes = pattern(4 * 1024, 9);
   moe::checkCuda(cudaMemcpy(cache.slotData(0), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "fill");
-  QCOMPARE(readDevice(cache.slotData(0), bytes.size()), bytes);
+  CHECK_EQ(readDevice(cache.slotData(0), bytes.size()), bytes);
   moe::CudaSlotMemory mem;
-  QVERIFY_THROWS_EXCEPTION(moe::CudaOutOfMemory, mem.allocate(size_t{1} << 50));
+  CHECK_THROWS(moe::CudaOutOfMemory, mem.allocate(size_t{1} << 50));
 }
 
-void TestCudaOffload::copyEngineBytes() {
+TEST_CASE(copyEngineBytes) {
   moe::ExpertCache cache(2, 8192, 1, 3, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(8192);
   const auto bytes = pattern(8192, 3);
@@ -164,24 +149,24 @@ void TestCudaOffload::copyEngineBytes() {
   moe::CudaCopyEngine engine;
   const size_t chunk[3] = {3000, 3000, 2000}, offset[3] = {0, 3072, 6144};
   for (int c = 0; c < 3; ++c) engine.copy(cache.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
-  QCOMPARE(engine.bytesCopied(), uint64_t(8000));
-  QCOMPARE(engine.copies(), uint64_t(3));
-  QCOMPARE(engine.trackedRanges(), size_t(3));
+  CHECK_EQ(engine.bytesCopied(), uint64_t(8000));
+  CHECK_EQ(engine.copies(), uint64_t(3));
+  CHECK_EQ(engine.trackedRanges(), size_t(3));
   const auto back = readDevice(cache.slotData(1), 8192);
   for (int c = 0; c < 3; ++c)
-    QVERIFY(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
-  QVERIFY(engine.isComplete(cache.slotData(1), 8192));
+    CHECK(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
+  CHECK(engine.isComplete(cache.slotData(1), 8192));
   // The same chunk again replaces its record (no growth per reuse of a slot).
   engine.copy(cache.slotData(1), src.p, 3000);
-  QCOMPARE(engine.trackedRanges(), size_t(3));
-  QCOMPARE(engine.bytesCopied(), uint64_t(11000));
-  QCOMPARE(engine.simulatedSeconds(), 0.0);
+  CHECK_EQ(engine.trackedRanges(), size_t(3));
+  CHECK_EQ(engine.bytesCopied(), uint64_t(11000));
+  CHECK_EQ(engine.simulatedSeconds(), 0.0);
 }
 
 // The copy stream is held shut, so the chunk's event cannot complete: a compute
 // stream that streamWaitFor'd the slot must not run its next operation (a
 // device-to-device read of the slot) until the gate opens, and then reads the new bytes.
-void TestCudaOffload::computeStreamWaitsForChunk() {
+TEST_CASE(computeStreamWaitsForChunk) {
   moe::ExpertCache cache(2, 4096, 1, 3, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(4096);
   const auto bytes = pattern(4096, 77);
@@ -196,27 +181,27 @@ void TestCudaOffload::computeStreamWaitsForChunk() {
   {
     StreamGate gate(engine.stream());
     engine.copyAsync(cache.slotData(0), src.p, 4096);
-    QVERIFY(!engine.isComplete(cache.slotData(0), 4096));
-    QVERIFY(!engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
-    QVERIFY(moe::streamWaitForSlot(engine, compute, cache, 0));
+    CHECK(!engine.isComplete(cache.slotData(0), 4096));
+    CHECK(!engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
+    CHECK(moe::streamWaitForSlot(engine, compute, cache, 0));
     moe::checkCuda(cudaMemcpyAsync(consumer, cache.slotData(0), 4096, cudaMemcpyDeviceToDevice, compute),
                    "read");
     moe::checkCuda(cudaEventRecord(done, compute), "record");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    QCOMPARE(int(cudaEventQuery(done)), int(cudaErrorNotReady));  // still waiting on the copy
+    CHECK_EQ(int(cudaEventQuery(done)), int(cudaErrorNotReady));  // still waiting on the copy
     cudaGetLastError();
     gate.open();
     moe::checkCuda(cudaStreamSynchronize(compute), "sync");
   }
-  QVERIFY(engine.isComplete(cache.slotData(0), 4096));
-  QCOMPARE(readDevice(consumer, 4096), bytes);
+  CHECK(engine.isComplete(cache.slotData(0), 4096));
+  CHECK_EQ(readDevice(consumer, 4096), bytes);
   cudaFree(consumer);
   cudaEventDestroy(done);
   cudaStreamDestroy(compute);
 }
 
 // The host-side transfer worker, unchanged, over the CUDA slab and copy engine.
-void TestCudaOffload::transferWorkerFillsDeviceCache() {
+TEST_CASE(transferWorkerFillsDeviceCache) {
   PinnedExpertBytes source(2, 4);
   moe::ExpertCache cache(4, source.expertBytes(), 2, moe::ExpertBytesSource::kChunks,
                          std::make_unique<moe::CudaSlotMemory>());
@@ -228,42 +213,41 @@ void TestCudaOffload::transferWorkerFillsDeviceCache() {
   for (int e : chosen) {
     worker.waitReady(1, e);
     const int slot = cache.find(1, e);
-    QVERIFY(slot >= 0);
+    CHECK(slot >= 0);
     const auto back = readDevice(cache.slotData(slot), source.expertBytes());
     for (int c = 0; c < moe::ExpertBytesSource::kChunks; ++c)
-      QVERIFY(std::memcmp(back.data() + source.chunkOffset(c),
-                          source.expertData(1, e) + source.chunkOffset(c), source.chunkBytes(c)) == 0);
+      CHECK(std::memcmp(back.data() + source.chunkOffset(c), source.expertData(1, e) + source.chunkOffset(c),
+                        source.chunkBytes(c)) == 0);
   }
   worker.release(1);
   worker.waitIdle();
-  QCOMPARE(engine.bytesCopied(), uint64_t(2 * 8000));
-  QCOMPARE(engine.copies(), uint64_t(2 * moe::ExpertBytesSource::kChunks));
+  CHECK_EQ(engine.bytesCopied(), uint64_t(2 * 8000));
+  CHECK_EQ(engine.copies(), uint64_t(2 * moe::ExpertBytesSource::kChunks));
 }
 
-void TestCudaOffload::bandwidthProbe() {
+TEST_CASE(bandwidthProbe) {
   const auto samples = moe::measurePinnedH2DBandwidthSamples({size_t{1} << 20, size_t{4} << 20}, 3);
-  QCOMPARE(samples.size(), size_t(2));
-  QCOMPARE(samples[1].bytes, size_t{4} << 20);
-  for (const auto& s : samples) QVERIFY(s.gb_per_s > 0.0);
+  CHECK_EQ(samples.size(), size_t(2));
+  CHECK_EQ(samples[1].bytes, size_t{4} << 20);
+  for (const auto& s : samples) CHECK(s.gb_per_s > 0.0);
   const double best = moe::measurePinnedH2DBandwidth();
-  QVERIFY(best > 0.0);
-  qInfo("pinned H2D bandwidth: %.1f GB/s", best);
+  CHECK(best > 0.0);
+  INFO("pinned H2D bandwidth: %.1f GB/s", best);
 }
 
 #else  // built without CUDA: the whole case reports skipped
 
-void TestCudaOffload::initTestCase() {
-  QSKIP("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+TEST_CASE(initTestCase) {
+  SKIP_SUITE("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
 }
-void TestCudaOffload::pinnedAllocator() {}
-void TestCudaOffload::hostRegistration() {}
-void TestCudaOffload::slotMemory() {}
-void TestCudaOffload::copyEngineBytes() {}
-void TestCudaOffload::computeStreamWaitsForChunk() {}
-void TestCudaOffload::transferWorkerFillsDeviceCache() {}
-void TestCudaOffload::bandwidthProbe() {}
+TEST_CASE(pinnedAllocator) {}
+TEST_CASE(hostRegistration) {}
+TEST_CASE(slotMemory) {}
+TEST_CASE(copyEngineBytes) {}
+TEST_CASE(computeStreamWaitsForChunk) {}
+TEST_CASE(transferWorkerFillsDeviceCache) {}
+TEST_CASE(bandwidthProbe) {}
 
 #endif
 
-QTEST_GUILESS_MAIN(TestCudaOffload)
-#include "test_cuda_offload.moc"
+GPU_CHECK_MAIN(TestCudaOffload)

@@ -5,8 +5,7 @@
 // experts; logits must match the CPU backend with every expert resident, and the
 // engine must really have copied. Also: what the CUDA path refuses, and
 // EngineSession wiring it up. Skipped as a whole without a CUDA device.
-#include <QtTest/QtTest>
-
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,26 +13,13 @@
 #include "app/core/engine_session.h"
 #include "app/core/local_chat_engine.h"
 #include "engine_fixture.h"
+#include "gpu/gpu_check.h"
 #include "inference/backend_factory.h"
 #include "models/gguf.h"
 #include "models/synthetic_model.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
-
-class TestCudaOffloadEngine : public QObject {
-  Q_OBJECT
-
- private slots:
-  void initTestCase();
-  void policiesMatchCpu();
-  void cpuExpertsRefused();
-  void sessionOnCuda();
-  void appEngineUsesTheGpu();
-
- private:
-  std::unique_ptr<moe::Backend> gpu_, cpu_;
-};
 
 namespace {
 
@@ -56,17 +42,19 @@ Run runSteps(moe::Transformer& tf, int n_vocab) {
   return r;
 }
 
+std::unique_ptr<moe::Backend> gpu_, cpu_;  // made in initTestCase
+
 }  // namespace
 
-void TestCudaOffloadEngine::initTestCase() {
+TEST_CASE(initTestCase) {
   std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) QSKIP(("no CUDA device: " + why).c_str());
+  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
   gpu_ = moe::makeBackend("cuda", 2);
   cpu_ = moe::makeCpuBackend(2);
-  qInfo("backend: %s", gpu_->name().c_str());
+  INFO("backend: %s", gpu_->name().c_str());
 }
 
-void TestCudaOffloadEngine::policiesMatchCpu() {
+TEST_CASE(policiesMatchCpu) {
   for (const std::string arch : {"qwen3moe", "olmoe", "deepseek"}) {
     const auto bytes = moe::synth::buildModel(moe::synth::tinySpec(arch)).toBytes();
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
@@ -79,13 +67,13 @@ void TestCudaOffloadEngine::policiesMatchCpu() {
     for (auto policy :
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
       for (int n_slots : {3, total / 2}) {
-        const QString what =
-            QString("%1 %2 %3 slots").arg(QString::fromStdString(arch), moe::policyName(policy)).arg(n_slots);
+        const std::string what =
+            gpu_check::format("%s %s %d slots", arch.c_str(), moe::policyName(policy), n_slots);
         moe::OffloadConfig oc;
         oc.policy = policy;
         oc.cache_slots = n_slots;
         oc.device = moe::makeOffloadDevice(*gpu_);
-        QVERIFY(oc.device);
+        CHECK(oc.device);
         moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
         moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
         if (policy == moe::OffloadPolicy::kStatic)
@@ -94,35 +82,35 @@ void TestCudaOffloadEngine::policiesMatchCpu() {
         engine.waitIdle();
         for (size_t i = 0; i < want.logits.size(); ++i) {
           const double err = relMaxDiff(got.logits[i], want.logits[i]);
-          QVERIFY2(err < 1e-4, qPrintable(what + QString(" step %1: err %2").arg(i).arg(err)));
+          CHECK_MSG(err < 1e-4, what + gpu_check::format(" step %zu: err %g", i, err));
         }
         const auto s = engine.snapshot();
-        QVERIFY2(s.bytes_h2d > 0, qPrintable(what));
-        QVERIFY2(s.expert_uses > 0, qPrintable(what));
-        QCOMPARE(s.cpu_computed, uint64_t(0));                      // no CPU fallback on the device path
-        QVERIFY2(s.link_bytes_per_second > 1e9, qPrintable(what));  // a measured PCIe/NVLink rate
-        qInfo("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", qPrintable(what),
-              100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
-              s.link_bytes_per_second / 1e9);
+        CHECK_MSG(s.bytes_h2d > 0, what);
+        CHECK_MSG(s.expert_uses > 0, what);
+        CHECK_EQ(s.cpu_computed, uint64_t(0));           // no CPU fallback on the device path
+        CHECK_MSG(s.link_bytes_per_second > 1e9, what);  // a measured PCIe/NVLink rate
+        INFO("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
+             100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
+             s.link_bytes_per_second / 1e9);
       }
     }
   }
 }
 
-void TestCudaOffloadEngine::cpuExpertsRefused() {
+TEST_CASE(cpuExpertsRefused) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
   auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
   moe::OffloadConfig oc;
   oc.policy = moe::OffloadPolicy::kCpuExperts;
   oc.cache_slots = 4;
   oc.device = moe::makeOffloadDevice(*gpu_);
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, moe::OffloadEngine(*model, *gpu_, oc));
+  CHECK_THROWS(std::invalid_argument, moe::OffloadEngine(*model, *gpu_, oc));
 }
 
 // The path `moechat-cli generate --backend cuda --policy proactive` takes
 // (EngineSession): the same logits as the CPU backend with every expert
 // resident, over a prompt and decode steps, with experts really copied.
-void TestCudaOffloadEngine::sessionOnCuda() {
+TEST_CASE(sessionOnCuda) {
   moe::SessionOptions so;
   so.demo = true;
   so.threads = 2;
@@ -137,23 +125,23 @@ void TestCudaOffloadEngine::sessionOnCuda() {
   const Run got = runSteps(gpu.transformer(), n_vocab);
   for (size_t i = 0; i < want.logits.size(); ++i) {
     const double err = relMaxDiff(got.logits[i], want.logits[i]);
-    QVERIFY2(err < 1e-4, qPrintable(QString("step %1: err %2").arg(i).arg(err)));
+    CHECK_MSG(err < 1e-4, gpu_check::format("step %zu: err %g", i, err));
   }
-  QVERIFY(gpu.offloadSnapshot().bytes_h2d > 0);
-  QCOMPARE(QString::fromStdString(gpu.offload().predictorName()), QString("skip-gate"));
+  CHECK(gpu.offloadSnapshot().bytes_h2d > 0);
+  CHECK_EQ(gpu.offload().predictorName(), std::string("skip-gate"));
 }
 
 // The desktop app's engine with the backend on auto: the GPU, the experts cached
 // in VRAM (the demo caches half of them), a reply, live counters with the
 // measured link.
-void TestCudaOffloadEngine::appEngineUsesTheGpu() {
+TEST_CASE(appEngineUsesTheGpu) {
   moe::LocalChatEngine engine;
   moe::EngineLoadOptions o;
   o.demo = true;
   o.policy = "proactive";
   const auto info = engine.load(o, {});
-  QVERIFY2(QString::fromStdString(info.backend).startsWith("cuda"), info.backend.c_str());
-  QCOMPARE(QString::fromStdString(info.policy), QString("proactive"));
+  CHECK_MSG(info.backend.starts_with("cuda"), info.backend);
+  CHECK_EQ(info.policy, std::string("proactive"));
   std::atomic<bool> cancel{false};
   moe::GenerationParams p;
   p.max_tokens = 16;
@@ -161,14 +149,13 @@ void TestCudaOffloadEngine::appEngineUsesTheGpu() {
   std::string text;
   const auto st = engine.reply(
       {{"user", "Hello"}}, p, [&](std::string_view t) { text += t; }, cancel);
-  QCOMPARE(st.completion_tokens, 16);
+  CHECK_EQ(st.completion_tokens, 16);
   const auto c = engine.counters();
-  QVERIFY(!c.experts_resident);
-  QVERIFY(c.offload.expert_uses > 0);
-  QVERIFY(c.link_bytes_per_second > 1e9);
-  qInfo("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
-        st.decode_tps);
+  CHECK(!c.experts_resident);
+  CHECK(c.offload.expert_uses > 0);
+  CHECK(c.link_bytes_per_second > 1e9);
+  INFO("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
+       st.decode_tps);
 }
 
-QTEST_GUILESS_MAIN(TestCudaOffloadEngine)
-#include "test_cuda_offload_engine.moc"
+GPU_CHECK_MAIN(TestCudaOffloadEngine)

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317,SC2155  # stages are called indirectly; local x=$(date) is fine here
+# The GPU machine's runbook (docs/CUDA.md "Running the tests on a GPU"). Run from the
+# repository root ON the device, with .gpu-deps/ carried (tools/gpu/fetch-deps.sh,
+# run on the development machine, fills it):
+#
+#   tools/gpu/run.sh [build] [test] [sanitize] [bench]      (default: build test)
+#
+#   build     unpack .gpu-deps/*.deb (dpkg -x, into build-gpu/deps, never into /),
+#             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo) against
+#             that SQLite/SentencePiece/PCRE2, build with every core
+#   test      ctest -R '^cuda_' -V (output saved), then the rest of the Qt-free suite
+#   sanitize  compute-sanitizer memcheck (+ racecheck) on moechat-cli generate --demo
+#             --backend cuda, policies resident and proactive --cache-share 0.25
+#   bench     bench --demo --backend cuda, then bench --preset DS-1 --quant f16
+#             --backend cuda --cache-share 0.5 (a 32 GB model generated into a cache
+#             folder on the disk with the most room)
+#
+# A stage other than build builds first when build-gpu/ has no moechat-cli (a fresh
+# machine). Logs and JSON go to $OUT (the device tool brings back at most 8 files:
+# this writes at most 8), else build-gpu/out. Each call ends with a summary table:
+# the tool returns only the last 12,000 characters. Every long command runs under
+# `timeout` against one budget (MOECHAT_GPU_BUDGET_S, default 570 s, the tool's limit
+# being 600 s), so the table is printed even when a stage runs out of time.
+# Expected times per stage on an H100: unknown until measured (docs/CUDA.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+START=$(date +%s)
+BUDGET=${MOECHAT_GPU_BUDGET_S:-570}
+BUILD=$ROOT/build-gpu
+PREFIX=$BUILD/deps
+LIBDIR=$PREFIX/usr/lib/x86_64-linux-gnu
+OUT=${OUT:-$BUILD/out}
+mkdir -p "$OUT"
+CLI=$BUILD/app/moechat-cli
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test)
+SUMMARY=()
+STATUS=0
+
+# Seconds left of the budget, at least 1 (`timeout 0` would mean no limit at all).
+left() {
+  local l=$((BUDGET - ($(date +%s) - START)))
+  echo $((l < 1 ? 1 : l))
+}
+row() { SUMMARY+=("$(printf '%-22s %-8s %6ss  %s' "$1" "$2" "$3" "$4")"); }
+note() { echo "== $*" | tee -a "$OUT/env.log"; }
+gpu_present() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+no_gpu_reason() {
+  if ! command -v nvidia-smi >/dev/null; then echo "nvidia-smi not found"; else nvidia-smi -L 2>&1 | head -1; fi
+}
+
+# What the machine has (the compilers nvcc needs, cmake, ninja, sanitizer, the GPU).
+environment() {
+  : >"$OUT/env.log"
+  note "date $(date -u +%FT%TZ), $(nproc) cores, $(uname -r)"
+  for t in gcc g++ cmake ninja nvcc compute-sanitizer nvidia-smi; do
+    p=$(command -v $t || { [ -x /usr/local/cuda/bin/$t ] && echo /usr/local/cuda/bin/$t; })
+    if [ -n "$p" ]; then
+      note "$t: $p ($("$p" --version 2>&1 | grep -m1 -iE 'version|release|[0-9]+\.[0-9]+' | head -c 100))"
+    else
+      note "$t: MISSING"
+    fi
+  done
+  if gpu_present; then
+    local smi
+    smi=$(nvidia-smi 2>&1)
+    echo "$smi" >>"$OUT/env.log"
+    echo "$smi" | head -20
+  else
+    note "no GPU: $(no_gpu_reason)"
+  fi
+  note "disk free: $(df -h --output=target,avail / /tmp "$ROOT" 2>/dev/null | tail -n +2 | sort -u | tr -s ' ' | paste -sd';')"
+}
+# nvcc and compute-sanitizer live in /usr/local/cuda/bin, not always on PATH.
+[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+
+unpack_deps() {
+  [ -f "$LIBDIR/libsqlite3.so" ] && return 0
+  ls "$ROOT"/.gpu-deps/*.deb >/dev/null 2>&1 || {
+    echo "build: no .gpu-deps/*.deb: run tools/gpu/fetch-deps.sh here and carry .gpu-deps" >&2
+    return 1
+  }
+  mkdir -p "$PREFIX"
+  for f in "$ROOT"/.gpu-deps/*.deb; do dpkg -x "$f" "$PREFIX" || return 1; done
+}
+
+stage_build() {
+  local t0=$(date +%s) log=$OUT/build.log gen=Ninja
+  command -v ninja >/dev/null || gen="Unix Makefiles"
+  for t in gcc g++; do
+    command -v "$t" >/dev/null || {
+      row build FAIL 0 "$t missing (nvcc needs a host compiler)"
+      return 1
+    }
+  done
+  if ! unpack_deps >"$log" 2>&1; then
+    row build FAIL $(($(date +%s) - t0)) "deps: $(tail -1 "$log")"
+    return 1
+  fi
+  export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # Every dependency named by path inside the prefix (pkg-config disabled): the
+  # system's copies, where there are any, are never picked up.
+  if ! timeout "$(left)" cmake -S "$ROOT" -B "$BUILD" -G "$gen" -DMOECHAT_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+    -DSQLite3_INCLUDE_DIR="$PREFIX/usr/include" -DSQLite3_LIBRARY="$LIBDIR/libsqlite3.so" \
+    -DSPM_INCLUDE_DIR="$PREFIX/usr/include" -DSPM_LIBRARY="$LIBDIR/libsentencepiece.so" \
+    -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" >>"$log" 2>&1; then
+    row build FAIL $(($(date +%s) - t0)) "configure failed (build.log): $(grep -m1 -E 'Error|error' "$log")"
+    return 1
+  fi
+  grep -E 'moechat: (CUDA|SQLite|MOECHAT_GUI)' "$log"
+  if ! timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" >>"$log" 2>&1; then
+    grep -m5 -E 'error|FAILED' "$log"
+    row build FAIL $(($(date +%s) - t0)) "build failed or timed out (build.log)"
+    return 1
+  fi
+  local cuda=no
+  grep -q 'moechat: CUDA found' "$log" && cuda=yes
+  row build ok $(($(date +%s) - t0)) "CUDA $cuda; sqlite $(ldd "$CLI" | grep -o '/[^ ]*libsqlite3[^ ]*')"
+}
+
+ensure_built() {
+  [ -x "$CLI" ] && { export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; return 0; }
+  echo "== no build in $BUILD: building first"
+  stage_build
+}
+
+# The pinned host->device bandwidth (the cuda_offload test's probe), into env.log.
+pinned_bandwidth() {
+  gpu_present && [ -x "$BUILD/tests/gpu/test_cuda_offload" ] || return 0
+  timeout 60 "$BUILD/tests/gpu/test_cuda_offload" bandwidthProbe 2>&1 | grep -E 'INFO|FAIL' | tee -a "$OUT/env.log"
+}
+
+ctest_rows() {  # "  1/3 Test #2: cuda_offload ....   Passed    0.31 sec" -> rows
+  grep -E '^ *[0-9]+/[0-9]+ Test +#' "$1" | while read -r line; do
+    name=$(echo "$line" | sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/')
+    res=$(echo "$line" | sed -E 's/.*\.\.\.+ *//; s/ +[0-9.]+ sec$//; s/\*//g')
+    secs=$(echo "$line" | grep -oE '[0-9.]+ sec$' | cut -d' ' -f1)
+    echo "$name|$res|$secs"
+  done
+}
+
+stage_test() {
+  local t0=$(date +%s) rc=0
+  ensure_built || return 1
+  timeout "$(left)" ctest --test-dir "$BUILD" -R '^cuda_' -V >"$OUT/test-cuda.log" 2>&1 || rc=1
+  timeout "$(left)" ctest --test-dir "$BUILD" -E '^cuda_' --output-on-failure >"$OUT/test.log" 2>&1 || rc=1
+  grep -hE '^([0-9]+: )?(INFO|FAIL!|SKIP) ' "$OUT/test-cuda.log" "$OUT/test.log" | cut -c1-200 | tail -30
+  while IFS='|' read -r name res secs; do
+    row "  $name" "$res" "${secs%.*}" ""
+  done < <(ctest_rows "$OUT/test-cuda.log"; ctest_rows "$OUT/test.log")
+  row test "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) \
+    "$(grep -h 'tests passed,' "$OUT/test-cuda.log" "$OUT/test.log" | paste -sd';')"
+  return "$rc"
+}
+
+need_gpu() {
+  gpu_present && return 0
+  row "$1" SKIP 0 "no GPU: $(no_gpu_reason)"
+  return 2
+}
+
+stage_sanitize() {
+  local t0=$(date +%s) rc=0 log=$OUT/sanitize.log
+  need_gpu sanitize || return 2
+  command -v compute-sanitizer >/dev/null || {
+    row sanitize FAIL 0 "compute-sanitizer not found (looked on PATH and in /usr/local/cuda/bin)"
+    return 1
+  }
+  ensure_built || return 1
+  : >"$log"
+  local -a runs=("resident|--policy resident" "proactive|--policy proactive --cache-share 0.25")
+  for tool in memcheck racecheck; do
+    for r in "${runs[@]}"; do
+      local name=${r%%|*} opts=${r#*|} t1=$(date +%s) extra=""
+      [ "$tool" = memcheck ] && extra="--leak-check full"
+      local one=$OUT/.sanitize-run
+      echo "=== compute-sanitizer --tool $tool $extra moechat-cli generate --demo --backend cuda $opts -n 16" >>"$log"
+      # shellcheck disable=SC2086
+      timeout "$(left)" compute-sanitizer --tool $tool $extra --error-exitcode 99 \
+        "$CLI" generate --demo --backend cuda $opts -n 16 >"$one" 2>&1
+      local code=$? errors why=""
+      cat "$one" >>"$log"
+      errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$one" | tail -1 | grep -oE '[0-9]+')
+      local res=ok
+      [ "$code" -ne 0 ] && res=FAIL && rc=1 && why="; $(grep -m1 -iE 'error' "$one" | cut -c1-120)"
+      [ "$code" -eq 124 ] && res=TIMEOUT
+      rm -f "$one"
+      row "  $tool" "$res" $(($(date +%s) - t1)) "$name: ${errors:-?} errors (exit $code)$why"
+    done
+  done
+  grep -E '^========= (Invalid|Race|Program hit|ERROR)' "$log" | sort | uniq -c | head -20
+  row sanitize "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "sanitize.log"
+  return "$rc"
+}
+
+# The bench's JSON as a short table (the JSON itself has every figure).
+bench_table() {
+  python3 - "$1" 2>/dev/null <<'PY' || echo "(no table: $1 is not the bench's JSON)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"{d['model']}: {d['compute']}, {d['cache_slots']}/{d['total_experts']} slots, "
+      f"link {d['link_bytes_per_second'] / 1e9:.1f} GB/s ({d['link']})")
+print(f"{'policy':<22}{'ttft s':>9}{'decode tok/s':>14}{'ready %':>9}{'GB moved':>10}{'x bound':>9}")
+for p in d["policies"]:
+    ready = 100.0 * p["ready_hits"] / p["expert_uses"] if p["expert_uses"] else 0.0
+    print(f"{p['policy']:<22}{p['ttft_s']:>9.3f}{p['decode_tok_s']:>14.2f}{ready:>9.1f}"
+          f"{p['gb_moved']:>10.3f}{p['x_bound']:>9.2f}")
+PY
+}
+
+stage_bench() {
+  local t0=$(date +%s) rc=0 log=$OUT/bench.log
+  need_gpu bench || return 2
+  ensure_built || return 1
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9._-')
+  : >"$log"
+  local t1=$(date +%s)
+  timeout "$(left)" "$CLI" bench --demo --backend cuda --json >"$OUT/bench-demo-cuda.json" 2>>"$log" || rc=1
+  row "  demo" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) \
+    "bench-demo-cuda.json$([ "$rc" = 0 ] || echo "; $(tail -1 "$log" | cut -c1-120)")"
+  bench_table "$OUT/bench-demo-cuda.json"
+  # The cache folder: the filesystem with the most room (DS-1 F16 is a 32 GB file).
+  local dir best=0 cache=""
+  for dir in "$ROOT/build-gpu" /tmp /root /var/tmp; do
+    if [ ! -d "$dir" ] || [ ! -w "$dir" ]; then continue; fi
+    local avail
+    avail=$(df -Pk "$dir" | awk 'NR==2 {print $4}')
+    [ "${avail:-0}" -gt "$best" ] && best=$avail && cache=$dir/moechat-models
+  done
+  echo "== bench cache folder $cache ($((best / 1048576)) GiB free)" | tee -a "$log"
+  t1=$(date +%s)
+  local json=$OUT/bench-ds1-f16-$gpu.json code=0
+  timeout "$(left)" "$CLI" bench --preset DS-1 --quant f16 --backend cuda --cache-share 0.5 --json \
+    --cache-dir "$cache" >"$json" 2>>"$log" || code=$?
+  [ "$code" -ne 0 ] && rc=1
+  local res=FAIL
+  [ "$code" = 0 ] && res=ok
+  [ "$code" = 124 ] && res=TIMEOUT
+  row "  DS-1 f16" "$res" $(($(date +%s) - t1)) \
+    "$(basename "$json")$([ "$code" = 0 ] || echo "; $(tail -1 "$log" | cut -c1-120)")"
+  grep -E '^bench:' "$log" | tail -8
+  bench_table "$json"
+  row bench "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "bench.log"
+  return "$rc"
+}
+
+environment
+for s in "${STAGES[@]}"; do
+  case $s in
+    build | test | sanitize | bench)
+      echo "== stage $s ($(left) s of the budget left)"
+      "stage_$s"
+      code=$?
+      [ $code -ne 0 ] && STATUS=1
+      [ "$s" = build ] && [ $code -ne 0 ] && break
+      ;;
+    *)
+      echo "unknown stage '$s' (build, test, sanitize, bench)" >&2
+      exit 2
+      ;;
+  esac
+done
+pinned_bandwidth
+
+echo
+echo "== summary ($(($(date +%s) - START)) s; logs in $OUT)"
+printf '%-22s %-8s %7s  %s\n' stage result time note
+printf '%s\n' "${SUMMARY[@]}"
+grep -hE 'pinned H2D bandwidth|measured pinned host->device' "$OUT"/*.log 2>/dev/null | sort -u | head -3
+exit $STATUS
