@@ -12,8 +12,8 @@
 //                 attention (online vs two-pass softmax: rounding only);
 //   1e-4          logits of a whole forward pass (rounding compounded over layers).
 // A wrong index, pairing, block layout or mask gives errors of order 1e-2 .. 1.
-// Skipped (QSKIP) when the build has no CUDA or no device is usable.
-#include <QtTest/QtTest>
+// Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
+// (tests/gpu/gpu_check.h) so it builds on the GPU machine.
 
 #include <memory>
 #include <random>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine_fixture.h"
+#include "gpu/gpu_check.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "models/gguf.h"
@@ -40,30 +41,10 @@ using moe::RopeStyle;
 using moe::WeightView;
 using moe::gguf::TensorType;
 
-class TestCudaKernels : public QObject {
-  Q_OBJECT
-
- private slots:
-  void initTestCase();
-  void memory();
-  void embedAllTypes();
-  void matmulAllTypes();
-  void matmulTileBoundary();
-  void matmulRejectsPageableWeight();
-  void rmsNorm();
-  void ropeBothStyles();
-  void attentionPrefillAndDecode();
-  void elementwise();
-  void factory();
-  void forwardMatchesCpu();
-
- private:
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<Backend> cpu_;
-};
-
 #if MOECHAT_HAVE_CUDA
 namespace {
+
+std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
 
 std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
@@ -125,38 +106,38 @@ bool isKQuant(TensorType t) {
   return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
 }
 
-QByteArray label(TensorType t, const std::string& rest) {
-  return QByteArray::fromStdString(std::string(moe::gguf::tensorTypeName(t)) + " " + rest);
+std::string label(TensorType t, const std::string& rest) {
+  return std::string(moe::gguf::tensorTypeName(t)) + " " + rest;
 }
 
 }  // namespace
 
-void TestCudaKernels::initTestCase() {
+TEST_CASE(initTestCase) {
   std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) QSKIP(("no CUDA device: " + why).c_str());
+  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
   gpu_ = std::make_unique<moe::CudaBackend>();
   cpu_ = moe::makeCpuBackend(2);
-  qInfo("backend: %s", gpu_->name().c_str());
+  INFO("backend: %s", gpu_->name().c_str());
 }
 
-void TestCudaKernels::memory() {
+TEST_CASE(memory) {
   DeviceFloats zeros(*gpu_, 1001);
-  for (float v : zeros.read()) QCOMPARE(v, 0.0f);
+  for (float v : zeros.read()) CHECK_EQ(v, 0.0f);
   const auto host = randomFloats(1001, 1);
   DeviceFloats a(*gpu_, host), b(*gpu_, 1001);
-  QCOMPARE(a.read(), host);
+  CHECK_EQ(a.read(), host);
   gpu_->copy(b.p, a.p, 1001);
-  QCOMPARE(b.read(), host);
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
+  CHECK_EQ(b.read(), host);
+  CHECK_THROWS(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
   float stranger = 0.0f;
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->freeFloats(&stranger));
+  CHECK_THROWS(std::invalid_argument, gpu_->freeFloats(&stranger));
   // Out of memory is a readable exception, and the backend stays usable.
-  QVERIFY_THROWS_EXCEPTION(moe::CudaOutOfMemory, gpu_->allocFloats(size_t{1} << 48));
+  CHECK_THROWS(moe::CudaOutOfMemory, gpu_->allocFloats(size_t{1} << 48));
   DeviceFloats after(*gpu_, host);
-  QCOMPARE(after.read(), host);
+  CHECK_EQ(after.read(), host);
 }
 
-void TestCudaKernels::embedAllTypes() {
+TEST_CASE(embedAllTypes) {
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
   for (TensorType type : kAllTypes) {
     const int64_t cols = isKQuant(type) ? 512 : isBlockType(type) ? 96 : 70;
@@ -165,13 +146,13 @@ void TestCudaKernels::embedAllTypes() {
     cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
     DeviceFloats out(*gpu_, want.size());
     gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
-    QVERIFY2(out.read() == want, label(type, "embed differs").constData());
+    CHECK_MSG(out.read() == want, label(type, "embed differs"));
     const int32_t bad = 50;
-    QVERIFY_THROWS_EXCEPTION(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
+    CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
   }
 }
 
-void TestCudaKernels::matmulAllTypes() {
+TEST_CASE(matmulAllTypes) {
   struct Shape {
     int64_t rows, cols;
   };
@@ -190,16 +171,15 @@ void TestCudaKernels::matmulAllTypes() {
         DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
         gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
         const double err = relMaxDiff(dy.read(), want);
-        QVERIFY2(err < 1e-5, label(type, std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                                             " n=" + std::to_string(n_tokens) + " err " + std::to_string(err))
-                                 .constData());
+        CHECK_MSG(err < 1e-5, label(type, gpu_check::format("%lldx%lld n=%d err %g", (long long)s.rows,
+                                                            (long long)s.cols, n_tokens, err)));
       }
   }
 }
 
 // 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
 // tile's GEMM must land at rows 4096.. of every token's output.
-void TestCudaKernels::matmulTileBoundary() {
+TEST_CASE(matmulTileBoundary) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
     TestWeight w(*gpu_, type, 4100, 4096, 5);
     const int n_tokens = 3;
@@ -208,28 +188,28 @@ void TestCudaKernels::matmulTileBoundary() {
     cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
     DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
     gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-    QVERIFY2(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary").constData());
+    CHECK_MSG(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary"));
   }
 }
 
 // A kernel reading pageable host memory would poison the context; the backend
 // refuses the weight with a message and stays usable.
-void TestCudaKernels::matmulRejectsPageableWeight() {
+TEST_CASE(matmulRejectsPageableWeight) {
   TestWeight w(*gpu_, TensorType::F16, 8, 32, 3);
   DeviceFloats dx(*gpu_, randomFloats(32, 4)), dy(*gpu_, 8);
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(w.host, dx.p, dy.p, 1));
+  CHECK_THROWS(std::invalid_argument, gpu_->matmul(w.host, dx.p, dy.p, 1));
   WeightView too_wide = w.dev;  // 33 F16 columns do not fit 64-byte rows
   too_wide.cols = 33;
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(too_wide, dx.p, dy.p, 1));
+  CHECK_THROWS(std::invalid_argument, gpu_->matmul(too_wide, dx.p, dy.p, 1));
   gpu_->matmul(w.dev, dx.p, dy.p, 1);
   gpu_->synchronize();
   TestWeight k(*gpu_, TensorType::Q6_K, 8, 256, 3);  // K-quant rows are whole blocks of 256
   WeightView narrow = k.dev;
   narrow.cols = 128;
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->matmul(narrow, dx.p, dy.p, 1));
+  CHECK_THROWS(std::invalid_argument, gpu_->matmul(narrow, dx.p, dy.p, 1));
 }
 
-void TestCudaKernels::rmsNorm() {
+TEST_CASE(rmsNorm) {
   const int rows = 7, dim = 4097;
   const auto x = randomFloats(size_t(rows) * dim, 21, -3.0f, 3.0f);
   const auto weight = randomFloats(dim, 22);
@@ -242,12 +222,12 @@ void TestCudaKernels::rmsNorm() {
       float* out = in_place ? dx.p : dy.p;
       gpu_->rmsNorm(dx.p, with_weight ? dw.p : nullptr, out, rows, dim, 1e-5f);
       const double err = relMaxDiff(in_place ? dx.read() : dy.read(), want);
-      QVERIFY2(err < 1e-6,
-               qPrintable(QString("weight %1 in place %2: err %3").arg(with_weight).arg(in_place).arg(err)));
+      CHECK_MSG(err < 1e-6,
+                gpu_check::format("weight %d in place %d: err %g", int(with_weight), int(in_place), err));
     }
 }
 
-void TestCudaKernels::ropeBothStyles() {
+TEST_CASE(ropeBothStyles) {
   const int head_dim = 96, n_rot = 64;  // partial rotation: dims 64..95 pass through
   const std::vector<int32_t> positions = {0, 1, 7, 300, 40000};
   const std::vector<int32_t> later = {5, 6, 7, 8, 9};
@@ -260,15 +240,14 @@ void TestCudaKernels::ropeBothStyles() {
       cpu_->rope(x.data(), n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       gpu_->rope(dx.p, n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       const double err = relMaxDiff(dx.read(), x);
-      QVERIFY2(err < 1e-6,
-               qPrintable(QString("style %1 heads %2: err %3").arg(int(style)).arg(heads).arg(err)));
+      CHECK_MSG(err < 1e-6, gpu_check::format("style %d heads %d: err %g", int(style), heads, err));
     }
   DeviceFloats dx(*gpu_, 96);
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                           gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm));
+  CHECK_THROWS(std::invalid_argument,
+               gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm));
 }
 
-void TestCudaKernels::attentionPrefillAndDecode() {
+TEST_CASE(attentionPrefillAndDecode) {
   struct Case {
     int n_head, n_head_kv, head_dim, pos0, n_tokens;
   };
@@ -293,20 +272,15 @@ void TestCudaKernels::attentionPrefillAndDecode() {
     DeviceFloats dq(*gpu_, q), dk(*gpu_, k), dv(*gpu_, v), dout(*gpu_, q.size());
     gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
     const double err = relMaxDiff(dout.read(), want);
-    QVERIFY2(err < 1e-5, qPrintable(QString("heads %1/%2 dim %3 pos0 %4 n %5: err %6")
-                                        .arg(c.n_head)
-                                        .arg(c.n_head_kv)
-                                        .arg(c.head_dim)
-                                        .arg(c.pos0)
-                                        .arg(c.n_tokens)
-                                        .arg(err)));
+    CHECK_MSG(err < 1e-5, gpu_check::format("heads %d/%d dim %d pos0 %d n %d: err %g", c.n_head, c.n_head_kv,
+                                            c.head_dim, c.pos0, c.n_tokens, err));
   }
   DeviceFloats d(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 300, 0.1f};
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
+  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
 }
 
-void TestCudaKernels::elementwise() {
+TEST_CASE(elementwise) {
   const size_t n = 100003;
   const auto a = randomFloats(n, 51, -6.0f, 6.0f), b = randomFloats(n, 52);
   DeviceFloats da(*gpu_, a), db(*gpu_, b), dout(*gpu_, n);
@@ -314,34 +288,34 @@ void TestCudaKernels::elementwise() {
   std::vector<float> want(n);
   cpu_->swiglu(a.data(), b.data(), want.data(), n);
   gpu_->swiglu(da.p, db.p, dout.p, n);
-  QVERIFY(relMaxDiff(dout.read(), want) < 1e-6);
+  CHECK(relMaxDiff(dout.read(), want) < 1e-6);
 
   auto y = a;
   cpu_->add(y.data(), b.data(), n);
   gpu_->add(da.p, db.p, n);
-  QCOMPARE(da.read(), y);  // exact: one float add per element on both
+  CHECK_EQ(da.read(), y);  // exact: one float add per element on both
 
   cpu_->axpy(y.data(), b.data(), -0.37f, n);
   gpu_->axpy(da.p, db.p, -0.37f, n);
-  QVERIFY(relMaxDiff(da.read(), y) < 1e-6);
+  CHECK(relMaxDiff(da.read(), y) < 1e-6);
 }
 
-void TestCudaKernels::factory() {
+TEST_CASE(factory) {
   std::string why = "unchanged";
   auto cpu = moe::makeBackend("cpu", 1, &why);
-  QVERIFY(cpu->name().rfind("cpu", 0) == 0);
+  CHECK(cpu->name().rfind("cpu", 0) == 0);
   auto cuda = moe::makeBackend("cuda", 1, &why);
-  QVERIFY(cuda->name().rfind("cuda", 0) == 0);
+  CHECK(cuda->name().rfind("cuda", 0) == 0);
   auto any = moe::makeBackend("auto", 1, &why);
-  QVERIFY(any->name().rfind("cuda", 0) == 0);
-  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, moe::makeBackend("tpu", 1, &why));
+  CHECK(any->name().rfind("cuda", 0) == 0);
+  CHECK_THROWS(std::invalid_argument, moe::makeBackend("tpu", 1, &why));
 }
 
 // Each tiny synthetic model (every architecture, mixed weight types) runs a
 // 20-token prompt and 4 decode steps on both backends; logits must agree. Then two
 // K-quant models (widened to rows of 256): Q4_K experts with Q6_K matrices, Q5_K
 // experts with Q4_K matrices.
-void TestCudaKernels::forwardMatchesCpu() {
+TEST_CASE(forwardMatchesCpu) {
   std::vector<moe::synth::SyntheticSpec> specs;
   for (const std::string& arch : moe::synth::supportedArchs()) specs.push_back(moe::synth::tinySpec(arch));
   for (auto [arch, et, wt] : {std::tuple{"llama", TensorType::Q4_K, TensorType::Q6_K},
@@ -368,36 +342,23 @@ void TestCudaKernels::forwardMatchesCpu() {
     cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
     gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
     double err = relMaxDiff(gpu_logits, cpu_logits);
-    QVERIFY2(err < 1e-4, qPrintable(QString::fromStdString(arch) + QString(" prefill: err %1").arg(err)));
+    CHECK_MSG(err < 1e-4, gpu_check::format("%s prefill: err %g", arch.c_str(), err));
     for (int step = 0; step < 4; ++step) {
       const int32_t next = int32_t((step * 101 + 3) % n_vocab);
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
       err = relMaxDiff(gpu_logits, cpu_logits);
-      QVERIFY2(err < 1e-4,
-               qPrintable(QString::fromStdString(arch) + QString(" decode %1: err %2").arg(step).arg(err)));
+      CHECK_MSG(err < 1e-4, gpu_check::format("%s decode %d: err %g", arch.c_str(), step, err));
     }
   }
 }
 
-#else  // built without CUDA: the whole case reports skipped
+#else  // built without CUDA: the whole suite reports skipped
 
-void TestCudaKernels::initTestCase() {
-  QSKIP("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+TEST_CASE(initTestCase) {
+  SKIP_SUITE("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
 }
-void TestCudaKernels::memory() {}
-void TestCudaKernels::embedAllTypes() {}
-void TestCudaKernels::matmulAllTypes() {}
-void TestCudaKernels::matmulTileBoundary() {}
-void TestCudaKernels::matmulRejectsPageableWeight() {}
-void TestCudaKernels::rmsNorm() {}
-void TestCudaKernels::ropeBothStyles() {}
-void TestCudaKernels::attentionPrefillAndDecode() {}
-void TestCudaKernels::elementwise() {}
-void TestCudaKernels::factory() {}
-void TestCudaKernels::forwardMatchesCpu() {}
 
 #endif
 
-QTEST_GUILESS_MAIN(TestCudaKernels)
-#include "test_cuda_kernels.moc"
+GPU_CHECK_MAIN(TestCudaKernels)
