@@ -46,7 +46,7 @@ struct GuiApp {
 
   // Loads the demo model (the scripted engine ignores the file) and waits for it.
   bool loadDemo(int timeout_ms = 60000) {
-    window->loadModel({"Demo model", QString()});
+    window->loadModel({"Demo model", QString(), QString()});
     QDeadlineTimer deadline(timeout_ms);
     while (!chat->modelReady() && !deadline.hasExpired()) QTest::qWait(10);
     return chat->modelReady();

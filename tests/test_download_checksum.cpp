@@ -13,16 +13,14 @@
 #include "app/qt/file_hasher.h"
 #include "http_test_server.h"
 #include "models/synthetic_model.h"
+#include "synthetic_gguf.h"
 
 using namespace moe;
 using moe::test::HttpTestServer;
 
 namespace {
 
-QByteArray syntheticGguf() {
-  const auto bytes = synth::buildModel(synth::tinySpec("qwen2moe")).toBytes();
-  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
-}
+QByteArray syntheticGguf() { return test::syntheticGgufBytes("qwen2moe"); }
 
 DownloadTimings fastTimings() {
   DownloadTimings t;

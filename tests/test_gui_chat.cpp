@@ -321,7 +321,7 @@ class GuiChatTest : public QObject {
       if (auto* box = QApplication::activeModalWidget()) box->close();
     });
     closer.start();
-    f.w().loadModel({"broken", "/tmp/broken.gguf"});
+    f.w().loadModel({"broken", "/tmp/broken.gguf", QString()});
     QTRY_COMPARE(failed.count(), 1);
     QVERIFY(failed.at(0).at(0).toString().contains("bad magic"));
     QVERIFY(!f.chat().modelReady());

@@ -20,6 +20,7 @@
 #include "app/qt/file_hasher.h"
 #include "http_test_server.h"
 #include "models/synthetic_model.h"
+#include "synthetic_gguf.h"
 #include "ui/model_wizard.h"
 #include "ui/model_wizard_pages.h"
 
@@ -28,10 +29,7 @@ using moe::test::HttpTestServer;
 
 namespace {
 
-QByteArray syntheticGguf() {
-  const auto bytes = synth::buildModel(synth::tinySpec("qwen3moe")).toBytes();
-  return QByteArray(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
-}
+QByteArray syntheticGguf() { return test::syntheticGgufBytes("qwen3moe"); }
 
 void writeFile(const QString& path, const QByteArray& bytes) {
   QFile f(path);

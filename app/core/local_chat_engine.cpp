@@ -38,14 +38,42 @@ SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts,
   return cpuSessionOptions(opts, note);
 }
 
-SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
+namespace {
+
+SessionOptions baseSessionOptions(const EngineLoadOptions& opts) {
   SessionOptions so;
   so.model_path = opts.model_path;
   so.demo = opts.demo;
   so.n_ctx = opts.n_ctx;
   so.threads = opts.threads;
-  so.backend = "cuda";
   so.policy = parsePolicy(opts.policy);
+  return so;
+}
+
+}  // namespace
+
+void LocalChatEngine::fitToBudget(const EngineLoadOptions& opts, const ModelShape& shape, uint64_t budget,
+                                  const std::string& where, SessionOptions* so, std::string* note) {
+  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
+  const FitEstimate fit = estimateFit(shape.config, shape.sizes, budget, n_ctx);
+  if (fit.all_experts_fit) {
+    so->policy = OffloadPolicy::kResident;
+    *note = "resident: every expert fits the budget";
+    return;
+  }
+  if (!fit.fits_gpu)
+    throw std::runtime_error(
+        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
+        "experts after the weights and the KV cache (raise it in Settings)");
+  so->cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
+  *note = std::string(policyName(so->policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
+          std::to_string(fit.total_experts) + " experts (" + where + ")";
+  attachPredictor(opts, shape, so, note);
+}
+
+SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
+  SessionOptions so = baseSessionOptions(opts);
+  so.backend = "cuda";
   std::string aside;
   if (so.policy == OffloadPolicy::kCpuExperts) {
     so.policy = OffloadPolicy::kProactive;
@@ -66,31 +94,13 @@ SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts,
       throw std::runtime_error("GPU memory unknown: " + why);
     budget = free_bytes > kAutoVramMarginBytes ? free_bytes - kAutoVramMarginBytes : 0;
   }
-  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
-  const FitEstimate fit = estimateFit(shape.config, shape.sizes, budget, n_ctx);
-  if (fit.all_experts_fit) {
-    so.policy = OffloadPolicy::kResident;
-    *note = "resident: every expert in VRAM";
-    return so;
-  }
-  if (!fit.fits_gpu)
-    throw std::runtime_error(
-        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
-        "experts after the weights and the KV cache (raise it in Settings)");
-  so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
-  *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
-          std::to_string(fit.total_experts) + " experts in VRAM, copied from pinned RAM" + aside;
-  attachPredictor(opts, shape, &so, note);
+  fitToBudget(opts, shape, budget, "in VRAM, copied from pinned RAM", &so, note);
+  *note += aside;
   return so;
 }
 
 SessionOptions LocalChatEngine::cpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
-  SessionOptions so;
-  so.model_path = opts.model_path;
-  so.demo = opts.demo;
-  so.n_ctx = opts.n_ctx;
-  so.threads = opts.threads;
-  so.policy = parsePolicy(opts.policy);
+  SessionOptions so = baseSessionOptions(opts);
   // This build computes on the CPU, so the "GPU" expert cache is host memory and
   // the host->device link is simulated at kSimulatedLinkBytesPerSecond (paced, so
   // waiting for a copy costs real time as it would over PCIe).
@@ -110,22 +120,7 @@ SessionOptions LocalChatEngine::cpuSessionOptions(const EngineLoadOptions& opts,
     if (opts.predictor_set) attachPredictor(opts, describeModel(opts.model_path, opts.demo), &so, note);
     return so;
   }
-  const ModelShape shape = describeModel(opts.model_path, opts.demo);
-  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
-  const FitEstimate fit = estimateFit(shape.config, shape.sizes, opts.vram_budget_bytes, n_ctx);
-  if (fit.all_experts_fit) {
-    so.policy = OffloadPolicy::kResident;
-    *note = "resident: every expert fits the budget";
-    return so;
-  }
-  if (!fit.fits_gpu)
-    throw std::runtime_error(
-        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
-        "experts after the weights and the KV cache (raise it in Settings)");
-  so.cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
-  *note = std::string(policyName(so.policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
-          std::to_string(fit.total_experts) + " experts (" + where + ")";
-  attachPredictor(opts, shape, &so, note);
+  fitToBudget(opts, describeModel(opts.model_path, opts.demo), opts.vram_budget_bytes, where, &so, note);
   return so;
 }
 

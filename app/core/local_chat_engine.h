@@ -46,6 +46,10 @@ class LocalChatEngine final : public ChatEngine {
   static SessionOptions cpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
   // A usable GPU: experts cached in VRAM from pinned host memory (docs/offload.md, "The CUDA path").
   static SessionOptions gpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
+  // The cache for a VRAM budget (via the fit estimate): resident when every expert
+  // fits, else the cache slots it leaves; `where` says where the cache lives.
+  static void fitToBudget(const EngineLoadOptions& opts, const ModelShape& shape, uint64_t budget,
+                          const std::string& where, SessionOptions* so, std::string* note);
   static void attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape, SessionOptions* so,
                               std::string* note);
   // The chat's prompt tokens, dropping the oldest turns (never the system
