@@ -124,7 +124,17 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
   worker_.beginCompute(layer, ref.expert);
   if (from_host_.at(ref.expert)) return;
   const auto start = std::chrono::steady_clock::now();
-  const bool waited = worker_.waitReady(layer, ref.expert);
+  bool waited = false;
+  if (copy_wait_) {
+    const TransferWorker::IssueWait w = worker_.waitIssued(layer, ref.expert);
+    waited = w.waited;
+    if (!w.ready) {
+      copy_wait_->computeWaitsFor(cache_.slotData(w.slot), cache_.slotBytes());
+      if (metrics_) metrics_->device_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else {
+    waited = worker_.waitReady(layer, ref.expert);
+  }
   if (waited && metrics_) {
     const auto ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)

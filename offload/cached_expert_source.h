@@ -78,6 +78,10 @@ class CachedExpertSource final : public ExpertSource {
   // count than acquire()'s one per expert per batch, which it replaces once seen.
   void countRouting(int layer, std::span<const int> experts_per_token);
   bool pinned() const { return pinned_; }
+  // A device that computes asynchronously: waitFor() waits on the host only until
+  // an expert's copies are issued and lets the device wait for the rest. Null
+  // (the CPU path): the host waits until the expert is READY.
+  void setCopyWait(CopyWait* wait) { copy_wait_ = wait; }
 
  private:
   MissAction decideMiss(const MissContext& m, int tokens_per_expert, int& copies, int allowance, int& on_cpu);
@@ -87,6 +91,7 @@ class CachedExpertSource final : public ExpertSource {
   ExpertCache& cache_;
   TransferWorker& worker_;
   OffloadMetrics* metrics_ = nullptr;  // null: the legacy constructor (no source-side counters)
+  CopyWait* copy_wait_ = nullptr;
   SourcePolicy policy_;
   int n_expert_used_;
   int budget_;

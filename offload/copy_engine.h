@@ -1,5 +1,6 @@
-// Host -> device copies behind one interface: the CUDA path will implement it
-// with cudaMemcpyAsync on a copy stream; HostCopyEngine is memcpy. An optional
+// Host -> device copies behind one interface: CudaCopyEngine (offload/cuda/) is
+// cudaMemcpyAsync on a copy stream; HostCopyEngine is memcpy; AsyncHostCopyEngine
+// is memcpy on its own thread, the CPU stand-in for a copy stream. An optional
 // simulated link turns bandwidth into a *virtual clock*: each copy adds
 // n / bytes_per_second seconds to a counter instead of sleeping, so tests and
 // benches get "time the link would take" deterministically. A *paced* link also
@@ -16,11 +17,28 @@
 
 namespace moe {
 
+// One queued copy of an asynchronous engine; 0 is a copy that completed already.
+using CopyTicket = uint64_t;
+
 class CopyEngine {
  public:
   virtual ~CopyEngine() = default;
   // Copies n bytes; returns when dst holds them.
   virtual void copy(void* dst, const void* src, size_t n) = 0;
+  // Queues the copy and returns at once when the engine is asynchronous (a GPU's
+  // copy stream); a synchronous engine copies here and returns 0. Copies complete
+  // in the order they were queued. src must stay unchanged until completion.
+  virtual CopyTicket copyAsync(void* dst, const void* src, size_t n) {
+    copy(dst, src, n);
+    return 0;
+  }
+  // Blocks until the ticket's copy is complete (0: at once).
+  virtual void waitCopy(CopyTicket ticket) { (void)ticket; }
+  // True when the ticket's copy is complete; never blocks.
+  virtual bool copyDone(CopyTicket ticket) {
+    (void)ticket;
+    return true;
+  }
   virtual uint64_t bytesCopied() const = 0;
   virtual uint64_t copies() const = 0;
   // Seconds the simulated link would have been busy (0 without a simulated link).

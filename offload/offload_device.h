@@ -25,6 +25,8 @@ class OffloadDevice {
   virtual std::unique_ptr<SlotMemory> slotMemory() = 0;
   virtual CopyEngine& copyEngine() = 0;
   virtual SlotFence& fence() = 0;
+  // The compute side's device-side wait for copies (null: the host waits for READY).
+  virtual CopyWait* copyWait() { return nullptr; }
   // Pinned host->device bytes per second, measured once on first call.
   virtual double linkBytesPerSecond() = 0;
 };

@@ -132,6 +132,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   if (device) worker_->setSlotFence(&device->fence());
   cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
                                                  std::move(policy));
+  if (device) cached_->setCopyWait(device->copyWait());
   source_ = cached_.get();
 }
 
@@ -145,6 +146,8 @@ OffloadSnapshot OffloadEngine::snapshot() const {
   if (!worker_) return {};
   OffloadSnapshot s = metrics_.snapshot();
   s.link_seconds = link_->simulatedSeconds();
+  if (CopyWait* wait = config_.device ? config_.device->copyWait() : nullptr)
+    s.device_stall_ns = wait->stalledNs();
   return s;
 }
 

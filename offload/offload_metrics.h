@@ -31,8 +31,10 @@ struct OffloadSnapshot {
   double link_seconds = 0;           // the simulated link's clock: bytes / link bandwidth (0 without one)
   double link_bytes_per_second = 0;  // the link bandwidth decisions use (simulated, or measured at start)
   // The compute side.
-  uint64_t waits = 0;                           // waitReady calls that had to wait
-  uint64_t blocked_ns = 0;                      // compute time spent waiting for experts to become READY
+  uint64_t waits = 0;            // host waits for an expert (READY, or with device waits: its copies issued)
+  uint64_t blocked_ns = 0;       // compute-thread time spent in those waits
+  uint64_t device_waits = 0;     // experts whose copies the device waited for (CopyWait), not the host
+  uint64_t device_stall_ns = 0;  // time the device stood still in those waits (0 on the CPU path)
   uint64_t prefill_tokens = 0, prefill_ns = 0;  // prompt tokens computed, and their forward time
   uint64_t decode_tokens = 0, decode_ns = 0;    // decode steps, and their forward time
   // The active predictor (ProMoE section 4.1), over layers that had a prediction.
@@ -53,8 +55,8 @@ struct OffloadMetrics {
   std::atomic<uint64_t> expert_uses{0}, ready_hits{0}, prefetch_hits{0}, inflight_hits{0}, misses{0},
       unavailable{0}, cpu_computed{0}, streamed{0}, cpu_decisions{0}, bytes_h2d{0}, chunks_copied{0},
       chunks_dropped{0}, chunks_promoted{0}, prefetch_skipped{0}, copy_busy_ns{0}, waits{0}, blocked_ns{0},
-      prefill_tokens{0}, prefill_ns{0}, decode_tokens{0}, decode_ns{0}, predicted{0}, pred_truth{0},
-      pred_correct{0}, pred_timely{0}, held_slots{0};
+      device_waits{0}, prefill_tokens{0}, prefill_ns{0}, decode_tokens{0}, decode_ns{0}, predicted{0},
+      pred_truth{0}, pred_correct{0}, pred_timely{0}, held_slots{0};
   std::atomic<double> link_bytes_per_second{0.0};
 
   // After a generation: the session adds its prefill and decode figures.
@@ -86,6 +88,7 @@ struct OffloadMetrics {
     s.link_bytes_per_second = link_bytes_per_second.load(std::memory_order_relaxed);
     s.waits = ld(waits);
     s.blocked_ns = ld(blocked_ns);
+    s.device_waits = ld(device_waits);
     s.prefill_tokens = ld(prefill_tokens);
     s.prefill_ns = ld(prefill_ns);
     s.decode_tokens = ld(decode_tokens);

@@ -14,7 +14,8 @@ TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& sour
       metrics_(metrics),
       mode_(mode),
       options_(options),
-      pending_(static_cast<size_t>(cache.slotCount()), 0) {
+      pending_(static_cast<size_t>(cache.slotCount()), 0),
+      free_when_done_(static_cast<size_t>(cache.slotCount()), 0) {
   if (cache.chunksPerExpert() != ExpertBytesSource::kChunks)
     throw std::invalid_argument("TransferWorker: cache chunks per expert != ExpertBytesSource::kChunks");
   if (cache.slotBytes() < source.expertBytes())
@@ -30,6 +31,29 @@ TransferWorker::~TransferWorker() {
   work_cv_.notify_all();
   ready_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Copies still in flight write into the cache's slab: let them land first.
+  for (const InFlight& f : in_flight_)
+    if (f.issued) copier_.waitCopy(f.ticket);
+}
+
+template <class Done>
+bool TransferWorker::waitLocked(std::unique_lock<std::mutex>& lock, Done done) {
+  if (done()) return false;
+  if (mode_ == TransferMode::kManual) {
+    do {
+      lock.unlock();
+      const bool worked = step().did_work;
+      lock.lock();
+      if (!worked && !done()) throw std::logic_error("TransferWorker: waiting for a copy that is not queued");
+    } while (!done());
+  } else {
+    ready_cv_.wait(lock, [&] {
+      if (done()) return true;
+      if (stop_) throw std::logic_error("TransferWorker: worker stopped while waited for");
+      return false;
+    });
+  }
+  return true;
 }
 
 void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int first_chunk, Priority p) {
@@ -72,7 +96,8 @@ size_t TransferWorker::highBytesLocked() const {
   auto bytes = [&](const ChunkTask& t) {
     return t.chunk < 0 ? source_.expertBytes() : source_.chunkBytes(t.chunk);
   };
-  size_t n = in_progress_ ? bytes(*in_progress_) : 0;
+  size_t n = 0;
+  for (const InFlight& f : in_flight_) n += bytes(f.task);
   for (const ChunkTask& t : high_) n += bytes(t);
   return n;
 }
@@ -119,8 +144,8 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       metrics_.chunks_promoted.fetch_add(promote.size(), std::memory_order_relaxed);
       for (const ChunkTask& t : promote) high_.push_back(t);
       for (int slot : discarded_slots) {
-        if (in_progress_ && in_progress_->slot == slot)
-          free_after_current_ = true;  // freed once the chunk being copied completes
+        if (pending_[slot] > 0)
+          free_when_done_[slot] = true;  // a chunk of it is in flight: freed once that completes
         else
           cache_.free(slot);
       }
@@ -158,11 +183,13 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
         queueExpertLocked(layer, e, o.slot, 0, Priority::kHigh);
       } else {
         cache_.touch(o.slot);
-        if (free_after_current_ && in_progress_ && in_progress_->slot == o.slot) {
-          // Preempted earlier, chosen now: keep it and queue what the drop removed.
-          free_after_current_ = false;
-          if (in_progress_->chunk >= 0)
-            queueExpertLocked(layer, e, o.slot, in_progress_->chunk + 1, Priority::kHigh);
+        if (free_when_done_[o.slot]) {
+          // Preempted earlier, chosen now: keep it and queue what the drop removed
+          // (its in-flight chunks follow the ones done).
+          free_when_done_[o.slot] = false;
+          const int next = cache_.info(o.slot).chunks_done + pending_[o.slot];
+          if (options_.chunking && next < ExpertBytesSource::kChunks)
+            queueExpertLocked(layer, e, o.slot, next, Priority::kHigh);
         }
         SlotInfo s = cache_.info(o.slot);
         if (s.state == SlotState::kReady) {
@@ -178,7 +205,7 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       cache_.pin(o.slot);
       SlotInfo s = cache_.info(o.slot);
       o.chunks_done = s.chunks_done;
-      bool started = s.chunks_done > 0 || (in_progress_ && in_progress_->slot == o.slot);
+      const bool started = s.chunks_done > 0 || inFlightLocked(o.slot, /*issued_only=*/false) > 0;
       o.residency = s.state == SlotState::kReady ? Residency::kReady
                     : started                    ? Residency::kInFlight
                                                  : Residency::kNotStarted;
@@ -220,21 +247,25 @@ void TransferWorker::stageLocked(size_t k) {
 
 void TransferWorker::beginCompute(int layer, int expert) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (layer != stream_layer_ || expert < 0 || expert >= static_cast<int>(order_position_.size())) return;
     const int position = order_position_[expert];
     const size_t staging = static_cast<size_t>(cache_.stagingCount());
     bool marked = false;
+    // Only the compute thread changes stream_, so it stays put while waitLocked unlocks.
     for (size_t k = 0; k < stream_.size(); ++k) {
       if (stream_[k].position >= position || stream_[k].recycled) continue;
+      const int slot = stream_[k].slot;
+      if (pending_[slot] != inFlightLocked(slot, /*issued_only=*/true))
+        throw std::logic_error("TransferWorker: a streamed expert was computed before its copy was issued");
+      // With a device-side copy wait its copy may still run: the slot is reused once it is done.
+      waitLocked(lock, [&] { return pending_[slot] == 0; });
       if (fence_ && !marked) {  // the recycled slot's reads are queued, maybe not done
         fence_->readsQueued();
         marked = true;
       }
       // Computed: its staging slot takes the streamed expert `staging` places later.
-      if (pending_[stream_[k].slot] != 0)
-        throw std::logic_error("TransferWorker: a streamed expert was computed before its copy finished");
-      cache_.free(stream_[k].slot);
+      cache_.free(slot);
       stream_[k].recycled = true;
       if (k + staging < stream_.size()) stageLocked(k + staging);
     }
@@ -246,13 +277,11 @@ void TransferWorker::clearStreamLocked() {
   for (const Streamed& s : stream_) {
     if (s.recycled || cache_.find(stream_layer_, s.expert) != s.slot) continue;
     std::erase_if(high_, [&](const ChunkTask& t) { return t.slot == s.slot; });
-    if (in_progress_ && in_progress_->slot == s.slot) {
-      pending_[s.slot] = 1;
-      free_after_current_ = true;  // freed once the chunk being copied completes
-    } else {
-      pending_[s.slot] = 0;
+    pending_[s.slot] = inFlightLocked(s.slot, /*issued_only=*/false);
+    if (pending_[s.slot] > 0)
+      free_when_done_[s.slot] = true;  // freed once its copies in flight complete
+    else
       cache_.free(s.slot);
-    }
   }
   stream_.clear();
   stream_layer_ = -1;
@@ -278,9 +307,16 @@ bool TransferWorker::hold(int layer, int expert) {
 void TransferWorker::releaseHolds() { cache_.releaseHolds(); }
 
 void TransferWorker::release(int layer) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   if (fence_) fence_->readsQueued();  // the layer's slots become evictable
-  if (layer == stream_layer_) clearStreamLocked();
+  if (layer == stream_layer_) {
+    waitLocked(lock, [&] {
+      return std::all_of(stream_.begin(), stream_.end(), [&](const Streamed& s) {
+        return s.recycled || cache_.find(stream_layer_, s.expert) != s.slot || pending_[s.slot] == 0;
+      });
+    });
+    clearStreamLocked();
+  }
   cache_.unpinAll();
   if (cache_.computingLayer() == layer) cache_.setComputingLayer(-1);
 }
@@ -299,41 +335,63 @@ std::optional<std::pair<ChunkTask, Priority>> TransferWorker::popLocked() {
   return std::nullopt;
 }
 
-size_t TransferWorker::timedCopy(const ChunkTask& t) {
-  const auto start = std::chrono::steady_clock::now();
-  const size_t bytes = copyTask(t);
-  const auto ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-  metrics_.copy_busy_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
-  return bytes;
+bool TransferWorker::canIssueLocked() const {
+  if (in_flight_.size() >= kMaxInFlight) return false;
+  if (!high_.empty()) return true;
+  return !low_.empty() && in_flight_.empty();  // a low chunk never queues ahead of more than itself
 }
 
-size_t TransferWorker::copyTask(const ChunkTask& t) {
+int TransferWorker::inFlightLocked(int slot, bool issued_only) const {
+  return static_cast<int>(std::count_if(in_flight_.begin(), in_flight_.end(), [&](const InFlight& f) {
+    return f.task.slot == slot && (f.issued || !issued_only);
+  }));
+}
+
+CopyTicket TransferWorker::issueCopy(const ChunkTask& t) {
   uint8_t* dst = cache_.slotData(t.slot);
   const uint8_t* src = source_.expertData(t.layer, t.expert);
   if (fence_) fence_->beforeOverwrite(t.slot);
-  if (t.chunk < 0) {  // whole expert: one copy, no yielding
-    copier_.copy(dst, src, source_.expertBytes());
-    return source_.expertBytes();
-  }
-  size_t off = source_.chunkOffset(t.chunk), n = source_.chunkBytes(t.chunk);
-  copier_.copy(dst + off, src + off, n);
-  return n;
+  if (t.chunk < 0) return copier_.copyAsync(dst, src, source_.expertBytes());  // whole expert, no yielding
+  const size_t off = source_.chunkOffset(t.chunk);
+  return copier_.copyAsync(dst + off, src + off, source_.chunkBytes(t.chunk));
 }
 
-StepResult TransferWorker::finishLocked(const ChunkTask& t, Priority p, size_t bytes) {
+void TransferWorker::issueNextLocked(std::unique_lock<std::mutex>& lock) {
+  const auto [task, priority] = *popLocked();
+  if (in_flight_.empty()) busy_since_ = std::chrono::steady_clock::now();
+  in_flight_.push_back({task, priority});
+  InFlight& f = in_flight_.back();  // deque references survive push_back / pop_front elsewhere
+  lock.unlock();                    // a push may arrive meanwhile; a synchronous engine copies here
+  const CopyTicket ticket = issueCopy(task);
+  lock.lock();
+  f.ticket = ticket;
+  f.issued = true;
+}
+
+StepResult TransferWorker::reapFrontLocked() {
+  const InFlight f = in_flight_.front();
+  in_flight_.pop_front();
+  const ChunkTask& t = f.task;
+  const size_t bytes = t.chunk < 0 ? source_.expertBytes() : source_.chunkBytes(t.chunk);
   StepResult r;
   r.did_work = true;
   r.task = t;
-  r.priority = p;
+  r.priority = f.priority;
   r.bytes = bytes;
   --pending_[t.slot];
-  in_progress_.reset();
   metrics_.bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
   metrics_.chunks_copied.fetch_add(t.chunk < 0 ? ExpertBytesSource::kChunks : 1, std::memory_order_relaxed);
-  if (free_after_current_) {
-    free_after_current_ = false;
-    if (pending_[t.slot] == 0) cache_.free(t.slot);
+  if (in_flight_.empty()) {  // the link goes idle: its busy time is the span since it last had work
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - busy_since_)
+            .count();
+    metrics_.copy_busy_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  }
+  if (free_when_done_[t.slot]) {
+    if (pending_[t.slot] == 0) {
+      free_when_done_[t.slot] = false;
+      cache_.free(t.slot);
+    }
     r.discarded = true;
   } else if (t.chunk < 0) {
     cache_.markReady(t.slot);
@@ -346,81 +404,83 @@ StepResult TransferWorker::finishLocked(const ChunkTask& t, Priority p, size_t b
 
 StepResult TransferWorker::step() {
   if (mode_ != TransferMode::kManual) throw std::logic_error("TransferWorker::step: manual mode only");
-  std::pair<ChunkTask, Priority> job;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (in_progress_) throw std::logic_error("TransferWorker::step: re-entered during a copy");
-    auto next = popLocked();
-    if (!next) return {};
-    job = *next;
-    in_progress_ = job.first;
-  }
-  size_t bytes = timedCopy(job.first);  // no lock held: a push may arrive meanwhile
   StepResult r;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    r = finishLocked(job.first, job.second, bytes);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!in_flight_.empty()) throw std::logic_error("TransferWorker::step: re-entered during a copy");
+    if (high_.empty() && low_.empty()) return {};
+    issueNextLocked(lock);
+    const CopyTicket ticket = in_flight_.front().ticket;
+    lock.unlock();
+    copier_.waitCopy(ticket);
+    lock.lock();
+    r = reapFrontLocked();
   }
   ready_cv_.notify_all();
   return r;
 }
 
 void TransferWorker::run() {
+  // A chunk of a real expert takes 0.1-1 ms on PCIe: first look after 10 us, then
+  // at most every 200 us, so a waiting worker costs little CPU.
+  constexpr std::chrono::microseconds kFirstPoll{10}, kLastPoll{200};
+  auto poll = kFirstPoll;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !high_.empty() || !low_.empty(); });
+    work_cv_.wait(lock, [&] { return stop_ || canIssueLocked() || !in_flight_.empty(); });
     if (stop_) return;
-    auto job = popLocked();
-    in_progress_ = job->first;
-    lock.unlock();
-    size_t bytes = timedCopy(job->first);
-    lock.lock();
-    finishLocked(job->first, job->second, bytes);
-    ready_cv_.notify_all();
+    if (canIssueLocked()) {
+      issueNextLocked(lock);
+      while (!in_flight_.empty() && in_flight_.front().issued && copier_.copyDone(in_flight_.front().ticket))
+        reapFrontLocked();
+    } else if (copier_.copyDone(in_flight_.front().ticket)) {
+      reapFrontLocked();
+      poll = kFirstPoll;
+    } else {
+      // Nothing may be issued before the oldest copy completes: poll for it, backing
+      // off, and wake at once for new work (a gate's precise experts must be issued
+      // now, not after that copy: the compute side waits for them to be issued).
+      work_cv_.wait_for(lock, poll, [&] { return stop_ || canIssueLocked(); });
+      poll = std::min(poll * 2, kLastPoll);
+      continue;
+    }
+    ready_cv_.notify_all();  // issued (waitIssued) or completed (waitReady, waitIdle)
   }
 }
 
 bool TransferWorker::waitReady(int layer, int expert) {
-  bool waited = false;
-  auto check = [&]() -> bool {  // under mutex_: true when READY, throws when it never will be
-    int slot = cache_.find(layer, expert);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool waited = waitLocked(lock, [&] {  // true when READY, throws when it never will be
+    const int slot = cache_.find(layer, expert);
     if (slot < 0) throw std::logic_error("TransferWorker::waitReady: expert not in the cache");
     if (cache_.info(slot).state == SlotState::kReady) return true;
     if (pending_[slot] == 0)
       throw std::logic_error("TransferWorker::waitReady: expert LOADING with nothing queued");
     return false;
-  };
-  if (mode_ == TransferMode::kManual) {
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (check()) break;
-      }
-      waited = true;
-      step();
-    }
-  } else {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!check()) {
-      waited = true;
-      ready_cv_.wait(lock, [&] {
-        if (stop_) throw std::logic_error("TransferWorker::waitReady: worker stopped");
-        return check();
-      });
-    }
-  }
+  });
   if (waited) metrics_.waits.fetch_add(1, std::memory_order_relaxed);
   return waited;
 }
 
-void TransferWorker::waitIdle() {
-  if (mode_ == TransferMode::kManual) {
-    while (step().did_work) {
-    }
-    return;
-  }
+TransferWorker::IssueWait TransferWorker::waitIssued(int layer, int expert) {
+  IssueWait w;
   std::unique_lock<std::mutex> lock(mutex_);
-  ready_cv_.wait(lock, [&] { return stop_ || (high_.empty() && low_.empty() && !in_progress_); });
+  w.waited = waitLocked(lock, [&] {
+    w.slot = cache_.find(layer, expert);
+    if (w.slot < 0) throw std::logic_error("TransferWorker::waitIssued: expert not in the cache");
+    w.ready = cache_.info(w.slot).state == SlotState::kReady;
+    if (w.ready) return true;
+    if (pending_[w.slot] == 0)
+      throw std::logic_error("TransferWorker::waitIssued: expert LOADING with nothing queued");
+    return pending_[w.slot] == inFlightLocked(w.slot, /*issued_only=*/true);
+  });
+  if (w.waited) metrics_.waits.fetch_add(1, std::memory_order_relaxed);
+  return w;
+}
+
+void TransferWorker::waitIdle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  waitLocked(lock, [&] { return stop_ || (high_.empty() && low_.empty() && in_flight_.empty()); });
 }
 
 size_t TransferWorker::queuedHigh() const {

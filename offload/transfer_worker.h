@@ -17,13 +17,25 @@
 // layer still needs is ever evicted. A kCopy miss with no evictable slot streams
 // when the cache has staging slots, else is kUnavailable (host-computed).
 //
+// Asynchronous copies (a GPU's copy stream, AsyncHostCopyEngine): the worker
+// issues a chunk and goes on; it notes the chunk done (LOADING -> READY) when the
+// engine reports the copy complete, oldest first. High chunks are issued back to
+// back (up to kMaxInFlight), so the link never idles between the gate's experts; a
+// low chunk is issued only when nothing is in flight, so a high task still waits
+// for at most one chunk. The compute side then need not block the host until an
+// expert is READY: waitIssued() returns once its copies are queued on the link
+// and the device waits for them (CopyWait, offload/slot_fence.h). A synchronous
+// engine completes each copy as it is issued: one chunk at a time, as before.
+//
 // Modes: kThreaded runs a worker std::thread; kManual has no thread: the caller
-// runs one chunk per step() (deterministic tests), and waitReady() steps until done.
+// runs one chunk per step() (deterministic tests; the step waits for its copy),
+// and waitReady() steps until done.
 //
 // Locking: the worker's mutex guards the queues and is taken before the cache's
 // mutex, never after; copies run with no lock held.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -118,15 +130,28 @@ class TransferWorker {
   // Blocks until (layer, expert) is READY; returns whether it had to wait.
   // Throws std::logic_error when it can never become READY (not in the cache).
   bool waitReady(int layer, int expert);
-  // Blocks until both queues are empty and no copy is in progress (kManual: steps until then).
+  // Blocks until every copy of (layer, expert) is issued on the link, or it is
+  // READY: the caller then lets the device wait for those copies (CopyWait).
+  // Throws std::logic_error like waitReady.
+  struct IssueWait {
+    int slot = -1;
+    bool ready = false;   // READY: nothing left to wait for
+    bool waited = false;  // the host had to wait (for a copy to be issued)
+  };
+  IssueWait waitIssued(int layer, int expert);
+  // Blocks until both queues are empty and no copy is in flight (kManual: steps until then).
   void waitIdle();
-  // Layer computed: unpins its slots and clears the computing layer.
+  // Layer computed: unpins its slots and clears the computing layer. A streamed
+  // expert's copies still in flight (device-side waits) are waited for first, so
+  // the staging slots are free for the next layer.
   void release(int layer);
   // A device that computes asynchronously (offload/slot_fence.h): set before the
   // first push; null (the CPU path) needs none. Must outlive the worker.
   void setSlotFence(SlotFence* fence) { fence_ = fence; }
 
-  StepResult step();  // kManual only: copies exactly one task (chunk or whole expert)
+  StepResult step();  // kManual only: copies exactly one task (chunk or whole expert), waits for it
+
+  static constexpr size_t kMaxInFlight = 16;  // issued, not yet complete
 
   size_t queuedHigh() const;
   size_t queuedLow() const;
@@ -138,10 +163,17 @@ class TransferWorker {
   size_t highBytesLocked() const;
   void stageLocked(size_t k);
   void clearStreamLocked();
-  size_t timedCopy(const ChunkTask& t);
   std::optional<std::pair<ChunkTask, Priority>> popLocked();
-  size_t copyTask(const ChunkTask& t);
-  StepResult finishLocked(const ChunkTask& t, Priority p, size_t bytes);
+  bool canIssueLocked() const;
+  // Pops the next task and issues its copy (the lock is released meanwhile).
+  void issueNextLocked(std::unique_lock<std::mutex>& lock);
+  CopyTicket issueCopy(const ChunkTask& t);
+  // The oldest in-flight copy completed: accounts it and updates the cache.
+  StepResult reapFrontLocked();
+  int inFlightLocked(int slot, bool issued_only) const;
+  // Blocks (kManual: steps) until done() holds; returns whether it had to wait.
+  template <class Done>
+  bool waitLocked(std::unique_lock<std::mutex>& lock, Done done);
   void run();
 
   ExpertCache& cache_;
@@ -155,9 +187,16 @@ class TransferWorker {
   mutable std::mutex mutex_;
   std::condition_variable work_cv_, ready_cv_;
   std::deque<ChunkTask> high_, low_;
-  std::vector<int> pending_;  // per slot: queued + in-progress tasks
-  std::optional<ChunkTask> in_progress_;
-  bool free_after_current_ = false;  // the in-progress expert was preempted
+  std::vector<int> pending_;  // per slot: queued + in-flight tasks
+  struct InFlight {
+    ChunkTask task;
+    Priority priority = Priority::kLow;
+    CopyTicket ticket = 0;
+    bool issued = false;  // false while the worker is inside copyAsync
+  };
+  std::deque<InFlight> in_flight_;    // popped tasks, oldest first, until their copy completes
+  std::vector<char> free_when_done_;  // per slot: dropped while in flight; freed when its copies complete
+  std::chrono::steady_clock::time_point busy_since_;  // when in_flight_ last became non-empty
   bool stop_ = false;
   // The streaming layer: its streamed experts in execution order, each with its
   // position in that order and its staging slot.

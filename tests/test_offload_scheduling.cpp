@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "fake_expert_bytes.h"
 #include "offload/copy_engine.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
@@ -17,32 +18,7 @@ using namespace moe;
 
 namespace {
 
-// Distinct bytes per (layer, expert, offset); chunks 100/60/40 bytes at 256-byte offsets.
-class FakeSource final : public ExpertBytesSource {
- public:
-  FakeSource(int layers, int experts) : layers_(layers), experts_(experts) {
-    data_.resize(static_cast<size_t>(layers * experts) * kExpertBytes);
-    for (int l = 0; l < layers; ++l)
-      for (int e = 0; e < experts; ++e)
-        for (size_t i = 0; i < kExpertBytes; ++i)
-          data_[(static_cast<size_t>(l * experts + e)) * kExpertBytes + i] =
-              static_cast<uint8_t>((l * 131 + e * 17 + i * 7 + 1) & 0xff);
-  }
-  const uint8_t* expertData(int layer, int expert) const override {
-    return data_.data() + static_cast<size_t>(layer * experts_ + expert) * kExpertBytes;
-  }
-  size_t chunkOffset(int c) const override { return static_cast<size_t>(c) * 256; }
-  size_t chunkBytes(int c) const override { return kChunkBytes[c]; }
-  size_t expertBytes() const override { return kExpertBytes; }
-  size_t chunkSum() const { return kChunkBytes[0] + kChunkBytes[1] + kChunkBytes[2]; }
-
-  static constexpr size_t kChunkBytes[kChunks] = {100, 60, 40};
-  static constexpr size_t kExpertBytes = 768;
-
- private:
-  int layers_, experts_;
-  std::vector<uint8_t> data_;
-};
+using FakeSource = test::FakeExpertBytes;
 
 // memcpy plus a hook that runs (once) while a copy is "in progress", to push
 // work exactly as another thread could while the worker copies.

@@ -13,6 +13,7 @@ CudaCopyEngine::CudaCopyEngine() {
 CudaCopyEngine::~CudaCopyEngine() {
   cudaStreamSynchronize(stream_);
   for (auto& [begin, r] : records_) cudaEventDestroy(r.event);
+  for (auto& [ticket, e] : tickets_) cudaEventDestroy(e);
   for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
   cudaStreamDestroy(stream_);
   cudaGetLastError();
@@ -29,13 +30,23 @@ cudaEvent_t CudaCopyEngine::takeEventLocked() {
   return e;
 }
 
-void CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) { enqueue(dst, src, n); }
-
-cudaEvent_t CudaCopyEngine::enqueue(void* dst, const void* src, size_t n) {
-  if (n == 0) return nullptr;
-  const auto b = reinterpret_cast<uintptr_t>(dst), e = b + n;
+CopyTicket CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
+  if (n == 0) return 0;
+  const auto b = reinterpret_cast<uintptr_t>(dst);
   std::lock_guard lock(mutex_);
   checkCuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (expert chunk)");
+  ++seq_;
+  recordRangeLocked(b, b + n);
+  cudaEvent_t done = takeEventLocked();
+  checkCuda(cudaEventRecord(done, stream_), "cudaEventRecord (copy ticket)");
+  tickets_.emplace_back(seq_, done);
+  bytes_.fetch_add(n, std::memory_order_relaxed);
+  copies_.fetch_add(1, std::memory_order_relaxed);
+  reapTicketsLocked();
+  return seq_;
+}
+
+void CudaCopyEngine::recordRangeLocked(uintptr_t b, uintptr_t e) {
   // Records wholly inside the new range are superseded: its event completes after
   // theirs (FIFO stream), so their events go back to the spare list.
   for (auto it = records_.lower_bound(b); it != records_.end() && it->first < e;) {
@@ -49,19 +60,53 @@ cudaEvent_t CudaCopyEngine::enqueue(void* dst, const void* src, size_t n) {
   Record& r = records_[b];  // a longer record at the same start keeps its end (waiting longer is safe)
   r.end = std::max(r.end, e);
   if (!r.event) r.event = takeEventLocked();
-  r.seq = ++seq_;
+  r.seq = seq_;
   checkCuda(cudaEventRecord(r.event, stream_), "cudaEventRecord (copy event)");
-  bytes_.fetch_add(n, std::memory_order_relaxed);
-  copies_.fetch_add(1, std::memory_order_relaxed);
-  return r.event;
 }
 
-void CudaCopyEngine::copy(void* dst, const void* src, size_t n) {
-  // The worker thread waits here, on this copy's event. Should a later copy re-record
-  // the event meanwhile, the wait only gets longer (FIFO stream): never too short.
-  if (cudaEvent_t done = enqueue(dst, src, n))
-    checkCuda(cudaEventSynchronize(done), "cudaEventSynchronize (expert chunk)");
+void CudaCopyEngine::reapTicketsLocked() {
+  while (!tickets_.empty()) {
+    const cudaError_t st = cudaEventQuery(tickets_.front().second);
+    if (st == cudaErrorNotReady) {
+      cudaGetLastError();
+      return;
+    }
+    checkCuda(st, "cudaEventQuery (copy ticket)");
+    completed_ = tickets_.front().first;
+    spare_events_.push_back(tickets_.front().second);
+    tickets_.pop_front();
+  }
 }
+
+bool CudaCopyEngine::copyDone(CopyTicket ticket) {
+  std::lock_guard lock(mutex_);
+  if (ticket > completed_) reapTicketsLocked();
+  return ticket <= completed_;
+}
+
+void CudaCopyEngine::waitCopy(CopyTicket ticket) {
+  cudaEvent_t done = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (ticket <= completed_) return;
+    for (const auto& [t, e] : tickets_)
+      if (t == ticket) done = e;
+  }
+  // Outside the lock, so other threads may queue copies meanwhile. Should this event be
+  // recycled and re-recorded for a later copy, the wait only gets longer (FIFO stream).
+  if (done)
+    checkCuda(cudaEventSynchronize(done), "cudaEventSynchronize (copy ticket)");
+  else
+    synchronize();  // not a ticket of this engine: wait for everything
+  std::lock_guard lock(mutex_);
+  while (!tickets_.empty() && tickets_.front().first <= ticket) {
+    spare_events_.push_back(tickets_.front().second);
+    tickets_.pop_front();
+  }
+  completed_ = std::max(completed_, ticket);
+}
+
+void CudaCopyEngine::copy(void* dst, const void* src, size_t n) { waitCopy(copyAsync(dst, src, n)); }
 
 void CudaCopyEngine::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "copy stream synchronize"); }
 

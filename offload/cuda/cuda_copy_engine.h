@@ -3,14 +3,15 @@
 // whole expert when chunking is off).
 //
 // Two ways to wait for a copy:
-// - copy() (the CopyEngine interface the transfer worker uses) returns only when
-//   the bytes are on the device: the worker thread waits, off the critical path,
-//   and marks the chunk done in the ExpertCache afterwards.
-// - copyAsync() returns at once; the compute side then calls streamWaitFor(compute
-//   stream, slot range) before its first kernel that reads the slot: the compute
-//   stream (not the host) waits on the newest copy event into that range, via
-//   cudaStreamWaitEvent. The copy stream is FIFO, so the newest overlapping copy's
-//   event completes after every earlier one.
+// - by ticket (the CopyEngine interface the transfer worker uses): copyAsync()
+//   returns a ticket with its own event; the worker polls it (copyDone) or waits
+//   on it (waitCopy), off the critical path, and marks the chunk done in the
+//   ExpertCache afterwards. copy() is copyAsync + waitCopy.
+// - by range: the compute side calls streamWaitFor(compute stream, slot range)
+//   before its first kernel that reads the slot: the compute stream (not the
+//   host) waits on the newest copy event into that range, via cudaStreamWaitEvent.
+//   The copy stream is FIFO, so the newest overlapping copy's event completes
+//   after every earlier one.
 //
 // Thread-safe: copies may be issued from one thread while another waits.
 #pragma once
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -38,9 +40,11 @@ class CudaCopyEngine final : public CopyEngine {
 
   // dst: device memory; src: host memory (pinned for an async DMA). Returns when dst holds the bytes.
   void copy(void* dst, const void* src, size_t n) override;
-  // Queues the copy and records its event; returns at once. src must stay unchanged until the
-  // copy completes (isComplete / synchronize / a stream that streamWaitFor'd it).
-  void copyAsync(void* dst, const void* src, size_t n);
+  // Queues the copy and records its events; returns at once. src must stay unchanged until the
+  // copy completes (its ticket / isComplete / synchronize / a stream that streamWaitFor'd it).
+  CopyTicket copyAsync(void* dst, const void* src, size_t n) override;
+  void waitCopy(CopyTicket ticket) override;
+  bool copyDone(CopyTicket ticket) override;
 
   // Makes `stream` wait (on the device) for the newest queued copy that wrote any byte of
   // [dst, dst + n). Returns false when no recorded copy overlaps the range (nothing to wait for).
@@ -64,13 +68,16 @@ class CudaCopyEngine final : public CopyEngine {
   // The record with the highest seq overlapping [b, e), or null. Caller holds mutex_.
   Record* newestOverlapLocked(uintptr_t b, uintptr_t e);
   cudaEvent_t takeEventLocked();
-  cudaEvent_t enqueue(void* dst, const void* src, size_t n);  // the copy's event (null for n == 0)
+  void recordRangeLocked(uintptr_t b, uintptr_t e);
+  void reapTicketsLocked();  // recycles the events of completed tickets, oldest first; never blocks
 
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mutex_;
   std::map<uintptr_t, Record> records_;  // by destination start
   std::vector<cudaEvent_t> spare_events_;
-  uint64_t seq_ = 0;
+  std::deque<std::pair<CopyTicket, cudaEvent_t>> tickets_;  // not known complete, oldest first
+  CopyTicket completed_ = 0;                                // every ticket <= this is complete
+  uint64_t seq_ = 0;                                        // the last copy's ticket
   std::atomic<uint64_t> bytes_{0}, copies_{0};
 };
 

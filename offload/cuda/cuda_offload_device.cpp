@@ -44,7 +44,66 @@ uint64_t CudaSlotFence::marks() const {
   return marks_;
 }
 
-CudaOffloadDevice::CudaOffloadDevice(cudaStream_t compute) : fence_(compute, copier_.stream()) {}
+CudaCopyWait::~CudaCopyWait() {
+  for (const Timed& t : timed_) {
+    cudaEventDestroy(t.before);
+    cudaEventDestroy(t.after);
+  }
+  for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+  cudaGetLastError();
+}
+
+cudaEvent_t CudaCopyWait::takeEventLocked() {
+  if (!spare_.empty()) {
+    cudaEvent_t e = spare_.back();
+    spare_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  checkCuda(cudaEventCreate(&e), "cudaEventCreate (copy wait timing)");  // timing enabled
+  return e;
+}
+
+void CudaCopyWait::computeWaitsFor(const void* dst, size_t n) {
+  std::lock_guard lock(mutex_);
+  harvestLocked();
+  Timed t{takeEventLocked(), takeEventLocked()};
+  checkCuda(cudaEventRecord(t.before, compute_), "cudaEventRecord (copy wait, before)");
+  if (!copies_.streamWaitFor(compute_, dst, n)) {  // no copy into the range: nothing to time
+    spare_.push_back(t.before);
+    spare_.push_back(t.after);
+    return;
+  }
+  checkCuda(cudaEventRecord(t.after, compute_), "cudaEventRecord (copy wait, after)");
+  timed_.push_back(t);
+}
+
+void CudaCopyWait::harvestLocked() {
+  while (!timed_.empty()) {
+    const Timed t = timed_.front();
+    const cudaError_t st = cudaEventQuery(t.after);
+    if (st == cudaErrorNotReady) {
+      cudaGetLastError();
+      return;
+    }
+    checkCuda(st, "cudaEventQuery (copy wait)");
+    float ms = 0;
+    checkCuda(cudaEventElapsedTime(&ms, t.before, t.after), "cudaEventElapsedTime (copy wait)");
+    stalled_ns_ += static_cast<uint64_t>(double(ms) * 1e6);
+    spare_.push_back(t.before);
+    spare_.push_back(t.after);
+    timed_.pop_front();
+  }
+}
+
+uint64_t CudaCopyWait::stalledNs() {
+  std::lock_guard lock(mutex_);
+  harvestLocked();
+  return stalled_ns_;
+}
+
+CudaOffloadDevice::CudaOffloadDevice(cudaStream_t compute)
+    : fence_(compute, copier_.stream()), copy_wait_(copier_, compute) {}
 
 std::shared_ptr<HostAllocator> CudaOffloadDevice::hostAllocator() {
   return std::make_shared<PinnedHostAllocator>();

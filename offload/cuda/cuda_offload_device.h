@@ -5,7 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include <deque>
 #include <mutex>
+#include <vector>
 
 #include "offload/cuda/cuda_copy_engine.h"
 #include "offload/offload_device.h"
@@ -33,6 +35,34 @@ class CudaSlotFence final : public SlotFence {
   uint64_t marks_ = 0;
 };
 
+// The compute stream waits on the device for the copies into a slot range
+// (CudaCopyEngine::streamWaitFor), and each wait is timed: a timing event before
+// and after it on the compute stream; their elapsed time, read once both have
+// completed, is how long the stream stood still there.
+class CudaCopyWait final : public CopyWait {
+ public:
+  CudaCopyWait(CudaCopyEngine& copies, cudaStream_t compute) : copies_(copies), compute_(compute) {}
+  ~CudaCopyWait() override;
+  CudaCopyWait(const CudaCopyWait&) = delete;
+  CudaCopyWait& operator=(const CudaCopyWait&) = delete;
+  void computeWaitsFor(const void* dst, size_t n) override;
+  uint64_t stalledNs() override;
+
+ private:
+  struct Timed {
+    cudaEvent_t before = nullptr, after = nullptr;
+  };
+  cudaEvent_t takeEventLocked();
+  void harvestLocked();  // adds the elapsed time of completed waits; never blocks
+
+  CudaCopyEngine& copies_;
+  cudaStream_t compute_;
+  std::mutex mutex_;
+  std::deque<Timed> timed_;  // waits not yet known complete, oldest first
+  std::vector<cudaEvent_t> spare_;
+  uint64_t stalled_ns_ = 0;
+};
+
 class CudaOffloadDevice final : public OffloadDevice {
  public:
   // compute: the stream the backend's kernels run on (CudaBackend::stream()).
@@ -42,11 +72,13 @@ class CudaOffloadDevice final : public OffloadDevice {
   std::unique_ptr<SlotMemory> slotMemory() override;
   CopyEngine& copyEngine() override { return copier_; }
   SlotFence& fence() override { return fence_; }
+  CopyWait* copyWait() override { return &copy_wait_; }
   double linkBytesPerSecond() override;
 
  private:
   CudaCopyEngine copier_;
   CudaSlotFence fence_;
+  CudaCopyWait copy_wait_;
   std::once_flag measured_;
   double link_bytes_per_second_ = 0;
 };

@@ -1,0 +1,342 @@
+// The transfer worker over an asynchronous copy engine (AsyncHostCopyEngine: the
+// CPU stand-in for a GPU copy stream), in THREADED mode. The test holds the
+// engine's copy thread and lets copies complete one by one, so every check is
+// about what is queued on the "stream" and in what order, never about time:
+// - the gate's chunks are issued back to back, with none complete;
+// - a predicted (low) chunk goes on the stream only when it is empty, alone, so a
+//   precise chunk waits behind at most one chunk;
+// - the compute side's wait returns once an expert's copies are issued, and the
+//   device waits for them (CopyWait) instead of the host waiting for READY;
+// - a staging slot is reused only after its streamed expert's copy landed, and
+//   the fence is marked before that overwrite;
+// - a dropped prediction's slot is freed only when its chunk in flight lands;
+// - a whole generation with asynchronous copies and device-side waits is
+//   bit-identical to the synchronous CPU path, for every policy.
+#include <QtTest>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "fake_expert_bytes.h"
+#include "offload/async_host_copy_engine.h"
+#include "offload/cached_expert_source.h"
+#include "offload/expert_cache.h"
+#include "offload/host_expert_store.h"
+#include "offload/offload_engine.h"
+#include "offload/transfer_worker.h"
+
+using namespace moe;
+using FakeSource = test::FakeExpertBytes;
+
+namespace {
+
+constexpr int kWaitMs = 10000;  // failure detection only: every wait ends as soon as its condition holds
+
+std::vector<int> v(std::initializer_list<int> l) { return std::vector<int>(l); }
+
+struct Rig {
+  Rig(int n_slots, int layers, int experts, int staging = 0)
+      : source(layers, experts), cache(n_slots, FakeSource::kExpertBytes, layers) {
+    cache.setStagingCount(staging);
+    copier.hold();
+    worker = std::make_unique<TransferWorker>(cache, source, copier, metrics, TransferMode::kThreaded);
+  }
+  ~Rig() {
+    copier.resume();
+    worker.reset();
+  }
+  // The stream's contents as "slot+offset" of each queued copy, oldest first.
+  std::vector<std::pair<int, size_t>> stream() const {
+    std::vector<std::pair<int, size_t>> out;
+    for (const void* dst : copier.inFlight()) {
+      const size_t at = size_t(static_cast<const uint8_t*>(dst) - cache.slotData(0));
+      out.push_back({int(at / cache.slotBytes()), at % cache.slotBytes()});
+    }
+    return out;
+  }
+  bool holds(int layer, int expert) const {
+    const int slot = cache.find(layer, expert);
+    if (slot < 0) return false;
+    for (int c = 0; c < ExpertBytesSource::kChunks; ++c)
+      if (std::memcmp(cache.slotData(slot) + source.chunkOffset(c),
+                      source.expertData(layer, expert) + source.chunkOffset(c), source.chunkBytes(c)))
+        return false;
+    return true;
+  }
+  FakeSource source;
+  ExpertCache cache;
+  AsyncHostCopyEngine copier;
+  OffloadMetrics metrics;
+  std::unique_ptr<TransferWorker> worker;
+};
+
+class LoggingFence final : public SlotFence {
+ public:
+  void readsQueued() override {
+    std::lock_guard lock(mu_);
+    log_.push_back(-1);
+  }
+  void beforeOverwrite(int slot) override {
+    std::lock_guard lock(mu_);
+    log_.push_back(slot);
+  }
+  std::vector<int> log() const {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<int> log_;  // -1: a mark; else a copy into that slot
+};
+
+// Records each device-side wait with what the stream held for the slot then.
+class RecordingCopyWait final : public CopyWait {
+ public:
+  explicit RecordingCopyWait(const AsyncHostCopyEngine& copier) : copier_(copier) {}
+  void computeWaitsFor(const void* dst, size_t n) override {
+    int queued = 0;
+    for (const void* q : copier_.inFlight())
+      queued += static_cast<const uint8_t*>(q) >= static_cast<const uint8_t*>(dst) &&
+                static_cast<const uint8_t*>(q) < static_cast<const uint8_t*>(dst) + n;
+    waits.push_back({dst, queued});
+  }
+  struct Wait {
+    const void* dst;
+    int copies_queued;  // copies into the range still on the stream at the wait
+  };
+  std::vector<Wait> waits;
+
+ private:
+  const AsyncHostCopyEngine& copier_;
+};
+
+// Host memory as "device" memory, copies on AsyncHostCopyEngine's thread, and
+// the host standing in for the device at each wait (HostCopyWait).
+class AsyncHostDevice final : public OffloadDevice {
+ public:
+  std::string name() const override { return "async-host"; }
+  std::shared_ptr<HostAllocator> hostAllocator() override { return nullptr; }
+  std::unique_ptr<SlotMemory> slotMemory() override { return nullptr; }
+  CopyEngine& copyEngine() override { return copier_; }
+  SlotFence& fence() override { return fence_; }
+  CopyWait* copyWait() override { return &wait_; }
+  double linkBytesPerSecond() override { return 12.5e9; }
+
+ private:
+  class NoFence final : public SlotFence {  // the host computes synchronously: reads are done
+    void readsQueued() override {}
+    void beforeOverwrite(int) override {}
+  };
+  AsyncHostCopyEngine copier_;
+  NoFence fence_;
+  HostCopyWait wait_{copier_};
+};
+
+// Lets held copies run when a check fails early, so the worker's destructor (which
+// waits for copies in flight) cannot hang the test.
+struct ResumeOnExit {
+  AsyncHostCopyEngine& copier;
+  ~ResumeOnExit() { copier.resume(); }
+};
+
+}  // namespace
+
+class TestOffloadAsync : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void gateChunksGoOutBackToBack() {
+    Rig r(8, 2, 8);
+    r.worker->pushPrecise(1, v({0, 1}));
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(6), kWaitMs);
+    QCOMPARE(r.copier.copies(), uint64_t(0));  // six in flight, none complete
+    const int s0 = r.cache.find(1, 0), s1 = r.cache.find(1, 1);
+    const std::vector<std::pair<int, size_t>> want = {{s0, 0}, {s0, 256}, {s0, 512},
+                                                      {s1, 0}, {s1, 256}, {s1, 512}};
+    QCOMPARE(r.stream(), want);
+    QCOMPARE(r.cache.info(s0).state, SlotState::kLoading);
+    QCOMPARE(r.cache.info(s0).chunks_done, 0);
+
+    r.copier.release(2);  // expert 0's first two chunks land: still LOADING, 2 done
+    QTRY_COMPARE_WITH_TIMEOUT(r.cache.info(s0).chunks_done, 2, kWaitMs);
+    QCOMPARE(r.cache.info(s0).state, SlotState::kLoading);
+    r.copier.resume();
+    r.worker->waitIdle();
+    QVERIFY(r.holds(1, 0));
+    QVERIFY(r.holds(1, 1));
+    QCOMPARE(r.metrics.snapshot().bytes_h2d, uint64_t(2 * FakeSource::kSum));
+  }
+
+  void lowChunkGoesAloneAndPreciseWaitsAtMostOneChunk() {
+    Rig r(8, 3, 8);
+    r.worker->pushPredicted(2, v({5}));
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(1), kWaitMs);
+    const int low = r.cache.find(2, 5);
+    QCOMPARE(r.stream(), (std::vector<std::pair<int, size_t>>{{low, 0}}));
+    QCOMPARE(r.worker->queuedLow(), size_t(2));  // its other chunks wait: the stream is not empty
+
+    r.worker->pushPrecise(1, v({0}));  // the gate: three chunks, behind the one low chunk
+    r.copier.release(1);
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(4), kWaitMs);
+    const int high = r.cache.find(1, 0);
+    QCOMPARE(r.stream(), (std::vector<std::pair<int, size_t>>{{high, 0}, {high, 256}, {high, 512}}));
+    QCOMPARE(r.worker->queuedLow(), size_t(2));  // no low chunk joined them
+
+    r.copier.release(3);  // the precise expert lands; only then the next low chunk, alone
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(5), kWaitMs);
+    QCOMPARE(r.stream(), (std::vector<std::pair<int, size_t>>{{low, 256}}));
+    QCOMPARE(r.cache.info(high).state, SlotState::kReady);
+    r.copier.resume();
+    r.worker->waitIdle();
+    QVERIFY(r.holds(2, 5));
+  }
+
+  void droppedPredictionFreedWhenItsChunkLands() {
+    Rig r(8, 2, 8);
+    r.worker->pushPredicted(1, v({2}));
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(1), kWaitMs);
+    r.worker->pushPrecise(1, v({0}));  // expert 2 not chosen: dropped while its chunk is in flight
+    QCOMPARE(r.metrics.snapshot().chunks_dropped, uint64_t(2));
+    QVERIFY(r.cache.find(1, 2) >= 0);  // its chunk still writes into the slot: not free yet
+    r.copier.release(1);
+    QTRY_COMPARE_WITH_TIMEOUT(r.cache.find(1, 2), -1, kWaitMs);
+    r.copier.resume();
+    r.worker->waitIdle();
+    QVERIFY(r.holds(1, 0));
+    QCOMPARE(r.cache.countState(SlotState::kLoading), 0);
+  }
+
+  void computeWaitsOnTheDeviceNotForReady() {
+    auto spec = synth::tinySpec("qwen3moe");
+    EngineFixture f(spec);
+    HostExpertStore store(*f.model);
+    ExpertCache cache(8, store.expertBytes(), f.model->config().n_layer);
+    AsyncHostCopyEngine copier;
+    copier.hold();
+    OffloadMetrics metrics;
+    TransferWorker worker(cache, store, copier, metrics, TransferMode::kThreaded);
+    ResumeOnExit resume{copier};
+    CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, SourcePolicy{});
+    RecordingCopyWait device(copier);
+    source.setCopyWait(&device);
+
+    const int layer = 0;
+    const auto refs = source.acquire(layer, v({1, 3}));
+    QCOMPARE(refs.size(), size_t(2));
+    for (const ExpertRef& ref : refs) source.waitFor(layer, ref);  // returns with nothing complete
+    QCOMPARE(copier.copies(), uint64_t(0));
+    QCOMPARE(int(device.waits.size()), 2);
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const int slot = cache.find(layer, refs[i].expert);
+      QCOMPARE(device.waits[i].dst, static_cast<const void*>(cache.slotData(slot)));
+      QCOMPARE(device.waits[i].copies_queued, 3);  // all three chunks issued, none landed
+      QCOMPARE(cache.info(slot).state, SlotState::kLoading);
+    }
+    QCOMPARE(metrics.snapshot().device_waits, uint64_t(2));
+    source.release(layer);
+    copier.resume();
+    worker.waitIdle();
+
+    // READY at the gate: nothing to wait for on either side.
+    const auto again = source.acquire(layer, v({1}));
+    source.waitFor(layer, again[0]);
+    source.release(layer);
+    QCOMPARE(int(device.waits.size()), 2);
+    QCOMPARE(metrics.snapshot().device_waits, uint64_t(2));
+  }
+
+  void stagingSlotReusedOnlyAfterItsCopyLands() {
+    // 4 slots, 2 of them staging, 2 layers: a layer's share is 1, so a gate of 4
+    // copies one expert and streams three through the staging slots.
+    Rig r(4, 2, 8, /*staging=*/2);
+    LoggingFence fence;
+    r.worker->setSlotFence(&fence);
+    int copies = 0;
+    const ExecutionOrder order = r.worker->pushPrecise(0, v({0, 1, 2, 3}), [&](const MissContext&) {
+      return copies++ < 1 ? MissAction::kCopy : MissAction::kStream;
+    });
+    std::vector<int> streamed;
+    for (const OrderedExpert& o : order)
+      if (o.residency == Residency::kStreamed) streamed.push_back(o.expert);
+    QCOMPARE(int(streamed.size()), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(9), kWaitMs);  // 1 copied + 2 staged, 3 chunks each
+
+    // The first streamed expert is computed once its copies are issued (none landed).
+    r.worker->beginCompute(0, streamed[0]);
+    QVERIFY(!r.worker->waitIssued(0, streamed[0]).ready);
+    const int recycled = r.cache.find(0, streamed[0]);
+    // Computing the second hands the first one's staging slot to the third: that
+    // waits for the first one's copy to land.
+    auto second = std::async(std::launch::async, [&] { r.worker->beginCompute(0, streamed[1]); });
+    QCOMPARE(r.cache.find(0, streamed[2]), -1);  // not staged while the slot's copy is held
+    r.copier.release(3 + 3);                     // the copied expert and the first streamed one land
+    QCOMPARE(second.wait_for(std::chrono::milliseconds(kWaitMs)), std::future_status::ready);
+    second.get();
+    QCOMPARE(r.cache.find(0, streamed[2]), recycled);
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(12), kWaitMs);
+
+    // The fence: a mark after the first streamed expert's reads, before the overwrite
+    // (the first 9 entries are the initial copies).
+    const auto log = fence.log();
+    const auto overwrite = std::find(log.begin() + 9, log.end(), recycled);
+    QVERIFY(overwrite != log.end());
+    QVERIFY(std::find(log.begin() + 9, overwrite, -1) != overwrite);
+    r.copier.resume();
+    r.worker->release(0);  // waits for the streamed copies still in flight, then frees the staging slots
+    QCOMPARE(r.cache.find(0, streamed[2]), -1);
+    r.worker->waitIdle();
+    QCOMPARE(r.cache.countState(SlotState::kLoading), 0);
+  }
+
+  void generationBitIdenticalWithAsyncCopies() {
+    auto spec = synth::tinySpec("qwen3moe");  // 16 experts, top-4
+    spec.n_layer = 6;
+    EngineFixture f(spec);
+    const int32_t prompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61, 12, 5};
+    const int32_t decode[] = {5, 77, 12, 300, 2, 31, 8, 90};
+    auto run = [&](OffloadEngine& engine) {
+      auto t = f.transformer(64, &engine.source());
+      t->setRoutingObserver([&engine](const RoutingEvent& ev) { engine.observeRouting(ev); });
+      std::vector<float> all, step;
+      t->forward(prompt, step, true);
+      all = step;
+      for (int32_t next : decode) {
+        const int32_t one[] = {next % f.model->config().n_vocab};
+        t->forward(one, step);
+        all.insert(all.end(), step.begin(), step.end());
+      }
+      engine.waitIdle();
+      return all;
+    };
+    for (auto policy : {OffloadPolicy::kReactiveLru, OffloadPolicy::kStatic, OffloadPolicy::kProactive}) {
+      for (int n_slots : {3, 24}) {
+        const QString what = QString("%1, %2 slots").arg(policyName(policy)).arg(n_slots);
+        OffloadConfig plain;
+        plain.policy = policy;
+        plain.cache_slots = n_slots;
+        plain.switches.cpu_fallback = false;
+        OffloadEngine sync_engine(*f.model, *f.backend, plain);
+        const auto want = run(sync_engine);
+
+        OffloadConfig oc = plain;
+        auto device = std::make_shared<AsyncHostDevice>();
+        oc.device = device;
+        OffloadEngine engine(*f.model, *f.backend, oc);
+        QVERIFY2(run(engine) == want, qPrintable(what));
+        // The schedule may differ (copies land later), the gates' choices may not.
+        const auto s = engine.snapshot();
+        QCOMPARE(s.expert_uses, sync_engine.snapshot().expert_uses);
+        QCOMPARE(s.bytes_h2d, device->copyEngine().bytesCopied());
+        if (n_slots == 3) QVERIFY2(s.device_waits > 0, qPrintable(what + ": no device-side wait"));
+      }
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestOffloadAsync)
+#include "test_offload_async.moc"
