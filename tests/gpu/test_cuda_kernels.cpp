@@ -56,6 +56,22 @@ double gpuErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
   return relMaxDiff(gpu, cpu);
 }
 
+// The checks of a case's loop, reported together at its end, so that one GPU run
+// names every failing type or shape (a failed CHECK ends its case at the first),
+// with the largest error seen (how much room each tolerance leaves).
+struct Errors {
+  std::string failures, worst_what;
+  double worst = 0;
+  void check(bool ok, double err, const std::string& what) {
+    if (!ok) failures += "\n   " + what + gpu_check::format(" (err %g)", err);
+    if (err > worst) worst = err, worst_what = what;
+  }
+  void report() const {
+    INFO("largest error %g (%s)", worst, worst_what.c_str());
+    CHECK_MSG(failures.empty(), "failed:" + failures);
+  }
+};
+
 std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -154,6 +170,7 @@ TEST_CASE(memory) {
 
 TEST_CASE(embedAllTypes) {
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
+  Errors errors;
   for (TensorType type : kAllTypes) {
     const int64_t cols = isKQuant(type) ? 512 : isBlockType(type) ? 96 : 70;
     TestWeight table(*gpu_, type, 50, cols, 7);
@@ -161,16 +178,19 @@ TEST_CASE(embedAllTypes) {
     cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
     DeviceFloats out(*gpu_, want.size());
     gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
-    CHECK_MSG(out.read() == want, label(type, "embed differs"));
+    const auto got = out.read();
+    errors.check(got == want, gpuErr(got, want), label(type, "embed differs"));
     const int32_t bad = 50;
     CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
   }
+  errors.report();
 }
 
 TEST_CASE(matmulAllTypes) {
   struct Shape {
     int64_t rows, cols;
   };
+  Errors errors;
   for (TensorType type : kAllTypes) {
     // Odd widths for the element types; block types need whole blocks of 32, K-quants of 256.
     const std::vector<Shape> shapes = isKQuant(type) ? std::vector<Shape>{{129, 768}, {1024, 2048}, {33, 256}}
@@ -186,10 +206,12 @@ TEST_CASE(matmulAllTypes) {
         DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
         gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
         const double err = gpuErr(dy.read(), want);
-        CHECK_MSG(err < 1e-5, label(type, gpu_check::format("%lldx%lld n=%d err %g", (long long)s.rows,
-                                                            (long long)s.cols, n_tokens, err)));
+        errors.check(
+            err < 1e-5, err,
+            label(type, gpu_check::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
       }
   }
+  errors.report();
 }
 
 // 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
@@ -275,6 +297,7 @@ TEST_CASE(attentionPrefillAndDecode) {
       {2, 1, 256, 70, 10},  // the largest head_dim, last row of the cache
       {6, 3, 33, 11, 1},    // odd head_dim
   };
+  Errors errors;
   for (const Case& c : cases) {
     const int kv_width = c.n_head_kv * c.head_dim;
     // The cache past pos0 + n_tokens holds random values too: a causal-mask bug reads them.
@@ -287,9 +310,11 @@ TEST_CASE(attentionPrefillAndDecode) {
     DeviceFloats dq(*gpu_, q), dk(*gpu_, k), dv(*gpu_, v), dout(*gpu_, q.size());
     gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
     const double err = gpuErr(dout.read(), want);
-    CHECK_MSG(err < 1e-5, gpu_check::format("heads %d/%d dim %d pos0 %d n %d: err %g", c.n_head, c.n_head_kv,
-                                            c.head_dim, c.pos0, c.n_tokens, err));
+    errors.check(err < 1e-5, err,
+                 gpu_check::format("heads %d/%d dim %d pos0 %d n %d", c.n_head, c.n_head_kv, c.head_dim,
+                                   c.pos0, c.n_tokens));
   }
+  errors.report();
   DeviceFloats d(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 300, 0.1f};
   CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
@@ -340,6 +365,7 @@ TEST_CASE(forwardMatchesCpu) {
     s.weight_type = wt;
     specs.push_back(moe::synth::fitToBlocks(s));
   }
+  Errors errors;
   for (const auto& spec : specs) {
     const std::string arch = spec.arch + " " + moe::gguf::tensorTypeName(spec.expert_type);
     const auto bytes = moe::synth::buildModel(spec).toBytes();
@@ -357,15 +383,16 @@ TEST_CASE(forwardMatchesCpu) {
     cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
     gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
     double err = gpuErr(gpu_logits, cpu_logits);
-    CHECK_MSG(err < 1e-4, gpu_check::format("%s prefill: err %g", arch.c_str(), err));
+    errors.check(err < 1e-4, err, arch + " prefill");
     for (int step = 0; step < 4; ++step) {
       const int32_t next = int32_t((step * 101 + 3) % n_vocab);
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
       err = gpuErr(gpu_logits, cpu_logits);
-      CHECK_MSG(err < 1e-4, gpu_check::format("%s decode %d: err %g", arch.c_str(), step, err));
+      errors.check(err < 1e-4, err, gpu_check::format("%s decode %d", arch.c_str(), step));
     }
   }
+  errors.report();
 }
 
 #else  // built without CUDA: the whole suite reports skipped
