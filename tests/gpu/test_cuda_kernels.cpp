@@ -1,6 +1,7 @@
 // Every op of the CUDA backend against the CPU backend on the same seeded random
 // inputs (realistic and odd shapes), then whole forward passes of the tiny
-// synthetic models on CUDA vs CPU. Error = max |gpu - cpu| / max |cpu| (relMaxDiff).
+// synthetic models on CUDA vs CPU. Error = max |gpu - cpu| / max |cpu| (relMaxDiff; a NaN
+// or infinity in the GPU result counts as 1e30: gpuErr).
 // Tolerances, and why:
 //   exact (0)     embed (decoding is the same float product d * q; K-quants: exact
 //                 products and one rounded subtraction, as on the CPU), add, copy;
@@ -15,6 +16,7 @@
 // Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
 // (tests/gpu/gpu_check.h) so it builds on the GPU machine.
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -46,6 +48,30 @@ namespace {
 
 std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
 
+// relMaxDiff, except that a NaN or infinity in the GPU result where the CPU's is
+// finite is an error: std::max skips a NaN, so relMaxDiff alone passes a NaN output.
+double gpuErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
+  for (size_t i = 0; i < gpu.size() && i < cpu.size(); ++i)
+    if (!std::isfinite(gpu[i]) && std::isfinite(cpu[i])) return 1e30;
+  return relMaxDiff(gpu, cpu);
+}
+
+// The checks of a case's loop, reported together at its end, so that one GPU run
+// names every failing type or shape (a failed CHECK ends its case at the first),
+// with the largest error seen (how much room each tolerance leaves).
+struct Errors {
+  std::string failures, worst_what;
+  double worst = 0;
+  void check(bool ok, double err, const std::string& what) {
+    if (!ok) failures += "\n   " + what + gpu_check::format(" (err %g)", err);
+    if (err > worst) worst = err, worst_what = what;
+  }
+  void report() const {
+    INFO("largest error %g (%s)", worst, worst_what.c_str());
+    CHECK_MSG(failures.empty(), "failed:" + failures);
+  }
+};
+
 std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -64,7 +90,12 @@ struct DeviceFloats {
     be.fromHost(p, host.data(), n);
   }
   DeviceFloats(Backend& b, size_t count) : be(b), p(b.allocFloats(count)), n(count) {}
-  ~DeviceFloats() { be.freeFloats(p); }
+  ~DeviceFloats() {
+    try {
+      be.freeFloats(p);
+    } catch (...) {  // after a kernel fault the sync in freeFloats throws; a throw here would terminate
+    }
+  }
   std::vector<float> read() const {
     std::vector<float> h(n);
     be.toHost(h.data(), p, n);
@@ -139,6 +170,7 @@ TEST_CASE(memory) {
 
 TEST_CASE(embedAllTypes) {
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
+  Errors errors;
   for (TensorType type : kAllTypes) {
     const int64_t cols = isKQuant(type) ? 512 : isBlockType(type) ? 96 : 70;
     TestWeight table(*gpu_, type, 50, cols, 7);
@@ -146,16 +178,19 @@ TEST_CASE(embedAllTypes) {
     cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
     DeviceFloats out(*gpu_, want.size());
     gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
-    CHECK_MSG(out.read() == want, label(type, "embed differs"));
+    const auto got = out.read();
+    errors.check(got == want, gpuErr(got, want), label(type, "embed differs"));
     const int32_t bad = 50;
     CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
   }
+  errors.report();
 }
 
 TEST_CASE(matmulAllTypes) {
   struct Shape {
     int64_t rows, cols;
   };
+  Errors errors;
   for (TensorType type : kAllTypes) {
     // Odd widths for the element types; block types need whole blocks of 32, K-quants of 256.
     const std::vector<Shape> shapes = isKQuant(type) ? std::vector<Shape>{{129, 768}, {1024, 2048}, {33, 256}}
@@ -170,11 +205,13 @@ TEST_CASE(matmulAllTypes) {
         cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
         DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
         gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-        const double err = relMaxDiff(dy.read(), want);
-        CHECK_MSG(err < 1e-5, label(type, gpu_check::format("%lldx%lld n=%d err %g", (long long)s.rows,
-                                                            (long long)s.cols, n_tokens, err)));
+        const double err = gpuErr(dy.read(), want);
+        errors.check(
+            err < 1e-5, err,
+            label(type, gpu_check::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
       }
   }
+  errors.report();
 }
 
 // 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
@@ -188,7 +225,7 @@ TEST_CASE(matmulTileBoundary) {
     cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
     DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
     gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-    CHECK_MSG(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary"));
+    CHECK_MSG(gpuErr(dy.read(), want) < 1e-5, label(type, "tile boundary"));
   }
 }
 
@@ -221,7 +258,7 @@ TEST_CASE(rmsNorm) {
       DeviceFloats dx(*gpu_, x), dy(*gpu_, x.size());
       float* out = in_place ? dx.p : dy.p;
       gpu_->rmsNorm(dx.p, with_weight ? dw.p : nullptr, out, rows, dim, 1e-5f);
-      const double err = relMaxDiff(in_place ? dx.read() : dy.read(), want);
+      const double err = gpuErr(in_place ? dx.read() : dy.read(), want);
       CHECK_MSG(err < 1e-6,
                 gpu_check::format("weight %d in place %d: err %g", int(with_weight), int(in_place), err));
     }
@@ -239,7 +276,7 @@ TEST_CASE(ropeBothStyles) {
       DeviceFloats dx(*gpu_, x);
       cpu_->rope(x.data(), n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       gpu_->rope(dx.p, n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
-      const double err = relMaxDiff(dx.read(), x);
+      const double err = gpuErr(dx.read(), x);
       CHECK_MSG(err < 1e-6, gpu_check::format("style %d heads %d: err %g", int(style), heads, err));
     }
   DeviceFloats dx(*gpu_, 96);
@@ -260,6 +297,7 @@ TEST_CASE(attentionPrefillAndDecode) {
       {2, 1, 256, 70, 10},  // the largest head_dim, last row of the cache
       {6, 3, 33, 11, 1},    // odd head_dim
   };
+  Errors errors;
   for (const Case& c : cases) {
     const int kv_width = c.n_head_kv * c.head_dim;
     // The cache past pos0 + n_tokens holds random values too: a causal-mask bug reads them.
@@ -271,10 +309,12 @@ TEST_CASE(attentionPrefillAndDecode) {
     cpu_->attention(q.data(), k.data(), v.data(), c.pos0, c.n_tokens, shape, want.data());
     DeviceFloats dq(*gpu_, q), dk(*gpu_, k), dv(*gpu_, v), dout(*gpu_, q.size());
     gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
-    const double err = relMaxDiff(dout.read(), want);
-    CHECK_MSG(err < 1e-5, gpu_check::format("heads %d/%d dim %d pos0 %d n %d: err %g", c.n_head, c.n_head_kv,
-                                            c.head_dim, c.pos0, c.n_tokens, err));
+    const double err = gpuErr(dout.read(), want);
+    errors.check(err < 1e-5, err,
+                 gpu_check::format("heads %d/%d dim %d pos0 %d n %d", c.n_head, c.n_head_kv, c.head_dim,
+                                   c.pos0, c.n_tokens));
   }
+  errors.report();
   DeviceFloats d(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 300, 0.1f};
   CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
@@ -288,7 +328,7 @@ TEST_CASE(elementwise) {
   std::vector<float> want(n);
   cpu_->swiglu(a.data(), b.data(), want.data(), n);
   gpu_->swiglu(da.p, db.p, dout.p, n);
-  CHECK(relMaxDiff(dout.read(), want) < 1e-6);
+  CHECK(gpuErr(dout.read(), want) < 1e-6);
 
   auto y = a;
   cpu_->add(y.data(), b.data(), n);
@@ -297,7 +337,7 @@ TEST_CASE(elementwise) {
 
   cpu_->axpy(y.data(), b.data(), -0.37f, n);
   gpu_->axpy(da.p, db.p, -0.37f, n);
-  CHECK(relMaxDiff(da.read(), y) < 1e-6);
+  CHECK(gpuErr(da.read(), y) < 1e-6);
 }
 
 TEST_CASE(factory) {
@@ -325,6 +365,7 @@ TEST_CASE(forwardMatchesCpu) {
     s.weight_type = wt;
     specs.push_back(moe::synth::fitToBlocks(s));
   }
+  Errors errors;
   for (const auto& spec : specs) {
     const std::string arch = spec.arch + " " + moe::gguf::tensorTypeName(spec.expert_type);
     const auto bytes = moe::synth::buildModel(spec).toBytes();
@@ -341,16 +382,17 @@ TEST_CASE(forwardMatchesCpu) {
     std::vector<float> cpu_logits, gpu_logits;
     cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
     gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
-    double err = relMaxDiff(gpu_logits, cpu_logits);
-    CHECK_MSG(err < 1e-4, gpu_check::format("%s prefill: err %g", arch.c_str(), err));
+    double err = gpuErr(gpu_logits, cpu_logits);
+    errors.check(err < 1e-4, err, arch + " prefill");
     for (int step = 0; step < 4; ++step) {
       const int32_t next = int32_t((step * 101 + 3) % n_vocab);
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
-      err = relMaxDiff(gpu_logits, cpu_logits);
-      CHECK_MSG(err < 1e-4, gpu_check::format("%s decode %d: err %g", arch.c_str(), step, err));
+      err = gpuErr(gpu_logits, cpu_logits);
+      errors.check(err < 1e-4, err, gpu_check::format("%s decode %d", arch.c_str(), step));
     }
   }
+  errors.report();
 }
 
 #else  // built without CUDA: the whole suite reports skipped
