@@ -53,6 +53,8 @@ class Backend {
   // y[i] += a * x[i]
   virtual void axpy(float* y, const float* x, float a, size_t n) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
+  // y[i] = 0, queued like any kernel (no host round trip).
+  virtual void zero(float* y, size_t n) = 0;
   // Host <-> backend transfers (same memory for the CPU backend).
   virtual void toHost(float* host_dst, const float* src, size_t n) = 0;
   virtual void fromHost(float* dst, const float* host_src, size_t n) = 0;

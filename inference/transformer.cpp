@@ -33,7 +33,6 @@ struct Transformer::Scratch {
   std::vector<float> host_scalar;  // [batch]
   std::vector<int> chosen;         // [batch][n_expert_used]
   std::vector<float> chosen_w;     // [batch][n_expert_used]
-  std::vector<float> host_zero;    // [batch][n_embd] zeros, to clear an accumulator
 
   Scratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
     const size_t B = batch;
@@ -57,7 +56,6 @@ struct Transformer::Scratch {
     host_scalar.resize(B);
     chosen.resize(B * c.n_expert_used);
     chosen_w.resize(B * c.n_expert_used);
-    host_zero.assign(B * c.n_embd, 0.0f);
   }
   ~Scratch() {
     for (float* p : owned) be.freeFloats(p);
@@ -285,7 +283,7 @@ void Transformer::moeBlock(int il, int n) {
       backend_.copy(s_->expert_out + size_t(slots[i]) * E, s_->gathered + size_t(i) * E, E);
   }
   float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
-  backend_.fromHost(moe_out, s_->host_zero.data(), size_t(n) * E);
+  backend_.zero(moe_out, size_t(n) * E);
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < K; ++j)
       backend_.axpy(moe_out + size_t(t) * E, s_->expert_out + (size_t(t) * K + j) * E,

@@ -45,6 +45,11 @@ struct OffloadSnapshot {
   uint64_t held_slots = 0;    // slots the static policy holds (its most-used experts)
 
   double hitRate() const { return expert_uses ? double(ready_hits) / expert_uses : 0.0; }
+  // Compute time lost waiting for experts: the host's waits plus the device's stalls.
+  double blockedSeconds() const { return double(blocked_ns + device_stall_ns) / 1e9; }
+  // The link's busy time: the simulated clock when there is one, else the measured span with copies in
+  // flight.
+  double linkBusySeconds() const { return link_seconds > 0 ? link_seconds : double(copy_busy_ns) / 1e9; }
   // Accuracy = correct / truth; FetchRate = timely / correct; GoodPred = their product = timely / truth.
   double accuracy() const { return pred_truth ? double(pred_correct) / pred_truth : 0.0; }
   double fetchRate() const { return pred_correct ? double(pred_timely) / pred_correct : 0.0; }

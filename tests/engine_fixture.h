@@ -1,6 +1,7 @@
 // Builds an engine over a synthetic model held in memory, for tests.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -56,10 +57,11 @@ inline std::vector<uint8_t> tinyModelWithUncomputedExperts() {
   return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::Q3_K);
 }
 
-// max |a - b| relative to max |b|.
+// max |a - b| relative to max |b|; 1e30 when a is NaN or infinite where b is finite.
 inline double relMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, scale = 1e-30;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!std::isfinite(a[i]) && std::isfinite(b[i])) return 1e30;  // std::max would drop a NaN
     diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
     scale = std::max(scale, std::abs(double(b[i])));
   }

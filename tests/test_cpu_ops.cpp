@@ -450,6 +450,12 @@ class TestCpuOps : public QObject {
     std::fill(dst.begin(), dst.end(), 0.0f);
     be->fromHost(dst.data(), a.data(), n);
     QCOMPARE(dst, a);
+    if (n >= 2) {  // the ends stay: exactly n - 2 floats are cleared
+      be->zero(dst.data() + 1, size_t(n) - 2);
+      for (int i = 1; i < n - 1; ++i) QCOMPARE(dst[i], 0.0f);
+      QCOMPARE(dst[0], a[0]);
+      QCOMPARE(dst[n - 1], a[n - 1]);
+    }
   }
 
   // ---- memory and pool -----------------------------------------------------

@@ -14,7 +14,6 @@ const BenchRow* findRow(const std::vector<BenchRow>& rows, const std::string& na
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 double boundSeconds(const BenchContext& c) { return ratio(double(c.bound_bytes), c.link_bytes_per_second); }
-double blockedSeconds(const OffloadSnapshot& m) { return m.blocked_ns / 1e9; }
 
 // The predictor's gain over plain LRU at the same slots: the share of expert uses
 // READY at the gate, proactive minus reactive-lru (percentage points).
@@ -44,8 +43,8 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
                   pct(m.ready_hits, m.expert_uses), pct(m.prefetch_hits, m.expert_uses),
                   pct(m.inflight_hits, m.expert_uses), pct(m.misses, m.expert_uses),
                   (unsigned long long)(m.cpu_computed + m.unavailable), (unsigned long long)m.streamed,
-                  m.bytes_h2d / 1e9, blockedSeconds(m), m.goodPred(), m.link_seconds,
-                  ratio(m.link_seconds, boundSeconds(ctx)));
+                  m.bytes_h2d / 1e9, m.blockedSeconds(), m.goodPred(), m.linkBusySeconds(),
+                  ratio(m.linkBusySeconds(), boundSeconds(ctx)));
     else
       std::printf("%6s %6s %6s %6s %5s %5s %8s %8s %6s %8s %6s ", "-", "-", "-", "-", "-", "-", "0", "-", "-",
                   "-", "-");
@@ -93,17 +92,18 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
         "%s\n  {\"policy\": \"%s\", \"ttft_s\": %.6f, \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, "
         "\"expert_uses\": %llu, \"ready_hits\": %llu, \"prefetch_hits\": %llu, \"inflight_hits\": %llu, "
         "\"misses\": %llu, \"unavailable\": %llu, \"cpu_computed\": %llu, \"streamed\": %llu, "
-        "\"bytes_h2d\": %llu, \"gb_moved\": %.6f, \"blocked_s\": %.6f, \"copy_busy_s\": %.6f, "
+        "\"bytes_h2d\": %llu, \"gb_moved\": %.6f, \"blocked_s\": %.6f, \"device_waits\": %llu, "
+        "\"device_stall_s\": %.6f, \"copy_busy_s\": %.6f, "
         "\"link_seconds\": %.6f, \"x_bound\": %.4f, \"accuracy\": %.4f, \"fetch_rate\": %.4f, "
         "\"goodpred\": %.4f, \"decode_vs_reactive\": %.4f, \"ttft_vs_reactive\": %.4f",
         i ? "," : "", r.name.c_str(), r.gen.ttft_seconds, r.gen.prefillTokensPerSecond(),
         r.gen.decodeTokensPerSecond(), (unsigned long long)m.expert_uses, (unsigned long long)m.ready_hits,
         (unsigned long long)m.prefetch_hits, (unsigned long long)m.inflight_hits,
         (unsigned long long)m.misses, (unsigned long long)m.unavailable, (unsigned long long)m.cpu_computed,
-        (unsigned long long)m.streamed, (unsigned long long)m.bytes_h2d, m.bytes_h2d / 1e9, blockedSeconds(m),
-        m.copy_busy_ns / 1e9, m.link_seconds, ratio(m.link_seconds, boundSeconds(ctx)), m.accuracy(),
-        m.fetchRate(), m.goodPred(),
-        lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
+        (unsigned long long)m.streamed, (unsigned long long)m.bytes_h2d, m.bytes_h2d / 1e9,
+        m.blockedSeconds(), (unsigned long long)m.device_waits, m.device_stall_ns / 1e9, m.copy_busy_ns / 1e9,
+        m.link_seconds, ratio(m.linkBusySeconds(), boundSeconds(ctx)), m.accuracy(), m.fetchRate(),
+        m.goodPred(), lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
         lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
     if (r.policy == OffloadPolicy::kProactive)
       std::printf(

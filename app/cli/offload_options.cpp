@@ -57,23 +57,24 @@ void printOffloadStats(const OffloadSnapshot& m, const EngineSession& session) {
     std::fprintf(stderr, " (experts in place: nothing cached or copied)\n");
     return;
   }
-  std::fprintf(stderr,
-               ", link %.2f GB/s%s\n"
-               "  expert uses %llu: ready %.1f%% (prefetched %.1f%%), in flight %.1f%%, missed %.1f%%\n"
-               "  misses served: streamed %llu, CPU-computed %llu (of %llu decisions), no slot %llu\n"
-               "  moved %.3f GB in %llu chunks (dropped %llu, promoted %llu); copy busy %.3f s, "
-               "link clock %.3f s\n"
-               "  compute blocked %.3f s in %llu waits; held slots %llu\n"
-               "  prefill %llu tokens in %.3f s; decode %llu tokens in %.3f s\n",
-               m.link_bytes_per_second / 1e9, m.link_seconds > 0 ? " (simulated)" : " (measured memcpy)",
-               (unsigned long long)m.expert_uses, pct(m.ready_hits), pct(m.prefetch_hits),
-               pct(m.inflight_hits), pct(m.misses), (unsigned long long)m.streamed,
-               (unsigned long long)m.cpu_computed, (unsigned long long)m.cpu_decisions,
-               (unsigned long long)m.unavailable, m.bytes_h2d / 1e9, (unsigned long long)m.chunks_copied,
-               (unsigned long long)m.chunks_dropped, (unsigned long long)m.chunks_promoted,
-               m.copy_busy_ns / 1e9, m.link_seconds, m.blocked_ns / 1e9, (unsigned long long)m.waits,
-               (unsigned long long)m.held_slots, (unsigned long long)m.prefill_tokens, m.prefill_ns / 1e9,
-               (unsigned long long)m.decode_tokens, m.decode_ns / 1e9);
+  std::fprintf(
+      stderr,
+      ", link %.2f GB/s%s\n"
+      "  expert uses %llu: ready %.1f%% (prefetched %.1f%%), in flight %.1f%%, missed %.1f%%\n"
+      "  misses served: streamed %llu, CPU-computed %llu (of %llu decisions), no slot %llu\n"
+      "  moved %.3f GB in %llu chunks (dropped %llu, promoted %llu); copy busy %.3f s, "
+      "link clock %.3f s\n"
+      "  compute blocked %.3f s: %llu host waits, %llu device waits (stalled %.3f s); held slots %llu\n"
+      "  prefill %llu tokens in %.3f s; decode %llu tokens in %.3f s\n",
+      m.link_bytes_per_second / 1e9, m.link_seconds > 0 ? " (simulated)" : " (measured memcpy)",
+      (unsigned long long)m.expert_uses, pct(m.ready_hits), pct(m.prefetch_hits), pct(m.inflight_hits),
+      pct(m.misses), (unsigned long long)m.streamed, (unsigned long long)m.cpu_computed,
+      (unsigned long long)m.cpu_decisions, (unsigned long long)m.unavailable, m.bytes_h2d / 1e9,
+      (unsigned long long)m.chunks_copied, (unsigned long long)m.chunks_dropped,
+      (unsigned long long)m.chunks_promoted, m.copy_busy_ns / 1e9, m.link_seconds, m.blockedSeconds(),
+      (unsigned long long)m.waits, (unsigned long long)m.device_waits, m.device_stall_ns / 1e9,
+      (unsigned long long)m.held_slots, (unsigned long long)m.prefill_tokens, m.prefill_ns / 1e9,
+      (unsigned long long)m.decode_tokens, m.decode_ns / 1e9);
   if (m.pred_truth > 0)
     std::fprintf(stderr,
                  "  predictor %s: Accuracy %.3f, FetchRate %.3f, GoodPred %.3f (%llu experts predicted)\n",

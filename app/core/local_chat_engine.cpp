@@ -240,7 +240,7 @@ EngineCounters LocalChatEngine::counters() const {
   if (session_ && session_->policy() != OffloadPolicy::kResident) {
     c.experts_resident = false;
     c.offload = session_->offloadSnapshot();
-    c.blocked_seconds = c.offload.blocked_ns * 1e-9;
+    c.blocked_seconds = c.offload.blockedSeconds();
     c.link_bytes_per_second = c.offload.link_bytes_per_second;
   }
   return c;

@@ -145,6 +145,8 @@ void CpuBackend::copy(float* dst, const float* src, size_t n) {  // [n]
   if (n) std::memmove(dst, src, n * sizeof(float));
 }
 
+void CpuBackend::zero(float* y, size_t n) { std::fill(y, y + n, 0.0f); }
+
 void CpuBackend::toHost(float* host_dst, const float* src, size_t n) { copy(host_dst, src, n); }
 
 void CpuBackend::fromHost(float* dst, const float* host_src, size_t n) { copy(dst, host_src, n); }

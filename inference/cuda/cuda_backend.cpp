@@ -154,6 +154,10 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {  // [n], device
             "cuda backend: copy");
 }
 
+void CudaBackend::zero(float* y, size_t n) {  // 0.0f is all zero bytes
+  if (n) checkCuda(cudaMemsetAsync(y, 0, n * sizeof(float), stream_), "cuda backend: zero");
+}
+
 void CudaBackend::toHost(float* host_dst, const float* src, size_t n) {
   if (n == 0) return;
   checkCuda(cudaMemcpyAsync(host_dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   void add(float* y, const float* x, size_t n) override;
   void axpy(float* y, const float* x, float a, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;  // dst and src must not overlap
+  void zero(float* y, size_t n) override;
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override;

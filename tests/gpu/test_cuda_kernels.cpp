@@ -1,7 +1,7 @@
 // Every op of the CUDA backend against the CPU backend on the same seeded random
 // inputs (realistic and odd shapes), then whole forward passes of the tiny
 // synthetic models on CUDA vs CPU. Error = max |gpu - cpu| / max |cpu| (relMaxDiff; a NaN
-// or infinity in the GPU result counts as 1e30: gpuErr).
+// or infinity in the GPU result counts as 1e30).
 // Tolerances, and why:
 //   exact (0)     embed (decoding is the same float product d * q; K-quants: exact
 //                 products and one rounded subtraction, as on the CPU), add, copy;
@@ -47,14 +47,6 @@ using moe::gguf::TensorType;
 namespace {
 
 std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
-
-// relMaxDiff, except that a NaN or infinity in the GPU result where the CPU's is
-// finite is an error: std::max skips a NaN, so relMaxDiff alone passes a NaN output.
-double gpuErr(const std::vector<float>& gpu, const std::vector<float>& cpu) {
-  for (size_t i = 0; i < gpu.size() && i < cpu.size(); ++i)
-    if (!std::isfinite(gpu[i]) && std::isfinite(cpu[i])) return 1e30;
-  return relMaxDiff(gpu, cpu);
-}
 
 // The checks of a case's loop, reported together at its end, so that one GPU run
 // names every failing type or shape (a failed CHECK ends its case at the first),
@@ -159,6 +151,10 @@ TEST_CASE(memory) {
   CHECK_EQ(a.read(), host);
   gpu_->copy(b.p, a.p, 1001);
   CHECK_EQ(b.read(), host);
+  gpu_->zero(b.p + 1, 999);  // the ends stay: exactly n floats are cleared
+  auto cleared = host;
+  std::fill(cleared.begin() + 1, cleared.end() - 1, 0.0f);
+  CHECK_EQ(b.read(), cleared);
   CHECK_THROWS(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
   float stranger = 0.0f;
   CHECK_THROWS(std::invalid_argument, gpu_->freeFloats(&stranger));
@@ -179,7 +175,7 @@ TEST_CASE(embedAllTypes) {
     DeviceFloats out(*gpu_, want.size());
     gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
     const auto got = out.read();
-    errors.check(got == want, gpuErr(got, want), label(type, "embed differs"));
+    errors.check(got == want, relMaxDiff(got, want), label(type, "embed differs"));
     const int32_t bad = 50;
     CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
   }
@@ -205,7 +201,7 @@ TEST_CASE(matmulAllTypes) {
         cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
         DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
         gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-        const double err = gpuErr(dy.read(), want);
+        const double err = relMaxDiff(dy.read(), want);
         errors.check(
             err < 1e-5, err,
             label(type, gpu_check::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
@@ -225,7 +221,7 @@ TEST_CASE(matmulTileBoundary) {
     cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
     DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
     gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-    CHECK_MSG(gpuErr(dy.read(), want) < 1e-5, label(type, "tile boundary"));
+    CHECK_MSG(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary"));
   }
 }
 
@@ -258,7 +254,7 @@ TEST_CASE(rmsNorm) {
       DeviceFloats dx(*gpu_, x), dy(*gpu_, x.size());
       float* out = in_place ? dx.p : dy.p;
       gpu_->rmsNorm(dx.p, with_weight ? dw.p : nullptr, out, rows, dim, 1e-5f);
-      const double err = gpuErr(in_place ? dx.read() : dy.read(), want);
+      const double err = relMaxDiff(in_place ? dx.read() : dy.read(), want);
       CHECK_MSG(err < 1e-6,
                 gpu_check::format("weight %d in place %d: err %g", int(with_weight), int(in_place), err));
     }
@@ -276,7 +272,7 @@ TEST_CASE(ropeBothStyles) {
       DeviceFloats dx(*gpu_, x);
       cpu_->rope(x.data(), n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       gpu_->rope(dx.p, n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
-      const double err = gpuErr(dx.read(), x);
+      const double err = relMaxDiff(dx.read(), x);
       CHECK_MSG(err < 1e-6, gpu_check::format("style %d heads %d: err %g", int(style), heads, err));
     }
   DeviceFloats dx(*gpu_, 96);
@@ -309,7 +305,7 @@ TEST_CASE(attentionPrefillAndDecode) {
     cpu_->attention(q.data(), k.data(), v.data(), c.pos0, c.n_tokens, shape, want.data());
     DeviceFloats dq(*gpu_, q), dk(*gpu_, k), dv(*gpu_, v), dout(*gpu_, q.size());
     gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
-    const double err = gpuErr(dout.read(), want);
+    const double err = relMaxDiff(dout.read(), want);
     errors.check(err < 1e-5, err,
                  gpu_check::format("heads %d/%d dim %d pos0 %d n %d", c.n_head, c.n_head_kv, c.head_dim,
                                    c.pos0, c.n_tokens));
@@ -328,7 +324,7 @@ TEST_CASE(elementwise) {
   std::vector<float> want(n);
   cpu_->swiglu(a.data(), b.data(), want.data(), n);
   gpu_->swiglu(da.p, db.p, dout.p, n);
-  CHECK(gpuErr(dout.read(), want) < 1e-6);
+  CHECK(relMaxDiff(dout.read(), want) < 1e-6);
 
   auto y = a;
   cpu_->add(y.data(), b.data(), n);
@@ -337,7 +333,7 @@ TEST_CASE(elementwise) {
 
   cpu_->axpy(y.data(), b.data(), -0.37f, n);
   gpu_->axpy(da.p, db.p, -0.37f, n);
-  CHECK(gpuErr(da.read(), y) < 1e-6);
+  CHECK(relMaxDiff(da.read(), y) < 1e-6);
 }
 
 TEST_CASE(factory) {
@@ -382,13 +378,13 @@ TEST_CASE(forwardMatchesCpu) {
     std::vector<float> cpu_logits, gpu_logits;
     cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
     gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
-    double err = gpuErr(gpu_logits, cpu_logits);
+    double err = relMaxDiff(gpu_logits, cpu_logits);
     errors.check(err < 1e-4, err, arch + " prefill");
     for (int step = 0; step < 4; ++step) {
       const int32_t next = int32_t((step * 101 + 3) % n_vocab);
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
-      err = gpuErr(gpu_logits, cpu_logits);
+      err = relMaxDiff(gpu_logits, cpu_logits);
       errors.check(err < 1e-4, err, gpu_check::format("%s decode %d", arch.c_str(), step));
     }
   }
