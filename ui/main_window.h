@@ -32,8 +32,8 @@ class PerfStrip;
 
 struct ModelChoice {
   QString name;
-  QString path;            // empty: the demo model
-  QString predictor_note;  // e.g. "predictor 71%": its stored predictor; empty without one
+  QString path;              // empty: the demo model
+  QString predictor_note{};  // e.g. "predictor 71%": its stored predictor; empty without one
 };
 
 class MainWindow : public QMainWindow {

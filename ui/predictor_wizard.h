@@ -24,7 +24,7 @@ class ModelRegistry;
 // A model the wizard can train for: an installed file, or the demo (empty path).
 struct TrainableModel {
   QString name, path, sha256;  // sha256 empty: not hashed yet (the wizard hashes it)
-  QString predictor;           // "distance 2, 2 layers" or empty
+  QString predictor{};         // "distance 2, 2 layers" or empty
   double accuracy = -1;        // mean validation Accuracy of its stored set, -1 when none
 };
 
