@@ -21,6 +21,10 @@ struct ExpertWeights {
 struct ExpertRef {
   int expert = -1;
   ExpertWeights weights;
+  // Host memory the source chose to compute on the host CPU (the cpu-experts
+  // rule): a Transformer with a host backend computes it there while the device
+  // computes the others; without one, on its own backend like any expert.
+  bool on_host = false;
 };
 
 class ExpertSource {

@@ -66,6 +66,26 @@ struct Transformer::Scratch {
   }
 };
 
+// Host buffers for experts computed on the host backend, and the device rows
+// their outputs cross into.
+struct Transformer::HostScratch {
+  Backend& be;
+  std::vector<float> gathered;    // [batch][n_embd]
+  std::vector<float> ff_a, ff_b;  // [batch][n_ff_exp]
+  std::vector<float> rows;        // [batch * n_expert_used][n_embd] outputs, expert after expert
+  float* device_rows;             // the same, on the device
+
+  HostScratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
+    const size_t B = batch;
+    gathered.resize(B * c.n_embd);
+    ff_a.resize(B * c.n_ff_exp);
+    ff_b.resize(B * c.n_ff_exp);
+    rows.resize(B * c.n_expert_used * c.n_embd);
+    device_rows = be.allocFloats(rows.size());
+  }
+  ~HostScratch() { be.freeFloats(device_rows); }
+};
+
 Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx)
     : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
@@ -77,6 +97,7 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
 }
 
 Transformer::~Transformer() {
+  h_.reset();
   s_.reset();
   for (float* p : k_cache_) backend_.freeFloats(p);
   for (float* p : v_cache_) backend_.freeFloats(p);
@@ -269,8 +290,13 @@ void Transformer::moeBlock(int il, int n) {
   // is bit-identical whatever the order: every caching policy computes the same.
   const std::vector<ExpertRef> order = experts_.acquire(il, needed);
   const int F = cfg_.n_ff_exp;
+  std::vector<const ExpertRef*> on_host;
   for (const ExpertRef& ref : order) {
     experts_.waitFor(il, ref);
+    if (host_ && ref.on_host) {
+      on_host.push_back(&ref);
+      continue;
+    }
     const auto& slots = served.at(ref.expert);
     const int m = static_cast<int>(slots.size());
     for (int i = 0; i < m; ++i)
@@ -282,6 +308,7 @@ void Transformer::moeBlock(int il, int n) {
     for (int i = 0; i < m; ++i)
       backend_.copy(s_->expert_out + size_t(slots[i]) * E, s_->gathered + size_t(i) * E, E);
   }
+  if (!on_host.empty()) hostExperts(on_host, served);
   float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
   backend_.zero(moe_out, size_t(n) * E);
   for (int t = 0; t < n; ++t)
@@ -292,6 +319,33 @@ void Transformer::moeBlock(int il, int n) {
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
   backend_.add(s_->x, moe_out, size_t(n) * E);
+}
+
+// The device's experts of this layer are queued: compute these on the host from the
+// layer's FFN input (already on the host for the expert source), then one copy of
+// all their output rows to the device and into their (token, rank) places.
+void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
+                              const std::vector<std::vector<int>>& served) {
+  const int E = cfg_.n_embd, K = cfg_.n_expert_used, F = cfg_.n_ff_exp;
+  if (!h_) h_ = std::make_unique<HostScratch>(backend_, cfg_, kMaxBatch);
+  HostScratch& h = *h_;
+  size_t row = 0;
+  for (const ExpertRef* ref : refs) {
+    const auto& slots = served.at(ref->expert);
+    const int m = static_cast<int>(slots.size());
+    for (int i = 0; i < m; ++i)
+      std::copy_n(s_->host_hidden.data() + size_t(slots[i] / K) * E, E, h.gathered.data() + size_t(i) * E);
+    host_->matmul(ref->weights.gate, h.gathered.data(), h.ff_a.data(), m);
+    host_->matmul(ref->weights.up, h.gathered.data(), h.ff_b.data(), m);
+    host_->swiglu(h.ff_a.data(), h.ff_b.data(), h.ff_a.data(), size_t(m) * F);
+    host_->matmul(ref->weights.down, h.ff_a.data(), h.rows.data() + row * E, m);
+    row += size_t(m);
+  }
+  backend_.fromHost(h.device_rows, h.rows.data(), row * E);
+  row = 0;
+  for (const ExpertRef* ref : refs)
+    for (int slot : served.at(ref->expert))
+      backend_.copy(s_->expert_out + size_t(slot) * E, h.device_rows + (row++) * E, E);
 }
 
 // Shared experts run on every token: deepseek adds them as they are; qwen2moe

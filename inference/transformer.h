@@ -72,6 +72,11 @@ class Transformer {
   void setBatchObserver(std::function<void(const BatchEvent&)> f) { on_batch_ = std::move(f); }
   // Costs a device->host copy per layer while set; unset it for speed.
   void setHiddenObserver(std::function<void(const HiddenEvent&)> f) { on_hidden_ = std::move(f); }
+  // A CPU backend for the experts the source marks on_host (cpu-experts with a GPU
+  // computing): they run here, from their host copies, after the device's experts
+  // of the layer are queued, so both compute at once; their outputs cross to the
+  // device in one copy per layer. Null (default): every expert on `backend`.
+  void setHostBackend(Backend* host) { host_ = host; }
   // Largest batch one forward step computes at once; longer prompts run in chunks.
   static constexpr int kMaxBatch = 256;
 
@@ -83,6 +88,7 @@ class Transformer {
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
   void sharedExperts(int il, int n, float* moe_out);
+  void hostExperts(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
   void addBias(float* x, const float* bias, int n_rows, int width);
   void checkCancel() const;
   void reportHidden(int index, int n);
@@ -95,6 +101,9 @@ class Transformer {
   int n_past_ = 0;
   std::vector<float*> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width]
   std::unique_ptr<Scratch> s_;
+  Backend* host_ = nullptr;
+  struct HostScratch;
+  std::unique_ptr<HostScratch> h_;  // made on first use of host_
   const std::atomic<bool>* cancel_ = nullptr;
   std::function<void(const RoutingEvent&)> on_routing_;
   std::function<void(const HiddenEvent&)> on_hidden_;

@@ -68,9 +68,11 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   if (config_.cache_slots < 2) throw std::invalid_argument("the expert cache needs at least 2 slots");
   const auto& c = model.config();
   OffloadDevice* device = config_.device.get();
-  if (device && config_.policy == OffloadPolicy::kCpuExperts)
-    throw std::invalid_argument("cpu-experts computes misses on the CPU, which the " + device->name() +
-                                " offload path does not do yet; use proactive or reactive-lru");
+  // With a device, CPU-computed experts need a CPU backend to run on (and to time).
+  const bool cpu_usable = !device || cpu.name().rfind("cpu", 0) == 0;
+  if (config_.policy == OffloadPolicy::kCpuExperts && !cpu_usable)
+    throw std::invalid_argument("cpu-experts computes misses on the CPU: give the " + device->name() +
+                                " offload path a CPU backend (it was given " + cpu.name() + ")");
   store_ = config_.store
                ? config_.store
                : std::make_shared<const HostExpertStore>(model, device ? device->hostAllocator() : nullptr);
@@ -107,7 +109,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
       transfer = {sw.chunking, sw.early_preemption, sw.reordering};
       staging = sw.prefill_streaming;
       policy.stream_prefill = sw.prefill_streaming;
-      policy.cpu.enabled = sw.cpu_fallback && !device;
+      policy.cpu.enabled = sw.cpu_fallback && cpu_usable;
       if (sw.prefetch && config_.predictor)
         predictor_ = config_.predictor;
       else if (sw.prefetch)

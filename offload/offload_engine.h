@@ -67,7 +67,10 @@ struct OffloadConfig {
   std::shared_ptr<ExpertPredictor> predictor;
   // Optional: the GPU the model computes on (makeOffloadDevice). Then the store is
   // pinned, the cache is device memory, copies run on the device's copy stream
-  // (the simulated link is ignored) and CPU fallback is off (docs/CUDA.md).
+  // (the simulated link is ignored), and CPU-computed experts (cpu-experts, CPU
+  // fallback) need the engine's `cpu` backend to be a CPU backend, set on the
+  // Transformer with setHostBackend (docs/CUDA.md); else CPU fallback is off and
+  // cpu-experts is refused.
   std::shared_ptr<OffloadDevice> device;
 };
 
@@ -75,8 +78,9 @@ class OffloadEngine {
  public:
   static constexpr int kStagingSlots = 2;
 
-  // cpu: the CPU backend (the model's own on the CPU path), for the cpu-experts
-  // cost measurement. The model must outlive the engine. Throws std::invalid_argument
+  // cpu: the CPU backend (the model's own on the CPU path; with a device, the one
+  // the Transformer computes on_host experts with), for the cpu-experts cost
+  // measurement. The model must outlive the engine. Throws std::invalid_argument
   // for fewer than 2 slots, HostMemoryError when the store does not fit in RAM.
   OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config);
   ~OffloadEngine();

@@ -182,12 +182,14 @@ class TestOffloadAsync : public QObject {
 
     r.worker->pushPrecise(1, v({0}));  // the gate: three chunks, behind the one low chunk
     r.copier.release(1);
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.copies(), uint64_t(1), kWaitMs);
     QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(4), kWaitMs);
     const int high = r.cache.find(1, 0);
     QCOMPARE(r.stream(), (std::vector<std::pair<int, size_t>>{{high, 0}, {high, 256}, {high, 512}}));
     QCOMPARE(r.worker->queuedLow(), size_t(2));  // no low chunk joined them
 
     r.copier.release(3);  // the precise expert lands; only then the next low chunk, alone
+    QTRY_COMPARE_WITH_TIMEOUT(r.copier.copies(), uint64_t(4), kWaitMs);
     QTRY_COMPARE_WITH_TIMEOUT(r.copier.queued(), uint64_t(5), kWaitMs);
     QCOMPARE(r.stream(), (std::vector<std::pair<int, size_t>>{{low, 256}}));
     QCOMPARE(r.cache.info(high).state, SlotState::kReady);

@@ -127,8 +127,53 @@ class ReadLoggingSource final : public ExpertSource {
   EventLog& log_;
 };
 
-std::vector<float> run(EngineFixture& f, ExpertSource& source, OffloadEngine& engine) {
+// Another backend under another name, counting its matmuls: the host backend of a
+// device run (which experts it computed), or a stand-in for a GPU backend.
+class CountingBackend final : public Backend {
+ public:
+  CountingBackend(std::unique_ptr<Backend> inner, std::string name)
+      : in_(std::move(inner)), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  float* allocFloats(size_t n) override { return in_->allocFloats(n); }
+  void freeFloats(float* p) override { in_->freeFloats(p); }
+  WeightView prepareWeight(const WeightView& w) override { return in_->prepareWeight(w); }
+  void embed(const WeightView& t, const int32_t* tok, int n, float* out) override {
+    in_->embed(t, tok, n, out);
+  }
+  void matmul(const WeightView& w, const float* x, float* y, int n) override {
+    ++matmuls;
+    in_->matmul(w, x, y, n);
+  }
+  void rmsNorm(const float* x, const float* w, float* y, int rows, int dim, float eps) override {
+    in_->rmsNorm(x, w, y, rows, dim, eps);
+  }
+  void rope(float* x, int n, int heads, int hd, int rot, const int32_t* pos, float base,
+            RopeStyle s) override {
+    in_->rope(x, n, heads, hd, rot, pos, base, s);
+  }
+  void attention(const float* q, const float* k, const float* v, int pos0, int n, const AttentionShape& s,
+                 float* out) override {
+    in_->attention(q, k, v, pos0, n, s, out);
+  }
+  void swiglu(const float* g, const float* u, float* out, size_t n) override { in_->swiglu(g, u, out, n); }
+  void add(float* y, const float* x, size_t n) override { in_->add(y, x, n); }
+  void axpy(float* y, const float* x, float a, size_t n) override { in_->axpy(y, x, a, n); }
+  void copy(float* dst, const float* src, size_t n) override { in_->copy(dst, src, n); }
+  void zero(float* y, size_t n) override { in_->zero(y, n); }
+  void toHost(float* dst, const float* src, size_t n) override { in_->toHost(dst, src, n); }
+  void fromHost(float* dst, const float* src, size_t n) override { in_->fromHost(dst, src, n); }
+  void synchronize() override { in_->synchronize(); }
+  int matmuls = 0;
+
+ private:
+  std::unique_ptr<Backend> in_;
+  std::string name_;
+};
+
+std::vector<float> run(EngineFixture& f, ExpertSource& source, OffloadEngine& engine,
+                       Backend* host = nullptr) {
   auto t = f.transformer(64, &source);
+  t->setHostBackend(host);
   t->setRoutingObserver([&engine](const RoutingEvent& ev) { engine.observeRouting(ev); });
   std::vector<float> all, step;
   t->forward(kPrompt, step, true);
@@ -158,13 +203,12 @@ class OffloadDeviceTest : public QObject {
         OffloadConfig plain;
         plain.policy = policy;
         plain.cache_slots = n_slots;
-        plain.switches.cpu_fallback = false;  // the device path has none: compare like with like
+        plain.switches.cpu_fallback = false;  // the copy path only (cpuExpertsOnADevice... has the other)
         OffloadEngine cpu_engine(*f.model, *f.backend, plain);
         const auto want = run(f, cpu_engine.source(), cpu_engine);
 
         auto device = std::make_shared<HostTestDevice>();
         OffloadConfig oc = plain;
-        oc.switches.cpu_fallback = true;  // ignored with a device
         oc.device = device;
         OffloadEngine engine(*f.model, *f.backend, oc);
         ReadLoggingSource logged(engine.source(), *engine.cache(), device->log);
@@ -207,13 +251,34 @@ class OffloadDeviceTest : public QObject {
     }
   }
 
-  void cpuExpertsNeedsTheCpuPath() {
-    EngineFixture f(synth::tinySpec("qwen3moe"));
-    OffloadConfig oc;
-    oc.policy = OffloadPolicy::kCpuExperts;
-    oc.cache_slots = 4;
+  // cpu-experts with a device: the experts the CPU rule picks run on the host
+  // backend (3 matmuls each, none of them on the device), the rest on the device.
+  void cpuExpertsOnADeviceRunOnTheHostBackend() {
+    auto spec = synth::tinySpec("qwen3moe");
+    spec.n_layer = 6;
+    EngineFixture f(spec);
+    OffloadConfig plain;
+    plain.policy = OffloadPolicy::kCpuExperts;
+    plain.cache_slots = 6;
+    const double copy_s = double(HostExpertStore(*f.model).expertBytes()) / 12.5e9;  // the test device's link
+    plain.cpu_cost = {1.5 * copy_s, 4 * copy_s};  // the CPU wins some misses, the link others
+    plain.link.bytes_per_second = 12.5e9;
+    OffloadEngine cpu_engine(*f.model, *f.backend, plain);
+    const auto want = run(f, cpu_engine.source(), cpu_engine);
+
+    OffloadConfig oc = plain;
     oc.device = std::make_shared<HostTestDevice>();
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OffloadEngine(*f.model, *f.backend, oc));
+    CountingBackend host(makeCpuBackend(2), "cpu (host experts)");
+    OffloadEngine engine(*f.model, host, oc);
+    QVERIFY(run(f, engine.source(), engine, &host) == want);
+    const auto snap = engine.snapshot();
+    QVERIFY(snap.cpu_computed > 0);
+    QVERIFY(snap.cpu_computed < snap.misses);
+    QCOMPARE(uint64_t(host.matmuls), 3 * snap.cpu_computed);
+
+    // Without a CPU backend to compute them on, the device path refuses cpu-experts.
+    CountingBackend gpu_like(makeCpuBackend(1), "cuda (stand-in)");
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OffloadEngine(*f.model, gpu_like, oc));
   }
 
   void noDeviceForTheCpuBackend() {

@@ -27,6 +27,7 @@ namespace {
 struct BenchSetup {
   Model& model;
   Backend& backend;
+  Backend& host;  // computes the experts the CPU rule sends to the host (== backend on the CPU path)
   std::shared_ptr<const HostExpertStore> store;
   int slots;
   LinkOptions link;
@@ -61,9 +62,10 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
     oc.predictor = s.learned;
     oc.stride = s.learned->distance();
   }
-  OffloadEngine engine(s.model, s.backend, oc);
+  OffloadEngine engine(s.model, s.host, oc);
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.decode_tokens + 1;
   Transformer t(s.model, s.backend, engine.source(), n_ctx);
+  if (&s.host != &s.backend) t.setHostBackend(&s.host);
   t.setRoutingObserver([&](const RoutingEvent& ev) {
     engine.observeRouting(ev);  // the static policy counts per token
     if (used)
@@ -165,16 +167,19 @@ int runBench(const std::vector<std::string>& argv) {
 
   auto backend = makeBackend(so.backend, so.threads);
   const std::shared_ptr<OffloadDevice> device = makeOffloadDevice(*backend);
+  std::unique_ptr<Backend> host_backend;  // on a GPU: where CPU-computed experts run
   if (device) {
-    // Rows the device path cannot run: resident needs every expert uploaded as a
-    // table (generate --policy resident does that), cpu-experts computes on the CPU.
+    // The row the device path cannot run: resident needs every expert uploaded as a
+    // table (generate --policy resident does that).
     std::erase_if(rows, [](const BenchRow& r) {
-      const bool skip = r.policy == OffloadPolicy::kResident || r.policy == OffloadPolicy::kCpuExperts;
+      const bool skip = r.policy == OffloadPolicy::kResident;
       if (skip) std::fprintf(stderr, "bench: %s skipped on the %s backend\n", r.name.c_str(), "cuda");
       return skip;
     });
     if (rows.empty()) throw UsageError("no policy left to bench on the cuda backend");
+    host_backend = makeCpuBackend(so.threads);
   }
+  Backend& host = host_backend ? *host_backend : *backend;
   auto model = Model::load(openModelFile(so), *backend);
   const auto& c = model->config();
   so.cache_share = cache_share;
@@ -182,7 +187,7 @@ int runBench(const std::vector<std::string>& argv) {
   const int slots = sessionCacheSlots(so, *model);
   const int total = OffloadEngine::routedExperts(*model);
   auto store = std::make_shared<const HostExpertStore>(*model, device ? device->hostAllocator() : nullptr);
-  const CpuExpertCost cost = device ? CpuExpertCost{} : measureCpuExpertCost(*backend, *store);
+  const CpuExpertCost cost = measureCpuExpertCost(host, *store);
   std::vector<int32_t> prompt;
   if (auto text =
           args.value("--prompt")) {  // real text routes like real use; the default is a fixed id pattern
@@ -196,9 +201,9 @@ int runBench(const std::vector<std::string>& argv) {
   std::shared_ptr<LearnedPredictor> learned;
   if (auto file = args.value("--predictor"))  // throws when it was trained for another model's shape
     learned = std::make_shared<LearnedPredictor>(PredictorSet::load(*file), c.n_embd, c.n_expert);
-  const BenchSetup setup{
-      *model,  *backend, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
-      learned, device};
+  const BenchSetup setup{*model,  *backend, host,   store,         slots,
+                         link,    cost,     prompt, decode_tokens, args.flag("--verbose"),
+                         learned, device};
   const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
   std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
@@ -218,10 +223,22 @@ int runBench(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench: running %s\n", r.name.c_str());
     r = runRow(r, setup, used.empty() ? &used : nullptr);
   }
-  for (const auto& r : rows)
-    if (r.tokens != rows.front().tokens)
+  for (const auto& r : rows) {
+    if (r.tokens == rows.front().tokens) continue;
+    // On a GPU, experts computed on the CPU round differently from the GPU's kernels,
+    // so a near tie in the logits may pick another token; any other difference is a bug.
+    const bool cpu_rounding = device && (r.m.cpu_computed > 0 || rows.front().m.cpu_computed > 0);
+    if (!cpu_rounding)
       throw std::runtime_error("policy " + r.name + " generated different tokens than " + rows.front().name +
                                ": a caching bug");
+    size_t at = 0;
+    while (at < r.tokens.size() && at < rows.front().tokens.size() && r.tokens[at] == rows.front().tokens[at])
+      ++at;
+    std::fprintf(stderr,
+                 "bench: %s diverges from %s at decode token %zu (CPU-computed experts round differently "
+                 "from the GPU's)\n",
+                 r.name.c_str(), rows.front().name.c_str(), at);
+  }
 
   BenchContext ctx;
   ctx.model_name = c.model_name;

@@ -42,7 +42,7 @@ commands:
       learned predictor vs skip-gate, token-based, previous-token, popularity on
       the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
 
-model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto (cuda: no cpu-experts policy yet)
+model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)

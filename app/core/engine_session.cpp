@@ -43,9 +43,13 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   }
   const bool resident = opts.policy == OffloadPolicy::kResident;
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
-  // On a GPU an offload policy caches experts in device memory, copied from pinned host memory.
-  if (!on_cpu && !resident) oc.device = makeOffloadDevice(*backend_);
-  engine_ = std::make_unique<OffloadEngine>(*model_, *backend_, oc);
+  // On a GPU an offload policy caches experts in device memory, copied from pinned
+  // host memory; experts the CPU rule sends to the host run on a CPU backend.
+  if (!on_cpu && !resident) {
+    oc.device = makeOffloadDevice(*backend_);
+    host_backend_ = makeCpuBackend(opts.threads);
+  }
+  engine_ = std::make_unique<OffloadEngine>(*model_, host_backend_ ? *host_backend_ : *backend_, oc);
   ExpertSource* source = &engine_->source();
   if (!on_cpu && resident) {
     device_experts_ = prepareExperts(*backend_, model_->hostExperts());
@@ -55,6 +59,7 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   source_name_ = opts.demo ? "demo" : opts.model_path;
   recorder_ = std::make_unique<TraceRecorder>(*source);
   transformer_ = std::make_unique<Transformer>(*model_, *backend_, *recorder_, n_ctx);
+  transformer_->setHostBackend(host_backend_.get());
   if (opts.policy == OffloadPolicy::kStatic)
     transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
   generator_ = std::make_unique<Generator>(*model_, *transformer_);

@@ -29,7 +29,7 @@ struct SessionOptions {
   int threads = 0;   // 0: all hardware threads
   // "cpu", "cuda" or "auto" (inference/backend_factory.h). On CUDA, resident
   // uploads every expert once; the offload policies cache them in device memory
-  // (cpu-experts is refused there, and proactive runs without CPU fallback).
+  // (a CPU backend of `threads` computes the experts the CPU rule sends to the host).
   std::string backend = "cpu";
 
   // Offloading (docs/offload.md). resident keeps every expert in place.
@@ -94,6 +94,8 @@ class EngineSession {
  private:
   bool demo_ = false;
   std::unique_ptr<Backend> backend_;
+  // On a GPU: the CPU backend that CPU-computed experts run on (cpu-experts, CPU fallback).
+  std::unique_ptr<Backend> host_backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<OffloadEngine> engine_;
   // CUDA + resident: the experts uploaded to the device, and the source over them.

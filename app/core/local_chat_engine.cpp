@@ -74,15 +74,10 @@ void LocalChatEngine::fitToBudget(const EngineLoadOptions& opts, const ModelShap
 SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so = baseSessionOptions(opts);
   so.backend = "cuda";
-  std::string aside;
-  if (so.policy == OffloadPolicy::kCpuExperts) {
-    so.policy = OffloadPolicy::kProactive;
-    aside = "; cpu-experts is not on the GPU path yet, so proactive runs instead";
-  }
   const ModelShape shape = describeModel(opts.model_path, opts.demo);
   if (opts.vram_budget_bytes == 0 && opts.demo) {  // everything would fit: cache half to show the machinery
     so.cache_share = kAutoCacheShareWithoutGpu;
-    *note = std::string(policyName(so.policy)) + ": cache holds half the experts in VRAM (demo)" + aside;
+    *note = std::string(policyName(so.policy)) + ": cache holds half the experts in VRAM (demo)";
     attachPredictor(opts, shape, &so, note);
     return so;
   }
@@ -95,7 +90,6 @@ SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts,
     budget = free_bytes > kAutoVramMarginBytes ? free_bytes - kAutoVramMarginBytes : 0;
   }
   fitToBudget(opts, shape, budget, "in VRAM, copied from pinned RAM", &so, note);
-  *note += aside;
   return so;
 }
 

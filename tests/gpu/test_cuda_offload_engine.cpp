@@ -17,6 +17,7 @@
 #include "inference/backend_factory.h"
 #include "models/gguf.h"
 #include "models/synthetic_model.h"
+#include "offload/host_expert_store.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
@@ -87,7 +88,7 @@ TEST_CASE(policiesMatchCpu) {
         const auto s = engine.snapshot();
         CHECK_MSG(s.bytes_h2d > 0, what);
         CHECK_MSG(s.expert_uses > 0, what);
-        CHECK_EQ(s.cpu_computed, uint64_t(0));           // no CPU fallback on the device path
+        CHECK_EQ(s.cpu_computed, uint64_t(0));           // no CPU backend given: no CPU fallback
         CHECK_MSG(s.link_bytes_per_second > 1e9, what);  // a measured PCIe/NVLink rate
         INFO("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
              100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
@@ -97,6 +98,44 @@ TEST_CASE(policiesMatchCpu) {
   }
 }
 
+// cpu-experts on a GPU: the misses the CPU rule picks run on a CPU backend (the
+// Transformer's host backend) while the GPU computes the rest; logits as with
+// every expert resident on the CPU. The CPU cost is set so both branches occur.
+TEST_CASE(cpuExpertsOnTheHost) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
+  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
+  const Run want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+
+  auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  for (auto policy : {moe::OffloadPolicy::kCpuExperts, moe::OffloadPolicy::kProactive}) {
+    moe::OffloadConfig oc;
+    oc.policy = policy;
+    oc.cache_slots = 6;
+    oc.device = moe::makeOffloadDevice(*gpu_);
+    const double copy_s =
+        double(moe::HostExpertStore(*gpu_model).expertBytes()) / oc.device->linkBytesPerSecond();
+    oc.cpu_cost = {1.5 * copy_s, 4 * copy_s};
+    moe::OffloadEngine engine(*gpu_model, *cpu_, oc);
+    moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
+    tf.setHostBackend(cpu_.get());
+    const Run got = runSteps(tf, gpu_model->config().n_vocab);
+    engine.waitIdle();
+    const std::string what = moe::policyName(policy);
+    for (size_t i = 0; i < want.logits.size(); ++i) {
+      const double err = relMaxDiff(got.logits[i], want.logits[i]);
+      CHECK_MSG(err < 1e-4, what + gpu_check::format(" step %zu: err %g", i, err));
+    }
+    const auto s = engine.snapshot();
+    CHECK_MSG(s.cpu_computed > 0, what + ": the CPU computed no expert");
+    CHECK_MSG(s.bytes_h2d > 0, what + ": nothing was copied");
+    INFO("%s: %llu of %llu misses on the CPU", what.c_str(), (unsigned long long)s.cpu_computed,
+         (unsigned long long)s.misses);
+  }
+}
+
+// Given the GPU backend where the CPU backend belongs, cpu-experts has nowhere to run.
 TEST_CASE(cpuExpertsRefused) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
   auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
