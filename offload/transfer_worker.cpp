@@ -359,7 +359,17 @@ CopyTicket TransferWorker::issueCopy(const ChunkTask& t) {
 void TransferWorker::issueNextLocked(std::unique_lock<std::mutex>& lock) {
   const auto [task, priority] = *popLocked();
   if (in_flight_.empty()) busy_since_ = std::chrono::steady_clock::now();
-  in_flight_.push_back({task, priority});
+  // When the link should finish it: after the copies ahead of it, at the bandwidth the
+  // engine was given (unknown: now, so the worker polls).
+  const auto now = std::chrono::steady_clock::now();
+  auto due = in_flight_.empty() ? now : std::max(now, in_flight_.back().due);
+  const double bw = metrics_.link_bytes_per_second.load(std::memory_order_relaxed);
+  if (bw > 0) {
+    const size_t bytes = task.chunk < 0 ? source_.expertBytes() : source_.chunkBytes(task.chunk);
+    due += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(double(bytes) / bw));
+  }
+  in_flight_.push_back({task, priority, 0, false, due});
   InFlight& f = in_flight_.back();  // deque references survive push_back / pop_front elsewhere
   lock.unlock();                    // a push may arrive meanwhile; a synchronous engine copies here
   const CopyTicket ticket = issueCopy(task);
@@ -421,10 +431,12 @@ StepResult TransferWorker::step() {
 }
 
 void TransferWorker::run() {
-  // A chunk of a real expert takes 0.1-1 ms on PCIe: first look after 10 us, then
-  // at most every 200 us, so a waiting worker costs little CPU.
-  constexpr std::chrono::microseconds kFirstPoll{10}, kLastPoll{200};
-  auto poll = kFirstPoll;
+  // Waiting for the oldest copy: sleep until the link should have finished it (its
+  // bytes at the measured bandwidth, after the copies ahead of it), then look every
+  // few microseconds, backing off to 200 us; wake at once for new work. Noting a
+  // copy done late would leave the link idle before the next predicted chunk.
+  constexpr std::chrono::microseconds kFinePoll{4}, kLastPoll{200};
+  auto poll = kFinePoll;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || canIssueLocked() || !in_flight_.empty(); });
@@ -433,15 +445,19 @@ void TransferWorker::run() {
       issueNextLocked(lock);
       while (!in_flight_.empty() && in_flight_.front().issued && copier_.copyDone(in_flight_.front().ticket))
         reapFrontLocked();
+      poll = kFinePoll;
     } else if (copier_.copyDone(in_flight_.front().ticket)) {
       reapFrontLocked();
-      poll = kFirstPoll;
+      poll = kFinePoll;
     } else {
-      // Nothing may be issued before the oldest copy completes: poll for it, backing
-      // off, and wake at once for new work (a gate's precise experts must be issued
-      // now, not after that copy: the compute side waits for them to be issued).
-      work_cv_.wait_for(lock, poll, [&] { return stop_ || canIssueLocked(); });
-      poll = std::min(poll * 2, kLastPoll);
+      const auto now = std::chrono::steady_clock::now();
+      const auto due = in_flight_.front().due;
+      if (due > now + kFinePoll) {
+        work_cv_.wait_until(lock, due, [&] { return stop_ || canIssueLocked(); });
+      } else {
+        work_cv_.wait_for(lock, poll, [&] { return stop_ || canIssueLocked(); });
+        poll = std::min(poll * 2, kLastPoll);
+      }
       continue;
     }
     ready_cv_.notify_all();  // issued (waitIssued) or completed (waitReady, waitIdle)

@@ -192,7 +192,8 @@ class TransferWorker {
     ChunkTask task;
     Priority priority = Priority::kLow;
     CopyTicket ticket = 0;
-    bool issued = false;  // false while the worker is inside copyAsync
+    bool issued = false;                        // false while the worker is inside copyAsync
+    std::chrono::steady_clock::time_point due;  // when the link should have finished it
   };
   std::deque<InFlight> in_flight_;    // popped tasks, oldest first, until their copy completes
   std::vector<char> free_when_done_;  // per slot: dropped while in flight; freed when its copies complete
