@@ -15,7 +15,8 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
       n_expert_used_(n_expert_used),
       budget_(prefetch.budget > 0 ? prefetch.budget : 2 * n_expert_used),
       from_host_(store.experts(), 0),
-      predicted_(store.layers()) {
+      predicted_(store.layers()),
+      gates_(size_t(store.layers()), 0) {
   policy_.prefetch = prefetch;
 }
 
@@ -28,6 +29,26 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
   if (policy_.static_pins) uses_.assign(size_t(store.layers()) * store.experts(), 0);
   if (policy_.cpu.enabled && policy_.cpu.link_bytes_per_second <= 0)
     throw std::invalid_argument("CPU fallback needs the link bandwidth");
+  if (policy_.prefetch.predictor && policy_.prefetch.async)
+    prediction_thread_ = std::make_unique<PredictionThread>(
+        *policy_.prefetch.predictor, [this](const PredictionRequest& r, std::vector<int> experts) {
+          std::lock_guard lock(pred_mutex_);
+          if (gates_.at(size_t(r.target)) != r.ticket) {  // its gate ran meanwhile: too late to help
+            metrics_->predictions_late.fetch_add(1, std::memory_order_relaxed);
+            return;
+          }
+          pushPrediction(r.target, std::move(experts));
+        });
+}
+
+void CachedExpertSource::waitPredictions() {
+  if (prediction_thread_) prediction_thread_->waitIdle();
+}
+
+void CachedExpertSource::pushPrediction(int target, std::vector<int> predicted) {
+  worker_.pushPredicted(target, predicted);
+  if (metrics_) metrics_->predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
+  predicted_.at(target) = std::move(predicted);
 }
 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
@@ -40,11 +61,20 @@ void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, 
   if (!prefetch.predictor) return;
   const int target = layer + prefetch.stride;
   if (!store_.hasLayer(target)) return;
+  if (prediction_thread_) {
+    uint64_t ticket;
+    {
+      std::lock_guard lock(pred_mutex_);
+      ticket = gates_.at(size_t(target));
+    }
+    if (prediction_thread_->submit(layer, target, hidden, n_tokens, budget_, ticket))
+      metrics_->predictions_replaced.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   auto predicted = prefetch.predictor->predict(layer, target, hidden, n_tokens, budget_);
   if (predicted.empty()) return;
-  worker_.pushPredicted(target, predicted);
-  if (metrics_) metrics_->predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
-  predicted_.at(target) = std::move(predicted);
+  std::lock_guard lock(pred_mutex_);
+  pushPrediction(target, std::move(predicted));
 }
 
 MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
@@ -83,6 +113,10 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
                       static_cast<int>(experts.size()));
   int copies = 0, on_cpu = 0;
   const bool custom = metrics_ && (streaming || policy_.cpu.enabled);
+  // The gate and its scoring against the prediction happen as one step for a
+  // prediction arriving from the prediction thread (pred_mutex_ before the worker's).
+  std::lock_guard pred_lock(pred_mutex_);
+  ++gates_.at(size_t(layer));
   const ExecutionOrder order =
       custom ? worker_.pushPrecise(layer, experts,
                                    [&](const MissContext& m) {

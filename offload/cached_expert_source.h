@@ -15,6 +15,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "inference/expert_source.h"
@@ -23,6 +25,7 @@
 #include "offload/expert_predictor.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_metrics.h"
+#include "offload/prediction_thread.h"
 #include "offload/transfer_worker.h"
 
 namespace moe {
@@ -31,6 +34,10 @@ struct PrefetchOptions {
   ExpertPredictor* predictor = nullptr;  // nullptr: reactive (no prefetching)
   int stride = 2;                        // at layer L predict the MoE layer L + stride
   int budget = 0;                        // experts pushed per prediction; 0: 2 x experts used per token
+  // Predict on a PredictionThread instead of the compute thread (the GPU path, where
+  // the host's time between kernels is the critical path). A result whose target
+  // layer's gate has run meanwhile is dropped (`predictions_late`).
+  bool async = false;
 };
 
 // One CPU-versus-copy decision of the cpu-experts rule, as logged.
@@ -78,6 +85,8 @@ class CachedExpertSource final : public ExpertSource {
   // count than acquire()'s one per expert per batch, which it replaces once seen.
   void countRouting(int layer, std::span<const int> experts_per_token);
   bool pinned() const { return pinned_; }
+  // Async prediction: blocks until no prediction is waiting or running.
+  void waitPredictions();
   // A device that computes asynchronously: waitFor() waits on the host only until
   // an expert's copies are issued and lets the device wait for the rest. Null
   // (the CPU path): the host waits until the expert is READY.
@@ -86,6 +95,7 @@ class CachedExpertSource final : public ExpertSource {
  private:
   MissAction decideMiss(const MissContext& m, int tokens_per_expert, int& copies, int allowance, int& on_cpu);
   void scorePrediction(int layer, std::span<const int> experts, const ExecutionOrder& order);
+  void pushPrediction(int target, std::vector<int> predicted);
 
   const HostExpertStore& store_;
   ExpertCache& cache_;
@@ -102,6 +112,10 @@ class CachedExpertSource final : public ExpertSource {
   bool pinned_ = false;
   bool routing_counted_ = false;  // countRouting() feeds uses_
   uint64_t host_computed_ = 0;
+  // Async prediction. pred_mutex_ guards predicted_ and gates_ (taken before the worker's).
+  std::mutex pred_mutex_;
+  std::vector<uint64_t> gates_;  // [n_layer] gate decisions so far: a prediction's ticket
+  std::unique_ptr<PredictionThread> prediction_thread_;  // last: stopped before the rest
 };
 
 }  // namespace moe

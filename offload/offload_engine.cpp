@@ -129,6 +129,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
     policy.cpu.on_decision = config_.on_cpu_decision;
   }
   policy.prefetch.predictor = predictor_.get();
+  policy.prefetch.async = device != nullptr;  // on a GPU the host thread's time is the critical path
   policy.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
   worker_ = std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, transfer);
   if (device) worker_->setSlotFence(&device->fence());
@@ -160,6 +161,7 @@ void OffloadEngine::observeRouting(const RoutingEvent& ev) {
 }
 
 void OffloadEngine::waitIdle() {
+  if (cached_) cached_->waitPredictions();
   if (worker_) worker_->waitIdle();
 }
 

@@ -38,11 +38,13 @@ struct OffloadSnapshot {
   uint64_t prefill_tokens = 0, prefill_ns = 0;  // prompt tokens computed, and their forward time
   uint64_t decode_tokens = 0, decode_ns = 0;    // decode steps, and their forward time
   // The active predictor (ProMoE section 4.1), over layers that had a prediction.
-  uint64_t predicted = 0;     // experts the predictor named (all pushes)
-  uint64_t pred_truth = 0;    // experts the gate then chose in predicted layers
-  uint64_t pred_correct = 0;  // of those, named by the prediction
-  uint64_t pred_timely = 0;   // of those, READY at the gate
-  uint64_t held_slots = 0;    // slots the static policy holds (its most-used experts)
+  uint64_t predicted = 0;             // experts the predictor named (all pushes)
+  uint64_t predictions_late = 0;      // async: predictions dropped because their target's gate had run
+  uint64_t predictions_replaced = 0;  // async: requests replaced unpredicted by a newer one
+  uint64_t pred_truth = 0;            // experts the gate then chose in predicted layers
+  uint64_t pred_correct = 0;          // of those, named by the prediction
+  uint64_t pred_timely = 0;           // of those, READY at the gate
+  uint64_t held_slots = 0;            // slots the static policy holds (its most-used experts)
 
   double hitRate() const { return expert_uses ? double(ready_hits) / expert_uses : 0.0; }
   // Compute time lost waiting for experts: the host's waits plus the device's stalls.
@@ -61,7 +63,8 @@ struct OffloadMetrics {
       unavailable{0}, cpu_computed{0}, streamed{0}, cpu_decisions{0}, bytes_h2d{0}, chunks_copied{0},
       chunks_dropped{0}, chunks_promoted{0}, prefetch_skipped{0}, copy_busy_ns{0}, waits{0}, blocked_ns{0},
       device_waits{0}, prefill_tokens{0}, prefill_ns{0}, decode_tokens{0}, decode_ns{0}, predicted{0},
-      pred_truth{0}, pred_correct{0}, pred_timely{0}, held_slots{0};
+      pred_truth{0}, pred_correct{0}, pred_timely{0}, held_slots{0}, predictions_late{0},
+      predictions_replaced{0};
   std::atomic<double> link_bytes_per_second{0.0};
 
   // After a generation: the session adds its prefill and decode figures.
@@ -103,6 +106,8 @@ struct OffloadMetrics {
     s.pred_correct = ld(pred_correct);
     s.pred_timely = ld(pred_timely);
     s.held_slots = ld(held_slots);
+    s.predictions_late = ld(predictions_late);
+    s.predictions_replaced = ld(predictions_replaced);
     return s;
   }
 };

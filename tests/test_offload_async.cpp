@@ -10,11 +10,14 @@
 // - a staging slot is reused only after its streamed expert's copy landed, and
 //   the fence is marked before that overwrite;
 // - a dropped prediction's slot is freed only when its chunk in flight lands;
+// - predictions on their own thread: a waiting request is replaced by a newer one,
+//   and a result that arrives after its target's gate is dropped;
 // - a whole generation with asynchronous copies and device-side waits is
 //   bit-identical to the synchronous CPU path, for every policy.
 #include <QtTest>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -24,6 +27,7 @@
 #include "fake_expert_bytes.h"
 #include "offload/async_host_copy_engine.h"
 #include "offload/cached_expert_source.h"
+#include "offload/copy_engine.h"
 #include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_engine.h"
@@ -135,6 +139,40 @@ class AsyncHostDevice final : public OffloadDevice {
   AsyncHostCopyEngine copier_;
   NoFence fence_;
   HostCopyWait wait_{copier_};
+};
+
+// A predictor that blocks in predict() until the test lets it return, naming
+// experts 5 and 6 of whatever layer it is asked about.
+class GatedPredictor final : public ExpertPredictor {
+ public:
+  std::string name() const override { return "gated"; }
+  std::vector<int> predict(int, int target, std::span<const float>, int, int) override {
+    std::unique_lock lock(mu_);
+    targets_.push_back(target);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_ > 0; });
+    --open_;
+    return {5, 6};
+  }
+  void let(int n) {
+    std::lock_guard lock(mu_);
+    open_ += n;
+    cv_.notify_all();
+  }
+  bool waitEntered(size_t n) {  // the n-th call has started
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(kWaitMs), [&] { return targets_.size() >= n; });
+  }
+  std::vector<int> targets() {
+    std::lock_guard lock(mu_);
+    return targets_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int open_ = 0;
+  std::vector<int> targets_;
 };
 
 // Lets held copies run when a check fails early, so the worker's destructor (which
@@ -250,6 +288,46 @@ class TestOffloadAsync : public QObject {
     source.release(layer);
     QCOMPARE(int(device.waits.size()), 2);
     QCOMPARE(metrics.snapshot().device_waits, uint64_t(2));
+  }
+
+  // Prediction on its own thread: a request still waiting is replaced by a newer
+  // one, and a result whose target gate ran meanwhile is dropped, not pushed.
+  void asyncPredictionDropsLateResultsAndReplacesWaitingRequests() {
+    auto spec = synth::tinySpec("qwen3moe");
+    spec.n_layer = 6;
+    EngineFixture f(spec);
+    HostExpertStore store(*f.model);
+    ExpertCache cache(32, store.expertBytes(), spec.n_layer);
+    HostCopyEngine copier;
+    OffloadMetrics metrics;
+    TransferWorker worker(cache, store, copier, metrics, TransferMode::kManual);
+    GatedPredictor gated;
+    SourcePolicy policy;
+    policy.prefetch = {&gated, /*stride=*/2, /*budget=*/0, /*async=*/true};
+    CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, policy);
+    struct Opener {  // destroyed before the source: its prediction thread is never left blocked
+      GatedPredictor& p;
+      ~Opener() { p.let(100); }
+    } opener{gated};
+    const std::vector<float> hidden(size_t(f.model->config().n_embd), 0.5f);
+
+    source.onLayerInput(0, hidden, 1);  // predicts layer 2; blocks in the predictor
+    QVERIFY(gated.waitEntered(1));
+    source.onLayerInput(1, hidden, 1);  // waits (layer 3)...
+    source.onLayerInput(2, hidden, 1);  // ...and is replaced by this one (layer 4)
+    QCOMPARE(metrics.snapshot().predictions_replaced, uint64_t(1));
+    const auto refs = source.acquire(2, v({0, 1}));  // layer 2's gate runs before its prediction lands
+    for (const ExpertRef& r : refs) source.waitFor(2, r);
+    source.release(2);
+
+    gated.let(2);
+    source.waitPredictions();
+    QCOMPARE(gated.targets(), (std::vector<int>{2, 4}));
+    const auto m = metrics.snapshot();
+    QCOMPARE(m.predictions_late, uint64_t(1));  // layer 2's: its gate had run
+    QCOMPARE(m.predicted, uint64_t(2));         // layer 4's two experts, pushed low priority
+    QCOMPARE(worker.queuedLow(4), size_t(2 * ExpertBytesSource::kChunks));
+    QCOMPARE(worker.queuedLow(2), size_t(0));
   }
 
   void stagingSlotReusedOnlyAfterItsCopyLands() {

@@ -77,9 +77,11 @@ void printOffloadStats(const OffloadSnapshot& m, const EngineSession& session) {
       (unsigned long long)m.decode_tokens, m.decode_ns / 1e9);
   if (m.pred_truth > 0)
     std::fprintf(stderr,
-                 "  predictor %s: Accuracy %.3f, FetchRate %.3f, GoodPred %.3f (%llu experts predicted)\n",
+                 "  predictor %s: Accuracy %.3f, FetchRate %.3f, GoodPred %.3f (%llu experts predicted; "
+                 "on its own thread: %llu results too late, %llu requests replaced)\n",
                  session.offload().predictorName().c_str(), m.accuracy(), m.fetchRate(), m.goodPred(),
-                 (unsigned long long)m.predicted);
+                 (unsigned long long)m.predicted, (unsigned long long)m.predictions_late,
+                 (unsigned long long)m.predictions_replaced);
 }
 
 }  // namespace moe::cli
