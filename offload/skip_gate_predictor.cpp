@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "models/quant.h"
+#include "offload/dot8.h"
 
 namespace moe {
 
@@ -43,8 +44,7 @@ std::vector<int> SkipGatePredictor::predict(int layer, int target_layer, std::sp
   std::vector<int> order(n_expert_);
   for (int t = 0; t < n_tokens; ++t) {
     const float* x = hidden.data() + size_t(t) * n_embd_;
-    for (int e = 0; e < n_expert_; ++e)
-      logits[e] = std::inner_product(x, x + n_embd_, router.data() + size_t(e) * n_embd_, 0.0f);
+    for (int e = 0; e < n_expert_; ++e) logits[e] = dot8(x, router.data() + size_t(e) * n_embd_, n_embd_);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + n_used_, order.end(), [&](int a, int b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "offload/dot8.h"
+
 namespace moe {
 namespace {
 
@@ -92,29 +94,12 @@ class In {
 
 }  // namespace
 
-namespace {
-
-// A dot product with 8 independent partial sums: the compiler can keep them in
-// vector registers (a single running sum is a serial dependency it may not
-// reorder). The order is fixed, so results stay deterministic.
-float dot(const float* a, const float* b, int n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-}  // namespace
-
 void MlpPredictor::forward(const float* x, float* h, float* logits) const {
   for (int j = 0; j < n_hidden; ++j) {
-    const float s = b1[j] + dot(w1.data() + size_t(j) * n_in, x, n_in);
+    const float s = b1[j] + dot8(w1.data() + size_t(j) * n_in, x, n_in);
     h[j] = s > 0 ? s : 0;
   }
-  for (int o = 0; o < n_out; ++o) logits[o] = b2[o] + dot(w2.data() + size_t(o) * n_hidden, h, n_hidden);
+  for (int o = 0; o < n_out; ++o) logits[o] = b2[o] + dot8(w2.data() + size_t(o) * n_hidden, h, n_hidden);
 }
 
 std::vector<uint8_t> MlpPredictor::toBlob() const {
