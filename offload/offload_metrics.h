@@ -27,7 +27,7 @@ struct OffloadSnapshot {
   uint64_t chunks_dropped = 0;       // queued low chunks discarded by early preemption
   uint64_t chunks_promoted = 0;      // queued low chunks re-queued high by early preemption
   uint64_t prefetch_skipped = 0;     // predicted experts skipped: no evictable slot
-  uint64_t copy_busy_ns = 0;         // wall time the transfer worker spent inside copies
+  uint64_t copy_busy_ns = 0;         // wall time with a copy in flight (issued, not yet noted complete)
   double link_seconds = 0;           // the simulated link's clock: bytes / link bandwidth (0 without one)
   double link_bytes_per_second = 0;  // the link bandwidth decisions use (simulated, or measured at start)
   // The compute side.
