@@ -32,6 +32,7 @@
 #include "offload/host_expert_store.h"
 #include "offload/offload_engine.h"
 #include "offload/transfer_worker.h"
+#include "offload_run.h"
 
 using namespace moe;
 using FakeSource = test::FakeExpertBytes;
@@ -377,22 +378,6 @@ class TestOffloadAsync : public QObject {
     auto spec = synth::tinySpec("qwen3moe");  // 16 experts, top-4
     spec.n_layer = 6;
     EngineFixture f(spec);
-    const int32_t prompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61, 12, 5};
-    const int32_t decode[] = {5, 77, 12, 300, 2, 31, 8, 90};
-    auto run = [&](OffloadEngine& engine) {
-      auto t = f.transformer(64, &engine.source());
-      t->setRoutingObserver([&engine](const RoutingEvent& ev) { engine.observeRouting(ev); });
-      std::vector<float> all, step;
-      t->forward(prompt, step, true);
-      all = step;
-      for (int32_t next : decode) {
-        const int32_t one[] = {next % f.model->config().n_vocab};
-        t->forward(one, step);
-        all.insert(all.end(), step.begin(), step.end());
-      }
-      engine.waitIdle();
-      return all;
-    };
     for (auto policy : {OffloadPolicy::kReactiveLru, OffloadPolicy::kStatic, OffloadPolicy::kProactive}) {
       for (int n_slots : {3, 24}) {
         const QString what = QString("%1, %2 slots").arg(policyName(policy)).arg(n_slots);
@@ -401,13 +386,13 @@ class TestOffloadAsync : public QObject {
         plain.cache_slots = n_slots;
         plain.switches.cpu_fallback = false;
         OffloadEngine sync_engine(*f.model, *f.backend, plain);
-        const auto want = run(sync_engine);
+        const auto want = runPromptAndDecode(f, sync_engine.source(), sync_engine);
 
         OffloadConfig oc = plain;
         auto device = std::make_shared<AsyncHostDevice>();
         oc.device = device;
         OffloadEngine engine(*f.model, *f.backend, oc);
-        QVERIFY2(run(engine) == want, qPrintable(what));
+        QVERIFY2(runPromptAndDecode(f, engine.source(), engine) == want, qPrintable(what));
         // The schedule may differ (copies land later), the gates' choices may not.
         const auto s = engine.snapshot();
         QCOMPARE(s.expert_uses, sync_engine.snapshot().expert_uses);

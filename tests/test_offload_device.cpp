@@ -15,13 +15,11 @@
 #include "engine_fixture.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
+#include "offload_run.h"
 
 using namespace moe;
 
 namespace {
-
-const int32_t kPrompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61, 12, 5};
-const int32_t kDecode[] = {5, 77, 12, 300, 2, 31, 8, 90};
 
 // What happened, in order: a slot read by the compute side, a fence mark, a copy into a slot.
 struct Event {
@@ -170,23 +168,6 @@ class CountingBackend final : public Backend {
   std::string name_;
 };
 
-std::vector<float> run(EngineFixture& f, ExpertSource& source, OffloadEngine& engine,
-                       Backend* host = nullptr) {
-  auto t = f.transformer(64, &source);
-  t->setHostBackend(host);
-  t->setRoutingObserver([&engine](const RoutingEvent& ev) { engine.observeRouting(ev); });
-  std::vector<float> all, step;
-  t->forward(kPrompt, step, true);
-  all = step;
-  for (int32_t next : kDecode) {
-    const int32_t one[] = {next % f.model->config().n_vocab};
-    t->forward(one, step);
-    all.insert(all.end(), step.begin(), step.end());
-  }
-  engine.waitIdle();
-  return all;
-}
-
 }  // namespace
 
 class OffloadDeviceTest : public QObject {
@@ -205,14 +186,14 @@ class OffloadDeviceTest : public QObject {
         plain.cache_slots = n_slots;
         plain.switches.cpu_fallback = false;  // the copy path only (cpuExpertsOnADevice... has the other)
         OffloadEngine cpu_engine(*f.model, *f.backend, plain);
-        const auto want = run(f, cpu_engine.source(), cpu_engine);
+        const auto want = runPromptAndDecode(f, cpu_engine.source(), cpu_engine);
 
         auto device = std::make_shared<HostTestDevice>();
         OffloadConfig oc = plain;
         oc.device = device;
         OffloadEngine engine(*f.model, *f.backend, oc);
         ReadLoggingSource logged(engine.source(), *engine.cache(), device->log);
-        const auto got = run(f, logged, engine);
+        const auto got = runPromptAndDecode(f, logged, engine);
         QVERIFY2(got == want, qPrintable(what));
 
         QCOMPARE(device->allocator->bytes_, engine.store()->totalBytes());
@@ -264,13 +245,13 @@ class OffloadDeviceTest : public QObject {
     plain.cpu_cost = {1.5 * copy_s, 4 * copy_s};  // the CPU wins some misses, the link others
     plain.link.bytes_per_second = 12.5e9;
     OffloadEngine cpu_engine(*f.model, *f.backend, plain);
-    const auto want = run(f, cpu_engine.source(), cpu_engine);
+    const auto want = runPromptAndDecode(f, cpu_engine.source(), cpu_engine);
 
     OffloadConfig oc = plain;
     oc.device = std::make_shared<HostTestDevice>();
     CountingBackend host(makeCpuBackend(2), "cpu (host experts)");
     OffloadEngine engine(*f.model, host, oc);
-    QVERIFY(run(f, engine.source(), engine, &host) == want);
+    QVERIFY(runPromptAndDecode(f, engine.source(), engine, &host) == want);
     const auto snap = engine.snapshot();
     QVERIFY(snap.cpu_computed > 0);
     QVERIFY(snap.cpu_computed < snap.misses);
