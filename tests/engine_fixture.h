@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "inference/backend.h"
 #include "inference/model.h"
@@ -55,6 +57,15 @@ inline std::vector<uint8_t> tinyModelWithUncomputedExperts() {
   spec.n_embd = 256;
   spec.head_dim = 64;
   return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::Q3_K);
+}
+
+// n uniform floats in [lo, hi) from a seeded generator: the same inputs every run.
+inline std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
 }
 
 // max |a - b| relative to max |b|; 1e30 when a is NaN or infinite where b is finite.

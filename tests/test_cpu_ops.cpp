@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine_fixture.h"
 #include "inference/backend.h"
 #include "inference/cpu/thread_pool.h"
 #include "models/gguf.h"
@@ -29,14 +30,6 @@ using moe::gguf::TensorType;
 namespace {
 
 constexpr double kFloatBound = 1e-10;  // see the file comment
-
-std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 double nmse(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0.0, den = 0.0;

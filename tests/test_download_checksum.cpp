@@ -11,6 +11,7 @@
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/file_hasher.h"
+#include "download_timings.h"
 #include "http_test_server.h"
 #include "models/synthetic_model.h"
 #include "synthetic_gguf.h"
@@ -18,24 +19,11 @@
 using namespace moe;
 using moe::test::HttpTestServer;
 
-namespace {
-
-QByteArray syntheticGguf() { return test::syntheticGgufBytes("qwen2moe"); }
-
-DownloadTimings fastTimings() {
-  DownloadTimings t;
-  t.backoff_first_ms = 20;
-  t.progress_ms = 20;
-  return t;
-}
-
-}  // namespace
-
 class TestDownloadChecksum : public QObject {
   Q_OBJECT
 
   QTemporaryDir dir_;
-  QByteArray body_ = syntheticGguf();
+  QByteArray body_ = test::syntheticGgufBytes("qwen2moe");
   int n_ = 0;
 
   struct Run {
@@ -52,7 +40,7 @@ class TestDownloadChecksum : public QObject {
     AppDatabase db = AppDatabase::open((dir_.path() + QStringLiteral("/c%1.db").arg(++n_)).toStdString());
     DownloadStore store(db);
     ModelRegistry registry(db);
-    DownloadManager dm(store, &registry, fastTimings());
+    DownloadManager dm(store, &registry, test::quickDownloadTimings());
     QSignalSpy failed(&dm, &DownloadManager::failed);
     QSignalSpy finished(&dm, &DownloadManager::finished);
     QSignalSpy retrying(&dm, &DownloadManager::retrying);

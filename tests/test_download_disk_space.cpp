@@ -12,6 +12,7 @@
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/file_hasher.h"
+#include "download_timings.h"
 #include "http_test_server.h"
 #include "models/synthetic_model.h"
 #include "synthetic_gguf.h"
@@ -19,24 +20,11 @@
 using namespace moe;
 using moe::test::HttpTestServer;
 
-namespace {
-
-QByteArray syntheticGguf() { return test::syntheticGgufBytes("qwen2moe"); }
-
-DownloadTimings fastTimings() {
-  DownloadTimings t;
-  t.backoff_first_ms = 20;
-  t.progress_ms = 20;
-  return t;
-}
-
-}  // namespace
-
 class TestDownloadDiskSpace : public QObject {
   Q_OBJECT
 
   QTemporaryDir dir_;
-  QByteArray body_ = syntheticGguf();
+  QByteArray body_ = test::syntheticGgufBytes("qwen2moe");
 
  private slots:
   void realProbe() {
@@ -56,7 +44,7 @@ class TestDownloadDiskSpace : public QObject {
     AppDatabase db = AppDatabase::open((dir_.path() + "/known.db").toStdString());
     DownloadStore store(db);
     ModelRegistry registry(db);
-    DownloadManager dm(store, &registry, fastTimings());
+    DownloadManager dm(store, &registry, test::quickDownloadTimings());
     qint64 free_bytes = body_.size();  // smaller than the file plus the margin
     dm.setFreeSpaceProbe([&](const QString&) { return free_bytes; });
     QSignalSpy failed(&dm, &DownloadManager::failed);
@@ -86,7 +74,7 @@ class TestDownloadDiskSpace : public QObject {
     QVERIFY(server.start());
     AppDatabase db = AppDatabase::open((dir_.path() + "/unknown.db").toStdString());
     DownloadStore store(db);
-    DownloadManager dm(store, nullptr, fastTimings());
+    DownloadManager dm(store, nullptr, test::quickDownloadTimings());
     qint64 free_bytes = 1000;
     dm.setFreeSpaceProbe([&](const QString&) { return free_bytes; });
     QSignalSpy failed(&dm, &DownloadManager::failed);

@@ -13,6 +13,7 @@
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/file_hasher.h"
+#include "download_timings.h"
 #include "http_test_server.h"
 #include "models/synthetic_model.h"
 #include "synthetic_gguf.h"
@@ -22,13 +23,9 @@ using moe::test::HttpTestServer;
 
 namespace {
 
-QByteArray syntheticGguf() { return test::syntheticGgufBytes("llama"); }
-
 DownloadTimings fastTimings() {
-  DownloadTimings t;
-  t.backoff_first_ms = 20;
-  t.progress_ms = 20;
-  t.persist_ms = 20;
+  DownloadTimings t = test::quickDownloadTimings();
+  t.persist_ms = 20;  // the restart checks read what was persisted
   return t;
 }
 
@@ -38,7 +35,7 @@ class TestDownloadRestart : public QObject {
   Q_OBJECT
 
   QTemporaryDir dir_;
-  QByteArray body_ = syntheticGguf();
+  QByteArray body_ = test::syntheticGgufBytes("llama");
 
  private slots:
   void queueSurvivesANewManager() {

@@ -64,14 +64,6 @@ struct Errors {
   }
 };
 
-std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
 // A device copy of a host vector, freed with the backend.
 struct DeviceFloats {
   Backend& be;

@@ -1,0 +1,17 @@
+// DownloadManager timings for tests: retries and progress reports every 20 ms
+// instead of seconds, so failure paths run fast. Tests that need more (stall
+// detection, persisting) set those fields on top.
+#pragma once
+
+#include "app/qt/download_manager.h"
+
+namespace moe::test {
+
+inline DownloadTimings quickDownloadTimings() {
+  DownloadTimings t;
+  t.backoff_first_ms = 20;
+  t.progress_ms = 20;
+  return t;
+}
+
+}  // namespace moe::test
