@@ -1,0 +1,294 @@
+// Activation quantisers, the portable dot kernels (the definition the SIMD kernels
+// are tested against bit for bit) and the choice of instruction set.
+#include "models/quant_dot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "models/quant.h"
+#include "models/quant_dot_kernels.h"
+
+namespace moe::quant {
+namespace {
+
+using gguf::TensorType;
+using namespace layout;
+using namespace dot;
+
+// ---------------------------------------------------------------------------
+// Activation quantisers. Rounding: nearbyint (ties to even, the default mode),
+// which is what the SIMD paths' round instructions do too.
+
+void quantizeQ8_0Block(const float* x, uint8_t* blk) {  // x: [32]
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  storeU16(blk, fp32ToFp16(d));
+  auto* q = reinterpret_cast<int8_t*>(blk + 2);
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+}
+
+void quantizeQ8_KBlock(const float* x, uint8_t* blk) {  // x: [256]
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kBlockQK; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  auto* q = reinterpret_cast<int8_t*>(blk + 4);
+  float d = 0.0f;
+  if (amax != 0.0f) {
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kBlockQK; ++j)
+      q[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * x[j])));
+    d = 1.0f / iscale;
+  } else {
+    std::memset(q, 0, kBlockQK);
+  }
+  std::memcpy(blk, &d, sizeof d);
+  for (int g = 0; g < 16; ++g) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += q[16 * g + j];
+    const auto s16 = static_cast<int16_t>(s);
+    std::memcpy(blk + 260 + 2 * g, &s16, sizeof s16);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Portable kernels: one (row, activation) pair at a time, exactly as quant_dot.h
+// defines the sum.
+
+using Lanes = float[8];
+
+void dotQ8_0Block(const int8_t* w, float dw, const uint8_t* xb, Lanes acc) {  // w: [32]
+  const float s = dw * fp16ToFp32(loadU16(xb));
+  const auto* x = reinterpret_cast<const int8_t*>(xb + 2);
+  for (int l = 0; l < 8; ++l) {
+    int p = 0;
+    for (int i = 4 * l; i < 4 * l + 4; ++i) p += w[i] * x[i];
+    acc[l] = std::fma(s, static_cast<float>(p), acc[l]);
+  }
+}
+
+float pairQ8_0(const uint8_t* row, const uint8_t* act, int64_t n) {
+  Lanes acc = {};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = row + b * kQ8_0Bytes;
+    dotQ8_0Block(reinterpret_cast<const int8_t*>(wb + 2), fp16ToFp32(loadU16(wb)), act + b * kQ8_0ActBytes,
+                 acc);
+  }
+  return reduceLanes(acc);
+}
+
+float pairQ4_0(const uint8_t* row, const uint8_t* act, int64_t n) {
+  Lanes acc = {};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = row + b * kQ4_0Bytes;
+    int8_t w[32];
+    for (int j = 0; j < 16; ++j) {
+      w[j] = static_cast<int8_t>((wb[2 + j] & 15) - 8);
+      w[j + 16] = static_cast<int8_t>((wb[2 + j] >> 4) - 8);
+    }
+    dotQ8_0Block(w, fp16ToFp32(loadU16(wb)), act + b * kQ8_0ActBytes, acc);
+  }
+  return reduceLanes(acc);
+}
+
+// Q4_K (qh == nullptr) and Q5_K: the 4-bit nibbles at qs, the fifth bit in qh.
+float pairQ45_K(const uint8_t* row, const uint8_t* act, int64_t n, bool five) {
+  Lanes acc = {};
+  const int bytes = five ? kQ5_KBytes : kQ4_KBytes;
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * bytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const uint8_t* qh = five ? wb + 16 : nullptr;
+    const uint8_t* qs = wb + (five ? 48 : 16);
+    const int8_t* x = q8kQuants(xb);
+    int32_t p[8] = {}, mn[8] = {};
+    for (int j = 0; j < kSubBlocks; ++j) {
+      int sc = 0, m = 0;
+      scaleMinK4(wb + 4, j, sc, m);
+      for (int l = 0; l < 8; ++l) {
+        int s = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) {
+          int q = (qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+          if (qh) q |= ((qh[i] >> j) & 1) << 4;
+          s += q * x[32 * j + i];
+        }
+        p[l] += sc * s;
+      }
+      const int sum = loadI16(q8kSums(xb) + 4 * j) + loadI16(q8kSums(xb) + 4 * j + 2);
+      mn[j] = m * sum;
+    }
+    const float dx = q8kScale(xb);
+    const float s = fp16ToFp32(loadU16(wb)) * dx;
+    const float sm = -(fp16ToFp32(loadU16(wb + 2)) * dx);
+    for (int l = 0; l < 8; ++l) {
+      acc[l] = std::fma(s, static_cast<float>(p[l]), acc[l]);
+      acc[l] = std::fma(sm, static_cast<float>(mn[l]), acc[l]);
+    }
+  }
+  return reduceLanes(acc);
+}
+
+float pairQ6_K(const uint8_t* row, const uint8_t* act, int64_t n) {
+  Lanes acc = {};
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * kQ6_KBytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const int8_t* x = q8kQuants(xb);
+    const auto* scales = reinterpret_cast<const int8_t*>(wb + 192);
+    int32_t p[8] = {};
+    for (int j = 0; j < kSubBlocks; ++j) {
+      const Q6Sub sub = q6Sub(wb, j);
+      for (int l = 0; l < 8; ++l) {
+        int s = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) {
+          const int q = ((sub.ql[i] >> sub.ql_shift) & 15) | (((sub.qh[i] >> sub.qh_shift) & 3) << 4);
+          s += q * x[32 * j + i];
+        }
+        p[l] += sub.sc[l / 4] * s;
+      }
+    }
+    for (int l = 0; l < 8; ++l)
+      p[l] -= 32 * (scales[2 * l] * loadI16(q8kSums(xb) + 4 * l) +
+                    scales[2 * l + 1] * loadI16(q8kSums(xb) + 4 * l + 2));
+    const float s = fp16ToFp32(loadU16(wb + 208)) * q8kScale(xb);
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(s, static_cast<float>(p[l]), acc[l]);
+  }
+  return reduceLanes(acc);
+}
+
+float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
+  switch (t) {
+    case TensorType::Q8_0: return pairQ8_0(row, act, n);
+    case TensorType::Q4_0: return pairQ4_0(row, act, n);
+    case TensorType::Q4_K: return pairQ45_K(row, act, n, false);
+    case TensorType::Q5_K: return pairQ45_K(row, act, n, true);
+    case TensorType::Q6_K: return pairQ6_K(row, act, n);
+    default: throwUnsupported(t, "dotTile");
+  }
+}
+
+template <TensorType Type, int R, int T>
+void portableTile(const TileArgs& a) {
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r)
+      a.y[t * a.y_stride + r] = pairPortable(Type, a.rows + r * a.row_bytes, a.act + t * a.act_stride, a.n);
+}
+
+template <TensorType Type>
+constexpr TileTable portableTableOf() {
+  return {{{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>},
+           {portableTile<Type, 2, 1>, portableTile<Type, 2, 2>},
+           {portableTile<Type, 4, 1>, portableTile<Type, 4, 2>}}};
+}
+
+const TileTable* tableFor(DotIsa isa, TensorType t) {
+  switch (isa) {
+    case DotIsa::Portable: return portableTable(t);
+    case DotIsa::Avx2: return cpuHasAvx2() ? avx2Table(t) : nullptr;
+    case DotIsa::Avx512: return cpuHasAvx512() ? avx512Table(t) : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+namespace dot {
+const TileTable* portableTable(TensorType t) {
+  static constexpr TileTable q8_0 = portableTableOf<TensorType::Q8_0>();
+  static constexpr TileTable q4_0 = portableTableOf<TensorType::Q4_0>();
+  static constexpr TileTable q4_k = portableTableOf<TensorType::Q4_K>();
+  static constexpr TileTable q5_k = portableTableOf<TensorType::Q5_K>();
+  static constexpr TileTable q6_k = portableTableOf<TensorType::Q6_K>();
+  switch (t) {
+    case TensorType::Q8_0: return &q8_0;
+    case TensorType::Q4_0: return &q4_0;
+    case TensorType::Q4_K: return &q4_k;
+    case TensorType::Q5_K: return &q5_k;
+    case TensorType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+}  // namespace dot
+
+ActivationFormat activationFormat(gguf::TensorType weights) {
+  switch (weights) {
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16: return ActivationFormat::None;
+    case TensorType::Q8_0:
+    case TensorType::Q4_0: return ActivationFormat::Q8_0;
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K: return ActivationFormat::Q8_K;
+    default: throwUnsupported(weights, "activationFormat");
+  }
+}
+
+size_t activationRowBytes(ActivationFormat f, int64_t n) {
+  switch (f) {
+    case ActivationFormat::None: return static_cast<size_t>(n) * sizeof(float);
+    case ActivationFormat::Q8_0: return static_cast<size_t>(n / 32) * kQ8_0ActBytes;
+    case ActivationFormat::Q8_K: return static_cast<size_t>(n / kBlockQK) * kQ8_KActBytes;
+  }
+  return 0;
+}
+
+void quantizeActivations(ActivationFormat f, const float* x, int64_t n, uint8_t* dst) {
+  switch (f) {
+    case ActivationFormat::None: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
+    case ActivationFormat::Q8_0:
+      if (n % 32) throw std::invalid_argument("quantizeActivations: Q8_0 rows are whole blocks of 32");
+      for (int64_t b = 0; b < n / 32; ++b) quantizeQ8_0Block(x + 32 * b, dst + b * kQ8_0ActBytes);
+      return;
+    case ActivationFormat::Q8_K:
+      if (n % kBlockQK) throw std::invalid_argument("quantizeActivations: Q8_K rows are whole blocks of 256");
+      for (int64_t b = 0; b < n / kBlockQK; ++b) quantizeQ8_KBlock(x + kBlockQK * b, dst + b * kQ8_KActBytes);
+      return;
+  }
+}
+
+bool dotIsaAvailable(DotIsa isa) { return tableFor(isa, TensorType::Q8_0) != nullptr; }
+
+DotIsa bestDotIsa() {
+  static const DotIsa best = dotIsaAvailable(DotIsa::Avx512) ? DotIsa::Avx512
+                             : dotIsaAvailable(DotIsa::Avx2) ? DotIsa::Avx2
+                                                             : DotIsa::Portable;
+  return best;
+}
+
+const char* dotIsaName(DotIsa isa) {
+  switch (isa) {
+    case DotIsa::Portable: return "portable";
+    case DotIsa::Avx2: return "avx2";
+    case DotIsa::Avx512: return "avx512-vnni";
+  }
+  return "?";
+}
+
+void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr, const uint8_t* act,
+             size_t act_stride, int nt, int64_t n, float* y, size_t y_stride) {
+  if (activationFormat(t) == ActivationFormat::None) throwUnsupported(t, "dotTile (a float type)");
+  checkLength(t, n, "dotTile");
+  const TileTable* table = tableFor(isa, t);
+  if (!table)
+    throw std::invalid_argument(std::string("dotTile: the ") + dotIsaName(isa) +
+                                " kernels cannot run on this CPU or build");
+  if (nr <= 0 || nt <= 0) return;
+  runTiles(*table, TileArgs{rows, row_bytes, act, act_stride, n, y, y_stride}, nr, nt);
+}
+
+float dotQuantized(DotIsa isa, gguf::TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
+  float y = 0.0f;
+  dotTile(isa, t, row, 0, 1, act, 0, 1, n, &y, 0);
+  return y;
+}
+
+}  // namespace moe::quant

@@ -1,0 +1,70 @@
+// Integer dot products of quantised weight rows with quantised activations, the
+// arithmetic of the GGUF family's "vec_dot" types: activations are quantised once
+// per matmul to 8-bit blocks, then every weight row is dotted with them in integers
+// and scaled per block.
+//
+//   weights        activations (ActivationFormat)
+//   Q8_0, Q4_0     Q8_0 blocks of 32: { f16 d; int8 q[32] }, d = amax/127
+//   Q4_K/Q5_K/Q6_K Q8_K blocks of 256: { f32 d; int8 q[256]; int16 bsums[16] },
+//                  d = -max/127 where max is the signed element of largest magnitude
+//                  (the first one), bsums = sums of 16 consecutive q
+//   (ggml-common.h block_q8_0 / block_q8_K and quantize_row_q8_0_ref /
+//   quantize_row_q8_K_ref define these layouts and scales; rounding here is to
+//   nearest, ties to even, on every code path.)
+//
+// The summation is defined once, so every code path (portable, AVX2, AVX-512 VNNI)
+// and every tile shape gives the same bits for a (row, activation) pair:
+//   8 float lanes acc[l], zero at the start; per weight block (32 elements for
+//   Q8_0/Q4_0, 256 for the K-quants) one exact int32 per lane:
+//     Q8_0/Q4_0: p[l] = sum of w*x over elements 4l..4l+3 (w = q, or nibble - 8)
+//                acc[l] = fma(dw*dx, p[l], acc[l])
+//     Q4_K/Q5_K: p[l] = sum over sub-blocks j of sc_j * (sum of q*x over elements
+//                32j+4l..32j+4l+3); mn[l] = m_l * (sum of x in sub-block l)
+//                acc[l] = fma(d*dx, p[l], acc[l]); acc[l] = fma(-(dmin*dx), mn[l], acc[l])
+//     Q6_K:      p[l] = sum over sub-blocks j of sc[2j + l/4] * (sum of q*x, q in 0..63,
+//                over elements 32j+4l..+3) - 32 * (sc[2l]*bsums[2l] + sc[2l+1]*bsums[2l+1])
+//                acc[l] = fma(d*dx, p[l], acc[l])
+//   result = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
+// The integers are exact; every float operation is a single IEEE rounding (fma
+// included), so the bits depend only on the data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "models/gguf.h"
+
+namespace moe::quant {
+
+enum class ActivationFormat { None, Q8_0, Q8_K };
+
+// The activation format a weight type is dotted with; None: F32/F16/BF16 (dotted in
+// float by dotRow). Throws std::invalid_argument for types not computed.
+ActivationFormat activationFormat(gguf::TensorType weights);
+
+inline constexpr int kQ8_0ActBytes = 34;   // per 32 elements
+inline constexpr int kQ8_KActBytes = 292;  // per 256 elements: 4 + 256 + 2 * 16
+
+// Bytes of one quantised activation row of n elements (n a whole number of blocks).
+size_t activationRowBytes(ActivationFormat f, int64_t n);
+
+// x: [n] -> dst: activationRowBytes(f, n) bytes.
+void quantizeActivations(ActivationFormat f, const float* x, int64_t n, uint8_t* dst);
+
+// Instruction sets the dot kernels exist for; the best the CPU has is used unless a
+// test or the bench asks for one.
+enum class DotIsa { Portable, Avx2, Avx512 };
+bool dotIsaAvailable(DotIsa isa);
+DotIsa bestDotIsa();
+const char* dotIsaName(DotIsa isa);
+
+// A tile of dot products: y[t * y_stride + r] = row r . activation t for r < nr,
+// t < nt. rows: nr rows of type t, row_bytes apart, n elements each; act: nt
+// activation rows in activationFormat(t), act_stride bytes apart. Any nr, nt >= 0.
+void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr, const uint8_t* act,
+             size_t act_stride, int nt, int64_t n, float* y, size_t y_stride);
+
+// One (row, activation) pair: dotTile with nr = nt = 1.
+float dotQuantized(DotIsa isa, gguf::TensorType t, const uint8_t* row, const uint8_t* act, int64_t n);
+
+}  // namespace moe::quant

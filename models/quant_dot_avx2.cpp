@@ -1,0 +1,278 @@
+// AVX2 dot kernels (maddubs/madd integer products, FMA scaling), bit-identical to
+// the portable ones: the integer lanes are those of quant_dot.h and the float steps
+// the same single roundings. A tile keeps R rows x T activations in registers, so a
+// weight block is loaded and unpacked once for T activations.
+#include "models/quant_dot_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <type_traits>
+
+#define MOECHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define MOECHAT_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace moe::quant::dot {
+namespace {
+
+using namespace layout;
+
+MOECHAT_AVX2_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+MOECHAT_AVX2_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
+
+MOECHAT_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// ---------------------------------------------------------------------------
+// Q8_0 and Q4_0 weights with Q8_0 activations: per block 32 signed weights.
+
+struct WeightsQ8_0 {
+  static constexpr int kBytes = kQ8_0Bytes;
+  MOECHAT_AVX2_INLINE static __m256i load(const uint8_t* blk) { return load32(blk + 2); }
+};
+
+struct WeightsQ4_0 {
+  static constexpr int kBytes = kQ4_0Bytes;
+  MOECHAT_AVX2_INLINE static __m256i load(const uint8_t* blk) {  // nibble - 8, elements in order
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+};
+
+template <class W, int R, int T>
+MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t nb = a.n / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i w[R], aw[R];
+    float dw[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = a.rows + r * a.row_bytes + b * W::kBytes;
+      w[r] = W::load(blk);
+      aw[r] = _mm256_sign_epi8(w[r], w[r]);  // |w| as unsigned bytes (128 for -128)
+      dw[r] = f16(blk);
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
+      const __m256i x = load32(xb + 2);
+      const float dx = f16(xb);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        // sign(x, w) * |w| = w * x; pairs of products fit int16 (<= 2 * 128 * 127).
+        const __m256i p16 = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, w[r]));
+        const __m256i p = _mm256_madd_epi16(p16, ones);  // lane l: elements 4l..4l+3
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * dx), _mm256_cvtepi32_ps(p), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+}
+
+// ---------------------------------------------------------------------------
+// K-quants with Q8_K activations.
+
+// (v >> shift) & mask per byte of 32 bytes, shift <= 7.
+MOECHAT_AVX2_INLINE __m256i bitsOf(const uint8_t* p, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(load32(p), _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Word j of every 128-bit half of v, in all eight words of that half.
+MOECHAT_AVX2_INLINE __m256i broadcastWord(__m256i v, int j) {
+  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+}
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K block (12 packed bytes at s) as bytes:
+// sc[0..8) and m[0..8) in the field order of quant_layout.h's scaleMinK4.
+MOECHAT_AVX2_INLINE void unpackScalesK4(const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t out[4] = {
+      w[0] & low6,                                         // sc 0..3
+      (w[2] & low4) | (((w[0] >> 6) & top2) << 4),         // sc 4..7
+      w[1] & low6,                                         // m 0..3
+      ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)  // m 4..7
+  };
+  std::memcpy(sc, out, 8);
+  std::memcpy(m, out + 2, 8);
+}
+
+template <bool kFive>
+struct WeightsQ45_K {
+  static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  // Per row and block: the scales as words (sub-block j in word j of both halves)
+  // and the min terms' multipliers (m_l in words 2l, 2l+1).
+  struct Block {
+    const uint8_t* blk;
+    __m256i scales, mins;
+    float d, dmin;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    alignas(16) uint8_t sc[8], m[8];
+    unpackScalesK4(blk + 4, sc, m);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+    return {blk, _mm256_broadcastsi128_si256(sc16), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), f16(blk),
+            f16(blk + 2)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {  // sub-block j, 0..31
+    const uint8_t* qs = b.blk + (kFive ? 48 : 16) + 32 * (j / 2);
+    __m256i q = bitsOf(qs, 4 * (j % 2), 15);
+    if constexpr (kFive) q = _mm256_or_si256(q, _mm256_slli_epi16(bitsOf(b.blk + 16, j, 1), 4));
+    return q;
+  }
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return broadcastWord(b.scales, j); }
+};
+
+struct WeightsQ6_K {
+  static constexpr int kBytes = kQ6_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    __m256i lo, hi;  // scales 0..7 / 8..15 as words, in both halves
+    __m256i all;     // the 16 scales as words
+    float d;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+    return {blk, _mm256_permute2x128_si256(s16, s16, 0x00), _mm256_permute2x128_si256(s16, s16, 0x11), s16,
+            f16(blk + 208)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {  // sub-block j, 0..63
+    const Q6Sub s = q6Sub(b.blk, j);
+    return _mm256_or_si256(bitsOf(s.ql, s.ql_shift, 15), _mm256_slli_epi16(bitsOf(s.qh, s.qh_shift, 3), 4));
+  }
+  // Words 0..7 = scale 2j (elements 0..15), words 8..15 = scale 2j + 1.
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) {
+    const __m256i src = j < 4 ? b.lo : b.hi;
+    const int w = 2 * (j % 4);
+    return _mm256_blend_epi32(broadcastWord(src, w), broadcastWord(src, w + 1), 0xf0);
+  }
+};
+
+template <class W, int R, int T>
+MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
+  constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t nb = a.n / kBlockQK;
+  for (int64_t b = 0; b < nb; ++b) {
+    typename W::Block blk[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) blk[r] = W::open(a.rows + r * a.row_bytes + b * W::kBytes);
+    __m256i p[R][T];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) p[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < kSubBlocks; ++j) {
+      __m256i q[R], sc[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        q[r] = W::quants(blk[r], j);
+        sc[r] = W::scale(blk[r], j);
+      }
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)  // q <= 63: pairs of products fit int16
+          p[r][t] = _mm256_add_epi32(p[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], x), sc[r]));
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
+      const __m256i sums = load32(q8kSums(xb));
+      const float dx = q8kScale(xb);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kQ6) {
+          const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk[r].all, sums), 5);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(blk[r].d * dx),
+                                      _mm256_cvtepi32_ps(_mm256_sub_epi32(p[r][t], offset)), acc[r][t]);
+        } else {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(blk[r].d * dx), _mm256_cvtepi32_ps(p[r][t]), acc[r][t]);
+          const __m256i mn = _mm256_madd_epi16(blk[r].mins, sums);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(-(blk[r].dmin * dx)), _mm256_cvtepi32_ps(mn), acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+}
+
+template <template <class, int, int> class K, class W>
+struct Table {
+  static constexpr TileTable value = {{{K<W, 1, 1>::run, K<W, 1, 2>::run},
+                                       {K<W, 2, 1>::run, K<W, 2, 2>::run},
+                                       {K<W, 4, 1>::run, K<W, 4, 2>::run}}};
+};
+
+template <class W, int R, int T>
+struct Blocks32 {
+  static void run(const TileArgs& a) { tileBlocks32<W, R, T>(a); }
+};
+
+template <class W, int R, int T>
+struct BlocksK {
+  static void run(const TileArgs& a) { tileBlocksK<W, R, T>(a); }
+};
+
+}  // namespace
+
+bool cpuHasAvx2() {
+  static const bool ok = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return ok;
+}
+
+const TileTable* avx2Table(TensorType t) {
+  switch (t) {
+    case TensorType::Q8_0: return &Table<Blocks32, WeightsQ8_0>::value;
+    case TensorType::Q4_0: return &Table<Blocks32, WeightsQ4_0>::value;
+    case TensorType::Q4_K: return &Table<BlocksK, WeightsQ45_K<false>>::value;
+    case TensorType::Q5_K: return &Table<BlocksK, WeightsQ45_K<true>>::value;
+    case TensorType::Q6_K: return &Table<BlocksK, WeightsQ6_K>::value;
+    default: return nullptr;
+  }
+}
+
+}  // namespace moe::quant::dot
+
+#else  // not x86
+
+namespace moe::quant::dot {
+bool cpuHasAvx2() { return false; }
+const TileTable* avx2Table(TensorType) { return nullptr; }
+}  // namespace moe::quant::dot
+
+#endif

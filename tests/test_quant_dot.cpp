@@ -1,0 +1,323 @@
+// The integer dot kernels (models/quant_dot.h): the activation quantisers field by
+// field, every kernel against a double-precision sum of the same quantised values,
+// and every instruction set this CPU can run bit for bit against the portable
+// kernels, for odd tile shapes (rows and activations not multiples of the tile, one
+// activation, 511 activations), also through the CPU backend's matmul.
+#include <QtTest/QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "inference/cpu/cpu_backend.h"
+#include "models/gguf.h"
+#include "models/quant.h"
+#include "models/quant_dot.h"
+
+using moe::gguf::TensorType;
+namespace quant = moe::quant;
+using quant::ActivationFormat;
+using quant::DotIsa;
+
+namespace {
+
+const TensorType kTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K};
+
+std::vector<DotIsa> availableIsas() {
+  std::vector<DotIsa> isas;
+  for (DotIsa isa : {DotIsa::Portable, DotIsa::Avx2, DotIsa::Avx512})
+    if (quant::dotIsaAvailable(isa)) isas.push_back(isa);
+  return isas;
+}
+
+struct Operands {
+  int64_t n = 0;
+  size_t row_bytes = 0, act_bytes = 0;
+  std::vector<uint8_t> rows;  // [nr][row_bytes]
+  std::vector<uint8_t> act;   // [nt][act_bytes]
+};
+
+Operands makeOperands(TensorType t, int nr, int nt, int64_t n, uint32_t seed) {
+  Operands o;
+  o.n = n;
+  o.row_bytes = moe::gguf::rowBytes(t, n);
+  const auto format = quant::activationFormat(t);
+  o.act_bytes = quant::activationRowBytes(format, n);
+  const auto w = randomFloats(size_t(nr) * n, seed);
+  const auto x = randomFloats(size_t(nt) * n, seed + 1, -3.0f, 3.0f);
+  o.rows.resize(o.row_bytes * nr);
+  o.act.resize(o.act_bytes * nt);
+  for (int r = 0; r < nr; ++r) quant::quantizeRow(t, w.data() + r * n, o.rows.data() + r * o.row_bytes, n);
+  for (int i = 0; i < nt; ++i)
+    quant::quantizeActivations(format, x.data() + i * n, n, o.act.data() + i * o.act_bytes);
+  return o;
+}
+
+// The values a quantised activation row stands for.
+std::vector<float> activationValues(ActivationFormat f, const uint8_t* act, int64_t n) {
+  std::vector<float> v(n);
+  if (f == ActivationFormat::Q8_0) {  // the same layout as a Q8_0 weight row
+    quant::dequantizeRow(TensorType::Q8_0, act, v.data(), n);
+    return v;
+  }
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = act + b * quant::kQ8_KActBytes;
+    float d;
+    std::memcpy(&d, blk, 4);
+    for (int j = 0; j < 256; ++j) v[b * 256 + j] = d * float(int8_t(blk[4 + j]));
+  }
+  return v;
+}
+
+std::vector<float> tile(DotIsa isa, TensorType t, const Operands& o, int nr, int nt) {
+  std::vector<float> y(size_t(nr) * nt, NAN);
+  quant::dotTile(isa, t, o.rows.data(), o.row_bytes, nr, o.act.data(), o.act_bytes, nt, o.n, y.data(), nr);
+  return y;
+}
+
+}  // namespace
+
+class TestQuantDot : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QString names;
+    for (DotIsa isa : availableIsas()) names += QString(quant::dotIsaName(isa)) + " ";
+    qInfo("instruction sets this CPU runs: %s(best: %s)", qPrintable(names), quant::dotIsaName(quant::bestDotIsa()));
+    QVERIFY(quant::dotIsaAvailable(DotIsa::Portable));
+    QVERIFY(quant::dotIsaAvailable(quant::bestDotIsa()));
+  }
+
+  // ---- activation quantisers -------------------------------------------------
+
+  void q8_0Activations() {
+    // d = f16(amax / 127), q = x / d rounded to nearest (the unrounded d divides).
+    std::vector<float> x(64);
+    for (int i = 0; i < 64; ++i) x[i] = 0.25f * float(i - 20);
+    std::vector<uint8_t> blk(quant::activationRowBytes(ActivationFormat::Q8_0, 64));
+    QCOMPARE(blk.size(), size_t{68});
+    quant::quantizeActivations(ActivationFormat::Q8_0, x.data(), 64, blk.data());
+    const float d0 = 5.0f / 127.0f;  // block 0: amax = |x[0]| = 5
+    uint16_t h;
+    std::memcpy(&h, blk.data(), 2);
+    QCOMPARE(h, quant::fp32ToFp16(d0));
+    for (int j = 0; j < 32; ++j) QCOMPARE(int(int8_t(blk[2 + j])), int(std::nearbyint(x[j] * (1.0f / d0))));
+    QCOMPARE(int(int8_t(blk[2])), -127);
+  }
+
+  void q8_KActivations() {
+    // The signed element of largest magnitude maps to -127 (d = -max / 127, so d is
+    // negative when that element is positive); bsums are the sums of 16 quants.
+    std::vector<float> x(512);
+    for (int i = 0; i < 512; ++i) x[i] = std::sin(0.37f * float(i)) * (i < 256 ? 2.0f : -0.5f);
+    x[100] = 4.0f;   // block 0's largest: positive
+    x[300] = -1.5f;  // block 1's largest: negative
+    x[301] = 1.5f;   // same magnitude, later: the first one counts
+    std::vector<uint8_t> act(quant::activationRowBytes(ActivationFormat::Q8_K, 512));
+    QCOMPARE(act.size(), size_t{2 * 292});
+    quant::quantizeActivations(ActivationFormat::Q8_K, x.data(), 512, act.data());
+    for (int b = 0; b < 2; ++b) {
+      const uint8_t* blk = act.data() + b * 292;
+      float d;
+      std::memcpy(&d, blk, 4);
+      const float max = b == 0 ? 4.0f : -1.5f;
+      QCOMPARE(d, 1.0f / (-127.0f / max));
+      QCOMPARE(int(int8_t(blk[4 + (b == 0 ? 100 : 300 - 256)])), -127);
+      for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) sum += int8_t(blk[4 + 16 * g + j]);
+        int16_t stored;
+        std::memcpy(&stored, blk + 260 + 2 * g, 2);
+        QCOMPARE(int(stored), sum);
+      }
+    }
+    QCOMPARE(int(int8_t(act[292 + 4 + 45])), 127);  // x[301] = -max: +127, no overflow
+    std::vector<float> zeros(256, 0.0f);
+    quant::quantizeActivations(ActivationFormat::Q8_K, zeros.data(), 256, act.data());
+    for (int i = 0; i < 292; ++i) QCOMPARE(int(act[i]), 0);
+  }
+
+  void activationFormats() {
+    QCOMPARE(quant::activationFormat(TensorType::F16), ActivationFormat::None);
+    QCOMPARE(quant::activationFormat(TensorType::Q4_0), ActivationFormat::Q8_0);
+    QCOMPARE(quant::activationFormat(TensorType::Q6_K), ActivationFormat::Q8_K);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::activationFormat(TensorType::Q3_K));
+    std::vector<float> x(100);
+    std::vector<uint8_t> out(1000);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             quant::quantizeActivations(ActivationFormat::Q8_K, x.data(), 100, out.data()));
+  }
+
+  // ---- kernels ---------------------------------------------------------------
+
+  void matchesDoubleSum_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("n");
+    for (TensorType t : kTypes)
+      for (int n : {256, 768, 4096}) QTest::addRow("%s/%d", moe::gguf::tensorTypeName(t), n) << int(t) << n;
+  }
+
+  void matchesDoubleSum() {
+    // Integer products are exact, so the kernels differ from the double sum of the
+    // dequantised weights times the dequantised activations only by float rounding
+    // of the per-block scaling and accumulation: within 1e-6 of sum |w x|.
+    QFETCH(int, type);
+    QFETCH(int, n);
+    const auto t = TensorType(type);
+    const int nr = 5, nt = 3;
+    const Operands o = makeOperands(t, nr, nt, n, 40 + n);
+    for (DotIsa isa : availableIsas()) {
+      const auto y = tile(isa, t, o, nr, nt);
+      for (int i = 0; i < nt; ++i) {
+        const auto x = activationValues(quant::activationFormat(t), o.act.data() + i * o.act_bytes, n);
+        for (int r = 0; r < nr; ++r) {
+          std::vector<float> w(n);
+          quant::dequantizeRow(t, o.rows.data() + r * o.row_bytes, w.data(), n);
+          double exact = 0, magnitude = 0;
+          for (int k = 0; k < n; ++k) {
+            exact += double(w[k]) * x[k];
+            magnitude += std::fabs(double(w[k]) * x[k]);
+          }
+          const double err = std::fabs(y[i * nr + r] - exact);
+          QVERIFY2(err <= 1e-6 * magnitude, qPrintable(QStringLiteral("%1 row %2 act %3: %4 vs %5")
+                                                           .arg(quant::dotIsaName(isa))
+                                                           .arg(r)
+                                                           .arg(i)
+                                                           .arg(y[i * nr + r])
+                                                           .arg(exact)));
+        }
+      }
+    }
+  }
+
+  void everyIsaAndTileGivesTheSameBits_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("nr");
+    QTest::addColumn<int>("nt");
+    QTest::addColumn<int>("n");
+    for (TensorType t : kTypes) {
+      const char* name = moe::gguf::tensorTypeName(t);
+      for (int nr : {1, 2, 3, 4, 5, 7, 17})
+        for (int nt : {1, 2, 3, 5}) QTest::addRow("%s/%dx%d", name, nr, nt) << int(t) << nr << nt << 512;
+      QTest::addRow("%s/67x511", name) << int(t) << 67 << 511 << 256;
+      QTest::addRow("%s/3x1 wide", name) << int(t) << 3 << 1 << 11 * 256;
+    }
+  }
+
+  void everyIsaAndTileGivesTheSameBits() {
+    QFETCH(int, type);
+    QFETCH(int, nr);
+    QFETCH(int, nt);
+    QFETCH(int, n);
+    const auto t = TensorType(type);
+    const Operands o = makeOperands(t, nr, nt, n, 7 * nr + nt);
+    // The definition: each pair alone on the portable kernels.
+    std::vector<float> pairs(size_t(nr) * nt);
+    for (int i = 0; i < nt; ++i)
+      for (int r = 0; r < nr; ++r)
+        pairs[i * nr + r] = quant::dotQuantized(DotIsa::Portable, t, o.rows.data() + r * o.row_bytes,
+                                                o.act.data() + i * o.act_bytes, n);
+    for (DotIsa isa : availableIsas()) {
+      const auto y = tile(isa, t, o, nr, nt);
+      for (size_t i = 0; i < y.size(); ++i)
+        if (y[i] != pairs[i])
+          QFAIL(qPrintable(QStringLiteral("%1: output %2 (row %3, act %4) %5 != portable pair %6")
+                               .arg(quant::dotIsaName(isa))
+                               .arg(i)
+                               .arg(i % nr)
+                               .arg(i / nr)
+                               .arg(double(y[i]), 0, 'g', 9)
+                               .arg(double(pairs[i]), 0, 'g', 9)));
+    }
+  }
+
+  void extremeValuesStayExact() {
+    // The largest integer partial sums the layouts allow (all quants at their
+    // extremes, activations at +-127) must not saturate a 16-bit step: the result
+    // equals the double sum exactly (every term and partial sum is an exact float).
+    for (TensorType t : kTypes) {
+      const int64_t n = 256;
+      Operands o;
+      o.n = n;
+      o.row_bytes = moe::gguf::rowBytes(t, n);
+      o.rows.assign(o.row_bytes, 0xff);  // every quant, scale and min at its largest code
+      // Scales of 1.0 (f16 0x3C00) where the layout keeps them.
+      auto putF16 = [&](size_t at) { o.rows[at] = 0x00, o.rows[at + 1] = 0x3C; };
+      if (t == TensorType::Q8_0 || t == TensorType::Q4_0)
+        for (size_t b = 0; b < o.row_bytes; b += (t == TensorType::Q8_0 ? 34 : 18)) putF16(b);
+      if (t == TensorType::Q8_0)  // int8 -128 is the extreme of a Q8_0 quant
+        for (size_t b = 0; b < o.row_bytes; b += 34) std::memset(&o.rows[b + 2], 0x80, 32);
+      if (t == TensorType::Q4_K || t == TensorType::Q5_K) putF16(0), putF16(2);
+      if (t == TensorType::Q6_K) {
+        putF16(208);
+        std::memset(&o.rows[192], 0x80, 16);  // scales -128
+      }
+      const std::vector<float> x(n, 1.0f);  // activations of magnitude 127 after quantisation
+      const auto format = quant::activationFormat(t);
+      o.act_bytes = quant::activationRowBytes(format, n);
+      o.act.resize(o.act_bytes);
+      quant::quantizeActivations(format, x.data(), n, o.act.data());
+      std::vector<float> w(n);
+      quant::dequantizeRow(t, o.rows.data(), w.data(), n);
+      const auto xv = activationValues(format, o.act.data(), n);
+      double exact = 0;
+      for (int k = 0; k < n; ++k) exact += double(w[k]) * xv[k];
+      for (DotIsa isa : availableIsas()) {
+        const float y = quant::dotQuantized(isa, t, o.rows.data(), o.act.data(), n);
+        QVERIFY2(std::fabs(y - exact) <= 1e-6 * std::fabs(exact),
+                 qPrintable(QStringLiteral("%1 %2: %3 vs %4")
+                                .arg(moe::gguf::tensorTypeName(t), quant::dotIsaName(isa))
+                                .arg(y)
+                                .arg(exact)));
+      }
+    }
+  }
+
+  void unavailableIsaOrFloatTypeIsRefused() {
+    const Operands o = makeOperands(TensorType::Q8_0, 1, 1, 32, 1);
+    float y = 0;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             quant::dotTile(DotIsa::Portable, TensorType::F16, o.rows.data(), 64, 1, o.act.data(),
+                                            128, 1, 32, &y, 1));
+    for (DotIsa isa : {DotIsa::Avx2, DotIsa::Avx512})
+      if (!quant::dotIsaAvailable(isa))
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::dotQuantized(isa, TensorType::Q8_0, o.rows.data(),
+                                                                             o.act.data(), 32));
+  }
+
+  // ---- through the backend ---------------------------------------------------
+
+  void backendMatmulIsTheSameOnEveryIsa() {
+    // 511 tokens (odd, more than one token block) and 37 rows (not a multiple of the
+    // row tile) on 3 threads: every instruction set gives the portable bits, and a
+    // batch gives what one-token calls give.
+    for (TensorType t : kTypes) {
+      const int rows = 37, cols = 512, n_tokens = 511;
+      const Operands o = makeOperands(t, rows, 0, cols, 3);
+      const moe::WeightView w{t, o.rows.data(), cols, rows, o.row_bytes};
+      const auto x = randomFloats(size_t(n_tokens) * cols, 9, -2.0f, 2.0f);
+      std::vector<float> reference;
+      for (DotIsa isa : availableIsas()) {
+        moe::CpuBackend be(3);
+        be.setDotIsa(isa);
+        std::vector<float> y(size_t(n_tokens) * rows);
+        be.matmul(w, x.data(), y.data(), n_tokens);
+        if (reference.empty()) {
+          reference = y;
+          for (int tok : {0, 200, 510}) {
+            std::vector<float> one(rows);
+            be.matmul(w, x.data() + size_t(tok) * cols, one.data(), 1);
+            for (int r = 0; r < rows; ++r) QCOMPARE(y[size_t(tok) * rows + r], one[r]);
+          }
+        }
+        QVERIFY2(y == reference, quant::dotIsaName(isa));
+      }
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestQuantDot)
+#include "test_quant_dot.moc"
