@@ -62,7 +62,7 @@ class Backend {
   virtual void synchronize() = 0;
 };
 
-// threads <= 0: one per hardware thread.
+// threads <= 0: one per physical core (physicalCores() in inference/cpu/thread_pool.h).
 std::unique_ptr<Backend> makeCpuBackend(int threads = 0);
 
 }  // namespace moe

@@ -4,6 +4,7 @@
 // take that long in wall time and overlap shows); with --backend cuda the cache
 // is device memory, copies cross the real link, and the bound uses its measured
 // bandwidth.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -145,6 +146,7 @@ SessionOptions benchModel(const Args& args) {
 }  // namespace
 
 int runBench(const std::vector<std::string>& argv) {
+  if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt"});

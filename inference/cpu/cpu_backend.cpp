@@ -17,9 +17,14 @@ using gguf::TensorType;
 // Below this many multiply-adds a loop runs on the calling thread: waking the
 // pool costs a few microseconds, about what 64K multiply-adds take.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
-// Batched matmul dequantises this many weight rows at a time, then dots them with
-// every token while one token's activations stay in L1.
+// Batched float matmul dequantises this many weight rows at a time, then dots them
+// with every token while one token's activations stay in L1.
 constexpr int64_t kRowTile = 8;
+// Quantised matmul: a thread's unit of work is this many rows (64 bytes of each
+// token's output, so no two threads write one cache line) times a block of tokens
+// (whose quantised activations stay in L2 while the rows are reused for them).
+constexpr int64_t kQuantRowTile = 16;
+constexpr int kQuantTokenBlock = 64;
 
 // A per-thread scratch buffer that only grows (the pool's threads live as long as
 // the backend, so each keeps one buffer).
@@ -110,7 +115,16 @@ CpuBackend::~CpuBackend() {
   for (float* p : allocations_) std::free(p);
 }
 
-std::string CpuBackend::name() const { return "cpu (" + std::to_string(threads()) + " threads)"; }
+std::string CpuBackend::name() const {
+  return "cpu (" + std::to_string(threads()) + " threads, " + quant::dotIsaName(isa_) + ")";
+}
+
+void CpuBackend::setDotIsa(quant::DotIsa isa) {
+  if (!quant::dotIsaAvailable(isa))
+    throw std::invalid_argument(std::string("cpu backend: the ") + quant::dotIsaName(isa) +
+                                " kernels cannot run on this CPU");
+  isa_ = isa;
+}
 
 void CpuBackend::forEach(int64_t n, int64_t work_per_item, const ThreadPool::RangeFn& fn) {
   const int64_t grain = std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, work_per_item));
@@ -171,10 +185,41 @@ void CpuBackend::matmul(const WeightView& w, const float* x, float* y,
                         int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
   checkWeight(w, "matmul");
   if (n_tokens <= 0) return;
-  if (n_tokens == 1)
+  if (quant::activationFormat(w.type) != quant::ActivationFormat::None)
+    matmulQuantized(w, x, y, n_tokens);
+  else if (n_tokens == 1)
     matmulOneToken(w, x, y);
   else
     matmulBatch(w, x, y, n_tokens);
+}
+
+void CpuBackend::matmulQuantized(const WeightView& w, const float* x, float* y,
+                                 int n_tokens) {  // x: [n_tokens][cols]; y: [n_tokens][rows]
+  const auto format = quant::activationFormat(w.type);
+  const size_t act_bytes = quant::activationRowBytes(format, w.cols);
+  // The calling thread's buffer: the pool's workers only read it during this call.
+  thread_local std::vector<uint8_t> act_buf;
+  if (act_buf.size() < act_bytes * n_tokens) act_buf.resize(act_bytes * n_tokens);
+  uint8_t* act = act_buf.data();  // [n_tokens][act_bytes]
+  forEach(n_tokens, w.cols * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      quant::quantizeActivations(format, x + t * w.cols, w.cols, act + t * act_bytes);
+  });
+  const int64_t row_tiles = (w.rows + kQuantRowTile - 1) / kQuantRowTile;
+  const int64_t token_blocks = (n_tokens + kQuantTokenBlock - 1) / kQuantTokenBlock;
+  const int64_t work = kQuantRowTile * w.cols * std::min(n_tokens, kQuantTokenBlock);
+  forEach(row_tiles * token_blocks, work, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      // Consecutive items share a token block, so a thread's rows meet activations in cache.
+      const int64_t r0 = (item % row_tiles) * kQuantRowTile;
+      const int t0 = static_cast<int>(item / row_tiles) * kQuantTokenBlock;
+      const int nr = static_cast<int>(std::min(kQuantRowTile, w.rows - r0));
+      const int nt = std::min(kQuantTokenBlock, n_tokens - t0);
+      quant::dotTile(isa_, w.type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, nr,
+                     act + static_cast<size_t>(t0) * act_bytes, act_bytes, nt, w.cols,
+                     y + static_cast<size_t>(t0) * w.rows + r0, static_cast<size_t>(w.rows));
+    }
+  });
 }
 
 void CpuBackend::matmulOneToken(const WeightView& w, const float* x,

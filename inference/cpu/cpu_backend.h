@@ -1,7 +1,9 @@
 // The CPU compute backend: host memory, ops on float activations, weights used
-// in place in their file type (F32, F16, BF16, Q8_0, Q4_0) through
-// moe::quant::dotRow. Work is spread over a small persistent thread pool where
-// the op is large enough to pay for the hand-off; small ops run inline.
+// in place in their file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
+// meet activations quantised once per matmul to 8-bit blocks, in integer dot
+// products (models/quant_dot.h); F32/F16/BF16 weights are dotted in float
+// (quant::dotRow). Work is spread over a small persistent thread pool where the op
+// is large enough to pay for the hand-off; small ops run inline.
 #pragma once
 
 #include <cstddef>
@@ -12,16 +14,21 @@
 
 #include "inference/backend.h"
 #include "inference/cpu/thread_pool.h"
+#include "models/quant_dot.h"
 
 namespace moe {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads = 0);  // threads <= 0: hardware_concurrency()
+  explicit CpuBackend(int threads = 0);  // threads <= 0: physicalCores()
   ~CpuBackend() override;
 
   std::string name() const override;
   int threads() const { return pool_.threads(); }
+  // The instruction set of the integer dot kernels: the best the CPU has, unless a
+  // test or the bench picks another (every choice gives the same bits).
+  quant::DotIsa dotIsa() const { return isa_; }
+  void setDotIsa(quant::DotIsa isa);
 
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
   void freeFloats(float* p) override;
@@ -49,8 +56,10 @@ class CpuBackend final : public Backend {
   void forEach(int64_t n, int64_t work_per_item, const ThreadPool::RangeFn& fn);
   void matmulOneToken(const WeightView& w, const float* x, float* y);
   void matmulBatch(const WeightView& w, const float* x, float* y, int n_tokens);
+  void matmulQuantized(const WeightView& w, const float* x, float* y, int n_tokens);
 
   ThreadPool pool_;
+  quant::DotIsa isa_ = quant::bestDotIsa();
   std::mutex alloc_mu_;
   std::unordered_set<float*> allocations_;
 };

@@ -1,6 +1,12 @@
 #include "inference/cpu/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
 #include <utility>
 
 namespace moe {
@@ -10,8 +16,24 @@ namespace {
 thread_local bool t_in_pool_loop = false;
 }  // namespace
 
+int physicalCores() {
+  const int logical = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return logical;
+  std::set<std::string> cores;  // one sibling list per physical core
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+    std::string siblings;
+    if (!std::getline(f, siblings)) return logical;
+    cores.insert(siblings);
+  }
+  return cores.empty() ? logical : static_cast<int>(cores.size());
+}
+
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = physicalCores();
   workers_.reserve(threads - 1);
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
@@ -19,11 +41,28 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
+
+namespace {
+// Polls ready() for up to `micros`; true as soon as it holds.
+template <class Ready>
+bool spinUntil(Ready&& ready, int micros) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+}  // namespace
 
 void ThreadPool::parallelFor(int64_t n, int64_t grain, const RangeFn& fn) {
   if (n <= 0) return;
@@ -33,23 +72,31 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const RangeFn& fn) {
     fn(0, n);
     return;
   }
+  fn_ = &fn;
+  n_ = n;
+  // About four chunks per thread balances uneven rows without many atomics.
+  chunk_ = std::max(grain, (n + 4 * threads() - 1) / (4 * threads()));
+  next_.store(0, std::memory_order_relaxed);
+  pending_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
   {
     std::lock_guard lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    // About four chunks per thread balances uneven rows without many atomics.
-    chunk_ = std::max(grain, (n + 4 * threads() - 1) / (4 * threads()));
-    next_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    pending_workers_ = static_cast<int>(workers_.size());
-    ++generation_;
+    if (sleeping_workers_ > 0) start_cv_.notify_all();
   }
-  start_cv_.notify_all();
   runChunks();
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_workers_ == 0; });
+  waitForWorkers();
   fn_ = nullptr;
+  std::lock_guard lock(mu_);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::waitForWorkers() {
+  auto done = [this] { return pending_workers_.load(std::memory_order_acquire) == 0; };
+  if (spinUntil(done, kSpinMicros)) return;
+  std::unique_lock lock(mu_);
+  caller_sleeping_ = true;
+  done_cv_.wait(lock, done);
+  caller_sleeping_ = false;
 }
 
 void ThreadPool::runChunks() {
@@ -71,18 +118,22 @@ void ThreadPool::runChunks() {
 void ThreadPool::workerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto started = [&] {
+      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spinUntil(started, kSpinMicros)) {
       std::unique_lock lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleeping_workers_;
+      start_cv_.wait(lock, started);
+      --sleeping_workers_;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     runChunks();
-    {
+    if (pending_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mu_);
-      --pending_workers_;
+      if (caller_sleeping_) done_cv_.notify_one();
     }
-    done_cv_.notify_one();
   }
 }
 

@@ -14,9 +14,17 @@
 
 namespace moe {
 
+// Physical cores this process may run on (SMT siblings counted once): memory-bound
+// matmuls gain nothing from a core's second hardware thread. Falls back to
+// hardware_concurrency() where the topology cannot be read.
+int physicalCores();
+
 class ThreadPool {
  public:
-  // threads <= 0: one per hardware thread. threads == 1 runs everything inline.
+  // threads <= 0: physicalCores(). threads == 1 runs everything inline. Between
+  // loops a worker polls for the next one for kSpinMicros (a decode step issues
+  // hundreds of loops of ~50 us each, and waking a sleeping thread costs ~10-20 us),
+  // then sleeps on a condition variable: an idle pool uses no CPU.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -32,24 +40,31 @@ class ThreadPool {
   void parallelFor(int64_t n, int64_t grain, const RangeFn& fn);
 
  private:
+  static constexpr int kSpinMicros = 200;
+
   void workerLoop();
   void runChunks();
+  void waitForWorkers();
 
   std::vector<std::thread> workers_;
   std::mutex loop_mu_;  // one loop at a time
 
-  std::mutex mu_;  // guards the fields below
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  uint64_t generation_ = 0;
-  int pending_workers_ = 0;
-  bool stop_ = false;
+  // The loop being run: written by parallelFor before generation_ is bumped
+  // (release), read by workers after they see the new generation (acquire).
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
-  std::exception_ptr error_;
-
   std::atomic<int64_t> next_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_workers_{0};
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;  // guards the sleep state below and error_
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  int sleeping_workers_ = 0;
+  bool caller_sleeping_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace moe
