@@ -184,9 +184,9 @@ void portableTile(const TileArgs& a) {
 
 template <TensorType Type>
 constexpr TileTable portableTableOf() {
-  return {{{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>},
-           {portableTile<Type, 2, 1>, portableTile<Type, 2, 2>},
-           {portableTile<Type, 4, 1>, portableTile<Type, 4, 2>}}};
+  return {{{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>, portableTile<Type, 1, 4>},
+           {portableTile<Type, 2, 1>, portableTile<Type, 2, 2>, portableTile<Type, 2, 4>},
+           {portableTile<Type, 4, 1>, portableTile<Type, 4, 2>, portableTile<Type, 4, 4>}}};
 }
 
 const TileTable* tableFor(DotIsa isa, TensorType t) {
@@ -273,8 +273,8 @@ const char* dotIsaName(DotIsa isa) {
   return "?";
 }
 
-void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr, const uint8_t* act,
-             size_t act_stride, int nt, int64_t n, float* y, size_t y_stride) {
+void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr,
+             const uint8_t* act, size_t act_stride, int nt, int64_t n, float* y, size_t y_stride) {
   if (activationFormat(t) == ActivationFormat::None) throwUnsupported(t, "dotTile (a float type)");
   checkLength(t, n, "dotTile");
   const TileTable* table = tableFor(isa, t);

@@ -61,8 +61,8 @@ const char* dotIsaName(DotIsa isa);
 // A tile of dot products: y[t * y_stride + r] = row r . activation t for r < nr,
 // t < nt. rows: nr rows of type t, row_bytes apart, n elements each; act: nt
 // activation rows in activationFormat(t), act_stride bytes apart. Any nr, nt >= 0.
-void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr, const uint8_t* act,
-             size_t act_stride, int nt, int64_t n, float* y, size_t y_stride);
+void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr,
+             const uint8_t* act, size_t act_stride, int nt, int64_t n, float* y, size_t y_stride);
 
 // One (row, activation) pair: dotTile with nr = nt = 1.
 float dotQuantized(DotIsa isa, gguf::TensorType t, const uint8_t* row, const uint8_t* act, int64_t n);

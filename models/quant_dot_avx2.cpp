@@ -26,7 +26,9 @@ MOECHAT_AVX2_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
 
 MOECHAT_AVX2_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
 
-MOECHAT_AVX2_INLINE __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+MOECHAT_AVX2_INLINE __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
 
 // ---------------------------------------------------------------------------
 // Q8_0 and Q4_0 weights with Q8_0 activations: per block 32 signed weights.
@@ -52,7 +54,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb = a.n / 32;
@@ -66,7 +68,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
       aw[r] = _mm256_sign_epi8(w[r], w[r]);  // |w| as unsigned bytes (128 for -128)
       dw[r] = f16(blk);
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
       const __m256i x = load32(xb + 2);
@@ -82,7 +84,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
 
@@ -107,9 +109,9 @@ MOECHAT_AVX2_INLINE void unpackScalesK4(const uint8_t* s, uint8_t* sc, uint8_t* 
   std::memcpy(w, s, 12);
   const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
   const uint32_t out[4] = {
-      w[0] & low6,                                         // sc 0..3
-      (w[2] & low4) | (((w[0] >> 6) & top2) << 4),         // sc 4..7
-      w[1] & low6,                                         // m 0..3
+      w[0] & low6,                                        // sc 0..3
+      (w[2] & low4) | (((w[0] >> 6) & top2) << 4),        // sc 4..7
+      w[1] & low6,                                        // m 0..3
       ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)  // m 4..7
   };
   std::memcpy(sc, out, 8);
@@ -174,7 +176,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
@@ -184,7 +186,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
     __m256i p[R][T];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) p[r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < kSubBlocks; ++j) {
@@ -194,7 +196,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
         q[r] = W::quants(blk[r], j);
         sc[r] = W::scale(blk[r], j);
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
 #pragma GCC unroll 4
@@ -202,7 +204,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
           p[r][t] = _mm256_add_epi32(p[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], x), sc[r]));
       }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
@@ -223,16 +225,9 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
-
-template <template <class, int, int> class K, class W>
-struct Table {
-  static constexpr TileTable value = {{{K<W, 1, 1>::run, K<W, 1, 2>::run},
-                                       {K<W, 2, 1>::run, K<W, 2, 2>::run},
-                                       {K<W, 4, 1>::run, K<W, 4, 2>::run}}};
-};
 
 template <class W, int R, int T>
 struct Blocks32 {
@@ -257,11 +252,11 @@ bool cpuHasAvx2() {
 
 const TileTable* avx2Table(TensorType t) {
   switch (t) {
-    case TensorType::Q8_0: return &Table<Blocks32, WeightsQ8_0>::value;
-    case TensorType::Q4_0: return &Table<Blocks32, WeightsQ4_0>::value;
-    case TensorType::Q4_K: return &Table<BlocksK, WeightsQ45_K<false>>::value;
-    case TensorType::Q5_K: return &Table<BlocksK, WeightsQ45_K<true>>::value;
-    case TensorType::Q6_K: return &Table<BlocksK, WeightsQ6_K>::value;
+    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0, 8>::value;
+    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0, 8>::value;
+    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>, 8>::value;
+    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>, 8>::value;
+    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K, 8>::value;
     default: return nullptr;
   }
 }

@@ -1,7 +1,314 @@
-// AVX-512 dot kernels: not built yet; the table is empty so the AVX2 kernels run.
+// AVX-512 (F, BW, VL) + VNNI dot kernels, bit-identical to the portable ones.
+// Q8_0/Q4_0: one 32-element block per 256-bit register as on AVX2, with VNNI's
+// dpbusd forming each lane's four products in one instruction. K-quants: two
+// 32-element sub-blocks per 512-bit register; the two halves' int32 lanes are
+// added at the end of the 256-element block, which gives exactly the integers of
+// quant_dot.h (integer addition is exact in any order).
 #include "models/quant_dot_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <type_traits>
+
+#define MOECHAT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define MOECHAT_AVX512_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
+
+namespace moe::quant::dot {
+namespace {
+
+using namespace layout;
+
+MOECHAT_AVX512_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+MOECHAT_AVX512_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
+
+MOECHAT_AVX512_INLINE __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// ---------------------------------------------------------------------------
+// Q8_0 and Q4_0 weights with Q8_0 activations.
+
+struct WeightsQ8_0 {
+  static constexpr int kBytes = kQ8_0Bytes;
+  MOECHAT_AVX512_INLINE static __m256i load(const uint8_t* blk) { return load32(blk + 2); }
+};
+
+struct WeightsQ4_0 {
+  static constexpr int kBytes = kQ4_0Bytes;
+  MOECHAT_AVX512_INLINE static __m256i load(const uint8_t* blk) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
+    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
+  }
+};
+
+template <class W, int R, int T>
+MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t nb = a.n / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i w[R], aw[R];
+    __m256 dw[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = a.rows + r * a.row_bytes + b * W::kBytes;
+      w[r] = W::load(blk);
+      aw[r] = _mm256_abs_epi8(w[r]);  // 128 for -128, read as unsigned by dpbusd
+      dw[r] = _mm256_set1_ps(f16(blk));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
+      const __m256i x = load32(xb + 2);
+      const __m256 dx = _mm256_set1_ps(f16(xb));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r], _mm256_sign_epi8(x, w[r]));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dx), _mm256_cvtepi32_ps(p), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+}
+
+// ---------------------------------------------------------------------------
+// K-quants with Q8_K activations, two sub-blocks per register.
+
+MOECHAT_AVX512_INLINE __m256i bitsOf(const uint8_t* p, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(load32(p), _mm_cvtsi32_si128(shift)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// lo in bits 0..255, hi above. (A vector shuffle rather than _mm512_inserti64x4,
+// whose GCC 12 header trips -Wmaybe-uninitialized.)
+MOECHAT_AVX512_INLINE __m512i join(__m256i lo, __m256i hi) {
+  return reinterpret_cast<__m512i>(__builtin_shufflevector(
+      reinterpret_cast<__v4di>(lo), reinterpret_cast<__v4di>(hi), 0, 1, 2, 3, 4, 5, 6, 7));
+}
+MOECHAT_AVX512_INLINE __m256i lowHalf(__m512i v) {
+  return reinterpret_cast<__m256i>(
+      __builtin_shufflevector(reinterpret_cast<__v8di>(v), reinterpret_cast<__v8di>(v), 0, 1, 2, 3));
+}
+MOECHAT_AVX512_INLINE __m256i highHalf(__m512i v) {
+  return reinterpret_cast<__m256i>(
+      __builtin_shufflevector(reinterpret_cast<__v8di>(v), reinterpret_cast<__v8di>(v), 4, 5, 6, 7));
+}
+MOECHAT_AVX512_INLINE __m512i widen(__m256i v) { return join(v, _mm256_setzero_si256()); }
+MOECHAT_AVX512_INLINE __m512i widen(__m128i v) { return widen(_mm256_set_m128i(_mm_setzero_si128(), v)); }
+
+// Words of v picked by index: out word i = v word idx[i] (v: up to 32 words).
+MOECHAT_AVX512_INLINE __m512i pickWords(__m512i v, __m512i idx) { return _mm512_permutexvar_epi16(idx, v); }
+
+// Index vector whose words 16*h .. 16*h+15 select word first + h (h = 0, 1), or,
+// with quarters, words 8*q .. 8*q+7 select first + q (q = 0..3).
+MOECHAT_AVX512_INLINE __m512i halvesIndex(int first) {
+  return join(_mm256_set1_epi16(static_cast<int16_t>(first)),
+              _mm256_set1_epi16(static_cast<int16_t>(first + 1)));
+}
+MOECHAT_AVX512_INLINE __m512i quartersIndex(int first) {
+  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(first + 1)),
+                                      _mm_set1_epi16(static_cast<int16_t>(first)));
+  const __m256i hi = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(first + 3)),
+                                      _mm_set1_epi16(static_cast<int16_t>(first + 2)));
+  return join(lo, hi);
+}
+
+MOECHAT_AVX512_INLINE void unpackScalesK4(const uint8_t* s, uint8_t* sc,
+                                          uint8_t* m) {  // as quant_dot_avx2.cpp
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t out[4] = {w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & top2) << 4), w[1] & low6,
+                           ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)};
+  std::memcpy(sc, out, 8);
+  std::memcpy(m, out + 2, 8);
+}
+
+template <bool kFive>
+struct WeightsQ45_K {
+  static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    __m512i scales;  // the 8 scales in words 0..7
+    __m256i mins;    // m_l in words 2l, 2l+1
+    float d, dmin;
+  };
+  MOECHAT_AVX512_INLINE static Block open(const uint8_t* blk) {
+    alignas(16) uint8_t sc[8], m[8];
+    unpackScalesK4(blk + 4, sc, m);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+    return {blk, widen(sc16), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), f16(blk), f16(blk + 2)};
+  }
+  // Sub-blocks 2k and 2k+1: the low and high nibbles of the same 32 bytes.
+  MOECHAT_AVX512_INLINE static __m512i quants(const Block& b, int k) {
+    const __m256i v = load32(b.blk + (kFive ? 48 : 16) + 32 * k);
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+    if constexpr (kFive) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(bitsOf(b.blk + 16, 2 * k, 1), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(bitsOf(b.blk + 16, 2 * k + 1, 1), 4));
+    }
+    return join(lo, hi);
+  }
+  MOECHAT_AVX512_INLINE static __m512i scale(const Block& b, int k) {
+    return pickWords(b.scales, halvesIndex(2 * k));
+  }
+};
+
+struct WeightsQ6_K {
+  static constexpr int kBytes = kQ6_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    __m512i scales;  // the 16 scales in words 0..15
+    float d;
+  };
+  MOECHAT_AVX512_INLINE static Block open(const uint8_t* blk) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+    return {blk, widen(s16), f16(blk + 208)};
+  }
+  MOECHAT_AVX512_INLINE static __m256i one(const uint8_t* blk, int j) {
+    const Q6Sub s = q6Sub(blk, j);
+    return _mm256_or_si256(bitsOf(s.ql, s.ql_shift, 15), _mm256_slli_epi16(bitsOf(s.qh, s.qh_shift, 3), 4));
+  }
+  MOECHAT_AVX512_INLINE static __m512i quants(const Block& b, int k) {
+    return join(one(b.blk, 2 * k), one(b.blk, 2 * k + 1));
+  }
+  // Elements are in groups of 16 with scales 4k .. 4k+3, one per quarter.
+  MOECHAT_AVX512_INLINE static __m512i scale(const Block& b, int k) {
+    return pickWords(b.scales, quartersIndex(4 * k));
+  }
+};
+
+template <class W, int R, int T>
+MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
+  constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t nb = a.n / kBlockQK;
+  for (int64_t b = 0; b < nb; ++b) {
+    typename W::Block blk[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) blk[r] = W::open(a.rows + r * a.row_bytes + b * W::kBytes);
+    __m512i p[R][T];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) p[r][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < kSubBlocks / 2; ++k) {
+      __m512i q[R], sc[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        q[r] = W::quants(blk[r], k);
+        sc[r] = W::scale(blk[r], k);
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m512i x =
+            _mm512_loadu_si512(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 64 * k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+          p[r][t] = _mm512_add_epi32(p[r][t], _mm512_madd_epi16(_mm512_maddubs_epi16(q[r], x), sc[r]));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
+      const __m256i sums = load32(q8kSums(xb));
+      const __m256 dx = _mm256_set1_ps(q8kScale(xb));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i p8 = _mm256_add_epi32(lowHalf(p[r][t]), highHalf(p[r][t]));
+        if constexpr (kQ6) {
+          const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(lowHalf(blk[r].scales), sums), 5);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].d), dx),
+                                      _mm256_cvtepi32_ps(_mm256_sub_epi32(p8, offset)), acc[r][t]);
+        } else {
+          acc[r][t] =
+              _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].d), dx), _mm256_cvtepi32_ps(p8), acc[r][t]);
+          const __m256i mn = _mm256_madd_epi16(blk[r].mins, sums);
+          const __m256 sm =
+              _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].dmin), dx), _mm256_set1_ps(-0.0f));
+          acc[r][t] = _mm256_fmadd_ps(sm, _mm256_cvtepi32_ps(mn), acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+}
+
+template <class W, int R, int T>
+struct Blocks32 {
+  static void run(const TileArgs& a) { tileBlocks32<W, R, T>(a); }
+};
+
+template <class W, int R, int T>
+struct BlocksK {
+  static void run(const TileArgs& a) { tileBlocksK<W, R, T>(a); }
+};
+
+// XCR0 bits 1, 2 (SSE, AVX state) and 5, 6, 7 (opmask, ZMM upper halves, ZMM16-31):
+// the OS saves the AVX-512 registers.
+bool osSavesAvx512State() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  uint32_t lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0xe6) == 0xe6;
+}
+
+}  // namespace
+
+bool cpuHasAvx512() {
+  static const bool ok = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!cpuHasAvx2() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool f = ebx & (1u << 16), bw = ebx & (1u << 30), vl = ebx & (1u << 31), vnni = ecx & (1u << 11);
+    return f && bw && vl && vnni && osSavesAvx512State();
+  }();
+  return ok;
+}
+
+const TileTable* avx512Table(TensorType t) {
+  switch (t) {
+    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0, 16>::value;
+    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0, 16>::value;
+    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>, 16>::value;
+    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>, 16>::value;
+    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K, 16>::value;
+    default: return nullptr;
+  }
+}
+
+}  // namespace moe::quant::dot
+
+#else  // not x86
 
 namespace moe::quant::dot {
 bool cpuHasAvx512() { return false; }
 const TileTable* avx512Table(TensorType) { return nullptr; }
 }  // namespace moe::quant::dot
+
+#endif

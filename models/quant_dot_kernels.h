@@ -26,14 +26,14 @@ struct TileArgs {
 
 using TileFn = void (*)(const TileArgs&);
 
-// Kernels of one type for R rows x T activations, R in {1, 2, 4}, T in {1, 2}:
-// table[r][t] with r = log2(R), t = T - 1.
+// Kernels of one type for R rows x T activations, R and T in {1, 2, 4}:
+// fn[log2 R][log2 T].
 struct TileTable {
-  TileFn fn[3][2];
+  TileFn fn[3][3];
 };
 
 // Covers nr x nt with the table's tiles: rows in fours, then a two and a one;
-// activations in twos, then a one. A single activation takes rows one at a time:
+// activations likewise. A single activation takes rows one at a time:
 // consecutive rows are adjacent in memory, so the weights stream from RAM as one
 // sequential read (four rows at once read four short interleaved streams, which
 // measured at half the bandwidth).
@@ -45,12 +45,13 @@ inline void runTiles(const TileTable& table, TileArgs a, int nr, int nt) {
     ra.rows = a.rows + static_cast<size_t>(r0) * a.row_bytes;
     ra.y = a.y + r0;
     for (int t0 = 0; t0 < nt;) {
-      const int tl = nt - t0 >= 2 ? 1 : 0;
+      const int tleft = nt - t0;
+      const int tl = tleft >= 4 ? 2 : tleft >= 2 ? 1 : 0;
       TileArgs ta = ra;
       ta.act = a.act + static_cast<size_t>(t0) * a.act_stride;
       ta.y = ra.y + static_cast<size_t>(t0) * a.y_stride;
       table.fn[rl][tl](ta);
-      t0 += tl + 1;
+      t0 += 1 << tl;
     }
     r0 += 1 << rl;
   }
@@ -77,6 +78,28 @@ inline float reduceLanes(const float* acc) {  // acc: [8]
 inline float q8kScale(const uint8_t* blk) { return loadF32(blk); }
 inline const int8_t* q8kQuants(const uint8_t* blk) { return reinterpret_cast<const int8_t*>(blk + 4); }
 inline const uint8_t* q8kSums(const uint8_t* blk) { return blk + 260; }  // int16 [16]
+
+// The full table of a kernel template K<W, R, T>::run. Tiles of more than
+// kMaxPairs (row, activation) pairs run as two tiles of half the rows, so a
+// kernel's accumulators fit its instruction set's registers.
+template <template <class, int, int> class K, class W, int kMaxPairs>
+struct TableOf {
+  template <int R, int T>
+  static void run(const TileArgs& a) {
+    if constexpr (R * T > kMaxPairs) {
+      run<R / 2, T>(a);
+      TileArgs b = a;
+      b.rows += (R / 2) * a.row_bytes;
+      b.y += R / 2;
+      run<R / 2, T>(b);
+    } else {
+      K<W, R, T>::run(a);
+    }
+  }
+  static constexpr TileTable value = {{{run<1, 1>, run<1, 2>, run<1, 4>},
+                                       {run<2, 1>, run<2, 2>, run<2, 4>},
+                                       {run<4, 1>, run<4, 2>, run<4, 4>}}};
+};
 
 // Tables per type; null where the instruction set is absent from this build.
 const TileTable* portableTable(TensorType t);

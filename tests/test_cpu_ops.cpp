@@ -34,8 +34,8 @@ using moe::gguf::TensorType;
 
 namespace {
 
-constexpr double kFloatBound = 1e-10;       // see the file comment
-constexpr double kActivationBound = 5e-4;   // quantised activations vs float ones
+constexpr double kFloatBound = 1e-10;      // see the file comment
+constexpr double kActivationBound = 5e-4;  // quantised activations vs float ones
 
 // The values a row of activations stands for after quantisation for weight type t
 // (the row itself for float weights).
@@ -540,7 +540,8 @@ class TestCpuOps : public QObject {
     QVERIFY(cores >= 1);
     QVERIFY(cores <= int(std::max(1u, std::thread::hardware_concurrency())));
     auto be = moe::makeCpuBackend();
-    QVERIFY2(QString::fromStdString(be->name()).contains(QString::number(cores) + " threads"), be->name().c_str());
+    QVERIFY2(QString::fromStdString(be->name()).contains(QString::number(cores) + " threads"),
+             be->name().c_str());
   }
 };
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "models/gguf.h"
 #include "inference/cpu/cpu_backend.h"
+#include "models/gguf.h"
 #include "models/quant.h"
 #include "models/quant_dot.h"
 #include "models/synthetic_model.h"

@@ -86,7 +86,8 @@ class TestQuantDot : public QObject {
   void initTestCase() {
     QString names;
     for (DotIsa isa : availableIsas()) names += QString(quant::dotIsaName(isa)) + " ";
-    qInfo("instruction sets this CPU runs: %s(best: %s)", qPrintable(names), quant::dotIsaName(quant::bestDotIsa()));
+    qInfo("instruction sets this CPU runs: %s(best: %s)", qPrintable(names),
+          quant::dotIsaName(quant::bestDotIsa()));
     QVERIFY(quant::dotIsaAvailable(DotIsa::Portable));
     QVERIFY(quant::dotIsaAvailable(quant::bestDotIsa()));
   }
@@ -280,12 +281,12 @@ class TestQuantDot : public QObject {
     const Operands o = makeOperands(TensorType::Q8_0, 1, 1, 32, 1);
     float y = 0;
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::dotTile(DotIsa::Portable, TensorType::F16, o.rows.data(), 64, 1, o.act.data(),
-                                            128, 1, 32, &y, 1));
+                             quant::dotTile(DotIsa::Portable, TensorType::F16, o.rows.data(), 64, 1,
+                                            o.act.data(), 128, 1, 32, &y, 1));
     for (DotIsa isa : {DotIsa::Avx2, DotIsa::Avx512})
       if (!quant::dotIsaAvailable(isa))
-        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::dotQuantized(isa, TensorType::Q8_0, o.rows.data(),
-                                                                             o.act.data(), 32));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 quant::dotQuantized(isa, TensorType::Q8_0, o.rows.data(), o.act.data(), 32));
   }
 
   // ---- through the backend ---------------------------------------------------

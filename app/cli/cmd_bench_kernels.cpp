@@ -159,7 +159,7 @@ int runBenchKernels(const std::vector<std::string>& argv) {
   CpuBackend be(args.intOr("--threads", 0));
   if (auto isa = args.value("--isa")) be.setDotIsa(parseIsa(*isa));
   ThreadPool pool(be.threads());
-  std::vector<TensorType> types = {TensorType::F16, TensorType::Q8_0, TensorType::Q4_0,
+  std::vector<TensorType> types = {TensorType::F16,  TensorType::Q8_0, TensorType::Q4_0,
                                    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
   if (auto list = args.value("--types")) {
     types.clear();
@@ -168,8 +168,8 @@ int runBenchKernels(const std::vector<std::string>& argv) {
       const size_t end = std::min(list->find(',', start), list->size());
       const std::string name = list->substr(start, end - start);
       bool found = false;
-      for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
-                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+      for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                           TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
         if (name == gguf::tensorTypeName(t)) {
           types.push_back(t);
           found = true;
@@ -181,12 +181,13 @@ int runBenchKernels(const std::vector<std::string>& argv) {
   const bool json = args.flag("--json");
   const double bw = measureReadGBs(pool, size_t{1} << 30);
   if (!json) {
-    std::printf("machine: %s; read bandwidth %.1f GB/s (%d threads, 1 GiB, best of 5)\n", be.name().c_str(), bw,
-                be.threads());
-    std::printf("decode: one token through %d x %d matrices, %d MiB of them, read from RAM\n", rows, cols, set_mb);
+    std::printf("machine: %s; read bandwidth %.1f GB/s (%d threads, 1 GiB, best of 5)\n", be.name().c_str(),
+                bw, be.threads());
+    std::printf("decode: one token through %d x %d matrices, %d MiB of them, read from RAM\n", rows, cols,
+                set_mb);
     std::printf("prefill: %d tokens on one %d x %d matrix (in cache)\n\n", batch, rows, cols);
-    std::printf("%-6s %12s %8s %14s %14s %16s\n", "type", "decode GB/s", "of bw", "f32-act GB/s", "prefill GMAC/s",
-                "f32-act GMAC/s");
+    std::printf("%-6s %12s %8s %14s %14s %16s\n", "type", "decode GB/s", "of bw", "f32-act GB/s",
+                "prefill GMAC/s", "f32-act GMAC/s");
   }
   std::string out = "{\"machine\": \"" + be.name() + "\", \"threads\": " + std::to_string(be.threads()) +
                     ", \"read_gbs\": " + std::to_string(bw) + ", \"rows\": " + std::to_string(rows) +
@@ -199,12 +200,13 @@ int runBenchKernels(const std::vector<std::string>& argv) {
       std::printf("%-6s %12.1f %7.0f%% %14.1f %14.1f %16.1f\n", name, r.decode_gbs, 100.0 * r.decode_gbs / bw,
                   r.baseline_gbs, r.prefill_gmacs, r.baseline_prefill_gmacs);
     char item[320];
-    std::snprintf(item, sizeof item,
-                  "%s{\"type\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_bandwidth\": %.3f, "
-                  "\"f32_activation_decode_gbs\": %.2f, \"prefill_gmacs\": %.2f, \"f32_activation_prefill_gmacs\": "
-                  "%.2f}",
-                  i ? ", " : "", name, r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
-                  r.baseline_prefill_gmacs);
+    std::snprintf(
+        item, sizeof item,
+        "%s{\"type\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_bandwidth\": %.3f, "
+        "\"f32_activation_decode_gbs\": %.2f, \"prefill_gmacs\": %.2f, \"f32_activation_prefill_gmacs\": "
+        "%.2f}",
+        i ? ", " : "", name, r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
+        r.baseline_prefill_gmacs);
     out += item;
   }
   out += "]}";

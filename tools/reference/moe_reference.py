@@ -5,6 +5,12 @@ specification (/work/shared/GGUF-NOTES.md), independently of moechat's C++
 engine.  Readable over fast: whole sequence at once, no KV cache, one
 function per block, float64 by default.
 
+Activations (the `activations` argument, CLI --activations): "float" feeds every
+matmul its exact input; "q8" first replaces the input rows of each matmul whose
+weight is Q8_0/Q4_0 (Q4_K/Q5_K/Q6_K) by their Q8_0 (Q8_K) block quantisation,
+as GGUF engines' integer dot products see them (see quantize_q8_0/quantize_q8_k).
+The goldens use "q8"; the CLI defaults to it; the Python API to "float".
+
     /usr/bin/python3 tools/reference/moe_reference.py model.gguf --tokens 1 2 3
     /usr/bin/python3 tools/reference/moe_reference.py model.gguf --tokens 1 2 3 \
         --dtype float32 --dump-hidden hidden.npz
@@ -59,7 +65,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_read import GGUFReader, T_BF16, T_F16, T_Q4_0, T_Q8_0  # noqa: E402
+from gguf_read import (GGUFReader, T_BF16, T_F16, T_Q4_0, T_Q4_K, T_Q5_K, T_Q6_K,  # noqa: E402
+                       T_Q8_0)
 
 ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
 ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
@@ -75,6 +82,82 @@ ARCH_TABLE = {
 }
 
 
+# ---- activation quantisation --------------------------------------------------
+# The GGUF family's quantised matmuls ("vec_dot" types) quantise the float32
+# activation rows to 8-bit blocks before dotting them with the weight rows:
+#   Q8_0/Q4_0 weights      -> Q8_0 blocks of 32:  d = amax/127 (stored as f16), q = round(x/d)
+#   Q4_K/Q5_K/Q6_K weights -> Q8_K blocks of 256: max = the element of largest |x| (the
+#                             first one), iscale = -127/max, q = min(127, round(iscale*x)),
+#                             d = 1/iscale (float32)
+# Rounding here is to nearest, ties to even (as moechat's engine), every step in
+# float32 (numpy float32).
+# With activations="q8" the reference replaces the input rows of every matmul with a
+# quantised weight by the values these blocks stand for (d*q, exact in float64).
+
+Q8_0_BLOCK = 32
+Q8_K_BLOCK = 256
+
+
+def q8_0_scaled(x: np.ndarray):
+    """x: float32 (..., n), n a multiple of 32 -> (d float32 (..., n/32), t float32
+    (..., n/32, 32)): the block scale before its f16 rounding, and x/d as computed
+    (x * (1/d), float32) before rounding to an integer."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(*x.shape[:-1], x.shape[-1] // Q8_0_BLOCK, Q8_0_BLOCK)
+    amax = np.abs(b).max(axis=-1, keepdims=True)                     # float32
+    d = amax / np.float32(127)                                       # float32 division
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    return d[..., 0], b * inv                                        # float32 product
+
+
+def quantize_q8_0(x: np.ndarray):
+    """x: float32 (..., n), n a multiple of 32 -> (d float16 (..., n/32), q int8 (..., n))."""
+    d, t = q8_0_scaled(x)
+    q = np.rint(t)                                                   # ties to even
+    return d.astype(np.float16), q.astype(np.int8).reshape(*t.shape[:-2], -1)
+
+
+def dequantize_q8_0(d: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Values the Q8_0 blocks stand for, float64: d (f16) * q."""
+    b = q.reshape(*q.shape[:-1], q.shape[-1] // Q8_0_BLOCK, Q8_0_BLOCK).astype(np.float64)
+    return (d.astype(np.float64)[..., None] * b).reshape(q.shape)
+
+
+def q8_k_scaled(x: np.ndarray):
+    """x: float32 (..., n), n a multiple of 256 -> (d float32 (..., n/256), t float32
+    (..., n/256, 256)): the block scale 1/iscale and iscale * x before rounding."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(*x.shape[:-1], x.shape[-1] // Q8_K_BLOCK, Q8_K_BLOCK)
+    first = np.argmax(np.abs(b), axis=-1)[..., None]                 # first index of the largest |x|
+    mx = np.take_along_axis(b, first, axis=-1)                       # signed, (..., nb, 1)
+    nz = mx != 0
+    iscale = np.divide(np.float32(-127), mx, out=np.zeros_like(mx), where=nz)
+    d = np.divide(np.float32(1), iscale, out=np.zeros_like(iscale), where=nz)
+    return d[..., 0], iscale * b                                     # all-zero block: d = 0, t = 0
+
+
+def quantize_q8_k(x: np.ndarray):
+    """x: float32 (..., n), n a multiple of 256 -> (d float32 (..., n/256), q int8 (..., n))."""
+    d, t = q8_k_scaled(x)
+    q = np.minimum(np.float32(127), np.rint(t))                      # ties to even
+    return d, q.astype(np.int8).reshape(*t.shape[:-2], -1)
+
+
+def dequantize_q8_k(d: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Values the Q8_K blocks stand for, float64: d (f32) * q."""
+    b = q.reshape(*q.shape[:-1], q.shape[-1] // Q8_K_BLOCK, Q8_K_BLOCK).astype(np.float64)
+    return (d.astype(np.float64)[..., None] * b).reshape(q.shape)
+
+
+def _torch_rows(quantize, dequantize):
+    """Activation rounding for linear(): the rows as float32 (what a float32 engine
+    holds), quantised, and the values they stand for in the input's dtype."""
+    def apply(x: torch.Tensor) -> torch.Tensor:
+        a = x.detach().to(torch.float32).numpy()
+        return torch.from_numpy(dequantize(*quantize(a))).to(x.dtype)
+    return apply
+
+
 def _round_f16(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float16).to(x.dtype)
 
@@ -83,18 +166,18 @@ def _round_bf16(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.bfloat16).to(x.dtype)
 
 
-def _round_q8_0(x: torch.Tensor) -> torch.Tensor:
-    """Quantise the last dim in blocks of 32 as ggml's quantize_row_q8_0:
-    d = amax/127 (stored f16), q = round(x/d)."""
-    shape = x.shape
-    b = x.reshape(*shape[:-1], shape[-1] // 32, 32)
-    d = b.abs().amax(dim=-1, keepdim=True) / 127.0
-    inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
-    q = torch.round(b * inv)
-    return (_round_f16(d) * q).reshape(shape)
+round_q8_0 = _torch_rows(quantize_q8_0, dequantize_q8_0)
+round_q8_k = _torch_rows(quantize_q8_k, dequantize_q8_k)
 
-
-ACT_ROUNDING = {T_F16: _round_f16, T_BF16: _round_bf16, T_Q8_0: _round_q8_0, T_Q4_0: _round_q8_0}
+# activations mode -> weight type -> rounding of the matmul's input rows (absent: exact)
+ACTIVATION_MODES = {
+    "float": {},
+    "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0,
+           T_Q4_K: round_q8_k, T_Q5_K: round_q8_k, T_Q6_K: round_q8_k},
+}
+# "ggml": also rounds the input of F16/BF16 matmuls to f16/bf16, as ggml's CPU
+# matmul does (diagnostic; moechat dots float weights with float32 activations).
+ACTIVATION_MODES["ggml"] = {**ACTIVATION_MODES["q8"], T_F16: _round_f16, T_BF16: _round_bf16}
 
 
 @dataclass
@@ -183,23 +266,20 @@ def config_from_gguf(r: GGUFReader) -> Config:
 class Weights:
     """All tensors dequantised once (float64) and cast to the compute dtype."""
 
-    def __init__(self, r: GGUFReader, dtype: torch.dtype, act_round: bool = False):
+    def __init__(self, r: GGUFReader, dtype: torch.dtype, activations: str = "float"):
+        if activations not in ACTIVATION_MODES:
+            raise ValueError(f"activations must be one of {sorted(ACTIVATION_MODES)}, not {activations!r}")
         self.r = r
         self.dtype = dtype
-        self.act_round = act_round
+        self.activations = activations
         self.cache: Dict[str, torch.Tensor] = {}
 
     def act(self, name: str) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
-        """Activation rounding for a matmul with tensor `name` (None = exact).
-        Only with act_round=True: emulates ggml's CPU matmul, which converts the
-        activation vector to the weight's "vec_dot type" first (F16 -> f16,
-        BF16 -> bf16, Q8_0/Q4_0 -> Q8_0 blocks). Used to measure what such an
-        engine would deviate from the golden; never used for the goldens."""
-        if not self.act_round:
-            return None
+        """Rounding of the input rows of the matmul with tensor `name` (None = exact),
+        by the weight's type and the activations mode (see ACTIVATION_MODES)."""
         if name not in self.r.tensors:                      # old per-expert layout
             name = name.replace("_exps.weight", ".0.weight")
-        return ACT_ROUNDING.get(self.r.tensors[name].type)
+        return ACTIVATION_MODES[self.activations].get(self.r.tensors[name].type)
 
     def has(self, name: str) -> bool:
         return name in self.r.tensors
@@ -237,7 +317,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None,
            act: Optional[Callable] = None) -> torch.Tensor:
-    """y = x W^T + b (torch.nn.Linear). act: optional activation rounding (see Weights.act)."""
+    """y = x W^T + b (torch.nn.Linear). act: rounding of the rows of x first (see Weights.act)."""
     if act is not None:
         x = act(x)
     y = x @ w.T
@@ -390,10 +470,10 @@ def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, position
 
 
 class MoEReference:
-    def __init__(self, path: str, dtype: torch.dtype = torch.float64, act_round: bool = False):
+    def __init__(self, path: str, dtype: torch.dtype = torch.float64, activations: str = "float"):
         self.reader = GGUFReader(path)
         self.cfg = config_from_gguf(self.reader)
-        self.W = Weights(self.reader, dtype, act_round)
+        self.W = Weights(self.reader, dtype, activations)
         self.dtype = dtype
 
     def forward(self, tokens: List[int], dump_hidden: bool = False):
@@ -430,10 +510,12 @@ def main():
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--dump-hidden", metavar="NPZ", help="write per-layer hidden states (+logits) to NPZ")
     ap.add_argument("--top", type=int, default=5)
-    ap.add_argument("--act-round", action="store_true",
-                    help="emulate ggml-style activation conversion before each matmul (diagnostic only)")
+    ap.add_argument("--activations", choices=sorted(ACTIVATION_MODES), default="q8",
+                    help="q8 (default, as moechat's CPU engine and the goldens): inputs of matmuls with "
+                         "Q8_0/Q4_0/K-quant weights quantised to Q8_0/Q8_K blocks; float: exact inputs; "
+                         "ggml: q8 plus f16/bf16 inputs for F16/BF16 weights")
     a = ap.parse_args()
-    ref = MoEReference(a.model, torch.float64 if a.dtype == "float64" else torch.float32, a.act_round)
+    ref = MoEReference(a.model, torch.float64 if a.dtype == "float64" else torch.float32, a.activations)
     for w in ref.cfg.warnings:
         print("warning:", w, file=sys.stderr)
     res = ref.forward(a.tokens, dump_hidden=bool(a.dump_hidden))

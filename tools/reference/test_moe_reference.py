@@ -7,7 +7,9 @@ written here (F32 weights, random but seeded).
 Checks: causality; RoPE against a per-element formula; NORM RoPE with
 Q/K rows permuted == NEOX RoPE (the llama HF<->GGUF permutation);
 qwen2moe shared expert gate; renormalisation switch; deepseek dense layer;
-tied output; GQA equals explicitly duplicated KV heads; F16 storage path.
+tied output; GQA equals explicitly duplicated KV heads; F16 storage path;
+the Q8_0/Q8_K activation quantisers (scales, rounding ties, zero blocks, the
+-127 element) and which matmuls the "q8" activations mode quantises.
 """
 
 import math
@@ -37,14 +39,29 @@ def kv_auto(key, v):
     raise TypeError(v)
 
 
-def write_gguf(path, meta, tensors, f16=False):
-    """tensors: dict name -> numpy array in numpy (reversed-ne) shape."""
+def q8_0_bytes(arr):
+    """Q8_0 encoding of a float array (last dim a multiple of 32): per block of 32,
+    f16 scale amax/127 then 32 int8 round(x/scale)."""
+    out = bytearray()
+    for blk in np.asarray(arr, dtype=np.float64).reshape(-1, 32):
+        d = float(np.abs(blk).max()) / 127
+        d16 = struct.unpack("<e", struct.pack("<e", d))[0]
+        q = np.zeros(32) if d16 == 0 else np.clip(np.round(blk / d16), -127, 127)
+        out += struct.pack("<e", d16) + q.astype(np.int8).tobytes()
+    return bytes(out)
+
+
+def write_gguf(path, meta, tensors, f16=False, q8_0=False):
+    """tensors: dict name -> numpy array in numpy (reversed-ne) shape. Matrices are
+    stored F32, F16 (f16=True) or Q8_0 (q8_0=True)."""
     kvs = [kv_auto(k, v) for k, v in meta.items()]
     ts = []
     for name, arr in tensors.items():
         arr = np.asarray(arr)
         ne = list(reversed(arr.shape))
-        if f16 and arr.ndim >= 2:
+        if q8_0 and arr.ndim >= 2:
+            ts.append((name, ne, 8, q8_0_bytes(arr)))
+        elif f16 and arr.ndim >= 2:
             ts.append((name, ne, 1, arr.astype("<f2").tobytes()))
         else:
             ts.append((name, ne, 0, arr.astype("<f4").tobytes()))
@@ -131,10 +148,10 @@ class Base(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def model(self, name, meta, T, f16=False, dtype=torch.float64):
+    def model(self, name, meta, T, f16=False, dtype=torch.float64, q8_0=False, activations="float"):
         path = os.path.join(self.tmp.name, name + ".gguf")
-        write_gguf(path, meta, T, f16=f16)
-        return M.MoEReference(path, dtype)
+        write_gguf(path, meta, T, f16=f16, q8_0=q8_0)
+        return M.MoEReference(path, dtype, activations)
 
 
 class TestBlocks(unittest.TestCase):
@@ -255,6 +272,188 @@ class TestModels(Base):
         self.assertLess(np.abs(a - b).max(), 1e-4 * np.abs(a).max() + 1e-5)
         c = self.model("q3c", meta, T, f16=False).forward(self.toks)["logits"]
         self.assertGreater(np.abs(a - c).max(), 0)   # f16 rounding changed the weights
+
+
+def f16_round(v: float) -> float:
+    """Nearest IEEE half, ties to even (Python's struct 'e' format)."""
+    return struct.unpack("<e", struct.pack("<e", v))[0]
+
+
+class TestActivationQuantisers(unittest.TestCase):
+    def test_q8_0_scale_and_values(self):
+        rng = np.random.default_rng(11)
+        x = (rng.standard_normal((5, 96)) * rng.uniform(0.01, 10, (5, 1))).astype(np.float32)
+        d, q = M.quantize_q8_0(x)
+        self.assertEqual((d.dtype, q.dtype, d.shape, q.shape), (np.float16, np.int8, (5, 3), (5, 96)))
+        for r in range(5):
+            for b in range(3):
+                blk = x[r, 32 * b:32 * b + 32]
+                amax = max(abs(float(v)) for v in blk)
+                d32 = np.float32(amax) / np.float32(127)
+                self.assertEqual(float(d[r, b]), f16_round(float(d32)))
+                inv = np.float32(1) / d32
+                for j in range(32):
+                    p = float(np.float32(blk[j]) * inv)       # float32 product, then round half even
+                    self.assertEqual(int(q[r, 32 * b + j]), round(p))
+                    self.assertLessEqual(abs(float(blk[j]) - float(d32) * int(q[r, 32 * b + j])),
+                                         float(d32) * 0.5 * (1 + 1e-6))
+                k = int(np.argmax(np.abs(blk)))
+                self.assertEqual(int(q[r, 32 * b + k]), 127 if blk[k] > 0 else -127)
+        v = M.dequantize_q8_0(d, q)
+        np.testing.assert_array_equal(v, d.astype(np.float64).repeat(32, axis=1) * q)
+
+    def test_q8_0_ties_to_even(self):
+        # amax 127 -> d = 1, inverse 1: q = round(x), halves go to the even integer
+        x = np.zeros(32, np.float32)
+        x[:9] = [127, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 3.4999998]
+        d, q = M.quantize_q8_0(x)
+        self.assertEqual(float(d[0]), 1.0)
+        self.assertEqual(q[:9].tolist(), [127, 0, 2, 2, 0, -2, -2, 126, 3])
+
+    def test_q8_0_f16_scale_ties_to_even(self):
+        # scales exactly halfway between two halves round to the even mantissa
+        lo = np.float16(0.0400390625)                         # some half; next one up:
+        hi = np.nextafter(lo, np.float16(1))
+        mid = (np.float32(lo) + np.float32(hi)) / 2           # exact in float32
+        found = 0
+        for amax in (np.float32(mid) * np.float32(127), np.nextafter(np.float32(mid) * 127, np.float32(0))):
+            if np.float32(amax) / np.float32(127) != mid:
+                continue
+            x = np.zeros(32, np.float32)
+            x[3] = -amax
+            d, q = M.quantize_q8_0(x)
+            even = lo if (lo.view(np.uint16) & 1) == 0 else hi
+            self.assertEqual(d[0], even)
+            self.assertEqual(q[3], -127)
+            found += 1
+        self.assertGreater(found, 0)
+        # numpy's f32 -> f16 rounding agrees with struct's ties-to-even on many scales
+        vals = np.random.default_rng(2).uniform(1e-4, 1.0, 5000).astype(np.float32)
+        np.testing.assert_array_equal(vals.astype(np.float16).astype(np.float64),
+                                      [f16_round(float(v)) for v in vals])
+
+    def test_q8_0_zero_block(self):
+        x = np.zeros((2, 64), np.float32)
+        x[1, 40] = -3.0
+        d, q = M.quantize_q8_0(x)
+        self.assertEqual(d.tolist(), [[0, 0], [0, f16_round(3.0 / 127)]])
+        self.assertFalse(q[0].any() or q[1, :32].any())
+        self.assertEqual(int(q[1, 40]), -127)
+        self.assertTrue(np.all(np.isfinite(M.dequantize_q8_0(d, q))))
+
+    def test_q8_k_scale_and_values(self):
+        rng = np.random.default_rng(12)
+        x = (rng.standard_normal((3, 512)) * 0.7).astype(np.float32)
+        d, q = M.quantize_q8_k(x)
+        self.assertEqual((d.dtype, q.dtype, d.shape, q.shape), (np.float32, np.int8, (3, 2), (3, 512)))
+        for r in range(3):
+            for b in range(2):
+                blk = x[r, 256 * b:256 * b + 256]
+                k = max(range(256), key=lambda j: (abs(float(blk[j])), -j))   # largest |x|, first
+                iscale = np.float32(-127) / blk[k]
+                self.assertEqual(d[r, b], np.float32(1) / iscale)        # float32, not rounded to f16
+                self.assertEqual(int(q[r, 256 * b + k]), -127)           # the largest maps to -127
+                expect = [min(127, round(float(iscale * v))) for v in blk]
+                self.assertEqual(q[r, 256 * b:256 * b + 256].tolist(), expect)
+                vals = M.dequantize_q8_k(d, q)[r, 256 * b:256 * b + 256]
+                self.assertLessEqual(np.abs(vals - blk).max(), abs(float(d[r, b])) * 0.5 * (1 + 1e-6))
+                self.assertAlmostEqual(vals[k], float(blk[k]), delta=abs(float(blk[k])) * 1e-6)
+
+    def test_q8_k_ties(self):
+        # equal magnitudes: the first one decides the sign of the scale
+        for first, second in ((3.0, -3.0), (-3.0, 3.0)):
+            x = np.zeros(256, np.float32)
+            x[5], x[9] = first, second
+            d, q = M.quantize_q8_k(x)
+            self.assertEqual((int(q[5]), int(q[9])), (-127, 127))
+            self.assertEqual(d[0], np.float32(1) / (np.float32(-127) / np.float32(first)))
+        # max = -127 -> iscale = 1: q = round(x), halves to even
+        x = np.zeros(256, np.float32)
+        x[:8] = [-127, 0.5, 1.5, 2.5, -0.5, -3.5, 126.5, 127]
+        d, q = M.quantize_q8_k(x)
+        self.assertEqual(float(d[0]), 1.0)
+        self.assertEqual(q[:8].tolist(), [-127, 0, 2, 2, 0, -4, 126, 127])
+
+    def test_q8_k_zero_block(self):
+        x = np.zeros((1, 512), np.float32)
+        x[0, 300] = 0.25
+        d, q = M.quantize_q8_k(x)
+        self.assertEqual(d.tolist(), [[0.0, float(np.float32(1) / (np.float32(-127) / np.float32(0.25)))]])
+        self.assertFalse(q[0, :256].any())
+        self.assertEqual(int(q[0, 300]), -127)
+        self.assertTrue(np.all(np.isfinite(M.dequantize_q8_k(d, q))))
+
+    def test_mode_table(self):
+        q8 = M.ACTIVATION_MODES["q8"]
+        for t in (M.T_Q8_0, M.T_Q4_0):
+            self.assertIs(q8[t], M.round_q8_0)
+        for t in (M.T_Q4_K, M.T_Q5_K, M.T_Q6_K):
+            self.assertIs(q8[t], M.round_q8_k)
+        for t in (0, M.T_F16, M.T_BF16):            # float weights: exact float activations
+            self.assertNotIn(t, q8)
+        self.assertEqual(M.ACTIVATION_MODES["float"], {})
+
+    def test_torch_rounding_uses_float32_rows(self):
+        # a float64 input is rounded to float32 first, then quantised; the result keeps the dtype
+        x = torch.from_numpy(np.random.default_rng(3).standard_normal((4, 64)))
+        y = M.round_q8_0(x)
+        self.assertEqual(y.dtype, torch.float64)
+        d, q = M.quantize_q8_0(x.numpy().astype(np.float32))
+        np.testing.assert_array_equal(y.numpy(), M.dequantize_q8_0(d, q))
+        z = M.round_q8_k(torch.from_numpy(np.random.default_rng(4).standard_normal((2, 256))).float())
+        self.assertEqual(z.dtype, torch.float32)
+
+
+class TestQ8Activations(Base):
+    toks = [3, 17, 5, 42, 0, 9, 9]
+
+    def test_every_matmul_of_a_q8_0_model_is_quantised(self):
+        # All matrices Q8_0: in "q8" mode every linear() gets the Q8_0 rounding, in
+        # "float" mode none. Count: per layer q, k, v, o, router, 3 per (token, expert),
+        # 3 shared-expert matmuls and the shared gate (F32 vector: not quantised); output.
+        for arch in ("qwen2moe", "deepseek", "llama"):
+            kw = dict(n_ff=32, n_shared=1) if arch != "llama" else dict(n_ff=32)
+            if arch == "deepseek":
+                kw["n_dense"] = 1
+            meta, T = make_model(arch, seed=21, **kw)
+            calls = []
+            orig = M.linear
+
+            def spy(x, w, b=None, act=None):
+                calls.append(act)
+                return orig(x, w, b, act)
+            ref = self.model(arch + "q", meta, T, q8_0=True, activations="q8")
+            M.linear = spy
+            try:
+                ref.forward(self.toks)
+                q8_calls = list(calls)
+                calls.clear()
+                ref.W.activations = "float"
+                ref.forward(self.toks)
+            finally:
+                M.linear = orig
+            n_tok, n_layer = len(self.toks), 2
+            n_moe = n_layer - (1 if arch == "deepseek" else 0)
+            expect = n_layer * 4 + 1 + n_moe * (1 + 3 * n_tok * 2)
+            expect += 3 * (n_layer - n_moe)                       # deepseek's dense FFN
+            if arch != "llama":
+                expect += n_moe * 3                               # shared expert
+            gate_vec = n_moe if arch == "qwen2moe" else 0         # F32 shared-expert gate
+            self.assertEqual(len(q8_calls), expect + gate_vec, arch)
+            self.assertEqual(sum(a is M.round_q8_0 for a in q8_calls), expect, arch)
+            self.assertEqual(sum(a is None for a in q8_calls), gate_vec, arch)
+            self.assertTrue(all(a is None for a in calls), arch)
+
+    def test_q8_mode_changes_only_quantised_models(self):
+        meta, T = make_model("olmoe", seed=22, n_ff=32)
+        f = self.model("of", meta, T, f16=True).forward(self.toks)["logits"]
+        g = self.model("og", meta, T, f16=True, activations="q8").forward(self.toks)["logits"]
+        np.testing.assert_array_equal(f, g)                     # F16 weights: float activations
+        a = self.model("oa", meta, T, q8_0=True).forward(self.toks)["logits"]
+        b = self.model("ob", meta, T, q8_0=True, activations="q8").forward(self.toks)["logits"]
+        rel = np.abs(a - b).max() / np.abs(a).max()
+        self.assertGreater(rel, 1e-4)                           # activation rounding is visible
+        self.assertLess(rel, 0.1)                               # but a small perturbation
 
 
 if __name__ == "__main__":
