@@ -18,34 +18,36 @@ using namespace layout;
 using namespace dot;
 
 // ---------------------------------------------------------------------------
-// Activation quantisers. Rounding: nearbyint (ties to even, the default mode),
-// which is what the SIMD paths' round instructions do too.
+// Activation quantisers. Rounding: to nearest, ties to even, through the 1.5 * 2^23
+// trick (exact for |v| <= 2^22; here |v| <= 127.5): the same result as nearbyint in
+// the default mode, without a libm call per element, and the loops vectorise.
+
+inline float roundHalfEven(float v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
+
+float absMax(const float* x, int n) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
 
 void quantizeQ8_0Block(const float* x, uint8_t* blk) {  // x: [32]
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
+  const float d = absMax(x, 32) / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   storeU16(blk, fp32ToFp16(d));
   auto* q = reinterpret_cast<int8_t*>(blk + 2);
-  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(roundHalfEven(x[j] * id));
 }
 
 void quantizeQ8_KBlock(const float* x, uint8_t* blk) {  // x: [256]
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kBlockQK; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const float amax = absMax(x, kBlockQK);
   auto* q = reinterpret_cast<int8_t*>(blk + 4);
   float d = 0.0f;
   if (amax != 0.0f) {
-    const float iscale = -127.0f / max;
+    int first = 0;  // the first element of largest magnitude gives the sign
+    while (std::fabs(x[first]) != amax) ++first;
+    const float iscale = -127.0f / x[first];
     for (int j = 0; j < kBlockQK; ++j)
-      q[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * x[j])));
+      q[j] = static_cast<int8_t>(std::min(127.0f, roundHalfEven(iscale * x[j])));
     d = 1.0f / iscale;
   } else {
     std::memset(q, 0, kBlockQK);

@@ -12,6 +12,13 @@
 
 #include <type_traits>
 
+// GCC 12's AVX-512 headers pass an undefined source vector to the masked builtins
+// behind casts, inserts and extracts, which -Wmaybe-uninitialized reports at every
+// use; the upper bits in question are never read here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #define MOECHAT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define MOECHAT_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
@@ -128,15 +135,19 @@ MOECHAT_AVX512_INLINE __m512i quartersIndex(int first) {
   return join(lo, hi);
 }
 
-MOECHAT_AVX512_INLINE void unpackScalesK4(const uint8_t* s, uint8_t* sc,
-                                          uint8_t* m) {  // as quant_dot_avx2.cpp
-  uint32_t w[3];
-  std::memcpy(w, s, 12);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const uint32_t out[4] = {w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & top2) << 4), w[1] & low6,
-                           ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)};
-  std::memcpy(sc, out, 8);
-  std::memcpy(m, out + 2, 8);
+// The 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K block from
+// its 12 packed bytes at s, in the field order of quant_layout.h's scaleMinK4. With
+// the bytes as words w0 w1 w2: scales 0..3 = w0 & 0x3f.., scales 4..7 = (w2 & 0x0f..)
+// | ((w0 >> 2) & 0x30..), mins 0..3 = w1 & 0x3f.., mins 4..7 = ((w2 >> 4) & 0x0f..)
+// | ((w1 >> 2) & 0x30..), per byte.
+MOECHAT_AVX512_INLINE __m128i scalesAndMinsK4(const uint8_t* s) {  // reads 16 bytes, uses 12
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i low =
+      _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i high = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                     _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(low, high);
 }
 
 template <bool kFive>
@@ -149,11 +160,9 @@ struct WeightsQ45_K {
     float d, dmin;
   };
   MOECHAT_AVX512_INLINE static Block open(const uint8_t* blk) {
-    alignas(16) uint8_t sc[8], m[8];
-    unpackScalesK4(blk + 4, sc, m);
-    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
-    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
-    return {blk, widen(sc16), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), f16(blk), f16(blk + 2)};
+    const __m128i sm = scalesAndMinsK4(blk + 4);
+    return {blk, widen(_mm_cvtepu8_epi16(sm)), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)), f16(blk),
+            f16(blk + 2)};
   }
   // Sub-blocks 2k and 2k+1: the low and high nibbles of the same 32 bytes.
   MOECHAT_AVX512_INLINE static __m512i quants(const Block& b, int k) {
