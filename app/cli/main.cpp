@@ -46,7 +46,8 @@ commands:
       learned predictor vs skip-gate, token-based, previous-token, popularity on
       the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
 
-model options:  --ctx N (context, default 2048)  --threads N  --backend cpu|cuda|auto
+model options:  --ctx N (context, default 2048)  --threads N (default: physical cores)
+                --backend cpu|cuda|auto
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)
