@@ -186,9 +186,8 @@ void portableTile(const TileArgs& a) {
 
 template <TensorType Type>
 constexpr TileTable portableTableOf() {
-  return {{{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>, portableTile<Type, 1, 4>},
-           {portableTile<Type, 2, 1>, portableTile<Type, 2, 2>, portableTile<Type, 2, 4>},
-           {portableTile<Type, 4, 1>, portableTile<Type, 4, 2>, portableTile<Type, 4, 4>}}};
+  return {{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>, portableTile<Type, 1, 4>,
+           portableTile<Type, 1, 8>}};
 }
 
 const TileTable* tableFor(DotIsa isa, TensorType t) {

@@ -54,7 +54,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb = a.n / 32;
@@ -68,7 +68,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
       aw[r] = _mm256_sign_epi8(w[r], w[r]);  // |w| as unsigned bytes (128 for -128)
       dw[r] = f16(blk);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
       const __m256i x = load32(xb + 2);
@@ -84,7 +84,7 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
 
@@ -176,7 +176,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
@@ -186,7 +186,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
     __m256i p[R][T];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) p[r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < kSubBlocks; ++j) {
@@ -196,7 +196,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
         q[r] = W::quants(blk[r], j);
         sc[r] = W::scale(blk[r], j);
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
 #pragma GCC unroll 4
@@ -204,7 +204,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
           p[r][t] = _mm256_add_epi32(p[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], x), sc[r]));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
@@ -225,7 +225,7 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
 
@@ -252,11 +252,11 @@ bool cpuHasAvx2() {
 
 const TileTable* avx2Table(TensorType t) {
   switch (t) {
-    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0, 8>::value;
-    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0, 8>::value;
-    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>, 8>::value;
-    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>, 8>::value;
-    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K, 8>::value;
+    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
+    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0>::value;
+    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>>::value;
+    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>>::value;
+    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K>::value;
     default: return nullptr;
   }
 }

@@ -62,7 +62,7 @@ MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t nb = a.n / 32;
   for (int64_t b = 0; b < nb; ++b) {
@@ -75,7 +75,7 @@ MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
       aw[r] = _mm256_abs_epi8(w[r]);  // 128 for -128, read as unsigned by dpbusd
       dw[r] = _mm256_set1_ps(f16(blk));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
       const __m256i x = load32(xb + 2);
@@ -89,7 +89,7 @@ MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
 
@@ -210,7 +210,7 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
   __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
@@ -220,7 +220,7 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
     __m512i p[R][T];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) p[r][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 0; k < kSubBlocks / 2; ++k) {
@@ -230,7 +230,7 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
         q[r] = W::quants(blk[r], k);
         sc[r] = W::scale(blk[r], k);
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m512i x =
             _mm512_loadu_si512(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 64 * k);
@@ -239,7 +239,7 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
           p[r][t] = _mm512_add_epi32(p[r][t], _mm512_madd_epi16(_mm512_maddubs_epi16(q[r], x), sc[r]));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
@@ -264,7 +264,7 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
 }
 
@@ -302,11 +302,11 @@ bool cpuHasAvx512() {
 
 const TileTable* avx512Table(TensorType t) {
   switch (t) {
-    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0, 16>::value;
-    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0, 16>::value;
-    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>, 16>::value;
-    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>, 16>::value;
-    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K, 16>::value;
+    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
+    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0>::value;
+    case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>>::value;
+    case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>>::value;
+    case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K>::value;
     default: return nullptr;
   }
 }
