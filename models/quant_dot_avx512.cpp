@@ -12,13 +12,6 @@
 
 #include <type_traits>
 
-// GCC 12's AVX-512 headers pass an undefined source vector to the masked builtins
-// behind casts, inserts and extracts, which -Wmaybe-uninitialized reports at every
-// use; the upper bits in question are never read here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #define MOECHAT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define MOECHAT_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
