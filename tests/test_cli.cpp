@@ -121,6 +121,29 @@ class CliTest : public QObject {
     QCOMPARE(policies[1].toObject()["decode_vs_reactive"].toDouble(), 1.0);
   }
 
+  void benchKernels() {
+    // Behaviour only: the JSON names the machine, the measured bandwidth and one entry
+    // per requested type with positive rates; the instruction set can be chosen.
+    const auto r = runCli({"bench", "--kernels", "--set-mb", "4", "--bw-mb", "16", "--rows", "64", "--batch",
+                           "3", "--types", "Q8_0,Q4_K", "--isa", "portable", "--threads", "2", "--json"});
+    QCOMPARE(r.code, 0);
+    const auto doc = QJsonDocument::fromJson(r.out.toUtf8());
+    QVERIFY2(doc.isObject(), qPrintable(r.out));
+    QVERIFY2(doc.object()["machine"].toString().contains("portable"), qPrintable(r.out));
+    QVERIFY(doc.object()["read_gbs"].toDouble() > 0);
+    const auto kernels = doc.object()["kernels"].toArray();
+    QCOMPARE(kernels.size(), 2);
+    QCOMPARE(kernels[0].toObject()["type"].toString(), QString("Q8_0"));
+    QCOMPARE(kernels[1].toObject()["type"].toString(), QString("Q4_K"));
+    for (const auto& k : kernels)
+      for (const char* key : {"decode_gbs", "f32_activation_decode_gbs", "prefill_gmacs"})
+        QVERIFY2(k.toObject()[key].toDouble() > 0, key);
+    const auto bad = runCli({"bench", "--kernels", "--isa", "sse9"});
+    QCOMPARE(bad.code, 2);
+    QVERIFY(bad.err.contains("--isa"));
+    QCOMPARE(runCli({"bench", "--kernels", "--types", "Q3_K"}).code, 2);
+  }
+
   void benchAblationOneCommand() {
     const auto r = runCli({"bench", "--demo", "--decode-tokens", "4", "--json", "--ablate", "--policies",
                            "reactive-lru,proactive"});

@@ -5,6 +5,7 @@
 // baseline from the same run is the float-activation dot (quant::dotRow), the path
 // quantised weights took before activations were quantised.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -43,7 +44,7 @@ double bestOf(int reps, Fn&& fn) {
 double measureReadGBs(ThreadPool& pool, size_t bytes) {
   std::vector<uint64_t> buf(bytes / sizeof(uint64_t));
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
-  std::vector<uint64_t> sums(pool.threads() * 8, 0);  // a cache line per thread
+  std::atomic<uint64_t> checksum{0};  // keeps the loads alive
   const int64_t chunks = pool.threads() * 16;
   const size_t per = buf.size() / chunks;
   const double s = bestOf(5, [&] {
@@ -56,10 +57,10 @@ double measureReadGBs(ThreadPool& pool, size_t bytes) {
       }
       uint64_t total = 0;
       for (uint64_t a : acc) total += a;
-      sums[(b % pool.threads()) * 8] += total;  // keeps the loads alive
+      checksum.fetch_add(total, std::memory_order_relaxed);
     });
   });
-  volatile uint64_t sink = sums[0];
+  volatile uint64_t sink = checksum.load();
   (void)sink;
   return static_cast<double>(per * chunks * sizeof(uint64_t)) / s / 1e9;
 }
@@ -149,13 +150,14 @@ quant::DotIsa parseIsa(const std::string& s) {
 }  // namespace
 
 int runBenchKernels(const std::vector<std::string>& argv) {
-  const Args args(argv, {"--threads", "--isa", "--rows", "--cols", "--batch", "--set-mb", "--types"},
+  const Args args(argv,
+                  {"--threads", "--isa", "--rows", "--cols", "--batch", "--set-mb", "--bw-mb", "--types"},
                   {"--kernels", "--json"});
   const int rows = args.intOr("--rows", 1024), cols = args.intOr("--cols", 2048);
   const int batch = args.intOr("--batch", 64);
-  const int set_mb = args.intOr("--set-mb", 1024);
-  if (rows < 1 || cols < 256 || cols % 256 || batch < 1 || set_mb < 1)
-    throw UsageError("--rows >= 1, --cols a multiple of 256, --batch >= 1, --set-mb >= 1");
+  const int set_mb = args.intOr("--set-mb", 1024), bw_mb = args.intOr("--bw-mb", 1024);
+  if (rows < 1 || cols < 256 || cols % 256 || batch < 1 || set_mb < 1 || bw_mb < 1)
+    throw UsageError("--rows >= 1, --cols a multiple of 256, --batch >= 1, --set-mb and --bw-mb >= 1");
   CpuBackend be(args.intOr("--threads", 0));
   if (auto isa = args.value("--isa")) be.setDotIsa(parseIsa(*isa));
   ThreadPool pool(be.threads());
