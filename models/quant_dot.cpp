@@ -177,17 +177,14 @@ float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t
   }
 }
 
-template <TensorType Type, int R, int T>
+template <TensorType Type, int T>
 void portableTile(const TileArgs& a) {
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r)
-      a.y[t * a.y_stride + r] = pairPortable(Type, a.rows + r * a.row_bytes, a.act + t * a.act_stride, a.n);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = pairPortable(Type, a.row, a.act + t * a.act_stride, a.n);
 }
 
 template <TensorType Type>
 constexpr TileTable portableTableOf() {
-  return {{portableTile<Type, 1, 1>, portableTile<Type, 1, 2>, portableTile<Type, 1, 4>,
-           portableTile<Type, 1, 8>}};
+  return {{portableTile<Type, 1>, portableTile<Type, 2>, portableTile<Type, 4>, portableTile<Type, 8>}};
 }
 
 const TileTable* tableFor(DotIsa isa, TensorType t) {

@@ -1,7 +1,7 @@
 // AVX2 dot kernels (maddubs/madd integer products, FMA scaling), bit-identical to
 // the portable ones: the integer lanes are those of quant_dot.h and the float steps
-// the same single roundings. A tile keeps R rows x T activations in registers, so a
-// weight block is loaded and unpacked once for T activations.
+// the same single roundings. A tile is one weight row by T activations, so a weight
+// block is loaded and unpacked once for T activations.
 #include "models/quant_dot_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,43 +49,30 @@ struct WeightsQ4_0 {
   }
 };
 
-template <class W, int R, int T>
+// One weight row by T activations.
+template <class W, int T>
 MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
-  __m256 acc[R][T];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
+  __m256 acc[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb = a.n / 32;
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i w[R], aw[R];
-    float dw[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = a.rows + r * a.row_bytes + b * W::kBytes;
-      w[r] = W::load(blk);
-      aw[r] = _mm256_sign_epi8(w[r], w[r]);  // |w| as unsigned bytes (128 for -128)
-      dw[r] = f16(blk);
-    }
+    const uint8_t* blk = a.row + b * W::kBytes;
+    const __m256i w = W::load(blk);
+    const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as unsigned bytes (128 for -128)
+    const float dw = f16(blk);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
-      const __m256i x = load32(xb + 2);
-      const float dx = f16(xb);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        // sign(x, w) * |w| = w * x; pairs of products fit int16 (<= 2 * 128 * 127).
-        const __m256i p16 = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, w[r]));
-        const __m256i p = _mm256_madd_epi16(p16, ones);  // lane l: elements 4l..4l+3
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * dx), _mm256_cvtepi32_ps(p), acc[r][t]);
-      }
+      // sign(x, w) * |w| = w * x; pairs of products fit int16 (<= 2 * 128 * 127).
+      const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(load32(xb + 2), w));
+      const __m256i p = _mm256_madd_epi16(p16, ones);  // lane l: elements 4l..4l+3
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16(xb)), _mm256_cvtepi32_ps(p), acc[t]);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
 
 // ---------------------------------------------------------------------------
@@ -170,38 +157,26 @@ struct WeightsQ6_K {
   }
 };
 
-template <class W, int R, int T>
+// One weight row by T activations: a block's quants and scales are unpacked once.
+template <class W, int T>
 MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
-  __m256 acc[R][T];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
+  __m256 acc[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
-    typename W::Block blk[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) blk[r] = W::open(a.rows + r * a.row_bytes + b * W::kBytes);
-    __m256i p[R][T];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
+    const typename W::Block blk = W::open(a.row + b * W::kBytes);
+    __m256i p[T];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) p[r][t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < kSubBlocks; ++j) {
-      __m256i q[R], sc[R];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        q[r] = W::quants(blk[r], j);
-        sc[r] = W::scale(blk[r], j);
-      }
+      const __m256i q = W::quants(blk, j), sc = W::scale(blk, j);
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
+      for (int t = 0; t < T; ++t) {  // q <= 63: pairs of products fit int16
         const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)  // q <= 63: pairs of products fit int16
-          p[r][t] = _mm256_add_epi32(p[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], x), sc[r]));
+        p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), sc));
       }
     }
 #pragma GCC unroll 8
@@ -209,34 +184,29 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
       const float dx = q8kScale(xb);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        if constexpr (kQ6) {
-          const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk[r].all, sums), 5);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(blk[r].d * dx),
-                                      _mm256_cvtepi32_ps(_mm256_sub_epi32(p[r][t], offset)), acc[r][t]);
-        } else {
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(blk[r].d * dx), _mm256_cvtepi32_ps(p[r][t]), acc[r][t]);
-          const __m256i mn = _mm256_madd_epi16(blk[r].mins, sums);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(-(blk[r].dmin * dx)), _mm256_cvtepi32_ps(mn), acc[r][t]);
-        }
+      if constexpr (kQ6) {
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk.all, sums), 5);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(blk.d * dx),
+                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(p[t], offset)), acc[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(blk.d * dx), _mm256_cvtepi32_ps(p[t]), acc[t]);
+        const __m256i mn = _mm256_madd_epi16(blk.mins, sums);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-(blk.dmin * dx)), _mm256_cvtepi32_ps(mn), acc[t]);
       }
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
 
-template <class W, int R, int T>
+template <class W, int T>
 struct Blocks32 {
-  static void run(const TileArgs& a) { tileBlocks32<W, R, T>(a); }
+  static void run(const TileArgs& a) { tileBlocks32<W, T>(a); }
 };
 
-template <class W, int R, int T>
+template <class W, int T>
 struct BlocksK {
-  static void run(const TileArgs& a) { tileBlocksK<W, R, T>(a); }
+  static void run(const TileArgs& a) { tileBlocksK<W, T>(a); }
 };
 
 }  // namespace

@@ -50,40 +50,27 @@ struct WeightsQ4_0 {
   }
 };
 
-template <class W, int R, int T>
+// One weight row by T activations.
+template <class W, int T>
 MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
-  __m256 acc[R][T];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
+  __m256 acc[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t nb = a.n / 32;
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i w[R], aw[R];
-    __m256 dw[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = a.rows + r * a.row_bytes + b * W::kBytes;
-      w[r] = W::load(blk);
-      aw[r] = _mm256_abs_epi8(w[r]);  // 128 for -128, read as unsigned by dpbusd
-      dw[r] = _mm256_set1_ps(f16(blk));
-    }
+    const uint8_t* blk = a.row + b * W::kBytes;
+    const __m256i w = W::load(blk);
+    const __m256i aw = _mm256_abs_epi8(w);  // 128 for -128, read as unsigned by dpbusd
+    const __m256 dw = _mm256_set1_ps(f16(blk));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
-      const __m256i x = load32(xb + 2);
-      const __m256 dx = _mm256_set1_ps(f16(xb));
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r], _mm256_sign_epi8(x, w[r]));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dx), _mm256_cvtepi32_ps(p), acc[r][t]);
-      }
+      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(load32(xb + 2), w));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(f16(xb))), _mm256_cvtepi32_ps(p), acc[t]);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
 
 // ---------------------------------------------------------------------------
@@ -197,39 +184,27 @@ struct WeightsQ6_K {
   }
 };
 
-template <class W, int R, int T>
+// One weight row by T activations: a block's quants and scales are unpacked once.
+template <class W, int T>
 MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
   constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
-  __m256 acc[R][T];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
+  __m256 acc[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
-    typename W::Block blk[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) blk[r] = W::open(a.rows + r * a.row_bytes + b * W::kBytes);
-    __m512i p[R][T];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
+    const typename W::Block blk = W::open(a.row + b * W::kBytes);
+    __m512i p[T];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) p[r][t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; ++t) p[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 0; k < kSubBlocks / 2; ++k) {
-      __m512i q[R], sc[R];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        q[r] = W::quants(blk[r], k);
-        sc[r] = W::scale(blk[r], k);
-      }
+      const __m512i q = W::quants(blk, k), sc = W::scale(blk, k);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m512i x =
             _mm512_loadu_si512(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 64 * k);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)
-          p[r][t] = _mm512_add_epi32(p[r][t], _mm512_madd_epi16(_mm512_maddubs_epi16(q[r], x), sc[r]));
+        p[t] = _mm512_add_epi32(p[t], _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), sc));
       }
     }
 #pragma GCC unroll 8
@@ -237,38 +212,31 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
       const __m256 dx = _mm256_set1_ps(q8kScale(xb));
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m256i p8 = _mm256_add_epi32(lowHalf(p[r][t]), highHalf(p[r][t]));
-        if constexpr (kQ6) {
-          const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(lowHalf(blk[r].scales), sums), 5);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].d), dx),
-                                      _mm256_cvtepi32_ps(_mm256_sub_epi32(p8, offset)), acc[r][t]);
-        } else {
-          acc[r][t] =
-              _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].d), dx), _mm256_cvtepi32_ps(p8), acc[r][t]);
-          const __m256i mn = _mm256_madd_epi16(blk[r].mins, sums);
-          const __m256 sm =
-              _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(blk[r].dmin), dx), _mm256_set1_ps(-0.0f));
-          acc[r][t] = _mm256_fmadd_ps(sm, _mm256_cvtepi32_ps(mn), acc[r][t]);
-        }
+      const __m256i p8 = _mm256_add_epi32(lowHalf(p[t]), highHalf(p[t]));
+      if constexpr (kQ6) {
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(lowHalf(blk.scales), sums), 5);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk.d), dx),
+                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(p8, offset)), acc[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk.d), dx), _mm256_cvtepi32_ps(p8), acc[t]);
+        const __m256i mn = _mm256_madd_epi16(blk.mins, sums);
+        const __m256 sm = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(blk.dmin), dx), _mm256_set1_ps(-0.0f));
+        acc[t] = _mm256_fmadd_ps(sm, _mm256_cvtepi32_ps(mn), acc[t]);
       }
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = reduce8(acc[r][t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
 
-template <class W, int R, int T>
+template <class W, int T>
 struct Blocks32 {
-  static void run(const TileArgs& a) { tileBlocks32<W, R, T>(a); }
+  static void run(const TileArgs& a) { tileBlocks32<W, T>(a); }
 };
 
-template <class W, int R, int T>
+template <class W, int T>
 struct BlocksK {
-  static void run(const TileArgs& a) { tileBlocksK<W, R, T>(a); }
+  static void run(const TileArgs& a) { tileBlocksK<W, T>(a); }
 };
 
 // XCR0 bits 1, 2 (SSE, AVX state) and 5, 6, 7 (opmask, ZMM upper halves, ZMM16-31):

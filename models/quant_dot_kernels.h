@@ -13,14 +13,14 @@ namespace moe::quant::dot {
 
 using gguf::TensorType;
 
-// One tile's operands; kernels read rows r < R and activations t < T from here.
+// One tile's operands: a weight row and T activations.
 struct TileArgs {
-  const uint8_t* rows;  // [R] rows of row_bytes
+  const uint8_t* row;  // runTiles steps it by row_bytes
   size_t row_bytes;
   const uint8_t* act;  // [T] activation rows of act_stride bytes
   size_t act_stride;
   int64_t n;  // elements per row
-  float* y;   // y[t * y_stride + r]
+  float* y;   // y[t * y_stride]: the row's result for activation t
   size_t y_stride;
 };
 
@@ -41,7 +41,7 @@ struct TileTable {
 inline void runTiles(const TileTable& table, TileArgs a, int nr, int nt) {
   for (int r = 0; r < nr; ++r) {
     TileArgs ra = a;
-    ra.rows = a.rows + static_cast<size_t>(r) * a.row_bytes;
+    ra.row = a.row + static_cast<size_t>(r) * a.row_bytes;
     ra.y = a.y + r;
     for (int t0 = 0; t0 < nt;) {
       const int left = nt - t0;
@@ -55,10 +55,10 @@ inline void runTiles(const TileTable& table, TileArgs a, int nr, int nt) {
   }
 }
 
-// The table of a kernel template K<W, R, T>::run at R = 1.
-template <template <class, int, int> class K, class W>
+// The table of a kernel template K<W, T>::run.
+template <template <class, int> class K, class W>
 struct TableOf {
-  static constexpr TileTable value = {{K<W, 1, 1>::run, K<W, 1, 2>::run, K<W, 1, 4>::run, K<W, 1, 8>::run}};
+  static constexpr TileTable value = {{K<W, 1>::run, K<W, 2>::run, K<W, 4>::run, K<W, 8>::run}};
 };
 
 inline float loadF32(const uint8_t* p) {
