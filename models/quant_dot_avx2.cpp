@@ -6,48 +6,19 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#include <immintrin.h>
 
 #include <type_traits>
 
-#define MOECHAT_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define MOECHAT_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#include "models/quant_dot_x86.h"
 
 namespace moe::quant::dot {
 namespace {
 
 using namespace layout;
-
-MOECHAT_AVX2_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
-MOECHAT_AVX2_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
-
-MOECHAT_AVX2_INLINE __m256i load32(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
+using namespace x86;
 
 // ---------------------------------------------------------------------------
 // Q8_0 and Q4_0 weights with Q8_0 activations: per block 32 signed weights.
-
-struct WeightsQ8_0 {
-  static constexpr int kBytes = kQ8_0Bytes;
-  MOECHAT_AVX2_INLINE static __m256i load(const uint8_t* blk) { return load32(blk + 2); }
-};
-
-struct WeightsQ4_0 {
-  static constexpr int kBytes = kQ4_0Bytes;
-  MOECHAT_AVX2_INLINE static __m256i load(const uint8_t* blk) {  // nibble - 8, elements in order
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(bytes, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-  }
-};
 
 // One weight row by T activations.
 template <class W, int T>
@@ -78,31 +49,9 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
 // ---------------------------------------------------------------------------
 // K-quants with Q8_K activations.
 
-// (v >> shift) & mask per byte of 32 bytes, shift <= 7.
-MOECHAT_AVX2_INLINE __m256i bitsOf(const uint8_t* p, int shift, int mask) {
-  return _mm256_and_si256(_mm256_srl_epi16(load32(p), _mm_cvtsi32_si128(shift)),
-                          _mm256_set1_epi8(static_cast<char>(mask)));
-}
-
 // Word j of every 128-bit half of v, in all eight words of that half.
 MOECHAT_AVX2_INLINE __m256i broadcastWord(__m256i v, int j) {
   return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
-}
-
-// The 8 six-bit scales and mins of a Q4_K/Q5_K block (12 packed bytes at s) as bytes:
-// sc[0..8) and m[0..8) in the field order of quant_layout.h's scaleMinK4.
-MOECHAT_AVX2_INLINE void unpackScalesK4(const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  uint32_t w[3];
-  std::memcpy(w, s, 12);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const uint32_t out[4] = {
-      w[0] & low6,                                        // sc 0..3
-      (w[2] & low4) | (((w[0] >> 6) & top2) << 4),        // sc 4..7
-      w[1] & low6,                                        // m 0..3
-      ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)  // m 4..7
-  };
-  std::memcpy(sc, out, 8);
-  std::memcpy(m, out + 2, 8);
 }
 
 template <bool kFive>
@@ -116,11 +65,8 @@ struct WeightsQ45_K {
     float d, dmin;
   };
   MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
-    alignas(16) uint8_t sc[8], m[8];
-    unpackScalesK4(blk + 4, sc, m);
-    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
-    const __m128i mb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
-    return {blk, _mm256_broadcastsi128_si256(sc16), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)), f16(blk),
+    const __m128i sm = scalesAndMinsK4(blk + 4);
+    return {blk, _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)), minsAsWordPairs(sm), f16(blk),
             f16(blk + 2)};
   }
   MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {  // sub-block j, 0..31
@@ -145,10 +91,7 @@ struct WeightsQ6_K {
     return {blk, _mm256_permute2x128_si256(s16, s16, 0x00), _mm256_permute2x128_si256(s16, s16, 0x11), s16,
             f16(blk + 208)};
   }
-  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {  // sub-block j, 0..63
-    const Q6Sub s = q6Sub(b.blk, j);
-    return _mm256_or_si256(bitsOf(s.ql, s.ql_shift, 15), _mm256_slli_epi16(bitsOf(s.qh, s.qh_shift, 3), 4));
-  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) { return quantsQ6_K(b.blk, j); }
   // Words 0..7 = scale 2j (elements 0..15), words 8..15 = scale 2j + 1.
   MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) {
     const __m256i src = j < 4 ? b.lo : b.hi;

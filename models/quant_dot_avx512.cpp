@@ -8,9 +8,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#include <immintrin.h>
 
 #include <type_traits>
+
+#include "models/quant_dot_x86.h"
 
 #define MOECHAT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define MOECHAT_AVX512_INLINE \
@@ -20,35 +21,10 @@ namespace moe::quant::dot {
 namespace {
 
 using namespace layout;
-
-MOECHAT_AVX512_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-
-MOECHAT_AVX512_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
-
-MOECHAT_AVX512_INLINE __m256i load32(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
+using namespace x86;
 
 // ---------------------------------------------------------------------------
 // Q8_0 and Q4_0 weights with Q8_0 activations.
-
-struct WeightsQ8_0 {
-  static constexpr int kBytes = kQ8_0Bytes;
-  MOECHAT_AVX512_INLINE static __m256i load(const uint8_t* blk) { return load32(blk + 2); }
-};
-
-struct WeightsQ4_0 {
-  static constexpr int kBytes = kQ4_0Bytes;
-  MOECHAT_AVX512_INLINE static __m256i load(const uint8_t* blk) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
-    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
-  }
-};
 
 // One weight row by T activations.
 template <class W, int T>
@@ -75,11 +51,6 @@ MOECHAT_AVX512 void tileBlocks32(const TileArgs& a) {
 
 // ---------------------------------------------------------------------------
 // K-quants with Q8_K activations, two sub-blocks per register.
-
-MOECHAT_AVX512_INLINE __m256i bitsOf(const uint8_t* p, int shift, int mask) {
-  return _mm256_and_si256(_mm256_srl_epi16(load32(p), _mm_cvtsi32_si128(shift)),
-                          _mm256_set1_epi8(static_cast<char>(mask)));
-}
 
 // lo in bits 0..255, hi above. (A vector shuffle rather than _mm512_inserti64x4,
 // whose GCC 12 header trips -Wmaybe-uninitialized.)
@@ -115,21 +86,6 @@ MOECHAT_AVX512_INLINE __m512i quartersIndex(int first) {
   return join(lo, hi);
 }
 
-// The 8 six-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K/Q5_K block from
-// its 12 packed bytes at s, in the field order of quant_layout.h's scaleMinK4. With
-// the bytes as words w0 w1 w2: scales 0..3 = w0 & 0x3f.., scales 4..7 = (w2 & 0x0f..)
-// | ((w0 >> 2) & 0x30..), mins 0..3 = w1 & 0x3f.., mins 4..7 = ((w2 >> 4) & 0x0f..)
-// | ((w1 >> 2) & 0x30..), per byte.
-MOECHAT_AVX512_INLINE __m128i scalesAndMinsK4(const uint8_t* s) {  // reads 16 bytes, uses 12
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  const __m128i low =
-      _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
-                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-  const __m128i high = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                                     _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-  return _mm_or_si128(low, high);
-}
-
 template <bool kFive>
 struct WeightsQ45_K {
   static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
@@ -141,8 +97,7 @@ struct WeightsQ45_K {
   };
   MOECHAT_AVX512_INLINE static Block open(const uint8_t* blk) {
     const __m128i sm = scalesAndMinsK4(blk + 4);
-    return {blk, widen(_mm_cvtepu8_epi16(sm)), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)), f16(blk),
-            f16(blk + 2)};
+    return {blk, widen(_mm_cvtepu8_epi16(sm)), minsAsWordPairs(sm), f16(blk), f16(blk + 2)};
   }
   // Sub-blocks 2k and 2k+1: the low and high nibbles of the same 32 bytes.
   MOECHAT_AVX512_INLINE static __m512i quants(const Block& b, int k) {
@@ -171,12 +126,8 @@ struct WeightsQ6_K {
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
     return {blk, widen(s16), f16(blk + 208)};
   }
-  MOECHAT_AVX512_INLINE static __m256i one(const uint8_t* blk, int j) {
-    const Q6Sub s = q6Sub(blk, j);
-    return _mm256_or_si256(bitsOf(s.ql, s.ql_shift, 15), _mm256_slli_epi16(bitsOf(s.qh, s.qh_shift, 3), 4));
-  }
   MOECHAT_AVX512_INLINE static __m512i quants(const Block& b, int k) {
-    return join(one(b.blk, 2 * k), one(b.blk, 2 * k + 1));
+    return join(quantsQ6_K(b.blk, 2 * k), quantsQ6_K(b.blk, 2 * k + 1));
   }
   // Elements are in groups of 16 with scales 4k .. 4k+3, one per quarter.
   MOECHAT_AVX512_INLINE static __m512i scale(const Block& b, int k) {
