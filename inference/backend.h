@@ -28,8 +28,12 @@ class Backend {
   // Allocation of activations and the KV cache, zero-filled.
   virtual float* allocFloats(size_t n) = 0;
   virtual void freeFloats(float* p) = 0;
-  // Makes a weight usable by this backend (the CPU backend keeps the view as is).
+  // Makes a weight usable by this backend: the CPU backend keeps the view as is or
+  // repacks it into interleaved row groups, the CUDA backend uploads it. The view
+  // stays valid until releaseWeight or the backend's end; `host` may go at once.
   virtual WeightView prepareWeight(const WeightView& host) = 0;
+  // Frees what prepareWeight made for `prepared` (nothing where it kept the view).
+  virtual void releaseWeight(const WeightView& prepared) { (void)prepared; }
 
   // out[t][0..cols) = row tokens[t] of table (any supported type).
   virtual void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) = 0;

@@ -170,10 +170,7 @@ class Model::Loader {
   }
 
   static WeightView rowSlice(const WeightView& w, uint64_t first, uint64_t count) {
-    WeightView s = w;
-    s.data = w.data + first * w.row_bytes;
-    s.rows = static_cast<int64_t>(count);
-    return s;
+    return sliceRows(w, static_cast<int64_t>(first), static_cast<int64_t>(count));
   }
 
   // Routed experts: stacked 3-D tensors {in, out, n_expert} (expert e = byte range

@@ -1,5 +1,7 @@
-// A weight matrix as the file stores it: `rows` rows of `cols` elements, each row
-// row_bytes long, in the file's element type (no conversion at load).
+// A weight matrix: `rows` rows of `cols` elements in the file's element type (no
+// conversion at load), either as the file lays them out (each row row_bytes long)
+// or, where a CPU backend repacked them, in quant_repack.h's interleaved groups of
+// kRowGroup rows (group_bytes each).
 #pragma once
 
 #include <cstddef>
@@ -14,10 +16,18 @@ struct WeightView {
   const uint8_t* data = nullptr;  // backend memory (host memory for the CPU backend)
   int64_t cols = 0;               // ne0: input width
   int64_t rows = 0;               // ne1: output width
-  size_t row_bytes = 0;
+  size_t row_bytes = 0;           // of a row in the file layout
+  size_t group_bytes = 0;         // > 0: interleaved groups of kRowGroup rows
 
   bool empty() const { return data == nullptr; }
-  size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
+  bool interleaved() const { return group_bytes != 0; }
+  size_t bytes() const;
 };
+
+// Rows [first, first + count) of w (of an interleaved weight: whole groups).
+WeightView sliceRows(const WeightView& w, int64_t first, int64_t count);
+
+// Row r of w as floats: out[0..cols).
+void dequantizeWeightRow(const WeightView& w, int64_t r, float* out);
 
 }  // namespace moe

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/quant.h"
 #include "models/quant_dot_kernels.h"
+#include "models/quant_repack.h"
 
 namespace moe::quant {
 namespace {
@@ -61,6 +63,18 @@ void quantizeQ8_KBlock(const float* x, uint8_t* blk) {  // x: [256]
   }
 }
 
+// The tail of a Q8_0 activation row: each block's d as f32 and its sum of q.
+void appendQ8_0Tail(int64_t nb, uint8_t* act) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = act + b * kQ8_0ActBytes;
+    const float d = fp16ToFp32(loadU16(blk));
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(blk[2 + j]);
+    std::memcpy(act + nb * kQ8_0ActBytes + 4 * b, &d, 4);
+    std::memcpy(act + nb * (kQ8_0ActBytes + 4) + 4 * b, &sum, 4);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Portable kernels: one (row, activation) pair at a time, exactly as quant_dot.h
 // defines the sum.
@@ -88,22 +102,22 @@ float pairQ8_0(const uint8_t* row, const uint8_t* act, int64_t n) {
 }
 
 float pairQ4_0(const uint8_t* row, const uint8_t* act, int64_t n) {
-  Lanes acc = {};
-  for (int64_t b = 0; b < n / 32; ++b) {
+  const int64_t nb = n / 32;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = row + b * kQ4_0Bytes;
-    int8_t w[32];
-    for (int j = 0; j < 16; ++j) {
-      w[j] = static_cast<int8_t>((wb[2 + j] & 15) - 8);
-      w[j + 16] = static_cast<int8_t>((wb[2 + j] >> 4) - 8);
-    }
-    dotQ8_0Block(w, fp16ToFp32(loadU16(wb)), act + b * kQ8_0ActBytes, acc);
+    const auto* x = reinterpret_cast<const int8_t*>(act + b * kQ8_0ActBytes + 2);
+    int32_t p = 0;
+    for (int j = 0; j < 16; ++j) p += ((wb[2 + j] & 15) - 8) * x[j] + ((wb[2 + j] >> 4) - 8) * x[j + 16];
+    const float s = fp16ToFp32(loadU16(wb)) * loadF32(q8_0Scales(act, nb) + 4 * b);
+    acc = std::fma(static_cast<float>(p), s, acc);
   }
-  return reduceLanes(acc);
+  return acc;
 }
 
 // Q4_K (qh == nullptr) and Q5_K: the 4-bit nibbles at qs, the fifth bit in qh.
 float pairQ45_K(const uint8_t* row, const uint8_t* act, int64_t n, bool five) {
-  Lanes acc = {};
+  float acc = 0.0f;
   const int bytes = five ? kQ5_KBytes : kQ4_KBytes;
   for (int64_t b = 0; b < n / kBlockQK; ++b) {
     const uint8_t* wb = row + b * bytes;
@@ -127,19 +141,19 @@ float pairQ45_K(const uint8_t* row, const uint8_t* act, int64_t n, bool five) {
       const int sum = loadI16(q8kSums(xb) + 4 * j) + loadI16(q8kSums(xb) + 4 * j + 2);
       mn[j] = m * sum;
     }
+    int32_t total = 0, total_mins = 0;
+    for (int l = 0; l < 8; ++l) total += p[l], total_mins += mn[l];
     const float dx = q8kScale(xb);
     const float s = fp16ToFp32(loadU16(wb)) * dx;
     const float sm = -(fp16ToFp32(loadU16(wb + 2)) * dx);
-    for (int l = 0; l < 8; ++l) {
-      acc[l] = std::fma(s, static_cast<float>(p[l]), acc[l]);
-      acc[l] = std::fma(sm, static_cast<float>(mn[l]), acc[l]);
-    }
+    acc = std::fma(static_cast<float>(total), s, acc);
+    acc = std::fma(static_cast<float>(total_mins), sm, acc);
   }
-  return reduceLanes(acc);
+  return acc;
 }
 
 float pairQ6_K(const uint8_t* row, const uint8_t* act, int64_t n) {
-  Lanes acc = {};
+  float acc = 0.0f;
   for (int64_t b = 0; b < n / kBlockQK; ++b) {
     const uint8_t* wb = row + b * kQ6_KBytes;
     const uint8_t* xb = act + b * kQ8_KActBytes;
@@ -160,10 +174,12 @@ float pairQ6_K(const uint8_t* row, const uint8_t* act, int64_t n) {
     for (int l = 0; l < 8; ++l)
       p[l] -= 32 * (scales[2 * l] * loadI16(q8kSums(xb) + 4 * l) +
                     scales[2 * l + 1] * loadI16(q8kSums(xb) + 4 * l + 2));
+    int32_t total = 0;
+    for (int l = 0; l < 8; ++l) total += p[l];
     const float s = fp16ToFp32(loadU16(wb + 208)) * q8kScale(xb);
-    for (int l = 0; l < 8; ++l) acc[l] = std::fma(s, static_cast<float>(p[l]), acc[l]);
+    acc = std::fma(static_cast<float>(total), s, acc);
   }
-  return reduceLanes(acc);
+  return acc;
 }
 
 float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
@@ -187,6 +203,24 @@ constexpr TileTable portableTableOf() {
   return {{portableTile<Type, 1>, portableTile<Type, 2>, portableTile<Type, 4>, portableTile<Type, 8>}};
 }
 
+// A group's rows back in the file layout, then each pair as above.
+template <TensorType Type, int T>
+void portableGroup(const GroupArgs& a) {
+  const size_t row_bytes = gguf::rowBytes(Type, static_cast<uint64_t>(a.n));
+  thread_local std::vector<uint8_t> rows;
+  if (rows.size() < row_bytes) rows.resize(row_bytes);
+  for (int r = 0; r < kRowGroup; ++r) {
+    unpackRow(Type, a.group, a.n, r, rows.data());
+    for (int t = 0; t < T; ++t)
+      a.y[t * a.y_stride + r] = pairPortable(Type, rows.data(), a.act + t * a.act_stride, a.n);
+  }
+}
+
+template <TensorType Type>
+constexpr GroupTable portableGroupTableOf() {
+  return {{portableGroup<Type, 1>, portableGroup<Type, 2>, portableGroup<Type, 4>, portableGroup<Type, 8>}};
+}
+
 const TileTable* tableFor(DotIsa isa, TensorType t) {
   switch (isa) {
     case DotIsa::Portable: return portableTable(t);
@@ -196,9 +230,28 @@ const TileTable* tableFor(DotIsa isa, TensorType t) {
   return nullptr;
 }
 
+const GroupTable* groupTableFor(DotIsa isa, TensorType t) {
+  switch (isa) {
+    case DotIsa::Portable: return portableGroupTable(t);
+    case DotIsa::Avx2: return cpuHasAvx2() ? avx2GroupTable(t) : nullptr;
+    case DotIsa::Avx512: return cpuHasAvx512() ? avx512GroupTable(t) : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 namespace dot {
+const GroupTable* portableGroupTable(TensorType t) {
+  static constexpr GroupTable q4_0 = portableGroupTableOf<TensorType::Q4_0>();
+  static constexpr GroupTable q4_k = portableGroupTableOf<TensorType::Q4_K>();
+  switch (t) {
+    case TensorType::Q4_0: return &q4_0;
+    case TensorType::Q4_K: return &q4_k;
+    default: return nullptr;
+  }
+}
+
 const TileTable* portableTable(TensorType t) {
   static constexpr TileTable q8_0 = portableTableOf<TensorType::Q8_0>();
   static constexpr TileTable q4_0 = portableTableOf<TensorType::Q4_0>();
@@ -233,7 +286,7 @@ ActivationFormat activationFormat(gguf::TensorType weights) {
 size_t activationRowBytes(ActivationFormat f, int64_t n) {
   switch (f) {
     case ActivationFormat::None: return static_cast<size_t>(n) * sizeof(float);
-    case ActivationFormat::Q8_0: return static_cast<size_t>(n / 32) * kQ8_0ActBytes;
+    case ActivationFormat::Q8_0: return static_cast<size_t>(n / 32) * (kQ8_0ActBytes + 8);
     case ActivationFormat::Q8_K: return static_cast<size_t>(n / kBlockQK) * kQ8_KActBytes;
   }
   return 0;
@@ -245,6 +298,7 @@ void quantizeActivations(ActivationFormat f, const float* x, int64_t n, uint8_t*
     case ActivationFormat::Q8_0:
       if (n % 32) throw std::invalid_argument("quantizeActivations: Q8_0 rows are whole blocks of 32");
       for (int64_t b = 0; b < n / 32; ++b) quantizeQ8_0Block(x + 32 * b, dst + b * kQ8_0ActBytes);
+      appendQ8_0Tail(n / 32, dst);
       return;
     case ActivationFormat::Q8_K:
       if (n % kBlockQK) throw std::invalid_argument("quantizeActivations: Q8_K rows are whole blocks of 256");
@@ -281,6 +335,18 @@ void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_byt
                                 " kernels cannot run on this CPU or build");
   if (nr <= 0 || nt <= 0) return;
   runTiles(*table, TileArgs{rows, row_bytes, act, act_stride, n, y, y_stride}, nr, nt);
+}
+
+void dotGroups(DotIsa isa, gguf::TensorType t, const uint8_t* groups, size_t group_bytes, int ngroups,
+               const uint8_t* act, size_t act_stride, int nt, int64_t n, float* y, size_t y_stride) {
+  if (!isRepackable(t)) throwUnsupported(t, "dotGroups (no interleaved layout)");
+  checkLength(t, n, "dotGroups");
+  const GroupTable* table = groupTableFor(isa, t);
+  if (!table)
+    throw std::invalid_argument(std::string("dotGroups: the ") + dotIsaName(isa) +
+                                " kernels cannot run on this CPU or build");
+  if (ngroups <= 0 || nt <= 0) return;
+  runGroups(*table, GroupArgs{groups, act, act_stride, n, y, y_stride}, group_bytes, ngroups, nt);
 }
 
 float dotQuantized(DotIsa isa, gguf::TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {

@@ -12,21 +12,27 @@
 //   quantize_row_q8_K_ref define these layouts and scales; rounding here is to
 //   nearest, ties to even, on every code path.)
 //
-// The summation is defined once, so every code path (portable, AVX2, AVX-512 VNNI)
-// and every tile shape gives the same bits for a (row, activation) pair:
-//   8 float lanes acc[l], zero at the start; per weight block (32 elements for
-//   Q8_0/Q4_0, 256 for the K-quants) one exact int32 per lane:
-//     Q8_0/Q4_0: p[l] = sum of w*x over elements 4l..4l+3 (w = q, or nibble - 8)
-//                acc[l] = fma(dw*dx, p[l], acc[l])
-//     Q4_K/Q5_K: p[l] = sum over sub-blocks j of sc_j * (sum of q*x over elements
-//                32j+4l..32j+4l+3); mn[l] = m_l * (sum of x in sub-block l)
-//                acc[l] = fma(d*dx, p[l], acc[l]); acc[l] = fma(-(dmin*dx), mn[l], acc[l])
-//     Q6_K:      p[l] = sum over sub-blocks j of sc[2j + l/4] * (sum of q*x, q in 0..63,
-//                over elements 32j+4l..+3) - 32 * (sc[2l]*bsums[2l] + sc[2l+1]*bsums[2l+1])
-//                acc[l] = fma(d*dx, p[l], acc[l])
-//   result = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
-// The integers are exact; every float operation is a single IEEE rounding (fma
-// included), so the bits depend only on the data.
+// The summation is defined once, so every code path (portable, AVX2, AVX-512 VNNI),
+// every tile shape and every weight layout (the file's, or quant_repack.h's
+// interleaved groups) gives the same bits for a (row, activation) pair. Integers are
+// exact; every float operation is a single IEEE rounding (fma included).
+//   Q8_0:  8 float lanes acc[l], zero at the start; per block of 32
+//            p[l] = sum of w*x over elements 4l..4l+3 (exact int32)
+//            acc[l] = fma(dw*dx, p[l], acc[l])
+//          result = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
+//   Q4_0, Q4_K, Q5_K, Q6_K: one float acc, zero at the start; per block one exact
+//          int32 total P (and M), taken in block order:
+//     Q4_0:      P = sum over the 32 elements of (nibble - 8) * x
+//                acc = fma(float(P), dw*dx, acc)
+//     Q4_K/Q5_K: P = sum over sub-blocks j of sc_j * (sum of q*x over sub-block j)
+//                M = sum over j of m_j * (sum of x over sub-block j)
+//                acc = fma(float(P), d*dx, acc); acc = fma(float(M), -(dmin*dx), acc)
+//     Q6_K:      P = sum over groups g of 16 of sc_g * (sum of (q - 32) * x over g)
+//                acc = fma(float(P), d*dx, acc)
+//          result = acc
+// (float(P) rounds to nearest even where |P| > 2^24, the same on every path.) One
+// total per block is what an interleaved layout's lanes hold (one lane per row);
+// the file-layout kernels add their lanes up per block to match it.
 #pragma once
 
 #include <cstddef>
@@ -42,9 +48,11 @@ enum class ActivationFormat { None, Q8_0, Q8_K };
 // float by dotRow). Throws std::invalid_argument for types not computed.
 ActivationFormat activationFormat(gguf::TensorType weights);
 
-inline constexpr int kQ8_0ActBytes = 34;   // per 32 elements
+inline constexpr int kQ8_0ActBytes = 34;   // per 32 elements (then see below)
 inline constexpr int kQ8_KActBytes = 292;  // per 256 elements: 4 + 256 + 2 * 16
 
+// A Q8_0 activation row of nb blocks is the nb blocks, then each block's d as an f32
+// (the same f16 value, converted once), then each block's sum of q as an int32.
 // Bytes of one quantised activation row of n elements (n a whole number of blocks).
 size_t activationRowBytes(ActivationFormat f, int64_t n);
 
@@ -63,6 +71,12 @@ const char* dotIsaName(DotIsa isa);
 // activation rows in activationFormat(t), act_stride bytes apart. Any nr, nt >= 0.
 void dotTile(DotIsa isa, gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int nr,
              const uint8_t* act, size_t act_stride, int nt, int64_t n, float* y, size_t y_stride);
+
+// dotTile for weights in quant_repack.h's interleaved layout: ngroups groups of
+// kRowGroup rows, group_bytes apart; y[t * y_stride + r] for r < 8 * ngroups. The
+// same bits as dotTile on the rows in the file layout.
+void dotGroups(DotIsa isa, gguf::TensorType t, const uint8_t* groups, size_t group_bytes, int ngroups,
+               const uint8_t* act, size_t act_stride, int nt, int64_t n, float* y, size_t y_stride);
 
 // One (row, activation) pair: dotTile with nr = nt = 1.
 float dotQuantized(DotIsa isa, gguf::TensorType t, const uint8_t* row, const uint8_t* act, int64_t n);

@@ -13,6 +13,17 @@
 
 namespace moe::quant::dot {
 namespace {
+MOECHAT_AVX2_INLINE __m256i dotBytes(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+}  // namespace
+}  // namespace moe::quant::dot
+
+#define MOECHAT_GROUP_KERNEL MOECHAT_AVX2
+#include "models/quant_dot_groups_x86.h"
+
+namespace moe::quant::dot {
+namespace {
 
 using namespace layout;
 using namespace x86;
@@ -45,6 +56,35 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
+
+// One Q4_0 row by T Q8_0 activations: per block the exact total of the eight
+// lanes, then one fma (quant_dot.h).
+template <int T>
+MOECHAT_AVX2 void tileQ4_0(const TileArgs& a) {
+  float acc[T] = {};
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t nb = a.n / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = a.row + b * kQ4_0Bytes;
+    const __m256i w = WeightsQ4_0::load(blk);
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    const float dw = f16(blk);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* x = a.act + t * a.act_stride;
+      const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(load32(x + b * kQ8_0ActBytes + 2), w));
+      const int32_t p = sumLanes(_mm256_madd_epi16(p16, ones));
+      acc[t] = fma1(static_cast<float>(p), dw * loadF32(q8_0Scales(x, nb) + 4 * b), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = acc[t];
+}
+
+template <int T>
+struct RowsQ4_0 {
+  static void run(const TileArgs& a) { tileQ4_0<T>(a); }
+};
 
 // ---------------------------------------------------------------------------
 // K-quants with Q8_K activations.
@@ -104,9 +144,7 @@ struct WeightsQ6_K {
 template <class W, int T>
 MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
   constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
-  __m256 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  float acc[T] = {};
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
     const typename W::Block blk = W::open(a.row + b * W::kBytes);
@@ -129,17 +167,16 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
       const float dx = q8kScale(xb);
       if constexpr (kQ6) {
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk.all, sums), 5);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(blk.d * dx),
-                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(p[t], offset)), acc[t]);
+        acc[t] = fma1(static_cast<float>(sumLanes(_mm256_sub_epi32(p[t], offset))), blk.d * dx, acc[t]);
       } else {
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(blk.d * dx), _mm256_cvtepi32_ps(p[t]), acc[t]);
-        const __m256i mn = _mm256_madd_epi16(blk.mins, sums);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-(blk.dmin * dx)), _mm256_cvtepi32_ps(mn), acc[t]);
+        acc[t] = fma1(static_cast<float>(sumLanes(p[t])), blk.d * dx, acc[t]);
+        const int32_t mn = sumLanes(_mm256_madd_epi16(blk.mins, sums));
+        acc[t] = fma1(static_cast<float>(mn), -(blk.dmin * dx), acc[t]);
       }
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = acc[t];
 }
 
 template <class W, int T>
@@ -164,12 +201,24 @@ bool cpuHasAvx2() {
 }
 
 const TileTable* avx2Table(TensorType t) {
+  static constexpr TileTable rowsQ4_0 = {{RowsQ4_0<1>::run, RowsQ4_0<2>::run, RowsQ4_0<4>::run, RowsQ4_0<8>::run}};
   switch (t) {
     case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
-    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0>::value;
+    case TensorType::Q4_0: return &rowsQ4_0;
     case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>>::value;
     case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>>::value;
     case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K>::value;
+    default: return nullptr;
+  }
+}
+
+// Sixteen 256-bit registers: eight activations at once would spill.
+const GroupTable* avx2GroupTable(TensorType t) {
+  static constexpr GroupTable q4_0 = {{runGroupQ4_0<1>, runGroupQ4_0<2>, runGroupQ4_0<4>, nullptr}};
+  static constexpr GroupTable q4_k = {{runGroupQ4_K<1>, runGroupQ4_K<2>, runGroupQ4_K<4>, nullptr}};
+  switch (t) {
+    case TensorType::Q4_0: return &q4_0;
+    case TensorType::Q4_K: return &q4_k;
     default: return nullptr;
   }
 }
@@ -181,6 +230,7 @@ const TileTable* avx2Table(TensorType t) {
 namespace moe::quant::dot {
 bool cpuHasAvx2() { return false; }
 const TileTable* avx2Table(TensorType) { return nullptr; }
+const GroupTable* avx2GroupTable(TensorType) { return nullptr; }
 }  // namespace moe::quant::dot
 
 #endif

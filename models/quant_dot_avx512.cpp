@@ -19,6 +19,15 @@
 
 namespace moe::quant::dot {
 namespace {
+MOECHAT_AVX512_INLINE __m256i dotBytes(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+}  // namespace
+}  // namespace moe::quant::dot
+
+#define MOECHAT_GROUP_KERNEL MOECHAT_AVX512
+#include "models/quant_dot_groups_x86.h"
+
+namespace moe::quant::dot {
+namespace {
 
 using namespace layout;
 using namespace x86;
@@ -139,9 +148,7 @@ struct WeightsQ6_K {
 template <class W, int T>
 MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
   constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
-  __m256 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  float acc[T] = {};
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
     const typename W::Block blk = W::open(a.row + b * W::kBytes);
@@ -162,22 +169,20 @@ MOECHAT_AVX512 void tileBlocksK(const TileArgs& a) {
     for (int t = 0; t < T; ++t) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
-      const __m256 dx = _mm256_set1_ps(q8kScale(xb));
+      const float dx = q8kScale(xb);
       const __m256i p8 = _mm256_add_epi32(lowHalf(p[t]), highHalf(p[t]));
       if constexpr (kQ6) {
         const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(lowHalf(blk.scales), sums), 5);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk.d), dx),
-                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(p8, offset)), acc[t]);
+        acc[t] = fma1(static_cast<float>(sumLanes(_mm256_sub_epi32(p8, offset))), blk.d * dx, acc[t]);
       } else {
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(blk.d), dx), _mm256_cvtepi32_ps(p8), acc[t]);
-        const __m256i mn = _mm256_madd_epi16(blk.mins, sums);
-        const __m256 sm = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(blk.dmin), dx), _mm256_set1_ps(-0.0f));
-        acc[t] = _mm256_fmadd_ps(sm, _mm256_cvtepi32_ps(mn), acc[t]);
+        acc[t] = fma1(static_cast<float>(sumLanes(p8)), blk.d * dx, acc[t]);
+        const int32_t mn = sumLanes(_mm256_madd_epi16(blk.mins, sums));
+        acc[t] = fma1(static_cast<float>(mn), -(blk.dmin * dx), acc[t]);
       }
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
+  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = acc[t];
 }
 
 template <class W, int T>
@@ -215,10 +220,20 @@ bool cpuHasAvx512() {
 const TileTable* avx512Table(TensorType t) {
   switch (t) {
     case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
-    case TensorType::Q4_0: return &TableOf<Blocks32, WeightsQ4_0>::value;
+    case TensorType::Q4_0: return avx2Table(t);  // the block total leaves nothing for VNNI to add
     case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>>::value;
     case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>>::value;
     case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K>::value;
+    default: return nullptr;
+  }
+}
+
+const GroupTable* avx512GroupTable(TensorType t) {
+  static constexpr GroupTable q4_0 = {{runGroupQ4_0<1>, runGroupQ4_0<2>, runGroupQ4_0<4>, runGroupQ4_0<8>}};
+  static constexpr GroupTable q4_k = {{runGroupQ4_K<1>, runGroupQ4_K<2>, runGroupQ4_K<4>, runGroupQ4_K<8>}};
+  switch (t) {
+    case TensorType::Q4_0: return &q4_0;
+    case TensorType::Q4_K: return &q4_k;
     default: return nullptr;
   }
 }
@@ -230,6 +245,7 @@ const TileTable* avx512Table(TensorType t) {
 namespace moe::quant::dot {
 bool cpuHasAvx512() { return false; }
 const TileTable* avx512Table(TensorType) { return nullptr; }
+const GroupTable* avx512GroupTable(TensorType) { return nullptr; }
 }  // namespace moe::quant::dot
 
 #endif

@@ -61,6 +61,41 @@ struct TableOf {
   static constexpr TileTable value = {{K<W, 1>::run, K<W, 2>::run, K<W, 4>::run, K<W, 8>::run}};
 };
 
+// Operands of one interleaved group (quant_repack.h) and T activations.
+struct GroupArgs {
+  const uint8_t* group;
+  const uint8_t* act;  // [T] activation rows of act_stride bytes
+  size_t act_stride;
+  int64_t n;  // elements per row
+  float* y;   // y[t * y_stride + r]: row r of the group, activation t
+  size_t y_stride;
+};
+
+using GroupFn = void (*)(const GroupArgs&);
+
+// Kernels of one type for a group and T activations, T in {1, 2, 4, 8}: fn[log2 T],
+// null where an instruction set has no registers for that many.
+struct GroupTable {
+  GroupFn fn[4];
+};
+
+// Covers ngroups x nt with the largest tiles the table has.
+inline void runGroups(const GroupTable& table, GroupArgs a, size_t group_bytes, int ngroups, int nt) {
+  for (int g = 0; g < ngroups; ++g) {
+    GroupArgs ga = a;
+    ga.group = a.group + static_cast<size_t>(g) * group_bytes;
+    for (int t0 = 0; t0 < nt;) {
+      int tl = 3;
+      while (tl > 0 && (!table.fn[tl] || (1 << tl) > nt - t0)) --tl;
+      GroupArgs ta = ga;
+      ta.act = a.act + static_cast<size_t>(t0) * a.act_stride;
+      ta.y = a.y + static_cast<size_t>(t0) * a.y_stride + 8 * static_cast<size_t>(g);
+      table.fn[tl](ta);
+      t0 += 1 << tl;
+    }
+  }
+}
+
 inline float loadF32(const uint8_t* p) {
   float f;
   std::memcpy(&f, p, sizeof f);
@@ -78,6 +113,16 @@ inline float reduceLanes(const float* acc) {  // acc: [8]
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+inline int32_t loadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// A Q8_0 activation row's per-block d as f32 and sum of q (quant_dot.h).
+inline const uint8_t* q8_0Scales(const uint8_t* act, int64_t nb) { return act + nb * kQ8_0ActBytes; }
+inline const uint8_t* q8_0Sums(const uint8_t* act, int64_t nb) { return act + nb * (kQ8_0ActBytes + 4); }
+
 // Q8_K activation block fields.
 inline float q8kScale(const uint8_t* blk) { return loadF32(blk); }
 inline const int8_t* q8kQuants(const uint8_t* blk) { return reinterpret_cast<const int8_t*>(blk + 4); }
@@ -87,6 +132,9 @@ inline const uint8_t* q8kSums(const uint8_t* blk) { return blk + 260; }  // int1
 const TileTable* portableTable(TensorType t);
 const TileTable* avx2Table(TensorType t);
 const TileTable* avx512Table(TensorType t);
+const GroupTable* portableGroupTable(TensorType t);
+const GroupTable* avx2GroupTable(TensorType t);
+const GroupTable* avx512GroupTable(TensorType t);
 bool cpuHasAvx2();
 bool cpuHasAvx512();
 

@@ -20,6 +20,19 @@ MOECHAT_AVX2_INLINE float reduce8(__m256 acc) {  // the order of reduceLanes
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+// The exact int32 sum of v's lanes.
+MOECHAT_AVX2_INLINE int32_t sumLanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// fma(a, b, c) with one rounding, inline.
+MOECHAT_AVX2_INLINE float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
 MOECHAT_AVX2_INLINE float f16(const uint8_t* p) { return _cvtsh_ss(loadU16(p)); }
 
 MOECHAT_AVX2_INLINE __m256i load32(const void* p) {

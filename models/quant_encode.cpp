@@ -85,12 +85,7 @@ void quantizeBlockQK_affine(const float* x, uint8_t* blk, int nmax) {  // x: [25
   const float dmin = sixBitCodes(minv, m);
   storeU16(blk, fp32ToFp16(d));
   storeU16(blk + 2, fp32ToFp16(dmin));
-  uint8_t* s = blk + 4;  // inverse of scaleMinK4
-  for (int j = 0; j < 4; ++j) {
-    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-  }
+  packScaleMinK4(sc, m, blk + 4);
   const bool five = nmax == 31;
   uint8_t* qh = blk + 16;                // Q5_K only
   uint8_t* qs = blk + (five ? 48 : 16);  // [128]

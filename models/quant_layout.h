@@ -60,6 +60,15 @@ inline void scaleMinK4(const uint8_t* s, int j, int& sc, int& m) {  // s: [12]
   }
 }
 
+// The inverse of scaleMinK4: packs 8 six-bit scales and mins into 12 bytes.
+inline void packScaleMinK4(const int* sc, const int* m, uint8_t* s) {  // sc, m: [8]; s: [12]
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+
 // Where sub-block k (0..7, 32 elements) of a Q6_K block finds its bits.
 struct Q6Sub {
   const uint8_t* ql;  // [32]: the low 4 bits, nibble ql_shift

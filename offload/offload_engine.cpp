@@ -61,7 +61,19 @@ int OffloadEngine::slotsForShare(const Model& model, double share) {
 OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
     : config_(std::move(config)) {
   if (config_.policy == OffloadPolicy::kResident) {
-    resident_ = std::make_unique<ResidentExpertSource>(model.hostExperts());
+    if (cpu.name().rfind("cpu", 0) == 0) {  // a device backend's resident experts are its caller's
+      prepared_.backend = &cpu;
+      for (const auto& row : model.hostExperts()) {
+        auto& out = prepared_.table.emplace_back();
+        for (const ExpertWeights& e : row) {
+          ExpertWeights& p = out.emplace_back();
+          p.gate = cpu.prepareWeight(e.gate);
+          p.up = cpu.prepareWeight(e.up);
+          p.down = cpu.prepareWeight(e.down);
+        }
+      }
+    }
+    resident_ = std::make_unique<ResidentExpertSource>(prepared_.backend ? prepared_.table : model.hostExperts());
     source_ = resident_.get();
     return;
   }
@@ -137,6 +149,13 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
                                                  std::move(policy));
   if (device) cached_->setCopyWait(device->copyWait());
   source_ = cached_.get();
+}
+
+OffloadEngine::PreparedExperts::~PreparedExperts() {
+  for (const auto& row : table)
+    for (const ExpertWeights& e : row)
+      for (const WeightView* w : {&e.gate, &e.up, &e.down})
+        if (!w->empty()) backend->releaseWeight(*w);
 }
 
 OffloadEngine::~OffloadEngine() {

@@ -115,6 +115,17 @@ class OffloadEngine {
   std::unique_ptr<TransferWorker> worker_;
   std::shared_ptr<ExpertPredictor> predictor_;
   std::unique_ptr<CachedExpertSource> cached_;
+  // Resident on a CPU backend: every expert prepared by it (repacked where it
+  // repacks), released by it at the end.
+  struct PreparedExperts {
+    Backend* backend = nullptr;
+    std::vector<std::vector<ExpertWeights>> table;  // [n_layer][n_expert]
+    PreparedExperts() = default;
+    PreparedExperts(const PreparedExperts&) = delete;
+    PreparedExperts& operator=(const PreparedExperts&) = delete;
+    ~PreparedExperts();
+  };
+  PreparedExperts prepared_;
   std::unique_ptr<ExpertSource> resident_;
   ExpertSource* source_ = nullptr;
 };

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "models/quant.h"
 #include "offload/dot8.h"
 
 namespace moe {
@@ -26,8 +25,7 @@ SkipGatePredictor::SkipGatePredictor(const Model& model)
     // The router is small ([n_expert][n_embd]); a float copy keeps prediction cheap.
     auto& out = routers_.back();
     out.resize(size_t(r.rows) * r.cols);
-    for (int64_t e = 0; e < r.rows; ++e)
-      quant::dequantizeRow(r.type, r.data + e * r.row_bytes, out.data() + e * r.cols, r.cols);
+    for (int64_t e = 0; e < r.rows; ++e) dequantizeWeightRow(r, e, out.data() + e * r.cols);
   }
 }
 

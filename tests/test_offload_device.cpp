@@ -135,6 +135,7 @@ class CountingBackend final : public Backend {
   float* allocFloats(size_t n) override { return in_->allocFloats(n); }
   void freeFloats(float* p) override { in_->freeFloats(p); }
   WeightView prepareWeight(const WeightView& w) override { return in_->prepareWeight(w); }
+  void releaseWeight(const WeightView& w) override { in_->releaseWeight(w); }
   void embed(const WeightView& t, const int32_t* tok, int n, float* out) override {
     in_->embed(t, tok, n, out);
   }

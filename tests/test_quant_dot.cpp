@@ -2,7 +2,9 @@
 // field, every kernel against a double-precision sum of the same quantised values,
 // and every instruction set this CPU can run bit for bit against the portable
 // kernels, for odd tile shapes (rows and activations not multiples of the tile, one
-// activation, 511 activations), also through the CPU backend's matmul.
+// activation, 511 activations), also through the CPU backend's matmul. The
+// interleaved row groups (models/quant_repack.h): an exact round trip, and every
+// group kernel and the backend's repacked weights give the file layout's bits.
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "models/gguf.h"
 #include "models/quant.h"
 #include "models/quant_dot.h"
+#include "models/quant_repack.h"
 
 using moe::gguf::TensorType;
 namespace quant = moe::quant;
@@ -99,8 +102,20 @@ class TestQuantDot : public QObject {
     std::vector<float> x(64);
     for (int i = 0; i < 64; ++i) x[i] = 0.25f * float(i - 20);
     std::vector<uint8_t> blk(quant::activationRowBytes(ActivationFormat::Q8_0, 64));
-    QCOMPARE(blk.size(), size_t{68});
+    QCOMPARE(blk.size(), size_t{2 * 34 + 2 * 4 + 2 * 4});  // blocks, then d as f32, then sums
     quant::quantizeActivations(ActivationFormat::Q8_0, x.data(), 64, blk.data());
+    for (int b = 0; b < 2; ++b) {
+      uint16_t hb;
+      std::memcpy(&hb, blk.data() + 34 * b, 2);
+      float d32;
+      int32_t sum;
+      std::memcpy(&d32, blk.data() + 68 + 4 * b, 4);
+      std::memcpy(&sum, blk.data() + 76 + 4 * b, 4);
+      QCOMPARE(d32, quant::fp16ToFp32(hb));
+      int expect = 0;
+      for (int j = 0; j < 32; ++j) expect += int8_t(blk[34 * b + 2 + j]);
+      QCOMPARE(sum, expect);
+    }
     const float d0 = 5.0f / 127.0f;  // block 0: amax = |x[0]| = 5
     uint16_t h;
     std::memcpy(&h, blk.data(), 2);
@@ -287,6 +302,161 @@ class TestQuantDot : public QObject {
       if (!quant::dotIsaAvailable(isa))
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                                  quant::dotQuantized(isa, TensorType::Q8_0, o.rows.data(), o.act.data(), 32));
+  }
+
+  // ---- interleaved row groups -------------------------------------------------
+
+  void repackIsAnExactRoundTrip() {
+    // Arbitrary bytes (every scale and quant bit pattern), not only quantiser output.
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+      const int64_t n = 768;
+      const size_t row_bytes = moe::gguf::rowBytes(t, n);
+      std::vector<uint8_t> rows(8 * row_bytes);
+      uint32_t state = 12345;
+      for (auto& b : rows) b = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
+      const size_t group_bytes = quant::repackedGroupBytes(t, n);
+      QCOMPARE(group_bytes, t == TensorType::Q4_0 ? size_t{24 * 144} : size_t{3 * 1184});
+      std::vector<uint8_t> group(group_bytes), back(row_bytes);
+      quant::repackRows(t, rows.data(), row_bytes, n, group.data());
+      for (int r = 0; r < 8; ++r) {
+        quant::unpackRow(t, group.data(), n, r, back.data());
+        QVERIFY2(std::memcmp(back.data(), rows.data() + r * row_bytes, row_bytes) == 0,
+                 qPrintable(QStringLiteral("%1 row %2").arg(moe::gguf::tensorTypeName(t)).arg(r)));
+      }
+    }
+    QVERIFY(!quant::isRepackable(TensorType::Q8_0));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::repackedGroupBytes(TensorType::Q6_K, 256));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::repackedGroupBytes(TensorType::Q4_K, 100));
+  }
+
+  void groupsGiveTheFileLayoutsBits_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("groups");
+    QTest::addColumn<int>("nt");
+    QTest::addColumn<int>("n");
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+      const char* name = moe::gguf::tensorTypeName(t);
+      for (int nt : {1, 2, 3, 4, 5, 8, 9, 17}) QTest::addRow("%s/1x%d", name, nt) << int(t) << 1 << nt << 512;
+      QTest::addRow("%s/3x7 wide", name) << int(t) << 3 << 7 << 11 * 256;
+      QTest::addRow("%s/2x511", name) << int(t) << 2 << 511 << 256;
+    }
+  }
+
+  void groupsGiveTheFileLayoutsBits() {
+    QFETCH(int, type);
+    QFETCH(int, groups);
+    QFETCH(int, nt);
+    QFETCH(int, n);
+    const auto t = TensorType(type);
+    const int nr = 8 * groups;
+    const Operands o = makeOperands(t, nr, nt, n, 3 * nr + nt);
+    const size_t group_bytes = quant::repackedGroupBytes(t, n);
+    std::vector<uint8_t> packed(group_bytes * groups);
+    for (int g = 0; g < groups; ++g)
+      quant::repackRows(t, o.rows.data() + 8 * g * o.row_bytes, o.row_bytes, n, packed.data() + g * group_bytes);
+    const auto expected = tile(DotIsa::Portable, t, o, nr, nt);
+    for (DotIsa isa : availableIsas()) {
+      std::vector<float> y(size_t(nr) * nt, NAN);
+      quant::dotGroups(isa, t, packed.data(), group_bytes, groups, o.act.data(), o.act_bytes, nt, n, y.data(), nr);
+      for (size_t i = 0; i < y.size(); ++i)
+        if (y[i] != expected[i])
+          QFAIL(qPrintable(QStringLiteral("%1: output %2 (row %3, act %4) %5 != file layout %6")
+                               .arg(quant::dotIsaName(isa))
+                               .arg(i)
+                               .arg(i % nr)
+                               .arg(i / nr)
+                               .arg(double(y[i]), 0, 'g', 9)
+                               .arg(double(expected[i]), 0, 'g', 9)));
+    }
+  }
+
+  void groupsAtExtremeValues() {
+    // Every quant, scale and min at its largest code, activations at +-127: the
+    // group kernels' 32-bit lanes give the file layout's (exact) result.
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+      const int64_t n = 512;
+      const size_t row_bytes = moe::gguf::rowBytes(t, n);
+      std::vector<uint8_t> rows(8 * row_bytes, 0xff);
+      const size_t block = t == TensorType::Q4_0 ? 18 : 144;
+      for (size_t b = 0; b < rows.size(); b += block) {
+        rows[b] = 0x00, rows[b + 1] = 0x3C;  // d = 1.0 (f16)
+        if (t == TensorType::Q4_K) rows[b + 2] = 0x00, rows[b + 3] = 0x3C;  // dmin
+      }
+      std::vector<float> x(2 * n);
+      for (int64_t i = 0; i < 2 * n; ++i) x[i] = i < n ? 1.0f : (i % 2 ? 1.0f : -1.0f);
+      const auto format = quant::activationFormat(t);
+      const size_t act_bytes = quant::activationRowBytes(format, n);
+      std::vector<uint8_t> act(2 * act_bytes);
+      for (int i = 0; i < 2; ++i) quant::quantizeActivations(format, x.data() + i * n, n, act.data() + i * act_bytes);
+      std::vector<uint8_t> group(quant::repackedGroupBytes(t, n));
+      quant::repackRows(t, rows.data(), row_bytes, n, group.data());
+      std::vector<float> expected(16), y(16);
+      quant::dotTile(DotIsa::Portable, t, rows.data(), row_bytes, 8, act.data(), act_bytes, 2, n, expected.data(), 8);
+      for (DotIsa isa : availableIsas()) {
+        quant::dotGroups(isa, t, group.data(), group.size(), 1, act.data(), act_bytes, 2, n, y.data(), 8);
+        QVERIFY2(y == expected, quant::dotIsaName(isa));
+      }
+      QVERIFY(std::isfinite(expected[0]) && expected[0] != 0.0f);
+    }
+  }
+
+  void backendRepacksAndKeepsTheBits() {
+    // prepareWeight repacks Q4_0/Q4_K weights of whole groups of rows; matmul and
+    // embed through them give exactly what the file layout gives, on every
+    // instruction set, for one token and 511.
+    for (TensorType t : kTypes) {
+      for (int rows : {40, 37}) {
+        const int cols = 512, n_tokens = 511;
+        const Operands o = makeOperands(t, rows, 0, cols, 5 + rows);
+        const moe::WeightView host{t, o.rows.data(), cols, rows, o.row_bytes};
+        const auto x = randomFloats(size_t(n_tokens) * cols, 11, -2.0f, 2.0f);
+        for (DotIsa isa : availableIsas()) {
+          moe::CpuBackend be(3);
+          be.setDotIsa(isa);
+          const moe::WeightView prepared = be.prepareWeight(host);
+          const bool repacked = quant::isRepackable(t) && rows % 8 == 0;
+          QCOMPARE(prepared.interleaved(), repacked);
+          QCOMPARE(prepared.data != host.data, repacked);
+          for (int n : {1, n_tokens}) {
+            std::vector<float> a(size_t(n) * rows), b(size_t(n) * rows);
+            be.matmul(host, x.data(), a.data(), n);
+            be.matmul(prepared, x.data(), b.data(), n);
+            QVERIFY2(a == b, qPrintable(QStringLiteral("%1 %2 rows, %3 tokens")
+                                            .arg(quant::dotIsaName(isa))
+                                            .arg(rows)
+                                            .arg(n)));
+          }
+          const int32_t ids[] = {0, rows - 1, 9};
+          std::vector<float> e1(3 * cols), e2(3 * cols);
+          be.embed(host, ids, 3, e1.data());
+          be.embed(prepared, ids, 3, e2.data());
+          QVERIFY(e1 == e2);
+          be.releaseWeight(prepared);
+          if (repacked) QVERIFY_THROWS_EXCEPTION(std::invalid_argument, be.releaseWeight(prepared));
+        }
+      }
+    }
+    moe::CpuBackend off(1);
+    off.setRepackWeights(false);
+    const Operands o = makeOperands(TensorType::Q4_K, 8, 0, 256, 1);
+    const moe::WeightView host{TensorType::Q4_K, o.rows.data(), 256, 8, o.row_bytes};
+    QVERIFY(!off.prepareWeight(host).interleaved());
+  }
+
+  void slicingAnInterleavedWeight() {
+    const Operands o = makeOperands(TensorType::Q4_0, 24, 0, 64, 2);
+    moe::CpuBackend be(1);
+    const moe::WeightView w = be.prepareWeight({TensorType::Q4_0, o.rows.data(), 64, 24, o.row_bytes});
+    QVERIFY(w.interleaved());
+    QCOMPARE(w.bytes(), size_t{3 * 2 * 144});
+    const moe::WeightView s = moe::sliceRows(w, 8, 16);
+    std::vector<float> a(64), b(64);
+    moe::dequantizeWeightRow(s, 3, a.data());
+    quant::dequantizeRow(TensorType::Q4_0, o.rows.data() + 11 * o.row_bytes, b.data(), 64);
+    QVERIFY(a == b);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, moe::sliceRows(w, 4, 8));
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, moe::sliceRows(w, 8, 24));
+    be.releaseWeight(w);
   }
 
   // ---- through the backend ---------------------------------------------------

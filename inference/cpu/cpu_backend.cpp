@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/quant.h"
+#include "models/quant_repack.h"
 
 namespace moe {
 namespace {
@@ -25,6 +26,7 @@ constexpr int64_t kRowTile = 8;
 // (whose quantised activations stay in L2 while the rows are reused for them).
 constexpr int64_t kQuantRowTile = 16;
 constexpr int kQuantTokenBlock = 64;
+static_assert(kQuantRowTile % quant::kRowGroup == 0, "a row tile is whole interleaved groups");
 
 // A per-thread scratch buffer that only grows (the pool's threads live as long as
 // the backend, so each keeps one buffer).
@@ -113,6 +115,7 @@ CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
 CpuBackend::~CpuBackend() {
   for (float* p : allocations_) std::free(p);
+  for (const uint8_t* p : repacked_) std::free(const_cast<uint8_t*>(p));
 }
 
 std::string CpuBackend::name() const {
@@ -168,6 +171,41 @@ void CpuBackend::fromHost(float* dst, const float* host_src, size_t n) { copy(ds
 // ---------------------------------------------------------------------------
 // Weights
 
+WeightView CpuBackend::prepareWeight(const WeightView& host) {
+  if (!repack_ || host.interleaved() || !quant::isRepackable(host.type) || host.rows <= 0 ||
+      host.rows % quant::kRowGroup != 0)
+    return host;
+  checkWeight(host, "prepareWeight");
+  const size_t group_bytes = quant::repackedGroupBytes(host.type, host.cols);
+  const int64_t groups = host.rows / quant::kRowGroup;
+  const size_t bytes = (group_bytes * static_cast<size_t>(groups) + 63) / 64 * 64;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  if (!buf) throw std::bad_alloc();
+  forEach(groups, static_cast<int64_t>(group_bytes), [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g)
+      quant::repackRows(host.type, host.data + static_cast<size_t>(g * quant::kRowGroup) * host.row_bytes,
+                        host.row_bytes, host.cols, buf + static_cast<size_t>(g) * group_bytes);
+  });
+  {
+    std::lock_guard lock(alloc_mu_);
+    repacked_.insert(buf);
+  }
+  WeightView v = host;
+  v.data = buf;
+  v.group_bytes = group_bytes;
+  return v;
+}
+
+void CpuBackend::releaseWeight(const WeightView& prepared) {
+  if (!prepared.interleaved()) return;
+  {
+    std::lock_guard lock(alloc_mu_);
+    if (repacked_.erase(prepared.data) == 0)
+      throw std::invalid_argument("cpu backend: releaseWeight of a weight it did not repack");
+  }
+  std::free(const_cast<uint8_t*>(prepared.data));
+}
+
 void CpuBackend::embed(const WeightView& table, const int32_t* tokens, int n_tokens,
                        float* out) {  // table: [n_vocab][dim]; out: [n_tokens][dim]
   checkWeight(table, "embed");
@@ -176,8 +214,7 @@ void CpuBackend::embed(const WeightView& table, const int32_t* tokens, int n_tok
     if (id < 0 || id >= table.rows)
       throw std::out_of_range("cpu backend: embed: token id " + std::to_string(id) + " outside [0, " +
                               std::to_string(table.rows) + ")");
-    quant::dequantizeRow(table.type, table.data + static_cast<size_t>(id) * table.row_bytes,
-                         out + static_cast<size_t>(t) * table.cols, table.cols);
+    dequantizeWeightRow(table, id, out + static_cast<size_t>(t) * table.cols);
   }
 }
 
@@ -215,9 +252,15 @@ void CpuBackend::matmulQuantized(const WeightView& w, const float* x, float* y,
       const int t0 = static_cast<int>(item / row_tiles) * kQuantTokenBlock;
       const int nr = static_cast<int>(std::min(kQuantRowTile, w.rows - r0));
       const int nt = std::min(kQuantTokenBlock, n_tokens - t0);
-      quant::dotTile(isa_, w.type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, nr,
-                     act + static_cast<size_t>(t0) * act_bytes, act_bytes, nt, w.cols,
-                     y + static_cast<size_t>(t0) * w.rows + r0, static_cast<size_t>(w.rows));
+      const uint8_t* xt = act + static_cast<size_t>(t0) * act_bytes;
+      float* yt = y + static_cast<size_t>(t0) * w.rows + r0;
+      if (w.interleaved())  // whole groups: kQuantRowTile and w.rows are multiples of kRowGroup
+        quant::dotGroups(isa_, w.type, w.data + static_cast<size_t>(r0 / quant::kRowGroup) * w.group_bytes,
+                         w.group_bytes, nr / quant::kRowGroup, xt, act_bytes, nt, w.cols, yt,
+                         static_cast<size_t>(w.rows));
+      else
+        quant::dotTile(isa_, w.type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, nr, xt,
+                       act_bytes, nt, w.cols, yt, static_cast<size_t>(w.rows));
     }
   });
 }

@@ -1,9 +1,12 @@
-// The CPU compute backend: host memory, ops on float activations, weights used
-// in place in their file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
-// meet activations quantised once per matmul to 8-bit blocks, in integer dot
-// products (models/quant_dot.h); F32/F16/BF16 weights are dotted in float
-// (quant::dotRow). Work is spread over a small persistent thread pool where the op
-// is large enough to pay for the hand-off; small ops run inline.
+// The CPU compute backend: host memory, ops on float activations, weights in their
+// file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) meet activations
+// quantised once per matmul to 8-bit blocks, in integer dot products
+// (models/quant_dot.h); F32/F16/BF16 weights are dotted in float (quant::dotRow).
+// prepareWeight repacks Q4_0 and Q4_K weights into interleaved row groups
+// (models/quant_repack.h: one vector lane per row, the same bits); other weights,
+// and any view it was not given, are used in place. Work is spread over a small
+// persistent thread pool where the op is large enough to pay for the hand-off;
+// small ops run inline.
 #pragma once
 
 #include <cstddef>
@@ -29,10 +32,14 @@ class CpuBackend final : public Backend {
   // test or the bench picks another (every choice gives the same bits).
   quant::DotIsa dotIsa() const { return isa_; }
   void setDotIsa(quant::DotIsa isa);
+  // Whether prepareWeight repacks (on by default; off keeps the file's layout, as
+  // an offload path's host copies have it).
+  void setRepackWeights(bool on) { repack_ = on; }
 
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
   void freeFloats(float* p) override;
-  WeightView prepareWeight(const WeightView& host) override { return host; }
+  WeightView prepareWeight(const WeightView& host) override;
+  void releaseWeight(const WeightView& prepared) override;
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
@@ -60,8 +67,10 @@ class CpuBackend final : public Backend {
 
   ThreadPool pool_;
   quant::DotIsa isa_ = quant::bestDotIsa();
+  bool repack_ = true;
   std::mutex alloc_mu_;
   std::unordered_set<float*> allocations_;
+  std::unordered_set<const uint8_t*> repacked_;  // buffers prepareWeight made (alloc_mu_)
 };
 
 }  // namespace moe

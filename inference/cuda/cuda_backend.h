@@ -61,9 +61,9 @@ class CudaBackend final : public Backend {
   // The compute stream: an expert cache's copy engine makes it wait on a slot's
   // copy events (CudaCopyEngine::streamWaitFor) instead of blocking the host.
   cudaStream_t stream() const { return stream_; }
-  // Frees a weight prepareWeight returned (Backend has no such call yet: a Model's
-  // weights otherwise stay until the backend is destroyed).
-  void releaseWeight(const WeightView& dev);
+  // Frees a weight prepareWeight returned (a Model's weights otherwise stay until
+  // the backend is destroyed).
+  void releaseWeight(const WeightView& dev) override;
   size_t weightBytes() const { return weight_bytes_; }  // uploaded by prepareWeight
 
  private:

@@ -1,0 +1,45 @@
+// Interleaved row groups: a CPU-side layout of Q4_0 and Q4_K weights in which eight
+// consecutive rows are stored block by block side by side, so one 256-bit register
+// holds four weights of each of the eight rows and their scales sit in one vector.
+// The dot kernels (quant_dot.h dotGroups) then keep one accumulator lane per row:
+// an activation load serves eight rows, and a block's scaling is one vector fma for
+// eight rows instead of eight. The sums are those quant_dot.h defines for the file
+// layout, so a repacked weight gives the same bits as the file's.
+//
+// Group layouts (per block of the row length; r = row 0..7 of the group):
+//   Q4_0, 144 bytes per 32 elements:
+//     [0, 16)    f16 d of row r at 2r
+//     [16, 144)  chunk c = 0..3 at 16 + 32c: row r's quant bytes 4c..4c+3 at + 4r
+//                (low nibbles: elements 4c..4c+3, high: elements 16+4c..16+4c+3)
+//   Q4_K, 1184 bytes per 256 elements (file: 8 * 144; the scales are unpacked):
+//     [0, 16)     f16 d of row r at 2r;  [16, 32) f16 dmin
+//     [32, 96)    six-bit scale of sub-block j, row r at 32 + 8j + r
+//     [96, 160)   six-bit mins of sub-blocks 2p, 2p+1, row r at 96 + 16p + 2r (+1)
+//     [160, 1184) for each 32-byte quant run k = 0..3 (sub-blocks 2k low nibbles,
+//                 2k+1 high), chunk c = 0..7 at 160 + 256k + 32c: row r's bytes
+//                 32k+4c..32k+4c+3 at + 4r
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "models/gguf.h"
+
+namespace moe::quant {
+
+inline constexpr int kRowGroup = 8;
+
+// Whether `t` has an interleaved layout.
+bool isRepackable(gguf::TensorType t);
+
+// Bytes of one group of kRowGroup rows of `cols` elements (a whole number of blocks).
+size_t repackedGroupBytes(gguf::TensorType t, int64_t cols);
+
+// kRowGroup rows in the file layout, row_bytes apart -> one group.
+void repackRows(gguf::TensorType t, const uint8_t* rows, size_t row_bytes, int64_t cols, uint8_t* group);
+
+// Row r of a group back in the file layout (gguf::rowBytes(t, cols) bytes): the
+// exact inverse of repackRows.
+void unpackRow(gguf::TensorType t, const uint8_t* group, int64_t cols, int r, uint8_t* row);
+
+}  // namespace moe::quant
