@@ -293,15 +293,22 @@ size_t activationRowBytes(ActivationFormat f, int64_t n) {
 }
 
 void quantizeActivations(ActivationFormat f, const float* x, int64_t n, uint8_t* dst) {
+  quantizeActivations(bestDotIsa(), f, x, n, dst);
+}
+
+void quantizeActivations(DotIsa isa, ActivationFormat f, const float* x, int64_t n, uint8_t* dst) {
+  const bool avx2 = isa != DotIsa::Portable && cpuHasAvx2();
   switch (f) {
     case ActivationFormat::None: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
     case ActivationFormat::Q8_0:
       if (n % 32) throw std::invalid_argument("quantizeActivations: Q8_0 rows are whole blocks of 32");
+      if (avx2) return quantizeQ8_0Avx2(x, n / 32, dst);
       for (int64_t b = 0; b < n / 32; ++b) quantizeQ8_0Block(x + 32 * b, dst + b * kQ8_0ActBytes);
       appendQ8_0Tail(n / 32, dst);
       return;
     case ActivationFormat::Q8_K:
       if (n % kBlockQK) throw std::invalid_argument("quantizeActivations: Q8_K rows are whole blocks of 256");
+      if (avx2) return quantizeQ8_KAvx2(x, n / kBlockQK, dst);
       for (int64_t b = 0; b < n / kBlockQK; ++b) quantizeQ8_KBlock(x + kBlockQK * b, dst + b * kQ8_KActBytes);
       return;
   }

@@ -42,6 +42,13 @@
 
 namespace moe::quant {
 
+// Instruction sets the dot kernels exist for; the best the CPU has is used unless a
+// test or the bench asks for one.
+enum class DotIsa { Portable, Avx2, Avx512 };
+bool dotIsaAvailable(DotIsa isa);
+DotIsa bestDotIsa();
+const char* dotIsaName(DotIsa isa);
+
 enum class ActivationFormat { None, Q8_0, Q8_K };
 
 // The activation format a weight type is dotted with; None: F32/F16/BF16 (dotted in
@@ -56,15 +63,10 @@ inline constexpr int kQ8_KActBytes = 292;  // per 256 elements: 4 + 256 + 2 * 16
 // Bytes of one quantised activation row of n elements (n a whole number of blocks).
 size_t activationRowBytes(ActivationFormat f, int64_t n);
 
-// x: [n] -> dst: activationRowBytes(f, n) bytes.
+// x: [n] -> dst: activationRowBytes(f, n) bytes. Every instruction set writes the
+// same bytes; the first form uses the best one.
 void quantizeActivations(ActivationFormat f, const float* x, int64_t n, uint8_t* dst);
-
-// Instruction sets the dot kernels exist for; the best the CPU has is used unless a
-// test or the bench asks for one.
-enum class DotIsa { Portable, Avx2, Avx512 };
-bool dotIsaAvailable(DotIsa isa);
-DotIsa bestDotIsa();
-const char* dotIsaName(DotIsa isa);
+void quantizeActivations(DotIsa isa, ActivationFormat f, const float* x, int64_t n, uint8_t* dst);
 
 // A tile of dot products: y[t * y_stride + r] = row r . activation t for r < nr,
 // t < nt. rows: nr rows of type t, row_bytes apart, n elements each; act: nt

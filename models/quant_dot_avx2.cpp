@@ -7,6 +7,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "models/quant_dot_x86.h"
@@ -189,7 +190,79 @@ struct BlocksK {
   static void run(const TileArgs& a) { tileBlocksK<W, T>(a); }
 };
 
+// 32 int32 in four registers -> 32 int8 in element order (the values fit).
+MOECHAT_AVX2_INLINE __m256i packBytes(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+  // packs works per 128-bit half: the dwords come out as a0 b0 c0 d0 a1 b1 c1 d1.
+  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+MOECHAT_AVX2_INLINE float maxLane(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
+// |x| lanes, max kept where |x| is NaN (as std::max(amax, |x|) keeps amax).
+MOECHAT_AVX2_INLINE __m256 absMaxInto(__m256 acc, __m256 x) {
+  return _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), acc);
+}
+
 }  // namespace
+
+MOECHAT_AVX2 void quantizeQ8_0Avx2(const float* x, int64_t nb, uint8_t* dst) {
+  uint8_t* scales = dst + nb * kQ8_0ActBytes;
+  uint8_t* sums = dst + nb * (kQ8_0ActBytes + 4);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + 32 * b;
+    __m256 v[4], amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) amax = absMaxInto(amax, v[i] = _mm256_loadu_ps(xb + 8 * i));
+    const float d = maxLane(amax) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));  // to nearest even
+    uint8_t* blk = dst + b * kQ8_0ActBytes;
+    const uint16_t h = fp32ToFp16(d);
+    storeU16(blk, h);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + 2), packBytes(q[0], q[1], q[2], q[3]));
+    const float d16 = fp16ToFp32(h);
+    const int32_t sum = sumLanes(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    std::memcpy(scales + 4 * b, &d16, 4);
+    std::memcpy(sums + 4 * b, &sum, 4);
+  }
+}
+
+MOECHAT_AVX2 void quantizeQ8_KAvx2(const float* x, int64_t nb, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + kBlockQK * b;
+    uint8_t* blk = dst + b * kQ8_KActBytes;
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < kBlockQK; i += 8) amax = absMaxInto(amax, _mm256_loadu_ps(xb + i));
+    const float m = maxLane(amax);
+    float d = 0.0f;
+    if (m == 0.0f) {
+      std::memset(blk + 4, 0, kBlockQK + 32);
+    } else {
+      int first = 0;  // the first element of largest magnitude gives the sign
+      while (std::fabs(xb[first]) != m) ++first;
+      const float iscale = -127.0f / xb[first];
+      const __m256 vs = _mm256_set1_ps(iscale);
+      const __m256i top = _mm256_set1_epi32(127);
+      for (int g = 0; g < kBlockQK; g += 32) {
+        __m256i q[4];
+        for (int i = 0; i < 4; ++i)
+          q[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + g + 8 * i))), top);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + 4 + g), packBytes(q[0], q[1], q[2], q[3]));
+        for (int h = 0; h < 2; ++h) {
+          const auto s = static_cast<int16_t>(sumLanes(_mm256_add_epi32(q[2 * h], q[2 * h + 1])));
+          std::memcpy(blk + 260 + 2 * (g / 16 + h), &s, 2);
+        }
+      }
+      d = 1.0f / iscale;
+    }
+    std::memcpy(blk, &d, 4);
+  }
+}
 
 bool cpuHasAvx2() {
   static const bool ok = [] {
@@ -230,6 +303,8 @@ const GroupTable* avx2GroupTable(TensorType t) {
 namespace moe::quant::dot {
 bool cpuHasAvx2() { return false; }
 const TileTable* avx2Table(TensorType) { return nullptr; }
+void quantizeQ8_0Avx2(const float*, int64_t, uint8_t*) {}
+void quantizeQ8_KAvx2(const float*, int64_t, uint8_t*) {}
 const GroupTable* avx2GroupTable(TensorType) { return nullptr; }
 }  // namespace moe::quant::dot
 

@@ -136,6 +136,9 @@ const GroupTable* portableGroupTable(TensorType t);
 const GroupTable* avx2GroupTable(TensorType t);
 const GroupTable* avx512GroupTable(TensorType t);
 bool cpuHasAvx2();
+// The AVX2 activation quantisers: the portable ones' bytes, whole rows (tails included).
+void quantizeQ8_0Avx2(const float* x, int64_t nb, uint8_t* dst);
+void quantizeQ8_KAvx2(const float* x, int64_t nb, uint8_t* dst);
 bool cpuHasAvx512();
 
 }  // namespace moe::quant::dot

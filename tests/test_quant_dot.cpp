@@ -156,6 +156,25 @@ class TestQuantDot : public QObject {
     for (int i = 0; i < 292; ++i) QCOMPARE(int(act[i]), 0);
   }
 
+  void everyIsaQuantisesToTheSameBytes() {
+    // Random rows with a zero block, exact ties (x = d * (k + 0.5)) and a repeated
+    // largest magnitude of both signs.
+    for (ActivationFormat f : {ActivationFormat::Q8_0, ActivationFormat::Q8_K}) {
+      const int64_t n = 1024;
+      auto x = randomFloats(n, 77, -3.0f, 3.0f);
+      std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
+      for (int j = 0; j < 32; ++j) x[512 + j] = 0.5f * float(j - 16) + 0.25f;
+      x[700] = 5.0f, x[701] = -5.0f, x[900] = -4.0f, x[950] = 4.0f;
+      std::vector<uint8_t> portable(quant::activationRowBytes(f, n));
+      quant::quantizeActivations(DotIsa::Portable, f, x.data(), n, portable.data());
+      for (DotIsa isa : availableIsas()) {
+        std::vector<uint8_t> got(portable.size(), 0xAA);
+        quant::quantizeActivations(isa, f, x.data(), n, got.data());
+        QVERIFY2(got == portable, quant::dotIsaName(isa));
+      }
+    }
+  }
+
   void activationFormats() {
     QCOMPARE(quant::activationFormat(TensorType::F16), ActivationFormat::None);
     QCOMPARE(quant::activationFormat(TensorType::Q4_0), ActivationFormat::Q8_0);

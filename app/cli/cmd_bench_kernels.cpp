@@ -3,7 +3,9 @@
 // matrices from RAM, so its bound is bytes / bandwidth; prefill (a batch of tokens
 // on one matrix) is compute-bound and is reported in multiply-adds per second. The
 // baseline from the same run is the float-activation dot (quant::dotRow), the path
-// quantised weights took before activations were quantised.
+// quantised weights took before activations were quantised. The engine's rows run
+// on the weights as the backend prepares them (Q4_0/Q4_K repacked into interleaved
+// groups unless --no-repack); their byte counts are of that layout.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -67,6 +69,7 @@ double measureReadGBs(ThreadPool& pool, size_t bytes) {
 
 struct KernelResult {
   TensorType type;
+  bool repacked = false;
   double decode_gbs = 0, baseline_gbs = 0, prefill_gmacs = 0, baseline_prefill_gmacs = 0;
 };
 
@@ -109,11 +112,14 @@ KernelResult benchType(CpuBackend& be, ThreadPool& pool, TensorType t, int rows,
   const MatrixSet m = makeMatrices(t, rows, cols, set_bytes);
   std::vector<float> x(static_cast<size_t>(batch) * cols), y(static_cast<size_t>(batch) * rows);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
-  const double total = static_cast<double>(m.first.bytes()) * m.count;
+  std::vector<WeightView> engine;  // the matrices as the backend prepares them
+  for (int i = 0; i < m.count; ++i) engine.push_back(be.prepareWeight(m.at(i)));
+  r.repacked = engine[0].interleaved();
   const double decode_s = bestOf(3, [&] {
-    for (int i = 0; i < m.count; ++i) be.matmul(m.at(i), x.data(), y.data(), 1);
+    for (const WeightView& w : engine) be.matmul(w, x.data(), y.data(), 1);
   });
-  r.decode_gbs = total / decode_s / 1e9;
+  r.decode_gbs = static_cast<double>(engine[0].bytes()) * m.count / decode_s / 1e9;
+  const double total = static_cast<double>(m.first.bytes()) * m.count;
   // The float-activation dot over the same matrices, on the same threads.
   const double base_s = bestOf(2, [&] {
     for (int i = 0; i < m.count; ++i) {
@@ -127,7 +133,7 @@ KernelResult benchType(CpuBackend& be, ThreadPool& pool, TensorType t, int rows,
   r.baseline_gbs = total / base_s / 1e9;
   // Prefill: one matrix (cache-resident after the first pass), `batch` tokens.
   const double macs = static_cast<double>(rows) * cols * batch;
-  const double prefill_s = bestOf(3, [&] { be.matmul(m.first, x.data(), y.data(), batch); });
+  const double prefill_s = bestOf(3, [&] { be.matmul(engine[0], x.data(), y.data(), batch); });
   r.prefill_gmacs = macs / prefill_s / 1e9;
   const double base_prefill_s = bestOf(1, [&] {
     pool.parallelFor(rows, 4, [&](int64_t b, int64_t e) {
@@ -138,6 +144,7 @@ KernelResult benchType(CpuBackend& be, ThreadPool& pool, TensorType t, int rows,
     });
   });
   r.baseline_prefill_gmacs = macs / base_prefill_s / 1e9;
+  for (const WeightView& w : engine) be.releaseWeight(w);
   return r;
 }
 
@@ -152,7 +159,7 @@ quant::DotIsa parseIsa(const std::string& s) {
 int runBenchKernels(const std::vector<std::string>& argv) {
   const Args args(argv,
                   {"--threads", "--isa", "--rows", "--cols", "--batch", "--set-mb", "--bw-mb", "--types"},
-                  {"--kernels", "--json"});
+                  {"--kernels", "--json", "--no-repack"});
   const int rows = args.intOr("--rows", 1024), cols = args.intOr("--cols", 2048);
   const int batch = args.intOr("--batch", 64);
   const int set_mb = args.intOr("--set-mb", 1024), bw_mb = args.intOr("--bw-mb", 1024);
@@ -160,6 +167,7 @@ int runBenchKernels(const std::vector<std::string>& argv) {
     throw UsageError("--rows >= 1, --cols a multiple of 256, --batch >= 1, --set-mb and --bw-mb >= 1");
   CpuBackend be(args.intOr("--threads", 0));
   if (auto isa = args.value("--isa")) be.setDotIsa(parseIsa(*isa));
+  be.setRepackWeights(!args.flag("--no-repack"));
   ThreadPool pool(be.threads());
   std::vector<TensorType> types = {TensorType::F16,  TensorType::Q8_0, TensorType::Q4_0,
                                    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
@@ -188,8 +196,8 @@ int runBenchKernels(const std::vector<std::string>& argv) {
     std::printf("decode: one token through %d x %d matrices, %d MiB of them, read from RAM\n", rows, cols,
                 set_mb);
     std::printf("prefill: %d tokens on one %d x %d matrix (in cache)\n\n", batch, rows, cols);
-    std::printf("%-6s %12s %8s %14s %14s %16s\n", "type", "decode GB/s", "of bw", "f32-act GB/s",
-                "prefill GMAC/s", "f32-act GMAC/s");
+    std::printf("%-6s %-7s %12s %8s %14s %14s %16s\n", "type", "layout", "decode GB/s", "of bw",
+                "f32-act GB/s", "prefill GMAC/s", "f32-act GMAC/s");
   }
   std::string out = "{\"machine\": \"" + be.name() + "\", \"threads\": " + std::to_string(be.threads()) +
                     ", \"read_gbs\": " + std::to_string(bw) + ", \"rows\": " + std::to_string(rows) +
@@ -199,15 +207,16 @@ int runBenchKernels(const std::vector<std::string>& argv) {
     const KernelResult r = benchType(be, pool, types[i], rows, cols, batch, size_t(set_mb) << 20);
     const char* name = gguf::tensorTypeName(r.type);
     if (!json)
-      std::printf("%-6s %12.1f %7.0f%% %14.1f %14.1f %16.1f\n", name, r.decode_gbs, 100.0 * r.decode_gbs / bw,
-                  r.baseline_gbs, r.prefill_gmacs, r.baseline_prefill_gmacs);
-    char item[320];
+      std::printf("%-6s %-7s %12.1f %7.0f%% %14.1f %14.1f %16.1f\n", name, r.repacked ? "groups" : "rows",
+                  r.decode_gbs, 100.0 * r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
+                  r.baseline_prefill_gmacs);
+    char item[384];
     std::snprintf(
         item, sizeof item,
-        "%s{\"type\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_bandwidth\": %.3f, "
+        "%s{\"type\": \"%s\", \"layout\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_bandwidth\": %.3f, "
         "\"f32_activation_decode_gbs\": %.2f, \"prefill_gmacs\": %.2f, \"f32_activation_prefill_gmacs\": "
         "%.2f}",
-        i ? ", " : "", name, r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
+        i ? ", " : "", name, r.repacked ? "groups" : "rows", r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
         r.baseline_prefill_gmacs);
     out += item;
   }

@@ -31,7 +31,7 @@ commands:
       --preset generates (once, in the cache folder) a full-size synthetic model;
       --predictor adds a proactive-learned row with a trained predictor (`train`)
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
-        [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--json]
+        [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
       the CPU matmul kernels alone: decode GB/s against the read bandwidth measured
       in the same run, prefill multiply-adds/s, each beside the float-activation path
   gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]

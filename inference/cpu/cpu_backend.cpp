@@ -1,5 +1,7 @@
 #include "inference/cpu/cpu_backend.h"
 
+#include "inference/cpu/vector_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -100,11 +102,7 @@ void attendOneHead(const float* q, const float* k_cache, const float* v_cache, i
     sum += scores[j];
   }
   std::fill(out, out + head_dim, 0.0f);
-  for (int j = 0; j < n_keys; ++j) {
-    const float* v = v_cache + static_cast<size_t>(j) * kv_stride;
-    const float p = scores[j];
-    for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
-  }
+  for (int j = 0; j < n_keys; ++j) vec::addScaled(out, v_cache + static_cast<size_t>(j) * kv_stride, scores[j], head_dim);
   const float inv = 1.0f / sum;
   for (int d = 0; d < head_dim; ++d) out[d] *= inv;
 }
@@ -240,7 +238,7 @@ void CpuBackend::matmulQuantized(const WeightView& w, const float* x, float* y,
   uint8_t* act = act_buf.data();  // [n_tokens][act_bytes]
   forEach(n_tokens, w.cols * 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      quant::quantizeActivations(format, x + t * w.cols, w.cols, act + t * act_bytes);
+      quant::quantizeActivations(isa_, format, x + t * w.cols, w.cols, act + t * act_bytes);
   });
   const int64_t row_tiles = (w.rows + kQuantRowTile - 1) / kQuantRowTile;
   const int64_t token_blocks = (n_tokens + kQuantTokenBlock - 1) / kQuantTokenBlock;
@@ -378,14 +376,12 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, size_t n
 }
 
 void CpuBackend::add(float* y, const float* x, size_t n) {  // [n]
-  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] += x[i];
-  });
+  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) { vec::add(y + begin, x + begin, end - begin); });
 }
 
 void CpuBackend::axpy(float* y, const float* x, float a, size_t n) {  // [n]
   forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] += a * x[i];
+    vec::addScaled(y + begin, x + begin, a, end - begin);
   });
 }
 
