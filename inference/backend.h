@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "inference/model_config.h"
@@ -39,6 +40,18 @@ class Backend {
   virtual void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) = 0;
   // y[t][0..w.rows) = W · x[t]   x: [n_tokens][w.cols]
   virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
+  // Several matmuls at once (e.g. the gate and up projections of every expert of
+  // a layer): a backend may run them as one parallel loop. No job's y may overlap
+  // another job's x or y. Default: one after another.
+  struct MatmulJob {
+    WeightView w;
+    const float* x;
+    float* y;
+    int n_tokens;
+  };
+  virtual void matmulMany(std::span<const MatmulJob> jobs) {
+    for (const MatmulJob& j : jobs) matmul(j.w, j.x, j.y, j.n_tokens);
+  }
   // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight   (weight: [dim] F32, any row count)
   virtual void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) = 0;
   // In place, x: [n_tokens][n_heads][head_dim]; the first n_rot dims of each head rotate

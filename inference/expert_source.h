@@ -45,6 +45,11 @@ class ExpertSource {
   // source whose copies run in the background waits here, per expert, so that
   // computing expert i overlaps copying expert i+1. Default: nothing to wait for.
   virtual void waitFor(int layer, const ExpertRef& ref) { (void)layer, (void)ref; }
+  // Whether every acquired expert is ready at once and stays valid until
+  // release(layer), so the MoE block may compute several together (fewer, larger
+  // parallel loops; the same results). Otherwise it computes each expert right
+  // after its waitFor, as a cache that reuses slots within a layer needs.
+  virtual bool allReady() const { return false; }
   virtual void release(int layer) = 0;
 };
 

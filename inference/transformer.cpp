@@ -290,7 +290,9 @@ void Transformer::moeBlock(int il, int n) {
   // is bit-identical whatever the order: every caching policy computes the same.
   const std::vector<ExpertRef> order = experts_.acquire(il, needed);
   const int F = cfg_.n_ff_exp;
-  std::vector<const ExpertRef*> on_host;
+  const bool one_by_one = !experts_.allReady();
+  std::vector<const ExpertRef*> on_host, together;
+  int together_rows = 0;
   for (const ExpertRef& ref : order) {
     experts_.waitFor(il, ref);
     if (host_ && ref.on_host) {
@@ -298,6 +300,17 @@ void Transformer::moeBlock(int il, int n) {
       continue;
     }
     const auto& slots = served.at(ref.expert);
+    if (!one_by_one) {
+      const int m = static_cast<int>(slots.size());
+      if (together_rows + m > kMaxBatch) {
+        expertsTogether(together, served);
+        together.clear();
+        together_rows = 0;
+      }
+      together.push_back(&ref);
+      together_rows += m;
+      continue;
+    }
     const int m = static_cast<int>(slots.size());
     for (int i = 0; i < m; ++i)
       backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(slots[i] / K) * E, E);
@@ -308,6 +321,7 @@ void Transformer::moeBlock(int il, int n) {
     for (int i = 0; i < m; ++i)
       backend_.copy(s_->expert_out + size_t(slots[i]) * E, s_->gathered + size_t(i) * E, E);
   }
+  if (!together.empty()) expertsTogether(together, served);
   if (!on_host.empty()) hostExperts(on_host, served);
   float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
   backend_.zero(moe_out, size_t(n) * E);
@@ -319,6 +333,39 @@ void Transformer::moeBlock(int il, int n) {
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
   backend_.add(s_->x, moe_out, size_t(n) * E);
+}
+
+void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
+                                  const std::vector<std::vector<int>>& served) {
+  const int E = cfg_.n_embd, K = cfg_.n_expert_used, F = cfg_.n_ff_exp;
+  // Expert after expert, its tokens' rows in gathered / ff_a / ff_b from `first`.
+  std::vector<int> first;
+  int rows = 0;
+  for (const ExpertRef* ref : refs) {
+    first.push_back(rows);
+    for (int slot : served.at(ref->expert))
+      backend_.copy(s_->gathered + size_t(rows++) * E, s_->xn + size_t(slot / K) * E, E);
+  }
+  std::vector<Backend::MatmulJob> jobs;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const int m = static_cast<int>(served.at(refs[i]->expert).size());
+    const float* x = s_->gathered + size_t(first[i]) * E;
+    jobs.push_back({refs[i]->weights.gate, x, s_->ff_a + size_t(first[i]) * F, m});
+    jobs.push_back({refs[i]->weights.up, x, s_->ff_b + size_t(first[i]) * F, m});
+  }
+  backend_.matmulMany(jobs);
+  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(rows) * F);
+  jobs.clear();
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const int m = static_cast<int>(served.at(refs[i]->expert).size());
+    jobs.push_back({refs[i]->weights.down, s_->ff_a + size_t(first[i]) * F, s_->gathered + size_t(first[i]) * E, m});
+  }
+  backend_.matmulMany(jobs);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const auto& slots = served.at(refs[i]->expert);
+    for (size_t r = 0; r < slots.size(); ++r)
+      backend_.copy(s_->expert_out + size_t(slots[r]) * E, s_->gathered + (first[i] + r) * E, E);
+  }
 }
 
 // The device's experts of this layer are queued: compute these on the host from the

@@ -89,6 +89,9 @@ class Transformer {
   void moeBlock(int il, int n);
   void sharedExperts(int il, int n, float* moe_out);
   void hostExperts(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
+  // Experts on backend_ whose tokens fit the scratch together: all their gate and
+  // up projections in one matmulMany, one swiglu, all down projections in another.
+  void expertsTogether(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
   void addBias(float* x, const float* bias, int n_rows, int width);
   void checkCancel() const;
   void reportHidden(int index, int n);

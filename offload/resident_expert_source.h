@@ -15,6 +15,7 @@ class ResidentExpertSource final : public ExpertSource {
   explicit ResidentExpertSource(const std::vector<std::vector<ExpertWeights>>& table);
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override;
   void release(int layer) override;
+  bool allReady() const override { return true; }
 
  private:
   const std::vector<std::vector<ExpertWeights>>& table_;

@@ -220,45 +220,104 @@ void CpuBackend::matmul(const WeightView& w, const float* x, float* y,
                         int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
   checkWeight(w, "matmul");
   if (n_tokens <= 0) return;
-  if (quant::activationFormat(w.type) != quant::ActivationFormat::None)
-    matmulQuantized(w, x, y, n_tokens);
-  else if (n_tokens == 1)
+  if (quant::activationFormat(w.type) != quant::ActivationFormat::None) {
+    const MatmulJob job{w, x, y, n_tokens};
+    matmulQuantized({&job, 1});
+  } else if (n_tokens == 1) {
     matmulOneToken(w, x, y);
-  else
+  } else {
     matmulBatch(w, x, y, n_tokens);
+  }
 }
 
-void CpuBackend::matmulQuantized(const WeightView& w, const float* x, float* y,
-                                 int n_tokens) {  // x: [n_tokens][cols]; y: [n_tokens][rows]
-  const auto format = quant::activationFormat(w.type);
-  const size_t act_bytes = quant::activationRowBytes(format, w.cols);
+void CpuBackend::matmulMany(std::span<const MatmulJob> jobs) {
+  std::vector<MatmulJob> quantised;
+  for (const MatmulJob& j : jobs) {
+    checkWeight(j.w, "matmul");
+    if (j.n_tokens <= 0) continue;
+    if (quant::activationFormat(j.w.type) != quant::ActivationFormat::None)
+      quantised.push_back(j);
+    else
+      matmul(j.w, j.x, j.y, j.n_tokens);
+  }
+  if (!quantised.empty()) matmulQuantized(quantised);
+}
+
+void CpuBackend::matmulQuantized(std::span<const MatmulJob> jobs) {
+  // Per job: where its quantised activations are (jobs with the same input share
+  // them) and its range of work items (row tile x token block) in one loop.
+  struct Part {
+    size_t act = 0;  // offset in act_buf
+    size_t act_bytes = 0;
+    bool quantises = false;
+    int64_t row_tiles = 0, first_item = 0;
+  };
+  std::vector<Part> parts(jobs.size());
+  size_t act_total = 0;
+  int64_t items = 0, to_quantise = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const MatmulJob& j = jobs[i];
+    Part& p = parts[i];
+    const auto format = quant::activationFormat(j.w.type);
+    p.act_bytes = quant::activationRowBytes(format, j.w.cols);
+    p.quantises = true;
+    for (size_t k = 0; k < i; ++k)
+      if (jobs[k].x == j.x && jobs[k].n_tokens == j.n_tokens && jobs[k].w.cols == j.w.cols &&
+          quant::activationFormat(jobs[k].w.type) == format) {
+        p.act = parts[k].act;
+        p.quantises = false;
+        break;
+      }
+    if (p.quantises) {
+      p.act = act_total;
+      act_total += p.act_bytes * j.n_tokens;
+      to_quantise += j.n_tokens;
+    }
+    p.row_tiles = (j.w.rows + kQuantRowTile - 1) / kQuantRowTile;
+    p.first_item = items;
+    items += p.row_tiles * ((j.n_tokens + kQuantTokenBlock - 1) / kQuantTokenBlock);
+  }
   // The calling thread's buffer: the pool's workers only read it during this call.
   thread_local std::vector<uint8_t> act_buf;
-  if (act_buf.size() < act_bytes * n_tokens) act_buf.resize(act_bytes * n_tokens);
-  uint8_t* act = act_buf.data();  // [n_tokens][act_bytes]
-  forEach(n_tokens, w.cols * 4, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      quant::quantizeActivations(isa_, format, x + t * w.cols, w.cols, act + t * act_bytes);
+  if (act_buf.size() < act_total) act_buf.resize(act_total);
+  uint8_t* act = act_buf.data();
+  std::vector<std::pair<size_t, int>> rows_to_quantise;  // (job, token)
+  rows_to_quantise.reserve(static_cast<size_t>(to_quantise));
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (parts[i].quantises)
+      for (int t = 0; t < jobs[i].n_tokens; ++t) rows_to_quantise.emplace_back(i, t);
+  forEach(to_quantise, jobs[0].w.cols * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const auto [i, t] = rows_to_quantise[static_cast<size_t>(r)];
+      const MatmulJob& j = jobs[i];
+      quant::quantizeActivations(isa_, quant::activationFormat(j.w.type), j.x + static_cast<size_t>(t) * j.w.cols,
+                                 j.w.cols, act + parts[i].act + static_cast<size_t>(t) * parts[i].act_bytes);
+    }
   });
-  const int64_t row_tiles = (w.rows + kQuantRowTile - 1) / kQuantRowTile;
-  const int64_t token_blocks = (n_tokens + kQuantTokenBlock - 1) / kQuantTokenBlock;
-  const int64_t work = kQuantRowTile * w.cols * std::min(n_tokens, kQuantTokenBlock);
-  forEach(row_tiles * token_blocks, work, [&](int64_t begin, int64_t end) {
+  const MatmulJob& j0 = jobs[0];
+  const int64_t work = kQuantRowTile * j0.w.cols * std::min(j0.n_tokens, kQuantTokenBlock);
+  forEach(items, work, [&](int64_t begin, int64_t end) {
+    size_t i = 0;
     for (int64_t item = begin; item < end; ++item) {
+      while (i + 1 < parts.size() && parts[i + 1].first_item <= item) ++i;
+      const MatmulJob& j = jobs[i];
+      const Part& p = parts[i];
+      const WeightView& w = j.w;
       // Consecutive items share a token block, so a thread's rows meet activations in cache.
-      const int64_t r0 = (item % row_tiles) * kQuantRowTile;
-      const int t0 = static_cast<int>(item / row_tiles) * kQuantTokenBlock;
+      const int64_t local = item - p.first_item;
+      const int64_t r0 = (local % p.row_tiles) * kQuantRowTile;
+      const int t0 = static_cast<int>(local / p.row_tiles) * kQuantTokenBlock;
       const int nr = static_cast<int>(std::min(kQuantRowTile, w.rows - r0));
-      const int nt = std::min(kQuantTokenBlock, n_tokens - t0);
-      const uint8_t* xt = act + static_cast<size_t>(t0) * act_bytes;
-      float* yt = y + static_cast<size_t>(t0) * w.rows + r0;
+      const int nt = std::min(kQuantTokenBlock, j.n_tokens - t0);
+      const uint8_t* xt = act + p.act + static_cast<size_t>(t0) * p.act_bytes;
+      float* yt = j.y + static_cast<size_t>(t0) * w.rows + r0;
       if (w.interleaved())  // whole groups: kQuantRowTile and w.rows are multiples of kRowGroup
         quant::dotGroups(isa_, w.type, w.data + static_cast<size_t>(r0 / quant::kRowGroup) * w.group_bytes,
-                         w.group_bytes, nr / quant::kRowGroup, xt, act_bytes, nt, w.cols, yt,
+                         w.group_bytes, nr / quant::kRowGroup, xt, p.act_bytes, nt, w.cols, yt,
                          static_cast<size_t>(w.rows));
       else
         quant::dotTile(isa_, w.type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, nr, xt,
-                       act_bytes, nt, w.cols, yt, static_cast<size_t>(w.rows));
+                       p.act_bytes, nt, w.cols, yt, static_cast<size_t>(w.rows));
     }
   });
 }

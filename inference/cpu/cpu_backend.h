@@ -43,6 +43,8 @@ class CpuBackend final : public Backend {
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
+  // Quantised jobs share one activation quantisation per input and one parallel loop.
+  void matmulMany(std::span<const MatmulJob> jobs) override;
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
@@ -63,7 +65,7 @@ class CpuBackend final : public Backend {
   void forEach(int64_t n, int64_t work_per_item, const ThreadPool::RangeFn& fn);
   void matmulOneToken(const WeightView& w, const float* x, float* y);
   void matmulBatch(const WeightView& w, const float* x, float* y, int n_tokens);
-  void matmulQuantized(const WeightView& w, const float* x, float* y, int n_tokens);
+  void matmulQuantized(std::span<const MatmulJob> jobs);  // every job's weight quantised
 
   ThreadPool pool_;
   quant::DotIsa isa_ = quant::bestDotIsa();

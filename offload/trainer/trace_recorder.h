@@ -47,6 +47,7 @@ class TraceRecorder final : public ExpertSource {
     return inner_.acquire(layer, experts);
   }
   void waitFor(int layer, const ExpertRef& ref) override { inner_.waitFor(layer, ref); }
+  bool allReady() const override { return inner_.allReady(); }
   void release(int layer) override { inner_.release(layer); }
 
  private:
