@@ -189,9 +189,8 @@ void Transformer::attentionBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
   backend_.rmsNorm(s_->x, L.attn_norm, s_->xn, n, E, cfg_.rms_eps);
-  backend_.matmul(L.wq, s_->xn, s_->q, n);
-  backend_.matmul(L.wk, s_->xn, s_->k, n);
-  backend_.matmul(L.wv, s_->xn, s_->v, n);
+  const Backend::MatmulJob qkv[] = {{L.wq, s_->xn, s_->q, n}, {L.wk, s_->xn, s_->k, n}, {L.wv, s_->xn, s_->v, n}};
+  backend_.matmulMany(qkv);
   addBias(s_->q, L.bq, n, Q);
   addBias(s_->k, L.bk, n, KV);
   addBias(s_->v, L.bv, n, KV);
@@ -219,8 +218,8 @@ void Transformer::denseFfn(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, F = cfg_.n_ff;
   backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
-  backend_.matmul(L.ffn_gate, s_->xn, s_->ff_a, n);
-  backend_.matmul(L.ffn_up, s_->xn, s_->ff_b, n);
+  const Backend::MatmulJob gate_up[] = {{L.ffn_gate, s_->xn, s_->ff_a, n}, {L.ffn_up, s_->xn, s_->ff_b, n}};
+  backend_.matmulMany(gate_up);
   backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * F);
   backend_.matmul(L.ffn_down, s_->ff_a, s_->out, n);
   backend_.add(s_->x, s_->out, size_t(n) * E);
@@ -400,8 +399,8 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
 void Transformer::sharedExperts(int il, int n, float* moe_out) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, S = cfg_.n_ff_shexp;
-  backend_.matmul(L.shexp_gate, s_->xn, s_->ff_a, n);
-  backend_.matmul(L.shexp_up, s_->xn, s_->ff_b, n);
+  const Backend::MatmulJob gate_up[] = {{L.shexp_gate, s_->xn, s_->ff_a, n}, {L.shexp_up, s_->xn, s_->ff_b, n}};
+  backend_.matmulMany(gate_up);
   backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * S);
   backend_.matmul(L.shexp_down, s_->ff_a, s_->gathered, n);
   if (L.shexp_router.empty()) {
