@@ -189,7 +189,8 @@ void Transformer::attentionBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
   backend_.rmsNorm(s_->x, L.attn_norm, s_->xn, n, E, cfg_.rms_eps);
-  const Backend::MatmulJob qkv[] = {{L.wq, s_->xn, s_->q, n}, {L.wk, s_->xn, s_->k, n}, {L.wv, s_->xn, s_->v, n}};
+  const Backend::MatmulJob qkv[] = {
+      {L.wq, s_->xn, s_->q, n}, {L.wk, s_->xn, s_->k, n}, {L.wv, s_->xn, s_->v, n}};
   backend_.matmulMany(qkv);
   addBias(s_->q, L.bq, n, Q);
   addBias(s_->k, L.bk, n, KV);
@@ -357,7 +358,8 @@ void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
   jobs.clear();
   for (size_t i = 0; i < refs.size(); ++i) {
     const int m = static_cast<int>(served.at(refs[i]->expert).size());
-    jobs.push_back({refs[i]->weights.down, s_->ff_a + size_t(first[i]) * F, s_->gathered + size_t(first[i]) * E, m});
+    jobs.push_back(
+        {refs[i]->weights.down, s_->ff_a + size_t(first[i]) * F, s_->gathered + size_t(first[i]) * E, m});
   }
   backend_.matmulMany(jobs);
   for (size_t i = 0; i < refs.size(); ++i) {
@@ -399,7 +401,8 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
 void Transformer::sharedExperts(int il, int n, float* moe_out) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, S = cfg_.n_ff_shexp;
-  const Backend::MatmulJob gate_up[] = {{L.shexp_gate, s_->xn, s_->ff_a, n}, {L.shexp_up, s_->xn, s_->ff_b, n}};
+  const Backend::MatmulJob gate_up[] = {{L.shexp_gate, s_->xn, s_->ff_a, n},
+                                        {L.shexp_up, s_->xn, s_->ff_b, n}};
   backend_.matmulMany(gate_up);
   backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * S);
   backend_.matmul(L.shexp_down, s_->ff_a, s_->gathered, n);

@@ -16,8 +16,8 @@ size_t WeightView::bytes() const {
 
 WeightView sliceRows(const WeightView& w, int64_t first, int64_t count) {
   if (first < 0 || count < 0 || first + count > w.rows)
-    throw std::out_of_range("sliceRows: rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                            ") of " + std::to_string(w.rows));
+    throw std::out_of_range("sliceRows: rows [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") of " + std::to_string(w.rows));
   WeightView s = w;
   s.rows = count;
   if (!w.interleaved()) {
@@ -33,7 +33,8 @@ WeightView sliceRows(const WeightView& w, int64_t first, int64_t count) {
 
 void dequantizeWeightRow(const WeightView& w, int64_t r, float* out) {
   if (r < 0 || r >= w.rows)
-    throw std::out_of_range("dequantizeWeightRow: row " + std::to_string(r) + " of " + std::to_string(w.rows));
+    throw std::out_of_range("dequantizeWeightRow: row " + std::to_string(r) + " of " +
+                            std::to_string(w.rows));
   if (!w.interleaved()) {
     quant::dequantizeRow(w.type, w.data + static_cast<size_t>(r) * w.row_bytes, out, w.cols);
     return;

@@ -226,7 +226,8 @@ MOECHAT_AVX2 void quantizeQ8_0Avx2(const float* x, int64_t nb, uint8_t* dst) {
     storeU16(blk, h);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + 2), packBytes(q[0], q[1], q[2], q[3]));
     const float d16 = fp16ToFp32(h);
-    const int32_t sum = sumLanes(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    const int32_t sum =
+        sumLanes(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     std::memcpy(scales + 4 * b, &d16, 4);
     std::memcpy(sums + 4 * b, &sum, 4);
   }
@@ -251,7 +252,8 @@ MOECHAT_AVX2 void quantizeQ8_KAvx2(const float* x, int64_t nb, uint8_t* dst) {
       for (int g = 0; g < kBlockQK; g += 32) {
         __m256i q[4];
         for (int i = 0; i < 4; ++i)
-          q[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + g + 8 * i))), top);
+          q[i] =
+              _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + g + 8 * i))), top);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + 4 + g), packBytes(q[0], q[1], q[2], q[3]));
         for (int h = 0; h < 2; ++h) {
           const auto s = static_cast<int16_t>(sumLanes(_mm256_add_epi32(q[2 * h], q[2 * h + 1])));
@@ -274,7 +276,8 @@ bool cpuHasAvx2() {
 }
 
 const TileTable* avx2Table(TensorType t) {
-  static constexpr TileTable rowsQ4_0 = {{RowsQ4_0<1>::run, RowsQ4_0<2>::run, RowsQ4_0<4>::run, RowsQ4_0<8>::run}};
+  static constexpr TileTable rowsQ4_0 = {
+      {RowsQ4_0<1>::run, RowsQ4_0<2>::run, RowsQ4_0<4>::run, RowsQ4_0<8>::run}};
   switch (t) {
     case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
     case TensorType::Q4_0: return &rowsQ4_0;

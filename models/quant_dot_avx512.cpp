@@ -19,7 +19,9 @@
 
 namespace moe::quant::dot {
 namespace {
-MOECHAT_AVX512_INLINE __m256i dotBytes(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+MOECHAT_AVX512_INLINE __m256i dotBytes(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(acc, u, s);
+}
 }  // namespace
 }  // namespace moe::quant::dot
 

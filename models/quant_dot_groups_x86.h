@@ -20,11 +20,15 @@ using namespace layout;
 using x86::f16;
 using x86::load32;
 
-MOECHAT_GROUP_KERNEL inline __m256i lowNibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+MOECHAT_GROUP_KERNEL inline __m256i lowNibbles(__m256i v) {
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
 MOECHAT_GROUP_KERNEL inline __m256i highNibbles(__m256i v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
 }
-MOECHAT_GROUP_KERNEL inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(loadI32(reinterpret_cast<const uint8_t*>(p))); }
+MOECHAT_GROUP_KERNEL inline __m256i broadcast4(const int8_t* p) {
+  return _mm256_set1_epi32(loadI32(reinterpret_cast<const uint8_t*>(p)));
+}
 MOECHAT_GROUP_KERNEL inline __m256 scales8(const uint8_t* p) {  // eight f16 -> f32
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -97,7 +101,8 @@ MOECHAT_GROUP_KERNEL void groupQ4_K(const GroupArgs& a) {
       }
       const auto* sc = reinterpret_cast<const __m128i*>(gb + 32 + 16 * k);
       const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(sc));
-      const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 40 + 16 * k)));
+      const __m256i sc_hi =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 40 + 16 * k)));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         p[t] = _mm256_add_epi32(p[t], _mm256_add_epi32(_mm256_mullo_epi32(lo_sum[t], sc_lo),

@@ -28,7 +28,8 @@ void forEachRun(TensorType t, int r, Move move) {
   move(size_t(2 * r), size_t{0}, size_t{2});
   move(size_t(16 + 2 * r), size_t{2}, size_t{2});
   for (int k = 0; k < 4; ++k)
-    for (int c = 0; c < 8; ++c) move(size_t(160 + 256 * k + 32 * c + 4 * r), size_t(16 + 32 * k + 4 * c), size_t{4});
+    for (int c = 0; c < 8; ++c)
+      move(size_t(160 + 256 * k + 32 * c + 4 * r), size_t(16 + 32 * k + 4 * c), size_t{4});
 }
 
 size_t fileBlockBytes(TensorType t) { return t == TensorType::Q4_0 ? kQ4_0Bytes : kQ4_KBytes; }

@@ -73,7 +73,8 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
         }
       }
     }
-    resident_ = std::make_unique<ResidentExpertSource>(prepared_.backend ? prepared_.table : model.hostExperts());
+    resident_ =
+        std::make_unique<ResidentExpertSource>(prepared_.backend ? prepared_.table : model.hostExperts());
     source_ = resident_.get();
     return;
   }

@@ -372,11 +372,13 @@ class TestQuantDot : public QObject {
     const size_t group_bytes = quant::repackedGroupBytes(t, n);
     std::vector<uint8_t> packed(group_bytes * groups);
     for (int g = 0; g < groups; ++g)
-      quant::repackRows(t, o.rows.data() + 8 * g * o.row_bytes, o.row_bytes, n, packed.data() + g * group_bytes);
+      quant::repackRows(t, o.rows.data() + 8 * g * o.row_bytes, o.row_bytes, n,
+                        packed.data() + g * group_bytes);
     const auto expected = tile(DotIsa::Portable, t, o, nr, nt);
     for (DotIsa isa : availableIsas()) {
       std::vector<float> y(size_t(nr) * nt, NAN);
-      quant::dotGroups(isa, t, packed.data(), group_bytes, groups, o.act.data(), o.act_bytes, nt, n, y.data(), nr);
+      quant::dotGroups(isa, t, packed.data(), group_bytes, groups, o.act.data(), o.act_bytes, nt, n, y.data(),
+                       nr);
       for (size_t i = 0; i < y.size(); ++i)
         if (y[i] != expected[i])
           QFAIL(qPrintable(QStringLiteral("%1: output %2 (row %3, act %4) %5 != file layout %6")
@@ -398,7 +400,7 @@ class TestQuantDot : public QObject {
       std::vector<uint8_t> rows(8 * row_bytes, 0xff);
       const size_t block = t == TensorType::Q4_0 ? 18 : 144;
       for (size_t b = 0; b < rows.size(); b += block) {
-        rows[b] = 0x00, rows[b + 1] = 0x3C;  // d = 1.0 (f16)
+        rows[b] = 0x00, rows[b + 1] = 0x3C;                                 // d = 1.0 (f16)
         if (t == TensorType::Q4_K) rows[b + 2] = 0x00, rows[b + 3] = 0x3C;  // dmin
       }
       std::vector<float> x(2 * n);
@@ -406,11 +408,13 @@ class TestQuantDot : public QObject {
       const auto format = quant::activationFormat(t);
       const size_t act_bytes = quant::activationRowBytes(format, n);
       std::vector<uint8_t> act(2 * act_bytes);
-      for (int i = 0; i < 2; ++i) quant::quantizeActivations(format, x.data() + i * n, n, act.data() + i * act_bytes);
+      for (int i = 0; i < 2; ++i)
+        quant::quantizeActivations(format, x.data() + i * n, n, act.data() + i * act_bytes);
       std::vector<uint8_t> group(quant::repackedGroupBytes(t, n));
       quant::repackRows(t, rows.data(), row_bytes, n, group.data());
       std::vector<float> expected(16), y(16);
-      quant::dotTile(DotIsa::Portable, t, rows.data(), row_bytes, 8, act.data(), act_bytes, 2, n, expected.data(), 8);
+      quant::dotTile(DotIsa::Portable, t, rows.data(), row_bytes, 8, act.data(), act_bytes, 2, n,
+                     expected.data(), 8);
       for (DotIsa isa : availableIsas()) {
         quant::dotGroups(isa, t, group.data(), group.size(), 1, act.data(), act_bytes, 2, n, y.data(), 8);
         QVERIFY2(y == expected, quant::dotIsaName(isa));
@@ -440,10 +444,10 @@ class TestQuantDot : public QObject {
             std::vector<float> a(size_t(n) * rows), b(size_t(n) * rows);
             be.matmul(host, x.data(), a.data(), n);
             be.matmul(prepared, x.data(), b.data(), n);
-            QVERIFY2(a == b, qPrintable(QStringLiteral("%1 %2 rows, %3 tokens")
-                                            .arg(quant::dotIsaName(isa))
-                                            .arg(rows)
-                                            .arg(n)));
+            QVERIFY2(
+                a == b,
+                qPrintable(
+                    QStringLiteral("%1 %2 rows, %3 tokens").arg(quant::dotIsaName(isa)).arg(rows).arg(n)));
           }
           const int32_t ids[] = {0, rows - 1, 9};
           std::vector<float> e1(3 * cols), e2(3 * cols);
@@ -460,6 +464,14 @@ class TestQuantDot : public QObject {
     const Operands o = makeOperands(TensorType::Q4_K, 8, 0, 256, 1);
     const moe::WeightView host{TensorType::Q4_K, o.rows.data(), 256, 8, o.row_bytes};
     QVERIFY(!off.prepareWeight(host).interleaved());
+    moe::CpuBackend tight(1);  // more reserve than any machine has: the file layout
+    tight.setRepackReserve(uint64_t{1} << 60);
+    QVERIFY(!tight.prepareWeight(host).interleaved());
+    moe::CpuBackend roomy(1);
+    roomy.setRepackReserve(0);
+    const moe::WeightView packed = roomy.prepareWeight(host);
+    QVERIFY(packed.interleaved());
+    roomy.releaseWeight(packed);
   }
 
   void slicingAnInterleavedWeight() {

@@ -216,8 +216,8 @@ int runBenchKernels(const std::vector<std::string>& argv) {
         "%s{\"type\": \"%s\", \"layout\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_bandwidth\": %.3f, "
         "\"f32_activation_decode_gbs\": %.2f, \"prefill_gmacs\": %.2f, \"f32_activation_prefill_gmacs\": "
         "%.2f}",
-        i ? ", " : "", name, r.repacked ? "groups" : "rows", r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs, r.prefill_gmacs,
-        r.baseline_prefill_gmacs);
+        i ? ", " : "", name, r.repacked ? "groups" : "rows", r.decode_gbs, r.decode_gbs / bw, r.baseline_gbs,
+        r.prefill_gmacs, r.baseline_prefill_gmacs);
     out += item;
   }
   out += "]}";

@@ -1,14 +1,14 @@
 #include "inference/cpu/cpu_backend.h"
 
-#include "inference/cpu/vector_ops.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <vector>
 
+#include "inference/cpu/vector_ops.h"
 #include "models/quant.h"
 #include "models/quant_repack.h"
 
@@ -29,6 +29,17 @@ constexpr int64_t kRowTile = 8;
 constexpr int64_t kQuantRowTile = 16;
 constexpr int kQuantTokenBlock = 64;
 static_assert(kQuantRowTile % quant::kRowGroup == 0, "a row tile is whole interleaved groups");
+
+// MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read.
+uint64_t availableMemoryBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
 
 // A per-thread scratch buffer that only grows (the pool's threads live as long as
 // the backend, so each keeps one buffer).
@@ -102,7 +113,8 @@ void attendOneHead(const float* q, const float* k_cache, const float* v_cache, i
     sum += scores[j];
   }
   std::fill(out, out + head_dim, 0.0f);
-  for (int j = 0; j < n_keys; ++j) vec::addScaled(out, v_cache + static_cast<size_t>(j) * kv_stride, scores[j], head_dim);
+  for (int j = 0; j < n_keys; ++j)
+    vec::addScaled(out, v_cache + static_cast<size_t>(j) * kv_stride, scores[j], head_dim);
   const float inv = 1.0f / sum;
   for (int d = 0; d < head_dim; ++d) out[d] *= inv;
 }
@@ -177,6 +189,7 @@ WeightView CpuBackend::prepareWeight(const WeightView& host) {
   const size_t group_bytes = quant::repackedGroupBytes(host.type, host.cols);
   const int64_t groups = host.rows / quant::kRowGroup;
   const size_t bytes = (group_bytes * static_cast<size_t>(groups) + 63) / 64 * 64;
+  if (availableMemoryBytes() < bytes + repack_reserve_) return host;
   auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
   if (!buf) throw std::bad_alloc();
   forEach(groups, static_cast<int64_t>(group_bytes), [&](int64_t begin, int64_t end) {
@@ -290,8 +303,9 @@ void CpuBackend::matmulQuantized(std::span<const MatmulJob> jobs) {
     for (int64_t r = begin; r < end; ++r) {
       const auto [i, t] = rows_to_quantise[static_cast<size_t>(r)];
       const MatmulJob& j = jobs[i];
-      quant::quantizeActivations(isa_, quant::activationFormat(j.w.type), j.x + static_cast<size_t>(t) * j.w.cols,
-                                 j.w.cols, act + parts[i].act + static_cast<size_t>(t) * parts[i].act_bytes);
+      quant::quantizeActivations(isa_, quant::activationFormat(j.w.type),
+                                 j.x + static_cast<size_t>(t) * j.w.cols, j.w.cols,
+                                 act + parts[i].act + static_cast<size_t>(t) * parts[i].act_bytes);
     }
   });
   const MatmulJob& j0 = jobs[0];
@@ -435,13 +449,13 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, size_t n
 }
 
 void CpuBackend::add(float* y, const float* x, size_t n) {  // [n]
-  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) { vec::add(y + begin, x + begin, end - begin); });
+  forEach(static_cast<int64_t>(n), 1,
+          [&](int64_t begin, int64_t end) { vec::add(y + begin, x + begin, end - begin); });
 }
 
 void CpuBackend::axpy(float* y, const float* x, float a, size_t n) {  // [n]
-  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
-    vec::addScaled(y + begin, x + begin, a, end - begin);
-  });
+  forEach(static_cast<int64_t>(n), 1,
+          [&](int64_t begin, int64_t end) { vec::addScaled(y + begin, x + begin, a, end - begin); });
 }
 
 std::unique_ptr<Backend> makeCpuBackend(int threads) { return std::make_unique<CpuBackend>(threads); }

@@ -35,6 +35,11 @@ class CpuBackend final : public Backend {
   // Whether prepareWeight repacks (on by default; off keeps the file's layout, as
   // an offload path's host copies have it).
   void setRepackWeights(bool on) { repack_ = on; }
+  // A weight is repacked only while the memory the kernel reports available
+  // (MemAvailable) stays above this many bytes after its copy: a model near the
+  // size of RAM keeps the file layout (the same bits, read from the page cache)
+  // rather than pushing the machine into swap or the OOM killer.
+  void setRepackReserve(uint64_t bytes) { repack_reserve_ = bytes; }
 
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
   void freeFloats(float* p) override;
@@ -70,6 +75,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   quant::DotIsa isa_ = quant::bestDotIsa();
   bool repack_ = true;
+  uint64_t repack_reserve_ = uint64_t{2} << 30;
   std::mutex alloc_mu_;
   std::unordered_set<float*> allocations_;
   std::unordered_set<const uint8_t*> repacked_;  // buffers prepareWeight made (alloc_mu_)
