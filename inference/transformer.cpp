@@ -289,7 +289,6 @@ void Transformer::moeBlock(int il, int n) {
   // are kept per (token, rank) and summed afterwards in rank order, so the result
   // is bit-identical whatever the order: every caching policy computes the same.
   const std::vector<ExpertRef> order = experts_.acquire(il, needed);
-  const int F = cfg_.n_ff_exp;
   const bool one_by_one = !experts_.allReady();
   std::vector<const ExpertRef*> on_host, together;
   int together_rows = 0;
@@ -299,27 +298,19 @@ void Transformer::moeBlock(int il, int n) {
       on_host.push_back(&ref);
       continue;
     }
-    const auto& slots = served.at(ref.expert);
-    if (!one_by_one) {
-      const int m = static_cast<int>(slots.size());
-      if (together_rows + m > kMaxBatch) {
-        expertsTogether(together, served);
-        together.clear();
-        together_rows = 0;
-      }
-      together.push_back(&ref);
-      together_rows += m;
+    const ExpertRef* one = &ref;
+    if (one_by_one) {  // right after its waitFor: the next expert's copy overlaps it
+      expertsTogether({&one, 1}, served);
       continue;
     }
-    const int m = static_cast<int>(slots.size());
-    for (int i = 0; i < m; ++i)
-      backend_.copy(s_->gathered + size_t(i) * E, s_->xn + size_t(slots[i] / K) * E, E);
-    backend_.matmul(ref.weights.gate, s_->gathered, s_->ff_a, m);
-    backend_.matmul(ref.weights.up, s_->gathered, s_->ff_b, m);
-    backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(m) * F);
-    backend_.matmul(ref.weights.down, s_->ff_a, s_->gathered, m);
-    for (int i = 0; i < m; ++i)
-      backend_.copy(s_->expert_out + size_t(slots[i]) * E, s_->gathered + size_t(i) * E, E);
+    const int m = static_cast<int>(served.at(ref.expert).size());
+    if (together_rows + m > kMaxBatch) {  // the scratch holds kMaxBatch rows
+      expertsTogether(together, served);
+      together.clear();
+      together_rows = 0;
+    }
+    together.push_back(one);
+    together_rows += m;
   }
   if (!together.empty()) expertsTogether(together, served);
   if (!on_host.empty()) hostExperts(on_host, served);
