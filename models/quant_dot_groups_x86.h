@@ -121,7 +121,9 @@ MOECHAT_GROUP_KERNEL void groupQ4_K(const GroupArgs& a) {
       for (int q = 0; q < 4; ++q) {
         const __m256i mins =
             _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 96 + 16 * q)));
-        mn = _mm256_add_epi32(mn, _mm256_madd_epi16(mins, _mm256_set1_epi32(_mm_extract_epi32(sums, q))));
+        mn = _mm256_add_epi32(
+            mn, _mm256_madd_epi16(
+                    mins, _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(sums), _mm256_set1_epi32(q))));
       }
       const __m256 dx = _mm256_set1_ps(q8kScale(xb));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(d, dx), acc[t]);
