@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <sstream>
 #include <string>
+
+#include "inference/host_memory.h"
 
 namespace moe {
 namespace {
@@ -53,15 +54,7 @@ uint64_t HostExpertStore::bytesNeeded(const Model& model) {
   return uint64_t(paddedExpertBytes(bytes)) * model.config().n_expert * moeLayers(model);
 }
 
-uint64_t HostExpertStore::availableRam() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
+uint64_t HostExpertStore::availableRam() { return availableMemoryBytes(); }
 
 void HostExpertStore::checkFits(uint64_t needed, uint64_t available) {
   constexpr uint64_t kSystemReserve = 1ull << 30;

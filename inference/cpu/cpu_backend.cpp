@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <vector>
 
 #include "inference/cpu/vector_ops.h"
+#include "inference/host_memory.h"
 #include "models/quant.h"
 #include "models/quant_repack.h"
 
@@ -29,17 +29,6 @@ constexpr int64_t kRowTile = 8;
 constexpr int64_t kQuantRowTile = 16;
 constexpr int kQuantTokenBlock = 64;
 static_assert(kQuantRowTile % quant::kRowGroup == 0, "a row tile is whole interleaved groups");
-
-// MemAvailable from /proc/meminfo in bytes; 0 where it cannot be read.
-uint64_t availableMemoryBytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
 
 // A per-thread scratch buffer that only grows (the pool's threads live as long as
 // the backend, so each keeps one buffer).
