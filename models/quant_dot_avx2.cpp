@@ -58,14 +58,61 @@ MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
   for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
 }
 
+// The exact block totals of p0..p3 (each the eight lanes of one block), in order.
+MOECHAT_AVX2_INLINE __m128i blockTotals4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// acc + p[0] * s[0] + ... + p[3] * s[3]: four fmas in lane order, each rounded once.
+MOECHAT_AVX2_INLINE float fmaLanes4(__m128 p, __m128 s, float acc) {
+  __m128 a = _mm_set_ss(acc);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    a = _mm_fmadd_ss(p, s, a);
+    p = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(p), 4));
+    s = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(s), 4));
+  }
+  return _mm_cvtss_f32(a);
+}
+
 // One Q4_0 row by T Q8_0 activations: per block the exact total of the eight
-// lanes, then one fma (quant_dot.h).
+// lanes, then one fma (quant_dot.h). Four blocks share one horizontal sum (three
+// hadds) and one vector product of scales; their fmas stay in block order.
 template <int T>
 MOECHAT_AVX2 void tileQ4_0(const TileArgs& a) {
   float acc[T] = {};
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb = a.n / 32;
-  for (int64_t b = 0; b < nb; ++b) {
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* blk = a.row + b * kQ4_0Bytes;
+    __m256i w[4], aw[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      w[k] = WeightsQ4_0::load(blk + k * kQ4_0Bytes);
+      aw[k] = _mm256_sign_epi8(w[k], w[k]);
+    }
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(loadU16(blk)), static_cast<int16_t>(loadU16(blk + kQ4_0Bytes)),
+                       static_cast<int16_t>(loadU16(blk + 2 * kQ4_0Bytes)),
+                       static_cast<int16_t>(loadU16(blk + 3 * kQ4_0Bytes)), 0, 0, 0, 0));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* x = a.act + t * a.act_stride;
+      __m256i p[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i xk = load32(x + (b + k) * kQ8_0ActBytes + 2);
+        p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k], _mm256_sign_epi8(xk, w[k])), ones);
+      }
+      const __m128 pf = _mm_cvtepi32_ps(blockTotals4(p[0], p[1], p[2], p[3]));
+      const __m128 sc =
+          _mm_mul_ps(dw, _mm_loadu_ps(reinterpret_cast<const float*>(q8_0Scales(x, nb) + 4 * b)));
+      acc[t] = fmaLanes4(pf, sc, acc[t]);
+    }
+  }
+  for (; b < nb; ++b) {
     const uint8_t* blk = a.row + b * kQ4_0Bytes;
     const __m256i w = WeightsQ4_0::load(blk);
     const __m256i aw = _mm256_sign_epi8(w, w);

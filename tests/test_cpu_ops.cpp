@@ -11,10 +11,14 @@
 // dequantised activations too and the same 1e-10 bound holds; a second bound states
 // what activation quantisation costs against the float activations (measured nmse
 // 2e-5 - 1e-4 on these shapes).
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <QtTest/QtTest>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -532,6 +536,37 @@ class TestCpuOps : public QObject {
     std::atomic<int64_t> count{0};
     pool.parallelFor(1000, 1, [&](int64_t b, int64_t e) { count += e - b; });
     QCOMPARE(count.load(), int64_t{1000});
+  }
+
+  void threadPoolRefusedThreadIsAnError() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    QSKIP("the sanitizers reserve more address space than the limit below allows");
+#else
+    // In a child whose address space has room for about one more thread stack, a
+    // pool of 64 threads must fail with an error, its started workers joined (an
+    // unjoined worker aborts the process; one left waiting on a destroyed condition
+    // variable hangs it, which the alarm turns into a failure).
+    const pid_t child = fork();
+    QVERIFY(child >= 0);
+    if (child == 0) {
+      alarm(60);
+      long pages = 0;
+      std::ifstream("/proc/self/statm") >> pages;
+      const rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (12u << 20);
+      const rlimit rl{limit, limit};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+      try {
+        moe::ThreadPool pool(64);
+        _exit(1);
+      } catch (const std::runtime_error& e) {
+        _exit(std::string(e.what()).find("cannot start 64 threads") == std::string::npos ? 2 : 0);
+      }
+    }
+    int status = 0;
+    QCOMPARE(waitpid(child, &status, 0), child);
+    QVERIFY2(WIFEXITED(status), "the child was killed (abort or hang)");
+    QCOMPARE(WEXITSTATUS(status), 0);
+#endif
   }
 
   void defaultThreadCount() {

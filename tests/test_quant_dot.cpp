@@ -239,6 +239,9 @@ class TestQuantDot : public QObject {
         for (int nt : {1, 2, 3, 5}) QTest::addRow("%s/%dx%d", name, nr, nt) << int(t) << nr << nt << 512;
       QTest::addRow("%s/67x511", name) << int(t) << 67 << 511 << 256;
       QTest::addRow("%s/3x1 wide", name) << int(t) << 3 << 1 << 11 * 256;
+      // 11 blocks of 32: kernels that take blocks in fours have a tail of three.
+      if (t == TensorType::Q8_0 || t == TensorType::Q4_0)
+        QTest::addRow("%s/5x3 odd blocks", name) << int(t) << 5 << 3 << 11 * 32;
     }
   }
 

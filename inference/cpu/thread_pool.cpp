@@ -6,7 +6,9 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace moe {
@@ -35,16 +37,27 @@ int physicalCores() {
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = physicalCores();
   workers_.reserve(threads - 1);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+  } catch (const std::system_error& e) {
+    // The workers already started wait on members that unwinding would destroy.
+    stopWorkers();
+    throw std::runtime_error("cannot start " + std::to_string(threads) +
+                             " threads (the system refused thread " + std::to_string(workers_.size() + 1) +
+                             ": " + e.what() + "); try fewer with --threads");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stopWorkers(); }
+
+void ThreadPool::stopWorkers() {
   {
     std::lock_guard lock(mu_);
     stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 namespace {
@@ -74,8 +87,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const RangeFn& fn) {
   }
   fn_ = &fn;
   n_ = n;
-  // About four chunks per thread balances uneven rows without many atomics.
-  chunk_ = std::max(grain, (n + 4 * threads() - 1) / (4 * threads()));
+  grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
   pending_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
@@ -102,10 +114,16 @@ void ThreadPool::waitForWorkers() {
 void ThreadPool::runChunks() {
   t_in_pool_loop = true;
   try {
+    // Each grab takes 1 / (2 * threads) of what is left, at least a grain: about
+    // 2 * threads * ln(n / grain) grabs per loop.
+    const int64_t share = 2 * threads();
+    int64_t begin = next_.load(std::memory_order_relaxed);
     for (;;) {
-      const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
       if (begin >= n_) break;
-      (*fn_)(begin, std::min(n_, begin + chunk_));
+      const int64_t size = std::max(grain_, (n_ - begin) / share);
+      if (!next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
+      (*fn_)(begin, std::min(n_, begin + size));
+      begin = next_.load(std::memory_order_relaxed);
     }
   } catch (...) {
     std::lock_guard lock(mu_);

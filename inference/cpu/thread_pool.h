@@ -1,6 +1,8 @@
 // A small persistent pool for data-parallel loops. The calling thread takes part
 // in every loop, so a pool of N threads starts N - 1 workers. Loops are split
-// into chunks handed out through an atomic counter (cheap load balancing).
+// into chunks handed out through an atomic counter; a chunk is a share of what is
+// left (guided scheduling), so the first ones are large and the last ones are one
+// grain: the threads finish a loop within about one grain of each other.
 #pragma once
 
 #include <atomic>
@@ -21,7 +23,9 @@ int physicalCores();
 
 class ThreadPool {
  public:
-  // threads <= 0: physicalCores(). threads == 1 runs everything inline. Between
+  // threads <= 0: physicalCores(). threads == 1 runs everything inline. Throws
+  // std::runtime_error, with every started worker joined, when the system refuses a
+  // thread. Between
   // loops a worker polls for the next one for kSpinMicros (a decode step issues
   // hundreds of loops of ~50 us each, and waking a sleeping thread costs ~10-20 us),
   // then sleeps on a condition variable: an idle pool uses no CPU.
@@ -43,6 +47,7 @@ class ThreadPool {
   static constexpr int kSpinMicros = 200;
 
   void workerLoop();
+  void stopWorkers();
   void runChunks();
   void waitForWorkers();
 
@@ -53,7 +58,7 @@ class ThreadPool {
   // (release), read by workers after they see the new generation (acquire).
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunk_ = 1;
+  int64_t grain_ = 1;
   std::atomic<int64_t> next_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_workers_{0};
