@@ -1,6 +1,7 @@
 #include "inference/model_config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 namespace moe {
@@ -81,6 +82,18 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw ModelError("invalid model configuration: " + what);
 }
 
+// Bounds far above every published model (widths reach ~20k, counts a few hundred),
+// so that every product of header values fits the engine's int arithmetic and
+// nothing is sized from an absurd count before the tensors are checked.
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // embedding, attention and FFN widths
+constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+
+void requireAtMost(int64_t value, int64_t bound, const std::string& what) {
+  require(value <= bound,
+          what + " = " + std::to_string(value) + " is above the supported maximum " + std::to_string(bound));
+}
+
 }  // namespace
 
 const char* archName(Arch a) {
@@ -143,19 +156,34 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.n_ff_shexp = k.optional("expert_shared_feed_forward_length").value_or(c.n_ff);
       c.shared_expert_gated = true;
       break;
-    case Arch::Deepseek:
+    case Arch::Deepseek: {
       // n_shared experts of width n_ff_exp, stored fused as one FFN (GGUF-NOTES.md).
       c.n_expert_shared = k.optional("expert_shared_count").value_or(0);
-      c.n_ff_shexp = c.n_expert_shared * c.n_ff_exp;
+      const int64_t fused = int64_t{c.n_expert_shared} * c.n_ff_exp;
+      requireAtMost(fused, kMaxWidth, "expert_shared_count x expert_feed_forward_length");
+      c.n_ff_shexp = static_cast<int>(fused);
       break;
+    }
     case Arch::Qwen3Moe: c.qk_norm = QkNorm::PerHead; break;
     case Arch::Olmoe: c.qk_norm = QkNorm::Whole; break;
     case Arch::Llama: break;
   }
 
-  if (auto tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->asArray())
+  if (auto tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->asArray()) {
+    requireAtMost(static_cast<int64_t>(tokens->asArray()->size()), kMaxVocab, "tokenizer.ggml.tokens count");
     c.n_vocab = static_cast<int>(tokens->asArray()->size());
+  }
 
+  requireAtMost(c.n_layer, kMaxCount, "block_count");
+  requireAtMost(c.n_head, kMaxCount, "attention.head_count");
+  requireAtMost(c.n_head_kv, kMaxCount, "attention.head_count_kv");
+  requireAtMost(c.n_expert, kMaxCount, "expert_count");
+  requireAtMost(c.n_embd, kMaxWidth, "embedding_length");
+  requireAtMost(int64_t{c.n_head} * c.head_dim, kMaxWidth, "head_count x head dimension");
+  requireAtMost(int64_t{c.n_head_kv} * c.head_dim, kMaxWidth, "head_count_kv x head dimension");
+  requireAtMost(c.n_ff, kMaxWidth, "feed_forward_length");
+  requireAtMost(c.n_ff_exp, kMaxWidth, "expert_feed_forward_length");
+  requireAtMost(c.n_ff_shexp, kMaxWidth, "expert_shared_feed_forward_length");
   require(c.n_layer > 0, "block_count must be > 0");
   require(c.n_embd > 0, "embedding_length must be > 0");
   require(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0, "head_count (" + std::to_string(c.n_head) +

@@ -351,7 +351,9 @@ GgufFile GgufFile::open(const std::string& path) {
   f.path_ = path;
   f.storage_ = std::make_unique<Storage>();
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the
+  // file type is checked right after, and a regular file ignores the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -1,5 +1,7 @@
 // The speed figure over a sliding window and the ETA it implies, fed with
 // explicit times (no clock), plus the streaming hasher against known digests.
+#include <sys/stat.h>
+
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -67,6 +69,11 @@ class TestDownloadSpeed : public QObject {
     const FileHashResult missing = hashFile(dir.path() + "/absent");
     QVERIFY(!missing.ok);
     QVERIFY(missing.error.startsWith(QStringLiteral("cannot read")));
+    const QString fifo = dir.path() + "/fifo";
+    QCOMPARE(mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+    const FileHashResult special = hashFile(fifo);  // returns at once: no writer is waited for
+    QVERIFY(!special.ok);
+    QVERIFY2(special.error.endsWith(QStringLiteral("not a regular file")), qPrintable(special.error));
     std::atomic<bool> cancel{true};
     QCOMPARE(hashFile(path, &cancel).error, QStringLiteral("cancelled"));
   }

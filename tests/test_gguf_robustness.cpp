@@ -4,6 +4,10 @@
 // view of files we write (tools/interop, @huggingface/gguf).
 #include "gguf_test_util.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "inference/backend.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
@@ -193,6 +197,22 @@ void TestGgufRobustness::openReportsFileErrors() {
   QVERIFY(
       throwsWith([] { GgufFile::open(MOECHAT_TEST_DATA "/gguf_corpus/bad_empty_file.gguf"); }, "empty file"));
   QVERIFY(throwsWith([] { GgufFile::fromBytes({}); }, "truncated file: magic"));
+
+  // A FIFO with no writer: opening it for reading must not wait for one. Tried in a
+  // child, so that a wait shows as a failure (the alarm) rather than a stuck test.
+  QTemporaryDir dir;
+  const QByteArray fifo = dir.filePath("model.gguf").toLocal8Bit();
+  QCOMPARE(mkfifo(fifo.constData(), 0600), 0);
+  const pid_t child = fork();
+  QVERIFY(child >= 0);
+  if (child == 0) {
+    alarm(30);
+    _exit(throwsWith([&] { GgufFile::open(fifo.toStdString()); }, "not a regular file") ? 0 : 1);
+  }
+  int status = 0;
+  QCOMPARE(waitpid(child, &status, 0), child);
+  QVERIFY2(WIFEXITED(status), "opening a FIFO waited for a writer");
+  QCOMPARE(WEXITSTATUS(status), 0);
 }
 
 void TestGgufRobustness::interopWithHuggingfaceParser() {

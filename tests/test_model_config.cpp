@@ -116,6 +116,45 @@ class ModelConfigTest : public QObject {
     QVERIFY2(msg.contains("lacks required key") || msg.contains("lacks tensor"), qPrintable(msg));
   }
 
+  void headerProductsAreBoundedIn64Bits() {
+    // Each value below is allowed alone; their products overflow a 32-bit int (32769 x
+    // 131072 wraps to 131072, 65536 x 65536 to 0) or size memory from a bare count.
+    struct Case {
+      const char* arch;
+      std::function<void(gguf::GgufWriter&)> edit;
+      const char* expected;
+    };
+    const Case cases[] = {
+        {"olmoe",
+         [](gguf::GgufWriter& w) {
+           w.setUint32("olmoe.attention.head_count", 32769);
+           w.setUint32("olmoe.attention.head_count_kv", 32769);
+           w.setUint32("olmoe.attention.key_length", 131072);
+           w.setUint32("olmoe.attention.value_length", 131072);
+         },
+         "head_count x head dimension"},
+        {"olmoe",
+         [](gguf::GgufWriter& w) {
+           w.setUint32("olmoe.attention.head_count", 65536);
+           w.setUint32("olmoe.attention.head_count_kv", 65536);
+           w.setUint32("olmoe.attention.key_length", 65536);
+           w.setUint32("olmoe.attention.value_length", 65536);
+         },
+         "head_count x head dimension"},
+        {"deepseek", [](gguf::GgufWriter& w) { w.setUint32("deepseek.expert_shared_count", 1u << 29); },
+         "expert_shared_count x expert_feed_forward_length"},
+        {"qwen3moe", [](gguf::GgufWriter& w) { w.setUint32("qwen3moe.block_count", 200000000); },
+         "block_count"},
+        {"llama", [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 20000000); }, "expert_count"},
+    };
+    auto backend = makeCpuBackend(1);
+    for (const Case& c : cases) {
+      auto f = rebuilt(synth::tinySpec(c.arch), c.edit);
+      const auto msg = errorOf([&] { Model::load(std::move(f), *backend); });
+      QVERIFY2(msg.contains(c.expected) && msg.contains("supported maximum"), qPrintable(msg));
+    }
+  }
+
   void uncomputableTypeIsNamed() {
     // A Q3_K expert tensor opens (the reader knows its layout) but cannot be computed
     // (Q4_K, Q5_K, Q6_K are; Q2_K, Q3_K, MXFP4 are not).

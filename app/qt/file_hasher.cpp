@@ -2,6 +2,7 @@
 
 #include <QCryptographicHash>
 #include <QFile>
+#include <QFileInfo>
 
 namespace moe {
 
@@ -12,6 +13,11 @@ constexpr qint64 kBlockBytes = 4 << 20;  // large enough to keep the disk stream
 FileHashResult hashFile(const QString& path, const std::atomic<bool>* cancel) {
   FileHashResult r;
   QFile f(path);
+  // A FIFO or device would block the open or never end; only regular files are hashed.
+  if (const QFileInfo info(path); info.exists() && !info.isFile()) {
+    r.error = QStringLiteral("cannot read %1: not a regular file").arg(path);
+    return r;
+  }
   if (!f.open(QIODevice::ReadOnly)) {
     r.error = QStringLiteral("cannot read %1: %2").arg(path, f.errorString());
     return r;
