@@ -272,6 +272,32 @@ class CliTest : public QObject {
     expectFailure(runCli({"logits", "--demo", "--tokens", "1,x"}), 2, "not a token id");
     expectFailure(runCli({"logits", "--demo", "--tokens", "999999"}), 1, "outside the vocabulary");
   }
+
+  void writeErrorsAreFailures() {
+    // /dev/full accepts the open and fails every write with ENOSPC.
+    expectFailure(runCli({"logits", "--demo", "--tokens", "1,2", "--dump-hidden", "/dev/full"}), 1,
+                  "cannot write /dev/full");
+    QProcess p;
+    p.setStandardOutputFile("/dev/full");
+    p.start(QStringLiteral(MOECHAT_CLI), {"logits", "--demo", "--tokens", "1,2"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 1);
+    QVERIFY2(p.readAllStandardError().contains("cannot write standard output"), "stderr names the output");
+  }
+
+  void numbersMustBeFiniteAndInRange() {
+    // nan compares false with every bound, and inf or 1e308 scaled to bytes is an
+    // undefined conversion to an integer: each is a usage error naming the option.
+    expectFailure(runCli({"info", "--demo", "--vram", "nan"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo", "--vram", "inf"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo", "--vram", "1e308"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo", "--vram", "1e9"}), 2, "--vram must be in (0, 1e6]");
+    expectFailure(runCli({"generate", "--demo", "--cache-mb", "nan"}), 2, "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo", "--cache-mb", "inf"}), 2, "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo", "--link-gbps", "nan"}), 2,
+                  "--link-gbps needs a finite number");
+    expectFailure(runCli({"generate", "--demo", "--temp", "-nan"}), 2, "--temp needs a finite number");
+  }
 };
 
 QTEST_GUILESS_MAIN(CliTest)

@@ -4,6 +4,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QLabel>
 #include <QSettings>
 #include <QSignalSpy>
@@ -13,6 +14,7 @@
 
 #include "app/core/model_shape.h"
 #include "app/qt/app_settings.h"
+#include "app/qt/chat_controller.h"
 #include "ui/settings_dialog.h"
 
 using namespace moe;
@@ -108,6 +110,37 @@ class GuiSettingsTest : public QObject {
     dlg.findChild<QCheckBox*>("autoBudget")->click();
     QVERIFY(dlg.findChild<QSlider*>("budgetSlider")->isEnabled());
     QVERIFY(!dlg.fitText().contains("No GPU found"));
+  }
+
+  void numbersReadBackAreFiniteAndInRange() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("s.ini");
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(
+          "[sampling]\ntemperature=nan\ntop_p=inf\nmin_p=-inf\nrepeat_penalty=-5\ntop_k=-3\n"
+          "max_tokens=0\n");
+    }
+    QSettings ini(path, QSettings::IniFormat);
+    AppSettings settings(ini);
+    const SamplingDefaults d;
+    const SamplingDefaults s = settings.sampling();
+    QCOMPARE(s.temperature, d.temperature);
+    QCOMPARE(s.top_p, d.top_p);
+    QCOMPARE(s.min_p, d.min_p);
+    QCOMPARE(s.repeat_penalty, 1.0);
+    QCOMPARE(s.top_k, 0);
+    QCOMPARE(s.max_tokens, 1);
+    // A conversation's stored sampling JSON goes through the same ranges.
+    const auto stored = samplingFromJson(R"({"temperature": 1e308, "top_p": -1, "max_tokens": 100000000})");
+    QVERIFY(stored.has_value());
+    QCOMPARE(stored->temperature, 2.0);
+    QCOMPARE(stored->top_p, 0.0);
+    QCOMPARE(stored->max_tokens, 32768);
+    // The dialog opens on what was read.
+    SettingsDialog dlg(settings, demoContext(0));
+    QCOMPARE(dlg.findChild<QDoubleSpinBox*>("temperature")->value(), d.temperature);
   }
 
   void okWritesEveryField() {

@@ -1,9 +1,14 @@
 #include "app/cli/args.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace moe::cli {
+
+namespace {
+constexpr double kMaxNumberOption = 1e12;
+}  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
            const std::set<std::string>& flags, const std::map<std::string, std::string>& aliases) {
@@ -79,8 +84,10 @@ double Args::doubleOr(const std::string& name, double fallback) const {
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(v->c_str(), &end);
-  if (errno || end == v->c_str() || *end)
-    throw UsageError("option " + name + " needs a number, got '" + *v + "'");
+  // Finite and of a size no option means (each option checks its own range too), so
+  // that scaling to bytes and converting to an integer stay defined.
+  if (errno || end == v->c_str() || *end || !std::isfinite(x) || std::fabs(x) > kMaxNumberOption)
+    throw UsageError("option " + name + " needs a finite number of magnitude at most 1e12, got '" + *v + "'");
   return x;
 }
 

@@ -42,7 +42,7 @@ int runInfo(const std::vector<std::string>& argv) {
   const Args args(argv, value_opts, modelFlags());
   SessionOptions so = sessionOptions(args);
   const double vram_gb = args.doubleOr("--vram", 24.0);
-  if (vram_gb <= 0) throw UsageError("--vram must be > 0 (GB)");
+  if (!(vram_gb > 0 && vram_gb <= 1e6)) throw UsageError("--vram must be in (0, 1e6] (GB)");
 
   auto backend = makeCpuBackend(1);
   auto file = openModelFile(so);

@@ -1,6 +1,9 @@
 // logits: the raw logits of every position, for diffing against other implementations.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "app/cli/commands.h"
@@ -72,6 +75,13 @@ int runLogits(const std::vector<std::string>& argv) {
       line += buf;
     }
     std::printf("%s\n", line.c_str());
+  }
+  if (dump) {
+    const bool written = std::fflush(dump.get()) == 0 && !std::ferror(dump.get());
+    const int write_errno = errno;
+    if (std::fclose(dump.release()) != 0 || !written)
+      throw std::runtime_error("cannot write " + *args.value("--dump-hidden") + ": " +
+                               std::strerror(written ? errno : write_errno));
   }
   return 0;
 }

@@ -1,4 +1,5 @@
 // moechat-cli: the moechat engine without a window.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -60,6 +61,20 @@ The demo model (--demo) is built into the program: random weights, it shows
 the machinery, not language. Real models: see README.md.
 )";
 
+int runCommand(const std::string& command, const std::vector<std::string>& args) {
+  if (command == "info") return moe::cli::runInfo(args);
+  if (command == "generate") return moe::cli::runGenerate(args);
+  if (command == "chat") return moe::cli::runChat(args);
+  if (command == "logits") return moe::cli::runLogits(args);
+  if (command == "gen-model") return moe::cli::runGenModel(args);
+  if (command == "bench") return moe::cli::runBench(args);
+  if (command == "trace") return moe::cli::runTrace(args);
+  if (command == "train") return moe::cli::runTrain(args);
+  if (command == "eval-predictor") return moe::cli::runEvalPredictor(args);
+  std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,17 +86,14 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
-    if (command == "info") return moe::cli::runInfo(args);
-    if (command == "generate") return moe::cli::runGenerate(args);
-    if (command == "chat") return moe::cli::runChat(args);
-    if (command == "logits") return moe::cli::runLogits(args);
-    if (command == "gen-model") return moe::cli::runGenModel(args);
-    if (command == "bench") return moe::cli::runBench(args);
-    if (command == "trace") return moe::cli::runTrace(args);
-    if (command == "train") return moe::cli::runTrain(args);
-    if (command == "eval-predictor") return moe::cli::runEvalPredictor(args);
-    std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
-    return 2;
+    const int rc = runCommand(command, args);
+    // Output lost to a full disk or a closed pipe is a failure, not a success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "moechat-cli %s: error: cannot write standard output: %s\n", command.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    return rc;
   } catch (const moe::cli::UsageError& e) {
     std::fprintf(stderr, "moechat-cli %s: %s\n(see moechat-cli --help)\n", command.c_str(), e.what());
     return 2;

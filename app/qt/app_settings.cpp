@@ -1,5 +1,8 @@
 #include "app/qt/app_settings.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <QDir>
 #include <QStandardPaths>
 
@@ -40,6 +43,21 @@ void AppSettings::setCachePolicy(const QString& policy) {
   emit offloadChanged();
 }
 
+SamplingDefaults withinRanges(const SamplingDefaults& s) {
+  const SamplingDefaults d;
+  const auto fit = [](double v, double fallback, double lo, double hi) {
+    return std::isfinite(v) ? std::clamp(v, lo, hi) : fallback;
+  };
+  SamplingDefaults r;  // the ranges of ui/sampling_form.cpp
+  r.temperature = fit(s.temperature, d.temperature, 0, 2);
+  r.top_p = fit(s.top_p, d.top_p, 0, 1);
+  r.top_k = std::clamp(s.top_k, 0, 1000);
+  r.min_p = fit(s.min_p, d.min_p, 0, 1);
+  r.repeat_penalty = fit(s.repeat_penalty, d.repeat_penalty, 1, 2);
+  r.max_tokens = std::clamp(s.max_tokens, 1, 32768);
+  return r;
+}
+
 SamplingDefaults AppSettings::sampling() const {
   SamplingDefaults d;
   SamplingDefaults s;
@@ -49,7 +67,7 @@ SamplingDefaults AppSettings::sampling() const {
   s.min_p = store_.value("sampling/min_p", d.min_p).toDouble();
   s.repeat_penalty = store_.value("sampling/repeat_penalty", d.repeat_penalty).toDouble();
   s.max_tokens = store_.value("sampling/max_tokens", d.max_tokens).toInt();
-  return s;
+  return withinRanges(s);
 }
 
 void AppSettings::setSampling(const SamplingDefaults& s) {

@@ -18,6 +18,11 @@ struct SamplingDefaults {
   int max_tokens = 1024;
 };
 
+// s with every field inside the range the settings form offers: a value that is not
+// a finite number takes the default, one outside its range is clamped. Applied to
+// whatever is read back from the settings file or a conversation's stored JSON.
+SamplingDefaults withinRanges(const SamplingDefaults& s);
+
 class AppSettings : public QObject {
   Q_OBJECT
 

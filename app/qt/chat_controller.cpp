@@ -28,7 +28,7 @@ std::optional<SamplingDefaults> samplingFromJson(const std::string& json) {
   s.min_p = o.value("min_p").toDouble(s.min_p);
   s.repeat_penalty = o.value("repeat_penalty").toDouble(s.repeat_penalty);
   s.max_tokens = o.value("max_tokens").toInt(s.max_tokens);
-  return s;
+  return withinRanges(s);
 }
 
 std::string samplingToJson(const SamplingDefaults& s) {
