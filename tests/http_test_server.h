@@ -27,12 +27,14 @@ namespace moe::test {
 class HttpTestServer : public QObject {
  public:
   enum class Mode {
-    Normal,        // 200 / 206 as asked
-    Drop,          // close the connection after `at` body bytes
-    Stall,         // stop sending after `at` body bytes, keep the socket open
-    IgnoreRange,   // always 200 with the whole body
-    WrongContent,  // the right length, different bytes
-    ShiftedRange,  // 206 for a Range, but starting 100 bytes before the offset asked for
+    Normal,           // 200 / 206 as asked
+    Drop,             // close the connection after `at` body bytes
+    Stall,            // stop sending after `at` body bytes, keep the socket open
+    IgnoreRange,      // always 200 with the whole body
+    WrongContent,     // the right length, different bytes
+    ShiftedRange,     // 206 for a Range, but starting 100 bytes before the offset asked for
+    IgnoreRangeDrop,  // 200 with the whole body whatever the Range, closed after `at` bytes
+    Endless,          // 200 without a Content-Length, the body repeated until the peer leaves
   };
 
   explicit HttpTestServer(QByteArray body, QObject* parent = nullptr)
@@ -87,6 +89,7 @@ class HttpTestServer : public QObject {
     qint64 sent = 0;     // payload bytes written so far
     qint64 limit = -1;   // stop after this many payload bytes (-1: none)
     bool drop_at_limit = false;
+    bool endless = false;  // wrap around the payload forever
     bool responding = false;
     bool write_pending = false;  // a paced write is waiting on its timer
   };
@@ -149,7 +152,8 @@ class HttpTestServer : public QObject {
     qint64 start = 0;
     static const QRegularExpression kRange(QStringLiteral("^bytes=(\\d+)-$"));
     const auto m = kRange.match(QString::fromLatin1(range));
-    const bool partial = m.hasMatch() && mode != Mode::IgnoreRange;
+    const bool partial =
+        m.hasMatch() && mode != Mode::IgnoreRange && mode != Mode::IgnoreRangeDrop && mode != Mode::Endless;
     if (partial) start = m.captured(1).toLongLong();
     if (partial && mode == Mode::ShiftedRange) start = std::max<qint64>(0, start - 100);
     if (partial && start >= content.size()) {
@@ -171,11 +175,15 @@ class HttpTestServer : public QObject {
     else
       out = "HTTP/1.1 200 OK\r\n";
     out += "Content-Type: application/octet-stream\r\nAccept-Ranges: bytes\r\nConnection: close\r\n";
-    out += "Content-Length: " + QByteArray::number(c->payload.size()) + "\r\n\r\n";
+    if (mode == Mode::Endless)  // the body ends when the connection does
+      out += "\r\n";
+    else
+      out += "Content-Length: " + QByteArray::number(c->payload.size()) + "\r\n\r\n";
     c->socket->write(out);
-    if (mode == Mode::Drop || mode == Mode::Stall) {
+    c->endless = mode == Mode::Endless;
+    if (mode == Mode::Drop || mode == Mode::Stall || mode == Mode::IgnoreRangeDrop) {
       c->limit = at;
-      c->drop_at_limit = mode == Mode::Drop;
+      c->drop_at_limit = mode != Mode::Stall;
     }
     pump(c);
   }
@@ -184,6 +192,7 @@ class HttpTestServer : public QObject {
   // drop/stall point are byte-exact), then closes when everything is sent.
   void pump(const std::shared_ptr<Conn>& c) {
     if (!c->socket || !c->responding || c->write_pending || c->socket->bytesToWrite() > 0) return;
+    if (c->endless && c->sent >= c->payload.size()) c->sent = 0;
     const qint64 end = c->limit >= 0 ? std::min<qint64>(c->limit, c->payload.size()) : c->payload.size();
     if (c->sent >= end) {
       if (c->limit >= 0 && !c->drop_at_limit && c->sent < c->payload.size()) return;  // stall: keep open

@@ -97,6 +97,26 @@ class TestDownloadDiskSpace : public QObject {
     QCOMPARE(f.readAll(), body_);
     QVERIFY(!QFile::exists(DownloadManager::partPath(dest)));
   }
+
+  // No published size and no Content-Length, a body that never ends: the free space
+  // is checked as the bytes arrive, so the volume is not filled.
+  void unknownSizeIsCheckedWhileItArrives() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    server.setMode(HttpTestServer::Mode::Endless, 0, /*first_only=*/false);
+    AppDatabase db = AppDatabase::open((dir_.path() + "/endless.db").toStdString());
+    DownloadStore store(db);
+    DownloadManager dm(store, nullptr, test::quickDownloadTimings());
+    dm.setFreeSpaceProbe([](const QString&) { return qint64(100) << 20; });  // 100 MiB left
+    QSignalSpy failed(&dm, &DownloadManager::failed);
+    const QString dest = dir_.path() + "/endless.gguf";
+    dm.enqueue(server.url(), dest);  // no checksum, no size
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY2(failed.at(0).at(1).toString().contains(QStringLiteral("not enough disk space")),
+             qPrintable(failed.at(0).at(1).toString()));
+    QCOMPARE(QFileInfo(DownloadManager::partPath(dest)).size(), qint64(0));
+    QCOMPARE(server.requestCount(), 1);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestDownloadDiskSpace)

@@ -146,6 +146,45 @@ class TestDownloadResume : public QObject {
     QCOMPARE(withoutRepeats(server.rangeHeaders()), QStringList({QStringLiteral("bytes=1000-")}));
   }
 
+  // A server that ignores Range and also ends every response early: each attempt
+  // starts over at byte 0 and "makes progress", so only the restart bound ends it.
+  void serverIgnoringRangeAndDroppingGivesUp() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    server.setMode(HttpTestServer::Mode::IgnoreRangeDrop, body_.size() / 2, /*first_only=*/false);
+    AppDatabase db = AppDatabase::open((dir_.path() + "/ignore-drop.db").toStdString());
+    DownloadStore store(db);
+    DownloadManager dm(store, nullptr, fastTimings());
+    QSignalSpy failed(&dm, &DownloadManager::failed);
+    QSignalSpy retrying(&dm, &DownloadManager::retrying);
+    const QString dest = dir_.path() + "/ignore-drop.gguf";
+    const qint64 id = dm.enqueue(server.url(), dest, sha256Hex(body_), body_.size());
+    QVERIFY(failed.wait(20000));
+    QVERIFY2(dm.status(id).error.contains(QStringLiteral("ignores resume requests")),
+             qPrintable(dm.status(id).error));
+    QCOMPARE(retrying.count(), 4);  // the first drop, then one per restart from zero
+    QVERIFY(!QFile::exists(dest));
+  }
+
+  // A body that does not end: the bytes stop at the published size, never more.
+  void bodyLongerThanThePublishedSizeIsCutOff() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    server.setMode(HttpTestServer::Mode::Endless, 0, /*first_only=*/false);
+    AppDatabase db = AppDatabase::open((dir_.path() + "/endless.db").toStdString());
+    DownloadStore store(db);
+    DownloadManager dm(store, nullptr, fastTimings());
+    QSignalSpy failed(&dm, &DownloadManager::failed);
+    const QString dest = dir_.path() + "/endless.gguf";
+    const qint64 id = dm.enqueue(server.url(), dest, sha256Hex(body_), body_.size());
+    QVERIFY(failed.wait(20000));
+    QVERIFY2(
+        dm.status(id).error.contains(QStringLiteral("more than the %1 bytes expected").arg(body_.size())),
+        qPrintable(dm.status(id).error));
+    QVERIFY(QFileInfo(DownloadManager::partPath(dest)).size() <= body_.size());
+    QCOMPARE(server.requestCount(), 1);  // no retry
+  }
+
   // A 206 whose Content-Range does not start where the .part ends would corrupt
   // the file if appended: the manager drops it and starts over from byte 0.
   void misalignedContentRangeRestartsFromZero() {

@@ -26,9 +26,15 @@ const QString kVerifying = QStringLiteral("verifying");
 const QString kDone = QStringLiteral("done");
 const QString kFailed = QStringLiteral("failed");
 
-// Restarts from byte 0 after a misplaced Content-Range: a server that always does
-// this would otherwise loop forever (each restart makes "progress").
+// Restarts from byte 0 (a misplaced Content-Range, or a 200 to a Range request
+// that then ends early): a server that always does this would otherwise loop
+// forever, each restart making "progress".
 constexpr int kMaxRestarts = 3;
+
+// With neither a published size nor a Content-Length, a body is cut off at this
+// size, and the free space is checked again every kDiskRecheckBytes written.
+constexpr qint64 kMaxUnknownSizeBytes = qint64{1} << 40;  // 1 TiB, above any model file
+constexpr qint64 kDiskRecheckBytes = qint64{64} << 20;
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 std::string s(const QString& q) { return q.toStdString(); }
@@ -220,6 +226,7 @@ void DownloadManager::startJob(Job& j) {
   req.setRawHeader("User-Agent", "moechat");
   if (offset > 0) req.setRawHeader("Range", "bytes=" + QByteArray::number(offset) + "-");
   j.progressed = false;
+  j.disk_checked_block = -1;
   j.abort_for_stall = j.abort_for_user = j.restart_from_zero = false;
   j.since_byte.start();
   j.since_persist.start();
@@ -259,6 +266,14 @@ void DownloadManager::onHeaders(Job& j) {
     if (total >= 0) j.total = total;
   } else if (status == 200) {
     if (offset > 0) {  // the server ignored Range: the body starts at byte 0
+      if (++j.restarts > kMaxRestarts) {
+        j.fatal = QStringLiteral(
+                      "the server ignores resume requests (it sent the whole file again %1 times) and the "
+                      "connection keeps ending early; try again later or another mirror")
+                      .arg(j.restarts);
+        j.reply->abort();
+        return;
+      }
       j.part->resize(0);
       j.part->seek(0);
       j.rec.bytes_done = 0;
@@ -272,7 +287,7 @@ void DownloadManager::onHeaders(Job& j) {
   // will arrive; the size check after the download names both.
   if (j.total >= 0) {
     if (QString why = diskSpaceProblem(q(j.rec.dest_path), j.total - j.part->size()); !why.isEmpty()) {
-      j.disk_full = why;  // onReplyFinished fails the download (no retry)
+      j.fatal = why;  // onReplyFinished fails the download (no retry)
       j.reply->abort();
     }
   }
@@ -282,8 +297,31 @@ void DownloadManager::onData(Job& j) {
   if (!j.reply || !j.part) return;
   const int status = j.reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
   if (status != 200 && status != 206) return;  // an error page's body is not the file
+  if (!j.fatal.isEmpty()) return;              // aborted for good: nothing more is written
   const QByteArray data = j.reply->readAll();
   if (data.isEmpty()) return;
+  // Never more than the file can be: the published size, else the announced one.
+  const qint64 cap = j.rec.expected_size >= 0 ? j.rec.expected_size
+                     : j.total >= 0           ? j.total
+                                              : kMaxUnknownSizeBytes;
+  if (j.rec.bytes_done + data.size() > cap) {
+    j.fatal = QStringLiteral("the server sent more than the %1 bytes %2; stopped before writing them")
+                  .arg(cap)
+                  .arg(j.rec.expected_size >= 0 ? QStringLiteral("expected")
+                       : j.total >= 0           ? QStringLiteral("it announced")
+                                                : QStringLiteral("allowed for a file of unknown size"));
+    j.reply->abort();
+    return;
+  }
+  const qint64 disk_block = (j.rec.bytes_done + data.size()) / kDiskRecheckBytes;
+  if (j.total < 0 && j.rec.expected_size < 0 && disk_block != j.disk_checked_block) {
+    j.disk_checked_block = disk_block;
+    if (QString why = diskSpaceProblem(q(j.rec.dest_path), kDiskRecheckBytes); !why.isEmpty()) {
+      j.fatal = why;
+      j.reply->abort();
+      return;
+    }
+  }
   if (j.part->write(data) != data.size()) {
     const QString why = j.part->errorString();
     j.abort_for_user = true;
@@ -309,15 +347,15 @@ void DownloadManager::onReplyFinished(Job& j) {
     reply->deleteLater();
     return;
   }
-  if (!j.disk_full.isEmpty()) {
+  if (reply->isOpen()) onData(j);  // bytes that arrived with the end of the stream
+  if (!j.fatal.isEmpty()) {
     j.reply = nullptr;
     reply->deleteLater();
     if (j.part) j.part->flush();
-    const QString why = std::exchange(j.disk_full, QString());
+    const QString why = std::exchange(j.fatal, QString());
     fail(j, why);
     return;
   }
-  if (reply->isOpen()) onData(j);  // bytes that arrived with the end of the stream
   j.reply = nullptr;
   reply->deleteLater();
   if (j.part) j.part->flush();

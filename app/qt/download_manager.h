@@ -112,12 +112,13 @@ class DownloadManager : public QObject {
     std::unique_ptr<QFile> part;
     qint64 total = -1;
     int attempt = 0;          // consecutive failed attempts
-    int restarts = 0;         // restarts from byte 0 after a misplaced Content-Range
+    int restarts = 0;         // restarts from byte 0 (misplaced Content-Range, Range ignored)
     bool progressed = false;  // bytes arrived during the current attempt
     bool abort_for_stall = false;
     bool abort_for_user = false;
     bool restart_from_zero = false;
-    QString disk_full;         // set when the server's size does not fit: the reply is aborted, then failed
+    qint64 disk_checked_block = -1;  // size unknown: free space last checked at this 64 MiB block
+    QString fatal;  // why the reply was aborted for good (no disk space, too many bytes, ...): failed
     QElapsedTimer since_byte;  // time since the last byte
     QElapsedTimer since_persist;
     QElapsedTimer run_clock;  // time base of the speed samples
