@@ -1,5 +1,7 @@
 // moechat-cli as a user runs it: the demo streams and reports tokens/s; bad
 // input of every kind gets a clear message and a non-zero exit, never a crash.
+#include <csignal>
+
 #include <QtTest>
 
 #include <QJsonArray>
@@ -283,6 +285,22 @@ class CliTest : public QObject {
     QVERIFY(p.waitForFinished(120000));
     QCOMPARE(p.exitCode(), 1);
     QVERIFY2(p.readAllStandardError().contains("cannot write standard output"), "stderr names the output");
+  }
+
+  void ctrlCAtTheChatPromptEndsTheChat() {
+    // Ctrl-C stops a reply; once the reply is over, at the prompt, it must end the
+    // program as usual rather than stay caught by the reply's handler.
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(QStringLiteral(MOECHAT_CLI), {"chat", "--demo", "-n", "4"});
+    QVERIFY(p.waitForStarted());
+    p.write("hello\n");
+    QByteArray out;
+    while (!out.contains("decode:") && p.waitForReadyRead(60000)) out += p.readAll();
+    QVERIFY2(out.contains("decode:"), out.constData());
+    ::kill(pid_t(p.processId()), SIGINT);
+    QVERIFY2(p.waitForFinished(60000), "SIGINT at the prompt was ignored");
+    QCOMPARE(p.exitStatus(), QProcess::CrashExit);  // ended by the signal, as a shell expects
   }
 
   void numbersMustBeFiniteAndInRange() {

@@ -17,11 +17,21 @@ namespace {
 std::atomic<bool> g_cancel{false};
 extern "C" void onInterrupt(int) { g_cancel.store(true); }
 
-// Ctrl-C stops the current reply instead of killing the process.
-void installInterruptHandler() {
-  g_cancel.store(false);
-  std::signal(SIGINT, onInterrupt);
-}
+// While it lives, Ctrl-C stops the current reply instead of killing the process;
+// afterwards (at chat's prompt) Ctrl-C does what it did before.
+class ReplyInterrupts {
+ public:
+  ReplyInterrupts() {
+    g_cancel.store(false);
+    previous_ = std::signal(SIGINT, onInterrupt);
+  }
+  ~ReplyInterrupts() { std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_); }
+  ReplyInterrupts(const ReplyInterrupts&) = delete;
+  ReplyInterrupts& operator=(const ReplyInterrupts&) = delete;
+
+ private:
+  void (*previous_)(int) = SIG_DFL;
+};
 
 void printText(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
@@ -113,9 +123,12 @@ int runGenerate(const std::vector<std::string>& argv) {
   }
   const auto& tok = model.tokenizer();
   const auto ids = tok.encode(text, tok.addBosDefault(), special);
-  installInterruptHandler();
   if (!args.flag("--chat")) printText(prompt);
-  const auto st = session.generate(ids, params, printText, &g_cancel);
+  GenerationStats st;
+  {
+    const ReplyInterrupts interrupts;
+    st = session.generate(ids, params, printText, &g_cancel);
+  }
   printStats(st);
   if (args.flag("--stats")) printOffloadStats(session.offloadSnapshot(), session);
   return st.reason == StopReason::Cancelled ? 130 : 0;
@@ -148,9 +161,9 @@ int runChat(const std::vector<std::string>& argv) {
     const auto ids =
         tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
     std::string reply;
-    installInterruptHandler();
     GenerationStats st;
     try {
+      const ReplyInterrupts interrupts;
       st = session.generate(
           ids, params,
           [&](std::string_view s) {
