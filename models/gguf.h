@@ -146,6 +146,10 @@ class GgufFile {
   uint64_t dataOffset() const { return data_offset_; }
   uint64_t fileSize() const { return size_; }
   const std::string& path() const { return path_; }  // empty for fromBytes
+  // Why the file at path() is no longer the one mapped (gone, replaced, resized or
+  // rewritten), or nullopt. A mapped file truncated under the reader makes its next
+  // access to a lost page a SIGBUS: callers check this before they compute.
+  std::optional<std::string> changedOnDisk() const;
 
   const std::vector<KeyValue>& metadata() const { return kv_; }
   const Value* find(std::string_view key) const;

@@ -335,6 +335,7 @@ struct GgufFile::Storage {
   std::vector<uint8_t> owned;  // fromBytes
   void* map = nullptr;         // open: the read-only mapping
   size_t map_size = 0;
+  struct stat identity {};  // open: the file as it was mapped
 
   ~Storage() {
     if (map != nullptr) munmap(map, map_size);
@@ -371,6 +372,7 @@ GgufFile GgufFile::open(const std::string& path) {
 
   f.storage_->map = map;
   f.storage_->map_size = static_cast<size_t>(st.st_size);
+  f.storage_->identity = st;
   f.base_ = static_cast<const uint8_t*>(map);
   f.size_ = static_cast<uint64_t>(st.st_size);
   try {
@@ -379,6 +381,20 @@ GgufFile GgufFile::open(const std::string& path) {
     throw GgufError(path + ": " + e.what());
   }
   return f;
+}
+
+std::optional<std::string> GgufFile::changedOnDisk() const {
+  if (path_.empty() || !storage_ || storage_->map == nullptr) return std::nullopt;
+  const struct stat& was = storage_->identity;
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) != 0) return path_ + " is gone (" + std::strerror(errno) + ")";
+  if (now.st_dev != was.st_dev || now.st_ino != was.st_ino) return path_ + " was replaced by another file";
+  if (now.st_size != was.st_size)
+    return path_ + " changed size (" + std::to_string(was.st_size) + " -> " + std::to_string(now.st_size) +
+           " bytes)";
+  if (now.st_mtim.tv_sec != was.st_mtim.tv_sec || now.st_mtim.tv_nsec != was.st_mtim.tv_nsec)
+    return path_ + " was rewritten";
+  return std::nullopt;
 }
 
 GgufFile GgufFile::fromBytes(std::vector<uint8_t> bytes) {

@@ -4,6 +4,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstdio>
 #include <memory>
 
 #include "app/core/engine_session.h"
@@ -12,6 +13,8 @@
 #include "demo_predictor.h"
 #include "fake_chat_engine.h"
 #include "inference/backend_factory.h"
+#include "models/gguf.h"
+#include "models/synthetic_model.h"
 
 using namespace moe;
 
@@ -243,6 +246,46 @@ class WorkerEngineTest : public QObject {
     }
     o.backend = "tpu";
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, LocalChatEngine::sessionOptionsFor(o, &note));
+  }
+
+  // `cp other.gguf model.gguf` over a loaded model truncates the mapped file: the
+  // next reply must say so and unload the model, not touch a lost page (SIGBUS).
+  void modelFileChangedOnDiskIsReportedAndUnloaded() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("model.gguf").toStdString();
+    synth::writeModel(synth::tinySpec("llama"), path);
+    LocalChatEngine engine;
+    EngineLoadOptions o;
+    o.model_path = path;
+    o.n_ctx = 256;
+    o.threads = 1;
+    o.backend = "cpu";
+    engine.load(o, nullptr);
+    std::atomic<bool> no_cancel{false};
+    const std::vector<ChatMessage> chat = {{"user", "hi"}};
+    const auto ignore = [](std::string_view) {};
+    QVERIFY(engine.reply(chat, greedy(3), ignore, no_cancel).completion_tokens > 0);
+
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.resize(f.size() / 2));
+    try {
+      engine.reply(chat, greedy(3), ignore, no_cancel);
+      QFAIL("a reply ran on a truncated model file");
+    } catch (const ModelFileChanged& e) {
+      const QString why = e.what();
+      QVERIFY2(why.contains("changed size") && why.contains("unloaded"), qPrintable(why));
+    }
+    QVERIFY(!engine.loaded());
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, engine.reply(chat, greedy(3), ignore, no_cancel));
+
+    // A file replaced by another one (a rename over it) is reported as such.
+    synth::writeModel(synth::tinySpec("llama"), path);
+    auto file = gguf::GgufFile::open(path);
+    QVERIFY(!file.changedOnDisk());
+    const std::string other = dir.filePath("other.gguf").toStdString();
+    synth::writeModel(synth::tinySpec("olmoe"), other);
+    QVERIFY(std::rename(other.c_str(), path.c_str()) == 0);
+    QVERIFY(file.changedOnDisk().value_or("").find("replaced") != std::string::npos);
   }
 
   void engineExceptionDuringReplyBecomesReplyFailed() {

@@ -90,6 +90,8 @@ void EngineSession::setTraceFile(const std::string& path, const std::string& mod
 GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const GenerationParams& params,
                                         const std::function<void(std::string_view)>& on_text,
                                         const std::atomic<bool>* cancel) {
+  if (auto why = model_->file().changedOnDisk())
+    throw ModelFileChanged(*why + " since the model was loaded; nothing was computed on it");
   last_trace_ = {};
   std::unique_ptr<TraceWriter> writer;
   int trace_prompt = 0;

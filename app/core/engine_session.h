@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ struct SessionOptions {
   // predictor_distance layers ahead.
   std::shared_ptr<ExpertPredictor> predictor;
   int predictor_distance = 2;
+};
+
+// The model file on disk is no longer the one loaded (replaced, truncated,
+// rewritten): computing on its mapping could fault, so nothing runs.
+class ModelFileChanged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class EngineSession {

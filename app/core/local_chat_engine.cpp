@@ -197,7 +197,17 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   if (demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
   const auto ids = promptFitting(messages, p.max_tokens);
-  const auto st = session_->generate(ids, p, on_text, &cancel);
+  GenerationStats st;
+  try {
+    st = session_->generate(ids, p, on_text, &cancel);
+  } catch (const ModelFileChanged& e) {
+    {
+      std::lock_guard lock(session_mu_);
+      session_.reset();  // releases the mapping of the old file
+    }
+    loaded_ = false;
+    throw ModelFileChanged(std::string(e.what()) + ". The model was unloaded: load it again.");
+  }
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
 
   EngineReplyStats r;
