@@ -61,6 +61,41 @@ class GuiChatTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // A full disk (SQLite's page limit standing in for it): sending and finishing a
+  // reply fail with a message in the window; what was stored stays; nothing aborts.
+  void fullDatabaseIsReportedAndLosesNothing() {
+    const std::string long_words(40000, 'w');
+    Fixture f([&](test::FakeChatEngine& e) { e.words = {"short reply"}; });
+    QVERIFY(f.app->loadDemo());
+    QSignalSpy errors(&f.chat(), &ChatController::error);
+    f.type("Hello there");
+    QTRY_VERIFY(f.chat().current() != 0);
+    QTRY_VERIFY(!f.chat().busy());
+    const qint64 conv = f.chat().current();
+    QCOMPARE(f.store().messages(conv).size(), size_t(2));
+
+    f.app->db->db().exec("PRAGMA max_page_count = 1");  // SQLite keeps the current size: no growth
+    QVERIFY(!f.chat().send(QString::fromStdString(long_words)));
+    QTRY_COMPARE(errors.count(), 1);
+    const QString why = errors.at(0).at(0).toString();
+    QVERIFY2(why.contains("Could not save your message") && why.contains("full"), qPrintable(why));
+    QVERIFY(!f.chat().busy());
+    QCOMPARE(f.store().messages(conv).size(), size_t(2));
+
+    // A reply too long for the space left: the final write fails, the app goes on.
+    f.app->db->db().exec("PRAGMA max_page_count = 1000000");
+    f.fake->words = {long_words};
+    QVERIFY(f.chat().send("one more"));
+    f.app->db->db().exec("PRAGMA max_page_count = 1");
+    QTRY_VERIFY(!f.chat().busy());
+    QTRY_VERIFY(errors.count() >= 2);
+    QVERIFY2(errors.back().at(0).toString().contains("Could not save the reply"),
+             qPrintable(errors.back().at(0).toString()));
+    const auto msgs = f.store().messages(conv);
+    QCOMPARE(msgs.size(), size_t(4));  // the user's message and the reply's row are kept
+    QCOMPARE(QString::fromStdString(msgs[2].text), QString("one more"));
+  }
+
   void enterSendsAndTheReplyIsStoredWithItsFigures() {
     Fixture f;
     QVERIFY(f.app->loadDemo());

@@ -3,6 +3,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <random>
+#include <utility>
 
 namespace moe {
 namespace {
@@ -133,8 +134,24 @@ void ChatController::openConversation(qint64 id) {
   emit conversationOpened(id);
 }
 
+bool ChatController::saved(const QString& action, const std::function<void()>& write) {
+  try {
+    write();
+    return true;
+  } catch (const std::exception& e) {
+    emit error(QStringLiteral("Could not %1: %2. The chats already saved are kept; if the disk is full, "
+                              "free some space and try again.")
+                   .arg(action, QString::fromUtf8(e.what())));
+    return false;
+  }
+}
+
 qint64 ChatController::newConversation() {
-  const qint64 id = store_.createConversation(kNewChatTitle, {}, "{}", model_ ? model_->path : std::string());
+  qint64 id = 0;
+  if (!saved(QStringLiteral("start a new chat"), [&] {
+        id = store_.createConversation(kNewChatTitle, {}, "{}", model_ ? model_->path : std::string());
+      }))
+    return 0;
   emit conversationsChanged();
   openConversation(id);
   return id;
@@ -142,7 +159,9 @@ qint64 ChatController::newConversation() {
 
 bool ChatController::deleteConversation(qint64 id) {
   if (busy() && reply_conversation_ == id) stop();
-  if (!store_.softDelete(id)) return false;
+  bool deleted = false;
+  if (!saved(QStringLiteral("delete the chat"), [&] { deleted = store_.softDelete(id); }) || !deleted)
+    return false;
   useTraces().removeConversation(id);  // hidden states of a deleted chat are never kept
   if (current_ == id) openConversation(0);
   emit conversationsChanged();
@@ -150,15 +169,21 @@ bool ChatController::deleteConversation(qint64 id) {
 }
 
 bool ChatController::undoDelete(qint64 id) {
-  if (!store_.restore(id)) return false;
+  bool restored = false;
+  if (!saved(QStringLiteral("restore the chat"), [&] { restored = store_.restore(id); }) || !restored)
+    return false;
   emit conversationsChanged();
   return true;
 }
 
 int64_t ChatController::purgeDeleted() {
   std::vector<int64_t> ids;
-  for (const auto& c : store_.listDeleted()) ids.push_back(c.id);
-  const int64_t n = store_.purgeDeleted();
+  int64_t n = 0;
+  if (!saved(QStringLiteral("empty the deleted chats"), [&] {
+        for (const auto& c : store_.listDeleted()) ids.push_back(c.id);
+        n = store_.purgeDeleted();
+      }))
+    return 0;
   const UseTraceStore traces = useTraces();
   for (int64_t id : ids) traces.removeConversation(id);
   return n;
@@ -169,7 +194,8 @@ std::vector<Message> ChatController::messages() const {
 }
 
 void ChatController::setSystemPrompt(const QString& text) {
-  if (current_) store_.setSystemPrompt(current_, utf8(text));
+  if (current_)
+    saved(QStringLiteral("save the system prompt"), [&] { store_.setSystemPrompt(current_, utf8(text)); });
 }
 
 QString ChatController::systemPrompt() const {
@@ -185,7 +211,8 @@ std::optional<SamplingDefaults> ChatController::ownSampling() const {
 }
 
 void ChatController::clearSampling() {
-  if (current_) store_.setSampling(current_, "{}");
+  if (current_)
+    saved(QStringLiteral("save the chat's settings"), [&] { store_.setSampling(current_, "{}"); });
 }
 
 SamplingDefaults ChatController::sampling() const {
@@ -196,15 +223,21 @@ SamplingDefaults ChatController::sampling() const {
 }
 
 void ChatController::setSampling(const SamplingDefaults& s) {
-  if (current_) store_.setSampling(current_, samplingToJson(s));
+  if (current_)
+    saved(QStringLiteral("save the chat's settings"),
+          [&] { store_.setSampling(current_, samplingToJson(s)); });
 }
 
 bool ChatController::send(const QString& text) {
   if (busy() || !model_ || text.trimmed().isEmpty()) return false;
-  if (!current_) newConversation();
-  const auto conv = store_.get(current_);
-  if (conv && conv->title == kNewChatTitle) store_.rename(current_, utf8(titleFrom(text)));
-  const qint64 id = store_.addMessage(current_, Role::User, utf8(text));  // committed now
+  if (!current_ && !newConversation()) return false;
+  qint64 id = 0;
+  if (!saved(QStringLiteral("save your message"), [&] {
+        const auto conv = store_.get(current_);
+        if (conv && conv->title == kNewChatTitle) store_.rename(current_, utf8(titleFrom(text)));
+        id = store_.addMessage(current_, Role::User, utf8(text));  // committed now
+      }))
+    return false;
   if (auto m = store_.message(id)) emit messageAdded(*m);
   emit conversationsChanged();
   startReply();
@@ -212,10 +245,13 @@ bool ChatController::send(const QString& text) {
 }
 
 void ChatController::startReply() {
+  const auto msgs = history(current_);
+  qint64 reply_id = 0;
+  if (!saved(QStringLiteral("start the reply"), [&] { reply_id = store_.beginReply(current_); })) return;
   reply_conversation_ = current_;
   reply_text_.clear();
-  const auto msgs = history(current_);
-  reply_id_ = store_.beginReply(current_);
+  reply_id_ = reply_id;
+  checkpoint_failed_ = false;
   since_checkpoint_.start();
   if (auto m = store_.message(reply_id_)) emit messageAdded(*m);
   emit busyChanged(true);
@@ -253,7 +289,8 @@ bool ChatController::regenerate() {
   const auto msgs = store_.messages(current_);
   for (auto it = msgs.rbegin(); it != msgs.rend(); ++it)
     if (it->role == Role::User) {
-      store_.truncateAfter(current_, it->id);
+      if (!saved(QStringLiteral("remove the old reply"), [&] { store_.truncateAfter(current_, it->id); }))
+        return false;
       emit conversationOpened(current_);
       startReply();
       return true;
@@ -265,8 +302,11 @@ bool ChatController::editAndResend(qint64 message_id, const QString& text) {
   if (busy() || !model_ || !current_ || text.trimmed().isEmpty()) return false;
   const auto m = store_.message(message_id);
   if (!m || m->conversation_id != current_ || m->role != Role::User) return false;
-  store_.updateMessageText(message_id, utf8(text));
-  store_.truncateAfter(current_, message_id);
+  if (!saved(QStringLiteral("save the edited message"), [&] {
+        store_.updateMessageText(message_id, utf8(text));
+        store_.truncateAfter(current_, message_id);
+      }))
+    return false;
   emit conversationOpened(current_);
   startReply();
   return true;
@@ -277,8 +317,15 @@ void ChatController::onText(qint64 reply_id, const QString& chunk) {
   reply_text_ += chunk;
   emit replyText(reply_id, reply_text_);
   if (since_checkpoint_.elapsed() >= kCheckpointMs) {
-    store_.checkpointReply(reply_id_, utf8(reply_text_));
     since_checkpoint_.restart();
+    try {
+      store_.checkpointReply(reply_id_, utf8(reply_text_));
+    } catch (const std::exception& e) {
+      // The reply goes on in the window; the final write tries again.
+      if (!std::exchange(checkpoint_failed_, true))
+        emit error(
+            QStringLiteral("Could not save the reply as it streams: %1").arg(QString::fromUtf8(e.what())));
+    }
   }
 }
 
@@ -308,7 +355,7 @@ void ChatController::onFailed(qint64 reply_id, const QString& reason) {
 
 void ChatController::finish(MessageState state, const ReplyStats& stats) {
   const qint64 id = reply_id_;
-  store_.finishReply(id, utf8(reply_text_), state, stats);
+  saved(QStringLiteral("save the reply"), [&] { store_.finishReply(id, utf8(reply_text_), state, stats); });
   reply_id_ = 0;
   reply_conversation_ = 0;
   reply_text_.clear();

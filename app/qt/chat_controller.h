@@ -102,6 +102,10 @@ class ChatController : public QObject {
   std::vector<ChatMessage> history(qint64 conversation_id) const;
   QString tracePathFor(qint64 conversation_id) const;
   void afterRecording(qint64 conversation_id, const EngineReplyStats& stats);
+  // Runs a write to the chat database; when it fails (disk full, read-only or
+  // corrupt file) emits error() naming `action` and returns false. What the
+  // database already holds is untouched; no exception leaves a slot.
+  bool saved(const QString& action, const std::function<void()>& write);
 
   ConversationStore& store_;
   EngineHost& engine_;
@@ -112,6 +116,7 @@ class ChatController : public QObject {
   qint64 reply_conversation_ = 0;
   QString reply_text_;
   QElapsedTimer since_checkpoint_;
+  bool checkpoint_failed_ = false;  // reported once per reply
   std::mt19937_64 seeds_{std::random_device{}()};
   std::function<std::string(const std::string&)> model_hash_;
 };
