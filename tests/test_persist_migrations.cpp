@@ -10,6 +10,7 @@
 
 #include "app/core/app_database.h"
 #include "app/core/conversation_store.h"
+#include "app/core/database_startup.h"
 #include "app/core/download_store.h"
 #include "app/core/model_registry.h"
 
@@ -294,6 +295,62 @@ class PersistMigrationsTest : public QObject {
       QCOMPARE(e.kind(), AppDatabaseError::Kind::ForeignDatabase);
     }
     QCOMPARE(readAll(path), before);
+  }
+
+  // The app's start on a database with damaged pages (the header still reads, the
+  // tables do not): the user is asked; "no" leaves the file as it was, "yes" keeps
+  // it renamed, byte for byte, and starts on a new database.
+  void damagedPagesOfferANewDatabaseAndKeepTheOld() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("moechat.db");
+    {
+      AppDatabase db = AppDatabase::open(path.toStdString());
+      moe::ConversationStore store(db);
+      const int64_t c = store.createConversation("kept", "", "{}", "");
+      for (int i = 0; i < 200; ++i) store.addMessage(c, moe::Role::User, std::string(200, 'a' + i % 26));
+      db.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    QByteArray bytes = readAll(path);
+    QVERIFY(bytes.size() > 8 * 4096);
+    for (qsizetype i = 4096; i < bytes.size(); ++i)
+      bytes[i] = char((i * 131) & 0xff);  // every page but the first
+    writeAll(path, bytes);
+
+    std::vector<moe::DatabaseTrouble> asked;
+    auto refused = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
+      asked.push_back(t);
+      return false;
+    });
+    QVERIFY(!refused.db);
+    QVERIFY(!refused.error.empty());
+    QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::Unreadable});
+    QCOMPARE(readAll(path), bytes);
+
+    auto fresh = moe::openChatDatabase(path.toStdString(),
+                                       [](moe::DatabaseTrouble, const std::string&) { return true; });
+    QVERIFY(fresh.db.has_value());
+    QVERIFY(!fresh.set_aside.empty());
+    QCOMPARE(readAll(QString::fromStdString(fresh.set_aside)), bytes);
+    QCOMPARE(moe::ConversationStore(*fresh.db).list().size(), size_t(0));
+  }
+
+  // A second moechat on the same data folder: the first holds the write lock.
+  void aDatabaseInUseIsReportedNotReplaced() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("moechat.db");
+    AppDatabase first = AppDatabase::open(path.toStdString());
+    first.db().exec("BEGIN IMMEDIATE");
+    const QByteArray before = readAll(path);
+    std::vector<moe::DatabaseTrouble> asked;
+    auto second = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
+      asked.push_back(t);
+      return true;  // ignored: only an unreadable file is replaced
+    });
+    QVERIFY(!second.db);
+    QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::InUse});
+    QVERIFY2(second.error.find("already running") != std::string::npos, second.error.c_str());
+    QCOMPARE(readAll(path), before);
+    first.db().exec("COMMIT");
   }
 
   void aDirectoryIsAClearError() {

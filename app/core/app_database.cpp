@@ -153,6 +153,7 @@ int inspectExisting(sql::Database& db) {
     app_id = db.queryInt64("PRAGMA application_id");
     objects = db.queryInt64("SELECT count(*) FROM sqlite_schema");
   } catch (const sql::SqliteError& e) {
+    if (e.primaryCode() == SQLITE_BUSY || e.primaryCode() == SQLITE_LOCKED) throw;
     if (e.primaryCode() == SQLITE_NOTADB || e.primaryCode() == SQLITE_CORRUPT)
       fail(AppDatabaseError::Kind::NotADatabase, db.path(),
            "not a readable SQLite database (damaged or another kind of file); it was left untouched (" +
@@ -207,6 +208,7 @@ int migrateSchema(sql::Database& db, int target_version) {
       db.exec("PRAGMA user_version = " + std::to_string(version + 1));
       tx.commit();
     } catch (const sql::SqliteError& e) {
+      if (e.primaryCode() == SQLITE_BUSY || e.primaryCode() == SQLITE_LOCKED) throw;
       fail(AppDatabaseError::Kind::MigrationFailed, db.path(),
            "migration to schema version " + std::to_string(version + 1) + " failed, file kept at version " +
                std::to_string(version) + ": " + e.what());
@@ -215,6 +217,20 @@ int migrateSchema(sql::Database& db, int target_version) {
 }
 
 AppDatabase AppDatabase::open(const std::string& path) {
+  try {
+    return openUnlocked(path);
+  } catch (const AppDatabaseError&) {
+    throw;
+  } catch (const sql::SqliteError& e) {
+    if (e.primaryCode() == SQLITE_BUSY || e.primaryCode() == SQLITE_LOCKED)
+      fail(AppDatabaseError::Kind::InUse, path,
+           "in use by another program (is moechat already running?); it was left untouched (" +
+               std::string(e.what()) + ")");
+    fail(AppDatabaseError::Kind::CannotOpen, path, e.what());
+  }
+}
+
+AppDatabase AppDatabase::openUnlocked(const std::string& path) {
   prepareFolder(path);
   std::optional<sql::Database> db;
   try {
@@ -224,11 +240,7 @@ AppDatabase AppDatabase::open(const std::string& path) {
     fail(AppDatabaseError::Kind::CannotOpen, path, e.what());
   }
   int found = inspectExisting(*db);
-  try {
-    configure(*db);
-  } catch (const sql::SqliteError& e) {
-    fail(AppDatabaseError::Kind::CannotOpen, path, e.what());
-  }
+  configure(*db);
   migrateSchema(*db);
   return AppDatabase(std::move(*db), found);
 }

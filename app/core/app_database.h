@@ -21,6 +21,7 @@ class AppDatabaseError : public std::runtime_error {
     ForeignDatabase,  // a valid SQLite file that belongs to another program
     NewerSchema,      // written by a newer moechat: refused, left as it is
     MigrationFailed,  // a migration step failed; the file stays at the last completed version
+    InUse,            // another process (a second moechat) holds its lock
   };
   AppDatabaseError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
@@ -59,6 +60,7 @@ class AppDatabase {
   int64_t foreignKeyViolations();
 
  private:
+  static AppDatabase openUnlocked(const std::string& path);
   explicit AppDatabase(sql::Database db, int opened_at) : db_(std::move(db)), opened_at_version_(opened_at) {}
   sql::Database db_;
   int opened_at_version_ = 0;

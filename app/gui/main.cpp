@@ -6,6 +6,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "app/core/app_database.h"
 #include "app/core/conversation_store.h"
+#include "app/core/database_startup.h"
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_registry.h"
 #include "app/gui/app_wiring.h"
@@ -76,24 +78,42 @@ int main(int argc, char** argv) {
   moe::applyTheme(app, settings.theme());
 
   const QString db_path = QDir(settings.dataFolder()).filePath("moechat.db");
-  std::optional<moe::AppDatabase> db;
-  try {
-    db.emplace(moe::AppDatabase::open(db_path.toStdString()));
-  } catch (const std::exception& e) {
-    QMessageBox::critical(nullptr, "moechat cannot open its database",
-                          QString("%1\n\nYour chats are in %2. moechat has not changed that file.")
-                              .arg(QString::fromUtf8(e.what()), db_path));
+  auto opened =
+      moe::openChatDatabase(db_path.toStdString(), [&](moe::DatabaseTrouble trouble, const std::string& why) {
+        const QString text = QString("%1\n\nYour chats are in %2. moechat has not changed that file.")
+                                 .arg(QString::fromStdString(why), db_path);
+        if (trouble != moe::DatabaseTrouble::Unreadable) {
+          QMessageBox::critical(nullptr, "moechat cannot open its database", text);
+          return false;
+        }
+        QMessageBox box(QMessageBox::Critical, "moechat cannot read its database",
+                        text +
+                            "\n\nStart with a new, empty chat database? The unreadable file is kept "
+                            "next to it (renamed), for a recovery tool or a backup.");
+        QPushButton* fresh = box.addButton("Start with a new database", QMessageBox::AcceptRole);
+        box.addButton("Quit", QMessageBox::RejectRole);
+        box.exec();
+        return box.clickedButton() == fresh;
+      });
+  if (!opened.db) {
+    std::fprintf(stderr, "moechat: %s\n", opened.error.c_str());
     return 1;
   }
+  std::optional<moe::AppDatabase>& db = opened.db;
   moe::ConversationStore store(*db);
-  const auto recovered = store.recoverInterrupted();
+  const auto recovered = opened.recovered_replies;
   moe::ModelRegistry registry(*db);
 
   moe::EngineHost engine(std::make_unique<moe::LocalChatEngine>());
   moe::ChatController chat(store, engine, settings);
   moe::MainWindow window(settings, store, chat, engine);
   moe::AppWiring wiring(window, settings, registry, *db);
-  if (recovered > 0)
+  if (!opened.set_aside.empty())
+    window.statusBar()->showMessage(
+        QString("Started with a new chat database; the unreadable one is kept as %1.")
+            .arg(QString::fromStdString(opened.set_aside)),
+        30'000);
+  else if (recovered > 0)
     window.statusBar()->showMessage(
         QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.")
             .arg(recovered),
