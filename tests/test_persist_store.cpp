@@ -395,12 +395,24 @@ class PersistStoreTest : public QObject {
     const std::string md = moe::conversationToMarkdown(c, msgs);
     QVERIFY(md.rfind("# " + title + "\n", 0) == 0);
     QVERIFY(md.find("## System prompt\n\nSystem\nprompt\n") != std::string::npos);
+    // Every text in order, verbatim but for control characters (U+FFFD instead): no
+    // NUL, ESC or other control byte reaches the file, and the file is valid UTF-8.
+    const std::string ctrl_shown = "ctrl \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD and nul \xEF\xBF\xBD end";
     size_t at = 0;
-    for (const auto& m : msgs) {  // every text verbatim, in order
-      const size_t found = md.find(m.text, at);
-      QVERIFY2(found != std::string::npos, m.text.c_str());
-      at = found + m.text.size();
+    for (const auto& m : msgs) {
+      const std::string shown = m.text.find('\x01') != std::string::npos ? ctrl_shown : m.text;
+      const size_t found = md.find(shown, at);
+      QVERIFY2(found != std::string::npos, shown.c_str());
+      at = found + shown.size();
     }
+    for (unsigned char ch : md) QVERIFY(ch >= 0x20 || ch == '\n' || ch == '\t' || ch == '\r');
+    QCOMPARE(QString::fromUtf8(md).toUtf8(), QByteArray::fromStdString(md));
+    moe::Conversation hostile = c;
+    hostile.title = "esc \x1b[31m red \xC2\x9B csi, bad \xFF\xC3 bytes";
+    const std::string hostile_md = moe::conversationToMarkdown(hostile, {});
+    QVERIFY2(hostile_md.rfind(
+                 "# esc \xEF\xBF\xBD[31m red \xEF\xBF\xBD csi, bad \xEF\xBF\xBD\xEF\xBF\xBD bytes\n", 0) == 0,
+             hostile_md.c_str());
     QVERIFY(md.find("*(reply stopped)*") != std::string::npos);
     QVERIFY(md.find("`/m/x.gguf`") != std::string::npos);
   }

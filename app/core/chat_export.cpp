@@ -49,6 +49,29 @@ void appendEscapedControl(std::string& out, unsigned char c) {
   }
 }
 
+// Text for a Markdown file that a terminal or an editor shows as it is: each invalid
+// UTF-8 byte and each control character (C0 but tab, newline and carriage return;
+// DEL; C1, e.g. U+009B, a terminal's CSI) becomes U+FFFD.
+std::string markdownText(std::string_view s) {
+  static const char* kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8SequenceLength(s, i);
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool c0 = n == 1 && (c < 0x20 || c == 0x7f) && c != '\t' && c != '\n' && c != '\r';
+    const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
+    if (n == 0 || c0 || c1) {
+      out += kReplacement;
+      i += n == 0 ? 1 : n;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 std::string jsonNumber(int64_t v) { return std::to_string(v); }
 
 // Shortest text that reads back as the same double; JSON has no NaN/Inf, so null.
@@ -173,16 +196,17 @@ std::string conversationToJson(const Conversation& conv, const std::vector<Messa
 }
 
 std::string conversationToMarkdown(const Conversation& conv, const std::vector<Message>& messages) {
-  std::string out = "# " + (conv.title.empty() ? std::string("Untitled conversation") : conv.title) + "\n\n";
+  std::string out =
+      "# " + (conv.title.empty() ? std::string("Untitled conversation") : markdownText(conv.title)) + "\n\n";
   out += "- Created: " + formatUtc(conv.created_at) + "\n";
   out += "- Updated: " + formatUtc(conv.updated_at) + "\n";
-  if (!conv.model_path.empty()) out += "- Model: `" + conv.model_path + "`\n";
+  if (!conv.model_path.empty()) out += "- Model: `" + markdownText(conv.model_path) + "`\n";
   out += "\n";
-  if (!conv.system_prompt.empty()) out += "## System prompt\n\n" + conv.system_prompt + "\n\n";
+  if (!conv.system_prompt.empty()) out += "## System prompt\n\n" + markdownText(conv.system_prompt) + "\n\n";
   for (const Message& m : messages) {
     out += "## ";
     out += markdownHeading(m.role);
-    out += "\n\n" + m.text + "\n\n";
+    out += "\n\n" + markdownText(m.text) + "\n\n";
     if (m.state != MessageState::Complete) out += std::string("*(reply ") + toString(m.state) + ")*\n\n";
   }
   return out;
