@@ -23,7 +23,16 @@ void HostCopyEngine::copy(void* dst, const void* src, size_t n) {
                         std::chrono::duration<double>(seconds));
     done = link_free_at_;
   }
-  std::this_thread::sleep_until(done);
+  // Slices of 10 ms, so that an interrupt ends the wait soon.
+  for (auto now = std::chrono::steady_clock::now(); now < done; now = std::chrono::steady_clock::now()) {
+    const std::atomic<bool>* flag = interrupt_.load(std::memory_order_acquire);
+    if (flag != nullptr && flag->load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(clock_mutex_);
+      link_free_at_ = std::min(link_free_at_, now);  // queued pacing is dropped with the run
+      return;
+    }
+    std::this_thread::sleep_until(std::min(done, now + std::chrono::milliseconds(10)));
+  }
 }
 
 double measureHostCopyBandwidth(size_t bytes) {

@@ -61,6 +61,9 @@ class HostCopyEngine : public CopyEngine {
   double bandwidth() const { return bytes_per_second_; }
   double linkBytesPerSecond() const override { return bytes_per_second_; }
   bool paced() const { return paced_; }
+  // While *flag is true (a cancelled reply), paced copies stop waiting for the link:
+  // the bytes are copied already and the pacing is only a simulation. Null: none.
+  void setInterrupt(const std::atomic<bool>* flag) { interrupt_.store(flag, std::memory_order_release); }
 
  private:
   const double bytes_per_second_;
@@ -69,6 +72,7 @@ class HostCopyEngine : public CopyEngine {
   std::atomic<uint64_t> bytes_{0}, copies_{0};
   mutable std::mutex clock_mutex_;
   double simulated_seconds_ = 0.0;
+  std::atomic<const std::atomic<bool>*> interrupt_{nullptr};
 };
 
 // Bytes per second of plain host memcpy (best of 3 copies of `bytes`): the "link"

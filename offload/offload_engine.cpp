@@ -180,6 +180,10 @@ void OffloadEngine::observeRouting(const RoutingEvent& ev) {
   if (cached_ && config_.policy == OffloadPolicy::kStatic) cached_->countRouting(ev.layer, ev.experts);
 }
 
+void OffloadEngine::setInterrupt(const std::atomic<bool>* flag) {
+  if (host_link_) host_link_->setInterrupt(flag);
+}
+
 void OffloadEngine::waitIdle() {
   if (cached_) cached_->waitPredictions();
   if (worker_) worker_->waitIdle();

@@ -98,6 +98,9 @@ class OffloadEngine {
   CachedExpertSource* cachedSource() { return cached_.get(); }
   std::string predictorName() const;  // "skip-gate", "none" or the given predictor's name
   void waitIdle();                    // no copy queued or running
+  // A cancelled reply's flag: while it is set, the CPU path's paced copies stop
+  // waiting for the simulated link (HostCopyEngine::setInterrupt). Null: none.
+  void setInterrupt(const std::atomic<bool>* flag);
   // Feed the Transformer's routing observer here (the static policy counts per token).
   void observeRouting(const RoutingEvent& ev);
 

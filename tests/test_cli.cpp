@@ -303,6 +303,28 @@ class CliTest : public QObject {
     QCOMPARE(p.exitStatus(), QProcess::CrashExit);  // ended by the signal, as a shell expects
   }
 
+  void ctrlCEndsAWaitOnAPacedLink() {
+    // A 2 KB/s simulated link: the prompt's experts alone take minutes to cross it.
+    // Ctrl-C must end the reply at once, not after the queued copies' pacing.
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo", "--policy", "reactive-lru", "--link-gbps",
+                                          "0.000002", "--paced", "-n", "20"});
+    QVERIFY(p.waitForStarted());
+    QByteArray out;
+    while (!out.contains("Once upon a time") && p.waitForReadyRead(60000)) out += p.readAll();
+    QVERIFY2(out.contains("Once upon a time"), out.constData());
+    // Into the prefill's first copy (12 s on this link): this wait only orders the
+    // signal after the start; on a machine too slow to have started, the signal
+    // lands before the prefill and the test shows less, never a false failure.
+    QTest::qWait(1500);
+    ::kill(pid_t(p.processId()), SIGINT);
+    QVERIFY2(p.waitForFinished(60000), "SIGINT was not honoured during paced copies");
+    out += p.readAll();
+    QCOMPARE(p.exitCode(), 130);
+    QVERIFY2(out.contains("stopped: cancelled"), out.constData());
+  }
+
   void numbersMustBeFiniteAndInRange() {
     // nan compares false with every bound, and inf or 1e308 scaled to bytes is an
     // undefined conversion to an integer: each is a usage error naming the option.

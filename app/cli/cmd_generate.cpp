@@ -123,10 +123,10 @@ int runGenerate(const std::vector<std::string>& argv) {
   }
   const auto& tok = model.tokenizer();
   const auto ids = tok.encode(text, tok.addBosDefault(), special);
-  if (!args.flag("--chat")) printText(prompt);
   GenerationStats st;
   {
-    const ReplyInterrupts interrupts;
+    const ReplyInterrupts interrupts;  // before the prompt is shown: Ctrl-C from then on stops the reply
+    if (!args.flag("--chat")) printText(prompt);
     st = session.generate(ids, params, printText, &g_cancel);
   }
   printStats(st);

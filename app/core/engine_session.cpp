@@ -132,6 +132,11 @@ GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const G
     }
   } restore{this, writer != nullptr};
 
+  engine_->setInterrupt(cancel);
+  struct ClearInterrupt {
+    OffloadEngine* e;
+    ~ClearInterrupt() { e->setInterrupt(nullptr); }
+  } clear_interrupt{engine_.get()};
   const GenerationStats st = generator_->generate(prompt, params, on_text, cancel);
   if (policy() != OffloadPolicy::kResident)
     engine_->metrics().addGeneration(uint64_t(st.prompt_tokens - st.reused_tokens), st.prefill_seconds,
