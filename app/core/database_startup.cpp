@@ -56,7 +56,7 @@ std::string setAside(const std::string& path) {
 DatabaseStartup openChatDatabase(
     const std::string& path, const std::function<bool(DatabaseTrouble, const std::string&)>& start_fresh) {
   std::string first_error;
-  DatabaseTrouble trouble;
+  DatabaseTrouble trouble = DatabaseTrouble::Unreadable;
   try {
     return openAndRecover(path);
   } catch (const std::exception& e) {

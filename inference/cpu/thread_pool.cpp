@@ -41,10 +41,11 @@ ThreadPool::ThreadPool(int threads) {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
   } catch (const std::system_error& e) {
     // The workers already started wait on members that unwinding would destroy.
+    const size_t started = workers_.size();
     stopWorkers();
     throw std::runtime_error("cannot start " + std::to_string(threads) +
-                             " threads (the system refused thread " + std::to_string(workers_.size() + 1) +
-                             ": " + e.what() + "); try fewer with --threads");
+                             " threads (the system refused one after " + std::to_string(started + 1) + ": " +
+                             e.what() + "); try fewer with --threads");
   }
 }
 

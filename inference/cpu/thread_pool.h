@@ -25,10 +25,9 @@ class ThreadPool {
  public:
   // threads <= 0: physicalCores(). threads == 1 runs everything inline. Throws
   // std::runtime_error, with every started worker joined, when the system refuses a
-  // thread. Between
-  // loops a worker polls for the next one for kSpinMicros (a decode step issues
-  // hundreds of loops of ~50 us each, and waking a sleeping thread costs ~10-20 us),
-  // then sleeps on a condition variable: an idle pool uses no CPU.
+  // thread. Between loops a worker polls for the next one for kSpinMicros (a decode
+  // step issues hundreds of loops of ~50 us each, and waking a sleeping thread costs
+  // ~10-20 us), then sleeps on a condition variable: an idle pool uses no CPU.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
