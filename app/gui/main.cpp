@@ -21,6 +21,7 @@
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 #include "app/qt/inference_worker.h"
+#include "app/qt/instance_lock.h"
 #include "ui/main_window.h"
 #include "ui/screenshots.h"
 #include "ui/theme.h"
@@ -77,6 +78,12 @@ int main(int argc, char** argv) {
   if (cli.isSet(demo) || cli.isSet(screenshot)) settings.setLastModelPath({});
   moe::applyTheme(app, settings.theme());
 
+  const moe::InstanceLock instance = moe::lockDataFolder(settings.dataFolder());
+  if (!instance.lock) {
+    QMessageBox::critical(nullptr, "moechat is already running", instance.error);
+    std::fprintf(stderr, "moechat: %s\n", qPrintable(instance.error));
+    return 1;
+  }
   const QString db_path = QDir(settings.dataFolder()).filePath("moechat.db");
   auto opened =
       moe::openChatDatabase(db_path.toStdString(), [&](moe::DatabaseTrouble trouble, const std::string& why) {
