@@ -6,6 +6,8 @@
 
 #include <QDir>
 #include <QFile>
+#include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 
 #include "app/core/app_database.h"
@@ -351,6 +353,34 @@ class PersistMigrationsTest : public QObject {
     QVERIFY2(second.error.find("already running") != std::string::npos, second.error.c_str());
     QCOMPARE(readAll(path), before);
     first.db().exec("COMMIT");
+  }
+
+  // A file the system will not let moechat write (here: immutable, which binds root
+  // too, unlike file modes): reported as such, never replaced, left as it was.
+  void aReadOnlyDatabaseIsReportedNotReplaced() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("moechat.db");
+    {
+      AppDatabase db = AppDatabase::open(path.toStdString());
+      moe::ConversationStore(db).createConversation("kept", "", "{}", "");
+      db.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    for (const char* companion : {"-wal", "-shm"}) QFile::remove(path + companion);
+    QProcess chattr;
+    chattr.start("chattr", {"+i", path});
+    if (!chattr.waitForFinished() || chattr.exitStatus() != QProcess::NormalExit || chattr.exitCode() != 0)
+      QSKIP("chattr +i is not available here (not ext4, or no CAP_LINUX_IMMUTABLE)");
+    const auto unlock = qScopeGuard([&] { QProcess::execute("chattr", {"-i", path}); });
+    const QByteArray before = readAll(path);
+    std::vector<moe::DatabaseTrouble> asked;
+    auto opened = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
+      asked.push_back(t);
+      return true;  // ignored: only an unreadable file is replaced
+    });
+    QVERIFY(!opened.db);
+    QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::ReadOnly});
+    QVERIFY2(opened.error.find("not write it") != std::string::npos, opened.error.c_str());
+    QCOMPARE(readAll(path), before);
   }
 
   void aDirectoryIsAClearError() {

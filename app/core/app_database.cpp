@@ -240,6 +240,12 @@ AppDatabase AppDatabase::openUnlocked(const std::string& path) {
     fail(AppDatabaseError::Kind::CannotOpen, path, e.what());
   }
   int found = inspectExisting(*db);
+  // SQLite falls back to reading a file it may not write; the chats could then not
+  // be saved, and WAL could not be set up.
+  if (sqlite3_db_readonly(db->handle(), "main") == 1)
+    fail(AppDatabaseError::Kind::ReadOnly, path,
+         "moechat may read this file but not write it (its permissions or the volume forbid writing); it was "
+         "left untouched. Make it writable, or choose another data folder.");
   configure(*db);
   migrateSchema(*db);
   return AppDatabase(std::move(*db), found);

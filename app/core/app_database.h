@@ -22,6 +22,7 @@ class AppDatabaseError : public std::runtime_error {
     NewerSchema,      // written by a newer moechat: refused, left as it is
     MigrationFailed,  // a migration step failed; the file stays at the last completed version
     InUse,            // another process (a second moechat) holds its lock
+    ReadOnly,         // the system lets moechat read the file but not write it
   };
   AppDatabaseError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }

@@ -24,6 +24,7 @@ DatabaseTrouble classify(const std::exception& e) {
   if (const auto* a = dynamic_cast<const AppDatabaseError*>(&e)) {
     if (a->kind() == AppDatabaseError::Kind::InUse) return DatabaseTrouble::InUse;
     if (a->kind() == AppDatabaseError::Kind::NewerSchema) return DatabaseTrouble::Newer;
+    if (a->kind() == AppDatabaseError::Kind::ReadOnly) return DatabaseTrouble::ReadOnly;
   }
   if (const auto* s = dynamic_cast<const sql::SqliteError*>(&e))
     if (s->primaryCode() == SQLITE_BUSY || s->primaryCode() == SQLITE_LOCKED) return DatabaseTrouble::InUse;

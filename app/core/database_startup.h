@@ -1,8 +1,8 @@
 // The chat database at the app's start: opened, migrated and its interrupted
 // replies recovered, or, when that fails, a way out that keeps the file. A file
 // SQLite cannot read (damaged pages, garbage) can be set aside and replaced by a
-// new, empty database; a file in use by another moechat or written by a newer one
-// is only reported.
+// new, empty database; a file in use by another moechat, written by a newer one or
+// not writable is only reported.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ namespace moe {
 enum class DatabaseTrouble {
   InUse,       // another process holds it: start nothing, say so
   Newer,       // a newer moechat wrote it: start nothing, say so
+  ReadOnly,    // it may not be written: start nothing, say so
   Unreadable,  // damaged, foreign or not a database: may be set aside
 };
 
@@ -29,7 +30,7 @@ struct DatabaseStartup {
 
 // `start_fresh(trouble, message)` is asked once, when the file cannot be used; for
 // Unreadable, true moves it (with its -wal and -shm) to "<path>.unreadable-<time>"
-// and opens a new database at path. Its answer is ignored for InUse and Newer.
+// and opens a new database at path. Its answer is ignored for the other troubles.
 DatabaseStartup openChatDatabase(const std::string& path,
                                  const std::function<bool(DatabaseTrouble, const std::string&)>& start_fresh);
 
