@@ -222,7 +222,7 @@ void CpuBackend::matmul(const WeightView& w, const float* x, float* y,
                         int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
   checkWeight(w, "matmul");
   if (n_tokens <= 0) return;
-  if (quant::activationFormat(w.type) != quant::ActivationFormat::None) {
+  if (quantised_activations_ && quant::activationFormat(w.type) != quant::ActivationFormat::None) {
     const MatmulJob job{w, x, y, n_tokens};
     matmulQuantized({&job, 1});
   } else if (n_tokens == 1) {
@@ -237,7 +237,7 @@ void CpuBackend::matmulMany(std::span<const MatmulJob> jobs) {
   for (const MatmulJob& j : jobs) {
     checkWeight(j.w, "matmul");
     if (j.n_tokens <= 0) continue;
-    if (quant::activationFormat(j.w.type) != quant::ActivationFormat::None)
+    if (quantised_activations_ && quant::activationFormat(j.w.type) != quant::ActivationFormat::None)
       quantised.push_back(j);
     else
       matmul(j.w, j.x, j.y, j.n_tokens);

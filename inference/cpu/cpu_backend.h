@@ -40,6 +40,13 @@ class CpuBackend final : public Backend {
   // size of RAM keeps the file layout (the same bits, read from the page cache)
   // rather than pushing the machine into swap or the OOM killer.
   void setRepackReserve(uint64_t bytes) { repack_reserve_ = bytes; }
+  // Off: quantised weights meet float activations (quant::dotRow on the file
+  // layout, no repacking), the arithmetic of the CUDA backend's kernels, so tests
+  // can hold the two backends to float rounding. On by default.
+  void setQuantisedActivations(bool on) {
+    quantised_activations_ = on;
+    if (!on) repack_ = false;
+  }
 
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
   void freeFloats(float* p) override;
@@ -75,6 +82,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   quant::DotIsa isa_ = quant::bestDotIsa();
   bool repack_ = true;
+  bool quantised_activations_ = true;
   uint64_t repack_reserve_ = uint64_t{2} << 30;
   std::mutex alloc_mu_;
   std::unordered_set<float*> allocations_;

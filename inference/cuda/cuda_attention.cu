@@ -9,6 +9,7 @@
 
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
+#include "inference/cuda/cuda_launch.h"
 
 namespace moe::cuda {
 namespace {
@@ -95,8 +96,8 @@ void launchAttention(const float* q, const float* k_cache, const float* v_cache,
                      int n_head, int n_head_kv, int head_dim, float scale, float* out, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(n_tokens) * n_head;
   if (items <= 0) return;
-  attentionKernel<<<static_cast<unsigned>(items), kWarps * 32, 0, stream>>>(q, k_cache, v_cache, pos0, n_head,
-                                                                            n_head_kv, head_dim, scale, out);
+  launchKernel(attentionKernel, static_cast<unsigned>(items), kWarps * 32, 0, stream, q, k_cache, v_cache,
+               pos0, n_head, n_head_kv, head_dim, scale, out);
   checkLaunch("attention kernel");
 }
 

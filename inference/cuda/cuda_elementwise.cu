@@ -5,6 +5,7 @@
 // in double like the CPU. Only expf (swiglu) differs by an ulp or two.
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
+#include "inference/cuda/cuda_launch.h"
 
 namespace moe::cuda {
 namespace {
@@ -84,7 +85,7 @@ __global__ void probeKernel() {}
 void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps,
                    cudaStream_t stream) {
   if (n_rows <= 0 || dim <= 0) return;
-  rmsNormKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, weight, y, dim, eps);
+  launchKernel(rmsNormKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, x, weight, y, dim, eps);
   checkLaunch("rmsNorm kernel");
 }
 
@@ -92,31 +93,31 @@ void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, co
                 cudaStream_t stream) {
   const int64_t pairs = static_cast<int64_t>(n_tokens) * n_heads * (n_rot / 2);
   if (pairs <= 0) return;
-  ropeKernel<<<gridFor(static_cast<size_t>(pairs)), kThreads, 0, stream>>>(x, pairs, n_heads, head_dim, n_rot,
-                                                                           cs, neox);
+  launchKernel(ropeKernel, gridFor(static_cast<size_t>(pairs)), kThreads, 0, stream, x, pairs, n_heads,
+               head_dim, n_rot, cs, neox);
   checkLaunch("rope kernel");
 }
 
 void launchSwiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  swigluKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, out, n);
+  launchKernel(swigluKernel, gridFor(n), kThreads, 0, stream, gate, up, out, n);
   checkLaunch("swiglu kernel");
 }
 
 void launchAdd(float* y, const float* x, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  addKernel<<<gridFor(n), kThreads, 0, stream>>>(y, x, n);
+  launchKernel(addKernel, gridFor(n), kThreads, 0, stream, y, x, n);
   checkLaunch("add kernel");
 }
 
 void launchAxpy(float* y, const float* x, float a, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  axpyKernel<<<gridFor(n), kThreads, 0, stream>>>(y, x, a, n);
+  launchKernel(axpyKernel, gridFor(n), kThreads, 0, stream, y, x, a, n);
   checkLaunch("axpy kernel");
 }
 
 void launchProbe(cudaStream_t stream) {
-  probeKernel<<<1, 1, 0, stream>>>();
+  launchKernel(probeKernel, 1, 1, 0, stream);
   checkLaunch("probe kernel");
 }
 

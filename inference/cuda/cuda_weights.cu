@@ -19,6 +19,7 @@
 
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
+#include "inference/cuda/cuda_launch.h"
 
 namespace moe::cuda {
 namespace {
@@ -137,8 +138,8 @@ void launchEmbed(ElemType type, const uint8_t* table, size_t row_bytes, int64_t 
                  int n_tokens, float* out, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(n_tokens) * cols;
   if (total <= 0) return;
-  embedKernel<<<gridFor(total, kThreads), kThreads, 0, stream>>>(type, table, row_bytes, cols, tokens, total,
-                                                                 out);
+  launchKernel(embedKernel, gridFor(total, kThreads), kThreads, 0, stream, type, table, row_bytes, cols,
+               tokens, total, out);
   checkLaunch("embed kernel");
 }
 
@@ -146,8 +147,8 @@ void launchDequantizeRows(ElemType type, const uint8_t* w, size_t row_bytes, int
                           float* out, cudaStream_t stream) {
   const int64_t total = n_rows * cols;
   if (total <= 0) return;
-  dequantizeRowsKernel<<<gridFor(total, kThreads), kThreads, 0, stream>>>(type, w, row_bytes, cols, total,
-                                                                          out);
+  launchKernel(dequantizeRowsKernel, gridFor(total, kThreads), kThreads, 0, stream, type, w, row_bytes, cols,
+               total, out);
   checkLaunch("dequantize kernel");
 }
 
@@ -155,7 +156,7 @@ void launchMatvec(ElemType type, const uint8_t* w, size_t row_bytes, int64_t col
                   const float* x, float* y, cudaStream_t stream) {
   if (rows <= 0) return;
   const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  matvecKernel<<<blocks, kThreads, 0, stream>>>(type, w, row_bytes, cols, rows, x, y);
+  launchKernel(matvecKernel, blocks, kThreads, 0, stream, type, w, row_bytes, cols, rows, x, y);
   checkLaunch("matvec kernel");
 }
 

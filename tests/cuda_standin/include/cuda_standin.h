@@ -1,0 +1,56 @@
+// Test control of the CUDA stand-in: the simulated device's size, fault
+// injection, and counters of what the CUDA code asked of the device. Only
+// tests (and a bench built on the stand-in) include this; the CUDA code never does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda_runtime.h"
+
+namespace cudastandin {
+
+// What one stream was asked to do (a stream's totals survive its destruction in totals()).
+struct StreamCounters {
+  uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued
+  uint64_t host_syncs = 0;       // host waits: stream/event/device synchronise, synchronous copies
+  uint64_t bytes_h2d = 0;        // host -> device copies
+  uint64_t bytes_d2h = 0;        // device -> host copies
+  uint64_t bytes_d2d = 0;        // device -> device copies
+  uint64_t copies = 0;           // copy calls of any direction
+};
+
+struct DeviceCounters {
+  StreamCounters all;            // every stream, live or destroyed
+  uint64_t device_syncs = 0;     // cudaDeviceSynchronize
+  uint64_t mallocs = 0;          // successful cudaMalloc calls
+  uint64_t bytes_allocated = 0;  // device memory held now
+  uint64_t peak_bytes = 0;       // the most held at once
+  uint64_t pinned_bytes = 0;     // cudaHostAlloc'd and registered host memory held now
+};
+
+StreamCounters counters(cudaStream_t stream);  // 0: the default stream
+DeviceCounters totals();
+
+// The simulated device's memory (cudaMemGetInfo, cudaMalloc's limit). Default:
+// 2 GiB, or CUDA_STANDIN_DEVICE_MB from the environment.
+void setDeviceBytes(size_t bytes);
+// 0: cudaGetDeviceCount fails with cudaErrorNoDevice, as on a machine with a driver but no GPU.
+void setDeviceCount(int count);
+
+// Fault injection: the n-th such call from now (1 = the next) fails; 0 disarms.
+void failMallocAt(int n);  // cudaMalloc: cudaErrorMemoryAllocation
+void failKernelAt(int n);  // the kernel (or cuBLAS call) faults when it runs: sticky cudaErrorLaunchFailure
+void failEventCreateAt(int n);   // cudaEventCreate*: cudaErrorMemoryAllocation
+void failStreamCreateAt(int n);  // cudaStreamCreate*: cudaErrorMemoryAllocation
+
+// The sticky error a kernel fault left (cudaSuccess when none) and what caused it.
+cudaError_t stickyError();
+std::string faultDetail();
+// Waits for every stream, clears a sticky error, the last errors and the armed
+// faults; memory stays allocated. Tests call it between cases (a real context
+// with a sticky error is unusable until the process ends).
+void recover();
+
+}  // namespace cudastandin

@@ -1,0 +1,166 @@
+// The device side of the CUDA stand-in (included by its cuda_runtime.h).
+//
+// A kernel launch runs every block of the grid on one OS thread (the blocks
+// spread over the stream's thread and a small pool), and every CUDA thread of a
+// block as a fiber on that OS thread. A fiber runs until it reaches
+// __syncthreads, a warp shuffle or its end; the block's scheduler then completes
+// the barrier or the shuffle and checks the rules a GPU does not check:
+//   - __syncthreads must be reached by every thread of the block, at the same
+//     call site (a thread that returned, or one waiting elsewhere, is reported);
+//   - a shuffle's mask must name exactly the lanes that call it together, with
+//     the same mask, and only lanes that exist (a partial or divergent shuffle
+//     is reported, not hung);
+// Such a fault, and a pointer argument that is not device-accessible memory,
+// ends the kernel with a sticky error (cudaErrorLaunchFailure /
+// cudaErrorIllegalAddress), as a GPU fault would.
+// __shared__ variables are per OS thread (static thread_local): one block at a
+// time runs on an OS thread, so each running block has its own copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static thread_local
+#define __launch_bounds__(...)
+
+namespace cudastandin::detail {
+
+// The CUDA thread running on this OS thread (null outside a kernel).
+struct ThreadState {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+extern thread_local ThreadState* tl_thread;
+
+inline ThreadState& current() { return *tl_thread; }
+
+enum class ShuffleKind { Index, Up, Down, Xor };
+// Exchanges `bytes` bytes (<= 8) of each participating lane; *out gets the source lane's value.
+void shuffle(unsigned mask, const void* value, void* out, size_t bytes, ShuffleKind kind, int arg, int width,
+             const char* file, int line);
+void syncThreads(const char* file, int line);
+
+// One CUDA thread's work: the kernel called with the launch's arguments.
+using KernelBody = std::function<void()>;
+struct PointerArg {
+  const void* ptr;
+  int index;  // argument position, for the message
+};
+// Queues the grid on `stream` (validating the configuration first: an invalid one
+// is the calling thread's last error, nothing runs). pointers: the kernel's pointer
+// arguments, checked when the kernel runs.
+void enqueueKernel(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, KernelBody body,
+                   std::vector<PointerArg> pointers);
+
+template <typename T>
+void collectPointer(std::vector<PointerArg>& out, int index, const T& value) {
+  if constexpr (std::is_pointer_v<T>)
+    if (value) out.push_back({static_cast<const void*>(value), index});
+}
+
+}  // namespace cudastandin::detail
+
+namespace cudastandin {
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...) on the stand-in.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+            Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "kernel argument count");
+  std::tuple<std::decay_t<Params>...> packed(static_cast<Params>(std::forward<Args>(args))...);
+  std::vector<detail::PointerArg> pointers;
+  std::apply(
+      [&](const auto&... v) {
+        int index = 0;
+        (detail::collectPointer(pointers, index++, v), ...);
+      },
+      packed);
+  detail::enqueueKernel(
+      grid, block, shared_bytes, stream, [kernel, packed]() { std::apply(kernel, packed); },
+      std::move(pointers));
+}
+
+}  // namespace cudastandin
+
+#define threadIdx (::cudastandin::detail::current().thread_idx)
+#define blockIdx (::cudastandin::detail::current().block_idx)
+#define blockDim (::cudastandin::detail::current().block_dim)
+#define gridDim (::cudastandin::detail::current().grid_dim)
+constexpr int warpSize = 32;
+
+inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  ::cudastandin::detail::syncThreads(file, line);
+}
+
+namespace cudastandin::detail {
+template <typename T>
+T shuffleAs(unsigned mask, T value, ShuffleKind kind, int arg, int width, const char* file, int line) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+  T out;
+  shuffle(mask, &value, &out, sizeof(T), kind, arg, width, file, line);
+  return out;
+}
+}  // namespace cudastandin::detail
+
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) {
+  return ::cudastandin::detail::shuffleAs(mask, var, ::cudastandin::detail::ShuffleKind::Index, src_lane,
+                                          width, file, line);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return ::cudastandin::detail::shuffleAs(mask, var, ::cudastandin::detail::ShuffleKind::Up,
+                                          static_cast<int>(delta), width, file, line);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                   const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return ::cudastandin::detail::shuffleAs(mask, var, ::cudastandin::detail::ShuffleKind::Down,
+                                          static_cast<int>(delta), width, file, line);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
+                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return ::cudastandin::detail::shuffleAs(mask, var, ::cudastandin::detail::ShuffleKind::Xor, lane_mask,
+                                          width, file, line);
+}
+
+// Correctly rounded single operations. The stand-in's CUDA sources are compiled
+// with -ffp-contract=off, so these are never fused into an FMA.
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+
+inline float __uint_as_float(unsigned int bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline unsigned int __float_as_uint(float f) {
+  unsigned int bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+inline float __int_as_float(int bits) { return __uint_as_float(static_cast<unsigned int>(bits)); }
+inline int __float_as_int(float f) { return static_cast<int>(__float_as_uint(f)); }
+
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}

@@ -1,0 +1,125 @@
+// The CUDA stand-in's simulated device: its memory map, streams, events, sticky
+// error, fault injection and counters. Internal to tests/cuda_standin/.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "cuda_standin.h"
+
+namespace cudastandin::detail {
+
+enum class MemoryKind { Device, Pinned, Registered };
+
+struct Allocation {
+  size_t bytes = 0;
+  MemoryKind kind = MemoryKind::Device;
+};
+
+// An in-order queue of operations run by its own thread, so that work queued on a
+// stream really is asynchronous to the host (and to other streams).
+class Stream {
+ public:
+  Stream();
+  ~Stream();  // runs what is queued, then joins
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void enqueue(std::function<void()> op);
+  void synchronize();  // until every queued operation has run
+  bool idle();
+
+  struct Counts {
+    std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0},
+        copies{0};
+  } counts;
+  StreamCounters snapshot() const;
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable work_cv_, idle_cv_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::thread thread_;
+};
+
+// One cudaEvent_t's state. Records are numbered; a wait captures the number of the
+// newest record at the time of the call (cudaStreamWaitEvent's rule).
+struct EventState {
+  unsigned flags = 0;
+  uint64_t recorded = 0, completed = 0;  // guarded by Device::event_mu
+  std::chrono::steady_clock::time_point completed_at;
+  Stream* last_stream = nullptr;
+};
+
+class Device {
+ public:
+  Device();
+
+  // Memory map: guarded by mu.
+  std::mutex mu;
+  std::map<uintptr_t, Allocation> allocations;
+  size_t device_bytes = size_t{2} << 30;
+  size_t used = 0, peak = 0, pinned = 0;
+  uint64_t mallocs = 0;
+  int device_count = 1;
+  int fail_malloc_at = 0, fail_kernel_at = 0, fail_event_at = 0, fail_stream_at = 0;
+  std::set<Stream*> streams;  // every live stream but the default one
+  StreamCounters destroyed;   // what destroyed streams did
+  uint64_t device_syncs = 0;
+  std::string fault_detail;
+
+  // The allocation holding [p, p + n) whole, or null. Caller holds mu.
+  const Allocation* findLocked(const void* p, size_t n, uintptr_t* base = nullptr) const;
+  // True when the n-th-call countdown `at` reaches this call. Caller holds mu.
+  static bool countdown(int& at) { return at > 0 && --at == 0; }
+
+  // Events: every completion and the sticky error notify event_cv.
+  std::mutex event_mu;
+  std::condition_variable event_cv;
+
+  std::atomic<int> sticky{cudaSuccess};
+  void setSticky(cudaError_t error, const std::string& detail);
+
+  Stream& stream(cudaStream_t s);  // 0: the default stream
+  // Counts a host wait on s, if s is still a live stream (an event's last stream may be gone).
+  void countHostSync(Stream* s);
+  void synchronizeAll();
+
+ private:
+  std::unique_ptr<Stream> default_stream_;
+};
+
+// The device, created on first use and never destroyed (stream threads may
+// outlive static destruction).
+Device& device();
+
+// The calling thread's last error (cudaGetLastError).
+cudaError_t& lastError();
+// Records a failed call's error as the thread's last error and returns it.
+inline cudaError_t fail(cudaError_t error) {
+  if (error != cudaSuccess) lastError() = error;
+  return error;
+}
+// The sticky error, which every call returns once a kernel has faulted.
+inline cudaError_t sticky() {
+  return static_cast<cudaError_t>(device().sticky.load(std::memory_order_acquire));
+}
+
+// Queues a kernel-like operation (a kernel, a cuBLAS call): counted as a launch,
+// subject to kernel fault injection. Returns false (last error set) after a sticky error.
+bool enqueueLaunch(cudaStream_t stream, std::function<void()> run);
+// True when p is memory a kernel may read: device memory or mapped pinned host memory.
+bool deviceAccessible(const void* p);
+
+}  // namespace cudastandin::detail

@@ -1,0 +1,347 @@
+// The CUDA stand-in's streams, events and copies. Each stream is an in-order
+// queue run by its own thread, so the host really does race with queued work:
+// reading a result before synchronising, or reusing a pinned buffer an async
+// copy has not read yet, is a data race ThreadSanitizer reports and tests can
+// observe. Copies follow the runtime's documented rules for pageable memory:
+// an async copy from pageable host memory has consumed the source when the call
+// returns; one to pageable host memory has completed when it returns.
+#include <cstring>
+#include <vector>
+
+#include "standin_device.h"
+
+namespace cudastandin::detail {
+
+Stream::Stream() : thread_([this] { run(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+void Stream::enqueue(std::function<void()> op) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(op));
+  }
+  work_cv_.notify_one();
+}
+
+void Stream::synchronize() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
+void Stream::run() {
+  for (;;) {
+    std::function<void()> op;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    if (sticky() == cudaSuccess) op();  // a faulted device runs nothing more
+    op = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      busy_ = false;
+      if (queue_.empty()) idle_cv_.notify_all();
+    }
+  }
+}
+
+StreamCounters Stream::snapshot() const {
+  StreamCounters c;
+  c.kernel_launches = counts.kernel_launches.load();
+  c.host_syncs = counts.host_syncs.load();
+  c.bytes_h2d = counts.bytes_h2d.load();
+  c.bytes_d2h = counts.bytes_d2h.load();
+  c.bytes_d2d = counts.bytes_d2d.load();
+  c.copies = counts.copies.load();
+  return c;
+}
+
+bool enqueueLaunch(cudaStream_t stream, std::function<void()> run) {
+  if (const cudaError_t s = sticky()) {
+    fail(s);
+    return false;
+  }
+  Device& d = device();
+  bool inject = false;
+  {
+    std::lock_guard lock(d.mu);
+    inject = Device::countdown(d.fail_kernel_at);
+  }
+  Stream& s = d.stream(stream);
+  s.counts.kernel_launches.fetch_add(1, std::memory_order_relaxed);
+  if (inject)
+    s.enqueue([] { device().setSticky(cudaErrorLaunchFailure, "injected kernel fault (failKernelAt)"); });
+  else
+    s.enqueue(std::move(run));
+  return true;
+}
+
+}  // namespace cudastandin::detail
+
+using namespace cudastandin::detail;
+
+// The handle of a cudaEvent_t: the state is shared with queued records, so an
+// event destroyed while a record is pending stays valid until it completes.
+struct CUevent_st {
+  std::shared_ptr<EventState> state;
+};
+
+// ---------------------------------------------------------------------------
+// Streams
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  if (!stream) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t s = sticky()) return s;
+  Device& d = device();
+  {
+    std::lock_guard lock(d.mu);
+    if (Device::countdown(d.fail_stream_at)) return fail(cudaErrorMemoryAllocation);
+  }
+  auto* s = new Stream;
+  std::lock_guard lock(d.mu);
+  d.streams.insert(s);
+  *stream = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream) return fail(cudaErrorInvalidResourceHandle);
+  auto* s = reinterpret_cast<Stream*>(stream);
+  Device& d = device();
+  {
+    std::lock_guard lock(d.mu);
+    if (!d.streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
+  }
+  s->synchronize();  // the runtime lets queued work finish before the stream's resources go
+  {
+    std::lock_guard lock(d.mu);
+    const cudastandin::StreamCounters c = s->snapshot();
+    d.destroyed.kernel_launches += c.kernel_launches;
+    d.destroyed.host_syncs += c.host_syncs;
+    d.destroyed.bytes_h2d += c.bytes_h2d;
+    d.destroyed.bytes_d2h += c.bytes_d2h;
+    d.destroyed.bytes_d2d += c.bytes_d2d;
+    d.destroyed.copies += c.copies;
+    d.streams.erase(s);
+  }
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  Stream& s = device().stream(stream);
+  s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
+  s.synchronize();
+  return fail(sticky());
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (const cudaError_t s = sticky()) return s;
+  return device().stream(stream).idle() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (!fn) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t s = sticky()) return s;
+  device().stream(stream).enqueue([fn, user_data] { fn(user_data); });
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// Events
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (!event) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t s = sticky()) return s;
+  Device& d = device();
+  {
+    std::lock_guard lock(d.mu);
+    if (Device::countdown(d.fail_event_at)) return fail(cudaErrorMemoryAllocation);
+  }
+  auto* e = new CUevent_st{std::make_shared<EventState>()};
+  e->state->flags = flags;
+  *event = e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t s = sticky()) return s;
+  Device& d = device();
+  Stream& s = d.stream(stream);
+  std::shared_ptr<EventState> state = event->state;
+  uint64_t number = 0;
+  {
+    std::lock_guard lock(d.event_mu);
+    number = ++state->recorded;
+    state->last_stream = &s;
+  }
+  s.enqueue([state, number] {
+    Device& dev = device();
+    std::lock_guard lock(dev.event_mu);
+    if (number > state->completed) {
+      state->completed = number;
+      state->completed_at = std::chrono::steady_clock::now();
+    }
+    dev.event_cv.notify_all();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t s = sticky()) return s;
+  std::lock_guard lock(device().event_mu);
+  return event->state->completed >= event->state->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  Device& d = device();
+  std::unique_lock lock(d.event_mu);
+  EventState& e = *event->state;
+  d.countHostSync(e.last_stream);
+  const uint64_t number = e.recorded;
+  d.event_cv.wait(lock, [&] { return e.completed >= number || sticky() != cudaSuccess; });
+  return fail(sticky());
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t s = sticky()) return s;
+  Device& d = device();
+  std::shared_ptr<EventState> state = event->state;
+  uint64_t number = 0;
+  {
+    std::lock_guard lock(d.event_mu);
+    number = state->recorded;  // the record at the time of the call; later records do not matter
+  }
+  if (number == 0) return cudaSuccess;  // never recorded: nothing to wait for
+  d.stream(stream).enqueue([state, number] {
+    Device& dev = device();
+    std::unique_lock lock(dev.event_mu);
+    dev.event_cv.wait(lock, [&] { return state->completed >= number || sticky() != cudaSuccess; });
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t s = sticky()) return s;
+  std::lock_guard lock(device().event_mu);
+  const EventState &a = *start->state, &b = *end->state;
+  if ((a.flags | b.flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+  if (a.recorded == 0 || b.recorded == 0) return fail(cudaErrorInvalidResourceHandle);
+  if (a.completed < a.recorded || b.completed < b.recorded) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(b.completed_at - a.completed_at).count();
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// Copies
+
+namespace {
+
+enum class Side { Pageable, Pinned, Device };
+
+Side sideOf(const void* p, size_t n, bool* whole) {
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  *whole = true;
+  const Allocation* a = d.findLocked(p, 0);
+  if (!a) return Side::Pageable;
+  *whole = d.findLocked(p, n) != nullptr;
+  return a->kind == MemoryKind::Device ? Side::Device : Side::Pinned;
+}
+
+}  // namespace
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  if (const cudaError_t s = sticky()) return s;
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  bool dst_whole = true, src_whole = true;
+  const Side to = sideOf(dst, bytes, &dst_whole), from = sideOf(src, bytes, &src_whole);
+  if (!dst_whole || !src_whole) return fail(cudaErrorInvalidValue);  // runs past the end of an allocation
+  const bool to_dev = to == Side::Device, from_dev = from == Side::Device;
+  if (kind == cudaMemcpyDefault)
+    kind = from_dev ? (to_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                    : (to_dev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  const bool kind_matches = (kind == cudaMemcpyHostToDevice && to_dev && !from_dev) ||
+                            (kind == cudaMemcpyDeviceToHost && from_dev && !to_dev) ||
+                            (kind == cudaMemcpyDeviceToDevice && from_dev && to_dev) ||
+                            (kind == cudaMemcpyHostToHost && !from_dev && !to_dev);
+  if (!kind_matches) return fail(cudaErrorInvalidValue);
+
+  Stream& s = device().stream(stream);
+  s.counts.copies.fetch_add(1, std::memory_order_relaxed);
+  if (kind == cudaMemcpyHostToDevice) s.counts.bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
+  if (kind == cudaMemcpyDeviceToHost) s.counts.bytes_d2h.fetch_add(bytes, std::memory_order_relaxed);
+  if (kind == cudaMemcpyDeviceToDevice) s.counts.bytes_d2d.fetch_add(bytes, std::memory_order_relaxed);
+
+  if (from == Side::Pageable && kind != cudaMemcpyHostToHost) {
+    // Staged: the source is read now, the device gets it in stream order.
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    s.enqueue([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return cudaSuccess;
+  }
+  s.enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  if (to == Side::Pageable && kind == cudaMemcpyDeviceToHost) {  // returns once the copy has completed
+    s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
+    s.synchronize();
+    return fail(sticky());
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
+  const cudaError_t st = cudaMemcpyAsync(dst, src, bytes, kind, 0);
+  if (st != cudaSuccess) return st;
+  return cudaStreamSynchronize(0);
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (const cudaError_t s = sticky()) return s;
+  if (bytes == 0) return cudaSuccess;
+  bool whole = true;
+  if (sideOf(dst, bytes, &whole) != Side::Device || !whole) return fail(cudaErrorInvalidValue);
+  device().stream(stream).enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  const cudaError_t st = cudaMemsetAsync(dst, value, bytes, 0);
+  if (st != cudaSuccess) return st;
+  return cudaStreamSynchronize(0);
+}
