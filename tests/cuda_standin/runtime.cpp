@@ -2,6 +2,8 @@
 // stand-in tracks (exactly the size asked for, so AddressSanitizer sees a kernel
 // that reads past it), filled with 0xff bytes (NaN as floats) so that code that
 // reads memory it never wrote notices; the device's size is a setting.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -13,6 +15,10 @@ namespace cudastandin::detail {
 namespace {
 constexpr size_t kDeviceAlign = 256;  // cudaMalloc's alignment guarantee
 constexpr size_t kHostAlign = 64;
+
+size_t physicalMemoryBytes() {
+  return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
 
 // CUDA_STANDIN_FAULTS="malloc=3,kernel=10,event=1,stream=2": arm faults for a
 // process a test starts (the same countdowns as the fail*At calls).
@@ -41,6 +47,8 @@ void armFaultsFromEnvironment(Device& d) {
 Device::Device() {
   if (const char* mb = std::getenv("CUDA_STANDIN_DEVICE_MB"))
     if (const long long v = std::atoll(mb); v > 0) device_bytes = static_cast<size_t>(v) << 20;
+  if (const char* us = std::getenv("CUDA_STANDIN_COPY_LATENCY_US")) copy_latency_us = std::atoi(us);
+  if (const char* us = std::getenv("CUDA_STANDIN_KERNEL_LATENCY_US")) kernel_latency_us = std::atoi(us);
   armFaultsFromEnvironment(*this);
 }
 
@@ -289,6 +297,9 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (const cudaError_t s = sticky()) return s;
+  // The driver cannot pin more than the machine has (and a sanitizer's allocator
+  // aborts on absurd sizes instead of returning null).
+  if (bytes > physicalMemoryBytes()) return fail(cudaErrorMemoryAllocation);
   void* p = ::operator new(bytes ? bytes : 1, std::align_val_t(kHostAlign), std::nothrow);
   if (!p) return fail(cudaErrorMemoryAllocation);
   Device& d = device();
@@ -399,6 +410,9 @@ void setDeviceCount(int count) {
   std::lock_guard lock(d.mu);
   d.device_count = count;
 }
+
+void setCopyLatencyMicros(int us) { device().copy_latency_us = us; }
+void setKernelLatencyMicros(int us) { device().kernel_latency_us = us; }
 
 void failMallocAt(int n) {
   std::lock_guard lock(device().mu);

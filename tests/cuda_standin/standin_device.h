@@ -78,6 +78,7 @@ class Device {
   StreamCounters destroyed;   // what destroyed streams did
   uint64_t device_syncs = 0;
   std::string fault_detail;
+  std::atomic<int> copy_latency_us{0}, kernel_latency_us{0};
 
   // The allocation holding [p, p + n) whole, or null. Caller holds mu.
   const Allocation* findLocked(const void* p, size_t n, uintptr_t* base = nullptr) const;
@@ -119,6 +120,8 @@ inline cudaError_t sticky() {
 // Queues a kernel-like operation (a kernel, a cuBLAS call): counted as a launch,
 // subject to kernel fault injection. Returns false (last error set) after a sticky error.
 bool enqueueLaunch(cudaStream_t stream, std::function<void()> run);
+// Sleeps for the simulated latency (copy_latency_us or kernel_latency_us).
+void simulateLatency(const std::atomic<int>& micros);
 // True when p is memory a kernel may read: device memory or mapped pinned host memory.
 bool deviceAccessible(const void* p);
 

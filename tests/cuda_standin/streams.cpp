@@ -6,11 +6,17 @@
 // an async copy from pageable host memory has consumed the source when the call
 // returns; one to pageable host memory has completed when it returns.
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "standin_device.h"
 
 namespace cudastandin::detail {
+
+void simulateLatency(const std::atomic<int>& micros) {
+  if (const int us = micros.load(std::memory_order_relaxed); us > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
 
 Stream::Stream() : thread_([this] { run(); }) {}
 
@@ -89,7 +95,10 @@ bool enqueueLaunch(cudaStream_t stream, std::function<void()> run) {
   if (inject)
     s.enqueue([] { device().setSticky(cudaErrorLaunchFailure, "injected kernel fault (failKernelAt)"); });
   else
-    s.enqueue(std::move(run));
+    s.enqueue([run = std::move(run)] {
+      simulateLatency(device().kernel_latency_us);
+      run();
+    });
   return true;
 }
 
@@ -313,10 +322,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     // Staged: the source is read now, the device gets it in stream order.
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    s.enqueue([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    s.enqueue([dst, staged] {
+      simulateLatency(device().copy_latency_us);
+      std::memcpy(dst, staged->data(), staged->size());
+    });
     return cudaSuccess;
   }
-  s.enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  s.enqueue([dst, src, bytes] {
+    simulateLatency(device().copy_latency_us);
+    std::memmove(dst, src, bytes);
+  });
   if (to == Side::Pageable && kind == cudaMemcpyDeviceToHost) {  // returns once the copy has completed
     s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
     s.synchronize();

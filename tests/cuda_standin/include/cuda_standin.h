@@ -39,6 +39,14 @@ void setDeviceBytes(size_t bytes);
 // 0: cudaGetDeviceCount fails with cudaErrorNoDevice, as on a machine with a driver but no GPU.
 void setDeviceCount(int count);
 
+// Simulated latencies: every copy (or kernel) waits this long on its stream
+// before it runs. With them, work a stream forgot to wait for is reliably not
+// done yet when the stream reaches its reader (a missing cudaStreamWaitEvent
+// or fence shows as wrong results, not as a rare race). Default 0, or
+// CUDA_STANDIN_COPY_LATENCY_US / CUDA_STANDIN_KERNEL_LATENCY_US.
+void setCopyLatencyMicros(int us);
+void setKernelLatencyMicros(int us);
+
 // Fault injection: the n-th such call from now (1 = the next) fails; 0 disarms.
 void failMallocAt(int n);  // cudaMalloc: cudaErrorMemoryAllocation
 void failKernelAt(int n);  // the kernel (or cuBLAS call) faults when it runs: sticky cudaErrorLaunchFailure

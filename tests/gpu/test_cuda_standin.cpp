@@ -1,0 +1,406 @@
+// The CUDA stand-in itself (tests/cuda_standin): warp shuffles and barriers as
+// CUDA defines them, the rules it reports instead of hanging (divergent
+// barriers, partial-warp shuffles, host pointers given to a kernel, bad launch
+// configurations), streams that really run asynchronously to the host and to
+// each other, events, the copy rules for pageable memory, fault injection,
+// device memory limits and counters, cuBLAS GEMM, and half conversions.
+// Built only with MOECHAT_CUDA_STANDIN (tests/gpu/CMakeLists.txt).
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda_standin.h"
+#include "gpu/gpu_check.h"
+#include "models/quant.h"
+
+namespace {
+
+using cudastandin::launch;
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Every case starts on a healthy device with nothing armed.
+struct Clean {
+  Clean() { cudastandin::recover(); }
+  ~Clean() { cudastandin::recover(); }
+};
+
+template <typename T>
+struct DeviceArray {
+  T* p = nullptr;
+  size_t n;
+  explicit DeviceArray(size_t count) : n(count) {
+    if (cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)) != cudaSuccess) throw std::bad_alloc();
+  }
+  ~DeviceArray() { cudaFree(p); }
+  std::vector<T> read() const {
+    std::vector<T> h(n);
+    if (cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess)
+      throw std::runtime_error("read");
+    return h;
+  }
+};
+
+enum Op { kDown, kUp, kXor, kIdx };
+
+// out[t] = the shuffle of value 100 + t by every lane of a warp.
+__global__ void shuffleKernel(int op, int arg, int width, int* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int v = 100 + t;
+  int r = 0;
+  switch (op) {
+    case kDown: r = __shfl_down_sync(0xffffffffu, v, static_cast<unsigned>(arg), width); break;
+    case kUp: r = __shfl_up_sync(0xffffffffu, v, static_cast<unsigned>(arg), width); break;
+    case kXor: r = __shfl_xor_sync(0xffffffffu, v, arg, width); break;
+    case kIdx: r = __shfl_sync(0xffffffffu, v, arg, width); break;
+  }
+  out[t] = r;
+}
+
+// The source lane CUDA's documentation gives for each shuffle.
+int expectedSource(int op, int lane, int arg, int width) {
+  const int seg = lane / width * width;
+  switch (op) {
+    case kDown: return lane % width + arg < width ? lane + arg : lane;
+    case kUp: return lane % width >= arg ? lane - arg : lane;
+    case kXor: return (lane ^ arg) < seg + width ? lane ^ arg : lane;
+    default: return seg + arg % width;
+  }
+}
+
+// A block sum through __shared__ memory and two barriers: out[block] = sum of in.
+__global__ void blockSumKernel(const float* in, float* out) {
+  __shared__ float partial[256];
+  const unsigned t = threadIdx.x;
+  partial[t] = in[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (t < stride) partial[t] += partial[t + stride];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = partial[0];
+}
+
+__global__ void earlyReturnBarrierKernel(float* out) {
+  if (threadIdx.x < 16) return;
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+
+__global__ void twoBarriersKernel(float* out) {
+  if (threadIdx.x % 2) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  out[threadIdx.x] = 1.0f;
+}
+
+__global__ void partialShuffleKernel(float* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ void halfMaskShuffleKernel(float* out) {
+  const unsigned mask = threadIdx.x < 16 ? 0x0000ffffu : 0xffff0000u;
+  out[threadIdx.x] = __shfl_xor_sync(mask, static_cast<float>(threadIdx.x), 1);
+}
+
+__global__ void writeKernel(float* out, float value) { out[threadIdx.x] = value; }
+
+void hostWait(void* flag) {
+  auto* f = static_cast<std::atomic<bool>*>(flag);
+  while (!f->load()) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE(shufflesFollowCudaRules) {
+  Clean clean;
+  DeviceArray<int> out(32);
+  for (int op : {kDown, kUp, kXor, kIdx})
+    for (int width : {32, 16, 8, 4})
+      for (int arg : {0, 1, 3, 5, 16, 31}) {
+        launch(shuffleKernel, 1, 32, 0, nullptr, op, arg, width, out.p);
+        CHECK_EQ(cudaGetLastError(), cudaSuccess);
+        const std::vector<int> got = out.read();
+        for (int lane = 0; lane < 32; ++lane)
+          CHECK_MSG(got[lane] == 100 + expectedSource(op, lane, arg, width),
+                    gpu_check::format("op %d width %d arg %d lane %d: %d", op, width, arg, lane, got[lane]));
+      }
+}
+
+TEST_CASE(barriersAndSharedMemory) {
+  Clean clean;
+  const int blocks = 7, threads = 256;
+  std::vector<float> in(blocks * threads);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 17);
+  DeviceArray<float> din(in.size()), dout(blocks);
+  CHECK_EQ(cudaMemcpy(din.p, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  launch(blockSumKernel, blocks, threads, 0, nullptr, din.p, dout.p);
+  const std::vector<float> got = dout.read();
+  for (int b = 0; b < blocks; ++b) {
+    float want = 0;
+    for (int t = 0; t < threads; ++t) want += in[b * threads + t];
+    CHECK_EQ(got[b], want);  // small integers: exact in any order
+  }
+}
+
+TEST_CASE(divergentBarrierIsReported) {
+  Clean clean;
+  DeviceArray<float> out(64);
+  launch(earlyReturnBarrierKernel, 1, 64, 0, nullptr, out.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_MSG(has(cudastandin::faultDetail(), "has returned"), cudastandin::faultDetail());
+  // Sticky: every later call reports it until the stand-in recovers.
+  CHECK_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  CHECK_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  cudastandin::recover();
+  launch(twoBarriersKernel, 1, 64, 0, nullptr, out.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_MSG(has(cudastandin::faultDetail(), "divergent __syncthreads"), cudastandin::faultDetail());
+}
+
+TEST_CASE(partialWarpShuffleIsReported) {
+  Clean clean;
+  DeviceArray<float> out(32);
+  launch(partialShuffleKernel, 1, 32, 0, nullptr, out.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_MSG(has(cudastandin::faultDetail(), "lane 16 has returned"), cudastandin::faultDetail());
+  cudastandin::recover();
+  // Two half-warp groups, each with its own mask, are legal.
+  launch(halfMaskShuffleKernel, 1, 32, 0, nullptr, out.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> got = out.read();
+  for (int lane = 0; lane < 32; ++lane) CHECK_EQ(got[lane], static_cast<float>(lane ^ 1));
+  // A full mask on a block of 48 threads names lanes that do not exist.
+  DeviceArray<int> ints(48);
+  launch(shuffleKernel, 1, 48, 0, nullptr, static_cast<int>(kXor), 1, 32, ints.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_MSG(has(cudastandin::faultDetail(), "does not exist"), cudastandin::faultDetail());
+}
+
+TEST_CASE(hostPointerToAKernelIsAnIllegalAddress) {
+  Clean clean;
+  std::vector<float> host(32);
+  launch(writeKernel, 1, 32, 0, nullptr, host.data(), 1.0f);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  CHECK_MSG(has(cudastandin::faultDetail(), "argument 0"), cudastandin::faultDetail());
+  CHECK_EQ(host[0], 0.0f);  // nothing ran
+  cudastandin::recover();
+  // Pinned host memory is mapped: a kernel may write it.
+  float* pinned = nullptr;
+  CHECK_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 32 * sizeof(float), cudaHostAllocPortable),
+           cudaSuccess);
+  launch(writeKernel, 1, 32, 0, nullptr, pinned, 2.0f);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  CHECK_EQ(pinned[31], 2.0f);
+  CHECK_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
+TEST_CASE(badLaunchConfigurationIsALaunchError) {
+  Clean clean;
+  DeviceArray<float> out(32);
+  for (dim3 block : {dim3(2048), dim3(1, 1, 65), dim3(0)}) {
+    launch(writeKernel, 1, block, 0, nullptr, out.p, 1.0f);
+    CHECK_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    CHECK_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
+  }
+  launch(writeKernel, 1, 32, 64 * 1024, nullptr, out.p, 1.0f);  // over 48 KiB of shared memory
+  CHECK_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST_CASE(streamsRunAsynchronously) {
+  Clean clean;
+  cudaStream_t a = nullptr, b = nullptr;
+  CHECK_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  CHECK_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t done = nullptr;
+  CHECK_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  DeviceArray<float> out(32);
+  std::atomic<bool> release{false};
+  // Stream a is held by the host; b waits (on the device) for a's event before writing.
+  CHECK_EQ(cudaLaunchHostFunc(a, hostWait, &release), cudaSuccess);
+  launch(writeKernel, 1, 32, 0, a, out.p, 1.0f);
+  CHECK_EQ(cudaEventRecord(done, a), cudaSuccess);
+  CHECK_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
+  launch(writeKernel, 1, 32, 0, b, out.p, 2.0f);
+  CHECK_EQ(cudaStreamQuery(a), cudaErrorNotReady);
+  CHECK_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  CHECK_EQ(cudaStreamQuery(b), cudaErrorNotReady);
+  release = true;
+  CHECK_EQ(cudaStreamSynchronize(b), cudaSuccess);
+  CHECK_EQ(cudaEventQuery(done), cudaSuccess);
+  CHECK_EQ(out.read()[0], 2.0f);  // b's write came after a's
+  // A record made after a wait was queued does not change what that wait waits for.
+  std::atomic<bool> second{false};
+  CHECK_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);  // the completed record
+  CHECK_EQ(cudaLaunchHostFunc(a, hostWait, &second), cudaSuccess);
+  CHECK_EQ(cudaEventRecord(done, a), cudaSuccess);
+  launch(writeKernel, 1, 32, 0, b, out.p, 3.0f);
+  CHECK_EQ(cudaStreamSynchronize(b), cudaSuccess);  // does not wait for a
+  CHECK_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  second = true;
+  CHECK_EQ(cudaEventSynchronize(done), cudaSuccess);
+  CHECK_EQ(cudaEventDestroy(done), cudaSuccess);
+  CHECK_EQ(cudaStreamDestroy(a), cudaSuccess);
+  CHECK_EQ(cudaStreamDestroy(b), cudaSuccess);
+}
+
+TEST_CASE(pageableCopiesFollowTheRuntimeRules) {
+  Clean clean;
+  cudaStream_t s = nullptr;
+  CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::atomic<bool> release{false};
+  DeviceArray<float> dev(4);
+  std::vector<float> src{1, 2, 3, 4};
+  CHECK_EQ(cudaLaunchHostFunc(s, hostWait, &release), cudaSuccess);
+  // From pageable memory: the bytes are taken at the call, so src may change at once.
+  CHECK_EQ(cudaMemcpyAsync(dev.p, src.data(), 16, cudaMemcpyHostToDevice, s), cudaSuccess);
+  src.assign(4, -1.0f);
+  release = true;
+  std::vector<float> back(4, 0.0f);
+  // To pageable memory: complete when the call returns.
+  CHECK_EQ(cudaMemcpyAsync(back.data(), dev.p, 16, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  CHECK_EQ(back, (std::vector<float>{1, 2, 3, 4}));
+  // A copy past the end of an allocation, or of the wrong kind, is refused.
+  CHECK_EQ(cudaMemcpyAsync(dev.p, src.data(), 20, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+  CHECK_EQ(cudaMemcpyAsync(src.data(), back.data(), 16, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+  CHECK_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  CHECK_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST_CASE(deviceMemoryIsLimitedAndPoisoned) {
+  Clean clean;
+  cudastandin::setDeviceBytes(size_t{1} << 20);
+  size_t free_b = 0, total_b = 0;
+  CHECK_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  CHECK_EQ(total_b, size_t{1} << 20);
+  void* big = nullptr;
+  CHECK_EQ(cudaMalloc(&big, size_t{2} << 20), cudaErrorMemoryAllocation);
+  CHECK(big == nullptr);
+  CHECK_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  void* p = nullptr;
+  CHECK_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  CHECK_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  CHECK_EQ(free_b, (size_t{1} << 20) - 1024);  // whole 256-byte granules
+  unsigned char first = 0;
+  CHECK_EQ(cudaMemcpy(&first, p, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK_EQ(first, 0xff);  // never zero-filled
+  cudaPointerAttributes attr{};
+  CHECK_EQ(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+  CHECK_EQ(attr.type, cudaMemoryTypeDevice);
+  CHECK_EQ(cudaPointerGetAttributes(&attr, &first), cudaSuccess);
+  CHECK_EQ(attr.type, cudaMemoryTypeUnregistered);
+  CHECK_EQ(cudaFree(p), cudaSuccess);
+  CHECK_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
+  cudastandin::setDeviceBytes(size_t{2} << 30);
+}
+
+TEST_CASE(faultInjection) {
+  Clean clean;
+  void *a = nullptr, *b = nullptr;
+  cudastandin::failMallocAt(2);
+  CHECK_EQ(cudaMalloc(&a, 32 * sizeof(float)), cudaSuccess);
+  CHECK_EQ(cudaMalloc(&b, 64), cudaErrorMemoryAllocation);
+  CHECK_EQ(cudaMalloc(&b, 64), cudaSuccess);  // once only
+  cudaEvent_t e = nullptr;
+  cudastandin::failEventCreateAt(1);
+  CHECK_EQ(cudaEventCreate(&e), cudaErrorMemoryAllocation);
+  cudaStream_t s = nullptr;
+  cudastandin::failStreamCreateAt(1);
+  CHECK_EQ(cudaStreamCreate(&s), cudaErrorMemoryAllocation);
+  CHECK_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // the stream's; reading it clears it
+  cudastandin::failKernelAt(2);
+  launch(writeKernel, 1, 32, 0, nullptr, static_cast<float*>(a), 1.0f);
+  launch(writeKernel, 1, 32, 0, nullptr, static_cast<float*>(a), 2.0f);
+  CHECK_EQ(cudaGetLastError(), cudaSuccess);  // queued fine; it faults when it runs
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_EQ(cudastandin::stickyError(), cudaErrorLaunchFailure);
+  void* c = nullptr;
+  CHECK_EQ(cudaMalloc(&c, 64), cudaErrorLaunchFailure);  // a faulted device refuses everything
+  cudastandin::recover();
+  CHECK_EQ(cudaFree(a), cudaSuccess);
+  CHECK_EQ(cudaFree(b), cudaSuccess);
+}
+
+TEST_CASE(counters) {
+  Clean clean;
+  cudaStream_t s = nullptr;
+  CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
+  const cudastandin::DeviceCounters before = cudastandin::totals();
+  DeviceArray<float> dev(1000);
+  std::vector<float> host(1000, 1.0f);
+  CHECK_EQ(cudaMemcpyAsync(dev.p, host.data(), 4000, cudaMemcpyHostToDevice, s), cudaSuccess);
+  launch(writeKernel, 1, 32, 0, s, dev.p, 1.0f);
+  launch(writeKernel, 1, 32, 0, s, dev.p, 1.0f);
+  CHECK_EQ(cudaMemcpyAsync(host.data(), dev.p, 400, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  CHECK_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const cudastandin::StreamCounters c = cudastandin::counters(s);
+  CHECK_EQ(c.kernel_launches, uint64_t{2});
+  CHECK_EQ(c.bytes_h2d, uint64_t{4000});
+  CHECK_EQ(c.bytes_d2h, uint64_t{400});
+  CHECK_EQ(c.copies, uint64_t{2});
+  CHECK_EQ(c.host_syncs, uint64_t{2});  // the pageable D2H copy and the synchronise
+  CHECK_EQ(cudaStreamDestroy(s), cudaSuccess);
+  const cudastandin::DeviceCounters after = cudastandin::totals();
+  CHECK_EQ(after.all.kernel_launches - before.all.kernel_launches,
+           uint64_t{2});  // kept after the stream went
+  CHECK_EQ(after.mallocs - before.mallocs, uint64_t{1});
+}
+
+TEST_CASE(cublasSgemm) {
+  Clean clean;
+  const int m = 5, n = 3, k = 7;
+  std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 5) - 2;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 3) + 1;
+  DeviceArray<float> da(a.size()), db(b.size()), dc(c.size());
+  cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
+  cublasHandle_t h = nullptr;
+  CHECK_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f, zero = 0.0f;
+  // C (m x n) = A^T B with A stored k x m (column-major, lda = k), as the backend calls it.
+  CHECK_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, k, db.p, k, &zero, dc.p, m),
+           CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> got = dc.read();
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      float want = 0;
+      for (int l = 0; l < k; ++l) want += a[l + i * k] * b[l + j * k];
+      CHECK_EQ(got[i + j * m], want);
+    }
+  CHECK_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, 2, db.p, k, &zero, dc.p, m),
+           CUBLAS_STATUS_INVALID_VALUE);  // lda < k
+  CHECK_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_CASE(halfConversions) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float f = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    const float want = moe::quant::fp16ToFp32(static_cast<uint16_t>(bits));
+    CHECK_MSG((std::isnan(f) && std::isnan(want)) || f == want, gpu_check::format("half %04x", bits));
+    if (!std::isnan(f)) CHECK_EQ(__half_as_ushort(__float2half(f)), static_cast<unsigned short>(bits));
+  }
+  // Rounding of floats between halves: the project's converter is the reference.
+  uint32_t x = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    x = x * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &x, sizeof f);
+    if (std::isnan(f)) continue;
+    CHECK_MSG(__half_as_ushort(__float2half(f)) == moe::quant::fp32ToFp16(f),
+              gpu_check::format("float %08x", x));
+  }
+}
+
+GPU_CHECK_MAIN(TestCudaStandin)
