@@ -28,6 +28,8 @@ class Backend {
 
   // Allocation of activations and the KV cache, zero-filled.
   virtual float* allocFloats(size_t n) = 0;
+  // freeFloats and releaseWeight are called from destructors: a device error while
+  // freeing (a GPU that has faulted) is not thrown; the memory goes either way.
   virtual void freeFloats(float* p) = 0;
   // Makes a weight usable by this backend: the CPU backend keeps the view as is or
   // repacks it into interleaved row groups, the CUDA backend uploads it. The view

@@ -32,8 +32,13 @@ TransferWorker::~TransferWorker() {
   ready_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // Copies still in flight write into the cache's slab: let them land first.
+  // After a device fault the wait fails: a destructor must not throw, and the
+  // fault has been reported to whoever waited on the worker.
   for (const InFlight& f : in_flight_)
-    if (f.issued) copier_.waitCopy(f.ticket);
+    if (f.issued) try {
+        copier_.waitCopy(f.ticket);
+      } catch (const std::exception&) {
+      }
 }
 
 template <class Done>
@@ -48,6 +53,7 @@ bool TransferWorker::waitLocked(std::unique_lock<std::mutex>& lock, Done done) {
     } while (!done());
   } else {
     ready_cv_.wait(lock, [&] {
+      if (failure_) std::rethrow_exception(failure_);
       if (done()) return true;
       if (stop_) throw std::logic_error("TransferWorker: worker stopped while waited for");
       return false;
@@ -431,13 +437,25 @@ StepResult TransferWorker::step() {
 }
 
 void TransferWorker::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  try {
+    runLocked(lock);
+  } catch (const std::exception&) {
+    // A copy or its completion check failed (a device fault): the thread ends, and
+    // the compute side's next wait throws the error instead of waiting forever.
+    if (!lock.owns_lock()) lock.lock();
+    failure_ = std::current_exception();
+    ready_cv_.notify_all();
+  }
+}
+
+void TransferWorker::runLocked(std::unique_lock<std::mutex>& lock) {
   // Waiting for the oldest copy: sleep until the link should have finished it (its
   // bytes at the measured bandwidth, after the copies ahead of it), then look every
   // few microseconds, backing off to 200 us; wake at once for new work. Noting a
   // copy done late would leave the link idle before the next predicted chunk.
   constexpr std::chrono::microseconds kFinePoll{4}, kLastPoll{200};
   auto poll = kFinePoll;
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || canIssueLocked() || !in_flight_.empty(); });
     if (stop_) return;

@@ -39,6 +39,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -175,6 +176,7 @@ class TransferWorker {
   template <class Done>
   bool waitLocked(std::unique_lock<std::mutex>& lock, Done done);
   void run();
+  void runLocked(std::unique_lock<std::mutex>& lock);  // the worker's loop; throws what a copy throws
 
   ExpertCache& cache_;
   const ExpertBytesSource& source_;
@@ -199,6 +201,8 @@ class TransferWorker {
   std::vector<char> free_when_done_;  // per slot: dropped while in flight; freed when its copies complete
   std::chrono::steady_clock::time_point busy_since_;  // when in_flight_ last became non-empty
   bool stop_ = false;
+  // What ended the worker thread (a failed copy: a device fault); every wait rethrows it.
+  std::exception_ptr failure_;
   // The streaming layer: its streamed experts in execution order, each with its
   // position in that order and its staging slot.
   struct Streamed {

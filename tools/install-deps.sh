@@ -9,6 +9,7 @@ packages=(
   libsqlite3-dev libsentencepiece-dev sentencepiece libpcre2-dev
   clang libclang-rt-dev   # libFuzzer target (tests/fuzz)
   clang-format            # the tree's format, checked in CI
+  libboost-context-dev    # fibers of the CUDA stand-in (tests/cuda_standin)
 )
 # Node runs the third-party GGUF parser of the interop test; use the one present.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

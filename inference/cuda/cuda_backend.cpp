@@ -111,8 +111,16 @@ void CudaBackend::freeFloats(float* p) {
     if (allocations_.erase(p) == 0)
       throw std::invalid_argument("cuda backend: freeFloats of a pointer it did not allocate");
   }
-  synchronize();
-  checkCuda(cudaFree(p), "cudaFree");
+  freeAfterQueuedWork(p);
+}
+
+// Queued kernels may still read p: wait for them, then free. After a device fault
+// both calls fail; the memory is gone with the context, and the fault has been
+// (or will be) reported by the op that met it, so nothing is thrown here.
+void CudaBackend::freeAfterQueuedWork(void* p) noexcept {
+  cudaStreamSynchronize(stream_);
+  cudaFree(p);
+  cudaGetLastError();
 }
 
 // No de-duplication by host address: host memory is reused after a model is
@@ -141,9 +149,8 @@ void CudaBackend::releaseWeight(const WeightView& dev) {
   auto it = weights_.find(const_cast<uint8_t*>(dev.data));
   if (it == weights_.end())
     throw std::invalid_argument("cuda backend: releaseWeight of a weight it did not prepare");
-  synchronize();
   weight_bytes_ -= it->second;
-  checkCuda(cudaFree(it->first), "cudaFree (weight)");
+  freeAfterQueuedWork(it->first);
   weights_.erase(it);
 }
 

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
              int64_t ldy);
   const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base);
   void release() noexcept;
+  void freeAfterQueuedWork(void* p) noexcept;
 
   std::string device_name_;
   size_t device_memory_ = 0;

@@ -17,7 +17,7 @@ class CudaPinnedAllocator {
  public:
   // Throws CudaOutOfMemory (naming the size) when the driver refuses.
   uint8_t* allocate(size_t bytes);
-  void deallocate(uint8_t* p, size_t bytes);  // p from allocate(); null is a no-op
+  void deallocate(uint8_t* p, size_t bytes);  // p from allocate(); null is a no-op; never throws
   uint64_t bytesAllocated() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:

@@ -20,7 +20,7 @@ size_t physicalMemoryBytes() {
   return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// CUDA_STANDIN_FAULTS="malloc=3,kernel=10,event=1,stream=2": arm faults for a
+// CUDA_STANDIN_FAULTS="malloc=3,kernel=10,copy=4,event=1,stream=2": arm faults for a
 // process a test starts (the same countdowns as the fail*At calls).
 void armFaultsFromEnvironment(Device& d) {
   const char* spec = std::getenv("CUDA_STANDIN_FAULTS");
@@ -36,6 +36,7 @@ void armFaultsFromEnvironment(Device& d) {
       const int n = std::atoi(item.c_str() + eq + 1);
       if (key == "malloc") d.fail_malloc_at = n;
       if (key == "kernel") d.fail_kernel_at = n;
+      if (key == "copy") d.fail_copy_at = n;
       if (key == "event") d.fail_event_at = n;
       if (key == "stream") d.fail_stream_at = n;
     }
@@ -422,6 +423,10 @@ void failKernelAt(int n) {
   std::lock_guard lock(device().mu);
   device().fail_kernel_at = n;
 }
+void failCopyAt(int n) {
+  std::lock_guard lock(device().mu);
+  device().fail_copy_at = n;
+}
 void failEventCreateAt(int n) {
   std::lock_guard lock(device().mu);
   device().fail_event_at = n;
@@ -445,7 +450,7 @@ void recover() {
   lastError() = cudaSuccess;
   std::lock_guard lock(d.mu);
   d.fault_detail.clear();
-  d.fail_malloc_at = d.fail_kernel_at = d.fail_event_at = d.fail_stream_at = 0;
+  d.fail_malloc_at = d.fail_kernel_at = d.fail_copy_at = d.fail_event_at = d.fail_stream_at = 0;
 }
 
 }  // namespace cudastandin

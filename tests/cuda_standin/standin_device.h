@@ -73,7 +73,7 @@ class Device {
   size_t used = 0, peak = 0, pinned = 0;
   uint64_t mallocs = 0;
   int device_count = 1;
-  int fail_malloc_at = 0, fail_kernel_at = 0, fail_event_at = 0, fail_stream_at = 0;
+  int fail_malloc_at = 0, fail_kernel_at = 0, fail_copy_at = 0, fail_event_at = 0, fail_stream_at = 0;
   std::set<Stream*> streams;  // every live stream but the default one
   StreamCounters destroyed;   // what destroyed streams did
   uint64_t device_syncs = 0;

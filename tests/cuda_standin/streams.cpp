@@ -312,8 +312,18 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
                             (kind == cudaMemcpyHostToHost && !from_dev && !to_dev);
   if (!kind_matches) return fail(cudaErrorInvalidValue);
 
-  Stream& s = device().stream(stream);
+  Device& d = device();
+  Stream& s = d.stream(stream);
   s.counts.copies.fetch_add(1, std::memory_order_relaxed);
+  bool inject = false;
+  {
+    std::lock_guard lock(d.mu);
+    inject = kind != cudaMemcpyHostToHost && Device::countdown(d.fail_copy_at);
+  }
+  if (inject) {
+    s.enqueue([] { device().setSticky(cudaErrorIllegalAddress, "injected copy fault (failCopyAt)"); });
+    return cudaSuccess;
+  }
   if (kind == cudaMemcpyHostToDevice) s.counts.bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
   if (kind == cudaMemcpyDeviceToHost) s.counts.bytes_d2h.fetch_add(bytes, std::memory_order_relaxed);
   if (kind == cudaMemcpyDeviceToDevice) s.counts.bytes_d2d.fetch_add(bytes, std::memory_order_relaxed);

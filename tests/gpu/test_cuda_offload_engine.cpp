@@ -6,6 +6,7 @@
 // engine must really have copied. Also: what the CUDA path refuses, and
 // EngineSession wiring it up. Skipped as a whole without a CUDA device.
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
+
+#if MOECHAT_HAVE_CUDA
+#include "inference/cuda/cuda_check.h"
+#endif
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
+#endif
 
 namespace {
 
@@ -201,5 +209,43 @@ TEST_CASE(appEngineUsesTheGpu) {
   INFO("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
        st.decode_tps);
 }
+
+#if MOECHAT_CUDA_STANDIN
+// A device fault mid-reply (an Xid on a real GPU; here the stand-in's injected
+// kernel or copy fault, which leaves the sticky error the driver would): the step
+// that meets it throws a CudaError to its caller, whichever thread met it first
+// (the compute thread or the copy worker), and tearing the engine down afterwards
+// neither throws nor terminates.
+TEST_CASE(deviceFaultMidReplyIsAnError) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  for (auto policy : {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kProactive})
+    for (int fault_at : {1, 7, 40, -1, -5, -30}) {  // > 0: that kernel faults; < 0: that copy
+      const std::string what = gpu_check::format("%s, %s %d faults", moe::policyName(policy),
+                                                 fault_at > 0 ? "kernel" : "copy", std::abs(fault_at));
+      {
+        auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+        moe::OffloadConfig oc;
+        oc.policy = policy;
+        oc.cache_slots = 3;
+        oc.device = moe::makeOffloadDevice(*gpu_);
+        moe::OffloadEngine engine(*model, *gpu_, oc);
+        moe::Transformer tf(*model, *gpu_, engine.source(), 64);
+        if (fault_at > 0)
+          cudastandin::failKernelAt(fault_at);
+        else
+          cudastandin::failCopyAt(-fault_at);
+        std::string error;
+        try {
+          runSteps(tf, model->config().n_vocab);
+        } catch (const moe::CudaError& e) {
+          error = e.what();
+        }
+        const char* expected = fault_at > 0 ? "unspecified launch failure" : "illegal memory access";
+        CHECK_MSG(error.find(expected) != std::string::npos, what + ": '" + error + "'");
+      }  // the engine, the model's device weights and the transformer go with the device faulted
+      cudastandin::recover();
+    }
+}
+#endif
 
 GPU_CHECK_MAIN(TestCudaOffloadEngine)

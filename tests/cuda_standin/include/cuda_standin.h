@@ -50,6 +50,7 @@ void setKernelLatencyMicros(int us);
 // Fault injection: the n-th such call from now (1 = the next) fails; 0 disarms.
 void failMallocAt(int n);  // cudaMalloc: cudaErrorMemoryAllocation
 void failKernelAt(int n);  // the kernel (or cuBLAS call) faults when it runs: sticky cudaErrorLaunchFailure
+void failCopyAt(int n);    // the async copy faults when it runs: sticky cudaErrorIllegalAddress
 void failEventCreateAt(int n);   // cudaEventCreate*: cudaErrorMemoryAllocation
 void failStreamCreateAt(int n);  // cudaStreamCreate*: cudaErrorMemoryAllocation
 
