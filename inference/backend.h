@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "inference/device_error.h"
 #include "inference/model_config.h"
 #include "inference/weight.h"
 

@@ -1,5 +1,5 @@
-// Picks a compute backend by name. Compiled with and without CUDA: a build
-// without it offers only the CPU backend.
+// Picks a compute backend by name. The CUDA backend comes from the CUDA library
+// loaded at run time (inference/cuda_library.h); without it only the CPU backend.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 namespace moe {
 
-// True when this build has CUDA and a device is usable (a probe kernel ran). Otherwise
-// false, with the reason in *why ("built without CUDA", the driver's error, ...).
+// True when the CUDA library loaded and a device is usable (a probe kernel ran).
+// Otherwise false, with the reason in *why (no library, the loader's or the driver's error).
 bool cudaDeviceAvailable(std::string* why = nullptr);
 
 // Free and total memory of the CUDA device (cudaMemGetInfo). False (with the

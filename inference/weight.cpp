@@ -9,11 +9,6 @@
 
 namespace moe {
 
-size_t WeightView::bytes() const {
-  const auto n = static_cast<size_t>(rows);
-  return interleaved() ? group_bytes * (n / quant::kRowGroup) : row_bytes * n;
-}
-
 WeightView sliceRows(const WeightView& w, int64_t first, int64_t count) {
   if (first < 0 || count < 0 || first + count > w.rows)
     throw std::out_of_range("sliceRows: rows [" + std::to_string(first) + ", " +

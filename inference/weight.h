@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "models/gguf.h"
+#include "models/quant_repack.h"
 
 namespace moe {
 
@@ -21,7 +22,10 @@ struct WeightView {
 
   bool empty() const { return data == nullptr; }
   bool interleaved() const { return group_bytes != 0; }
-  size_t bytes() const;
+  size_t bytes() const {
+    const auto n = static_cast<size_t>(rows);
+    return interleaved() ? group_bytes * (n / quant::kRowGroup) : row_bytes * n;
+  }
 };
 
 // Rows [first, first + count) of w (of an interleaved weight: whole groups).

@@ -2,20 +2,17 @@
 
 #include <stdexcept>
 
-#if MOECHAT_HAVE_CUDA
-#include "inference/cuda/cuda_backend.h"
-#include "offload/cuda/cuda_offload_device.h"
-#endif
+#include "inference/cuda_library.h"
 
 namespace moe {
 
 std::shared_ptr<OffloadDevice> makeOffloadDevice(Backend& backend) {
   if (backend.name().rfind("cpu", 0) == 0) return nullptr;
-#if MOECHAT_HAVE_CUDA
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend))
-    return std::make_shared<CudaOffloadDevice>(cuda->stream());
-#endif
-  throw std::runtime_error("no offload device for the " + backend.name() + " backend in this build");
+  std::string why;
+  if (backend.name().rfind("cuda", 0) == 0)
+    if (const CudaLibraryApi* cuda = cudaLibrary(&why)) return cuda->makeOffloadDevice(backend);
+  throw std::runtime_error("no offload device for the " + backend.name() + " backend" +
+                           (why.empty() ? "" : ": " + why));
 }
 
 }  // namespace moe

@@ -26,6 +26,18 @@ bool predictorGain(const std::vector<BenchRow>& rows, double& lru, double& pro) 
   return true;
 }
 
+constexpr const char kStandinTimingsNote[] =
+    "computed by the CPU stand-in of the CUDA runtime: times and rates say nothing about a GPU; the "
+    "device_work counts (kernel launches, host syncs, bytes copied) are what the CUDA code asked of the "
+    "device";
+
+void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
+  const double n = tokens > 0 ? tokens : 1;
+  std::printf("{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"bytes_h2d\": %.1f, \"bytes_d2h\": %.1f}",
+              double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.bytes_h2d) / n,
+              double(w.bytes_d2h) / n);
+}
+
 }  // namespace
 
 void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -65,6 +77,7 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
         ctx.predictor.c_str(), ctx.cache_slots, pro_hit, lru_hit, pro_hit - lru_hit);
   std::printf("CPU cost of one expert (1 token): %.3f ms; all policies generated identical tokens\n",
               ctx.cpu_expert_ms);
+  if (!ctx.timings_meaningful) std::printf("note: %s\n", kStandinTimingsNote);
 }
 
 void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -75,11 +88,12 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
       "\"prompt_tokens\": %d, \"decode_tokens\": %d, \"link\": \"%s\", \"link_bytes_per_second\": "
       "%.0f, "
       "\"paced\": %s, \"bound_bytes\": %llu, \"bound_seconds\": %.6f, \"cpu_expert_ms\": %.4f, "
-      "\"predictor\": \"%s\", \"identical_tokens\": true,",
+      "\"predictor\": \"%s\", \"identical_tokens\": true, \"timings_meaningful\": %s,",
       ctx.model_name.c_str(), ctx.compute.c_str(), ctx.threads, ctx.cache_slots, ctx.total_experts,
       ctx.prompt_tokens, ctx.decode_tokens, ctx.link.c_str(), ctx.link_bytes_per_second,
       ctx.paced ? "true" : "false", (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms,
-      ctx.predictor.c_str());
+      ctx.predictor.c_str(), ctx.timings_meaningful ? "true" : "false");
+  if (!ctx.timings_meaningful) std::printf(" \"timings_note\": \"%s\",", kStandinTimingsNote);
   double lru_hit = 0, pro_hit = 0;
   if (predictorGain(rows, lru_hit, pro_hit))
     std::printf(" \"predictor_gain_points\": %.3f,", pro_hit - lru_hit);
@@ -113,6 +127,13 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
           s.prefetch ? "true" : "false", s.chunking ? "true" : "false", s.early_preemption ? "true" : "false",
           s.reordering ? "true" : "false", s.cpu_fallback ? "true" : "false",
           s.prefill_streaming ? "true" : "false");
+    if (r.prefill_work && r.decode_work) {
+      std::printf(", \"device_work\": {\"per_prefill_token\": ");
+      printWorkPerToken(*r.prefill_work, ctx.prompt_tokens);
+      std::printf(", \"per_decode_token\": ");
+      printWorkPerToken(*r.decode_work, r.gen.decode_steps);
+      std::printf("}");
+    }
     std::printf("}");
   }
   std::printf("\n]}\n");

@@ -2,9 +2,11 @@
 // policy, "policy": "reactive-lru", ...), each against reactive-lru and the bound.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "inference/cuda_library.h"
 #include "inference/generator.h"
 #include "offload/offload_engine.h"
 
@@ -17,6 +19,9 @@ struct BenchRow {
   GenerationStats gen;
   OffloadSnapshot m;
   std::vector<int32_t> tokens;  // what it generated (must match across rows)
+  // What the device was asked to do while the prompt ran and while the reply was
+  // decoded (CudaWorkCounters; only where the CUDA runtime counts: the stand-in).
+  std::optional<CudaWorkCounters> prefill_work, decode_work;
 };
 
 struct BenchContext {
@@ -29,6 +34,7 @@ struct BenchContext {
   uint64_t bound_bytes = 0;  // every distinct expert the run used, crossing once
   double cpu_expert_ms = 0;  // measured CPU cost of one expert, one token
   std::string predictor;
+  bool timings_meaningful = true;  // false on the CPU stand-in of the CUDA runtime
 };
 
 void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx);

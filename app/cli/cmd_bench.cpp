@@ -17,6 +17,7 @@
 #include "app/cli/model_options.h"
 #include "app/cli/offload_options.h"
 #include "inference/backend_factory.h"
+#include "inference/cuda_library.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/host_expert_store.h"
 #include "offload/learned_predictor.h"
@@ -48,6 +49,11 @@ GenerationParams greedy(int n) {
   return p;
 }
 
+CudaWorkCounters workBetween(const CudaWorkCounters& a, const CudaWorkCounters& b) {
+  return {b.kernel_launches - a.kernel_launches, b.host_syncs - a.host_syncs, b.bytes_h2d - a.bytes_h2d,
+          b.bytes_d2h - a.bytes_d2h};
+}
+
 // One policy, from an empty cache. `used` (optional) collects every (layer, expert) the gates chose.
 BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>* used) {
   OffloadConfig oc;
@@ -72,10 +78,23 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
     if (used)
       for (int e : ev.experts) used->insert({ev.layer, e});
   });
+  // The device's work counters (where the runtime counts): at the start, when the
+  // first decode step begins, and at the end.
+  CudaWorkCounters at_start, at_decode, at_end;
+  const bool counted = readCudaWorkCounters(&at_start);
+  at_decode = at_start;
+  if (counted)
+    t.setBatchObserver([&, prompt_n = int(s.prompt.size()), seen = false](const BatchEvent& ev) mutable {
+      if (!seen && ev.first_pos >= prompt_n) seen = readCudaWorkCounters(&at_decode);
+    });
   Generator g(s.model, t);
   row.gen = g.generate(s.prompt, greedy(s.decode_tokens), nullptr);
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());
   engine.waitIdle();
+  if (counted && readCudaWorkCounters(&at_end)) {
+    row.prefill_work = workBetween(at_start, at_decode);
+    row.decode_work = workBetween(at_decode, at_end);
+  }
   engine.metrics().addGeneration(uint64_t(row.gen.prompt_tokens), row.gen.prefill_seconds,
                                  uint64_t(row.gen.decode_steps), row.gen.decode_seconds);
   row.m = engine.snapshot();
@@ -256,6 +275,7 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.bound_bytes = uint64_t(used.size()) * store->expertBytes();
   ctx.cpu_expert_ms = cost.seconds_1 * 1e3;
   ctx.predictor = "skip-gate";
+  if (device) ctx.timings_meaningful = cudaLibrary()->timings_meaningful;
   if (args.flag("--json"))
     printBenchJson(rows, ctx);
   else

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,6 +88,15 @@ struct ExpertResidency {
   std::vector<uint8_t> state;
 };
 
+// A reply stopped because the GPU failed, and the engine reloaded the model on
+// the CPU (`info`); what() says so, for the user.
+class DeviceFallback : public std::runtime_error {
+ public:
+  DeviceFallback(const std::string& what, LoadedModelInfo loaded)
+      : std::runtime_error(what), info(std::move(loaded)) {}
+  LoadedModelInfo info;
+};
+
 class ChatEngine {
  public:
   using LoadProgress = std::function<void(double fraction, std::string_view stage)>;
@@ -99,6 +109,7 @@ class ChatEngine {
   // messages: the conversation so far (system first if any), ending with the
   // user's turn; the oldest turns are left out when the whole does not fit the
   // context. Streams displayable text to on_text; stops when cancel is set.
+  // Throws DeviceFallback when the GPU failed mid-reply and the model now runs on the CPU.
   virtual EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                                  const TextSink& on_text, const std::atomic<bool>& cancel) = 0;
   // Where the following replies are recorded (docs/predictor.md, "Learning from

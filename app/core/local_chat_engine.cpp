@@ -125,6 +125,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
     session_.reset();  // frees the old model before the new one maps
   }
   if (progress) progress(0.0, "opening the model file");
+  load_opts_ = opts;
   std::string note;
   const SessionOptions so = sessionOptionsFor(opts, &note);
   auto session = std::make_unique<EngineSession>(so);
@@ -207,6 +208,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
     }
     loaded_ = false;
     throw ModelFileChanged(std::string(e.what()) + ". The model was unloaded: load it again.");
+  } catch (const DeviceError& e) {
+    fallBackToCpu(e);
   }
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
 
@@ -221,6 +224,26 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   r.traced_tokens = session_->lastTrace().tokens;
   r.trace_error = session_->lastTrace().error;
   return r;
+}
+
+void LocalChatEngine::fallBackToCpu(const DeviceError& e) {
+  {
+    std::lock_guard lock(session_mu_);
+    session_.reset();  // the device's state is lost after a fault: nothing more runs on it
+  }
+  loaded_ = false;
+  const std::string what = std::string("GPU error: ") + e.what() + ". The reply was stopped and saved";
+  EngineLoadOptions cpu = load_opts_;
+  cpu.backend = "cpu";
+  try {
+    LoadedModelInfo info = load(cpu, {});
+    info.offload_note = "the GPU failed, so the model now runs on the CPU (" + info.offload_note + ")";
+    throw DeviceFallback(what + "; the model now runs on the CPU.", std::move(info));
+  } catch (const DeviceFallback&) {
+    throw;
+  } catch (const std::exception& cpu_error) {
+    throw std::runtime_error(what + "; loading the model on the CPU failed too: " + cpu_error.what());
+  }
 }
 
 void LocalChatEngine::setTraceRecording(const std::string& path) {

@@ -55,6 +55,9 @@ class LocalChatEngine final : public ChatEngine {
   // The chat's prompt tokens, dropping the oldest turns (never the system
   // prompt or the last message) until the reply has room in the context.
   std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens) const;
+  // After a device error: the model again, on the CPU. Throws DeviceFallback
+  // (or, when the CPU cannot load it either, a runtime_error saying both).
+  [[noreturn]] void fallBackToCpu(const DeviceError& e);
 
   mutable std::mutex session_mu_;  // guards session_ against the GUI thread's polls during load()
   std::unique_ptr<EngineSession> session_;
@@ -62,6 +65,7 @@ class LocalChatEngine final : public ChatEngine {
   bool demo_ = false;
   std::string model_sha256_;  // for trace headers; empty: recording stays off
   std::string trace_path_;
+  EngineLoadOptions load_opts_;  // what load() was last given
   GenerationProgress progress_;
   std::atomic<uint64_t> total_generated_{0};
   int n_layer_ = 0, n_expert_ = 0;

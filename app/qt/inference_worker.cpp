@@ -64,6 +64,11 @@ void InferenceWorker::generate(qint64 reply_id, const std::vector<ChatMessage>& 
     flush();
     current_reply_ = 0;
     emit replyFinished(reply_id, stats);
+  } catch (const DeviceFallback& e) {
+    flush();
+    current_reply_ = 0;
+    emit replyFailed(reply_id, QString::fromUtf8(e.what()));
+    emit modelLoaded(e.info);  // the same model, now on the CPU
   } catch (const std::exception& e) {
     flush();
     current_reply_ = 0;

@@ -218,6 +218,16 @@ void CpuBackend::embed(const WeightView& table, const int32_t* tokens, int n_tok
   }
 }
 
+void CpuBackend::setQuantisedActivations(bool on) {
+  if (!on) {
+    std::lock_guard lock(alloc_mu_);
+    if (!repacked_.empty())
+      throw std::logic_error("CpuBackend::setQuantisedActivations(false) after weights were repacked");
+    repack_ = false;
+  }
+  quantised_activations_ = on;
+}
+
 void CpuBackend::matmul(const WeightView& w, const float* x, float* y,
                         int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
   checkWeight(w, "matmul");

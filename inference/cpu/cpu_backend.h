@@ -43,10 +43,9 @@ class CpuBackend final : public Backend {
   // Off: quantised weights meet float activations (quant::dotRow on the file
   // layout, no repacking), the arithmetic of the CUDA backend's kernels, so tests
   // can hold the two backends to float rounding. On by default.
-  void setQuantisedActivations(bool on) {
-    quantised_activations_ = on;
-    if (!on) repack_ = false;
-  }
+  // Call it before any weight is prepared: repacked weights would not be read right
+  // (std::logic_error).
+  void setQuantisedActivations(bool on);
 
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
   void freeFloats(float* p) override;

@@ -10,11 +10,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "inference/device_error.h"
+
 namespace moe {
 
-class CudaError : public std::runtime_error {
+class CudaError : public DeviceError {
  public:
-  using std::runtime_error::runtime_error;
+  using DeviceError::DeviceError;
 };
 
 class CudaOutOfMemory : public CudaError {

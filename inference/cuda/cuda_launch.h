@@ -15,7 +15,10 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t share
 #if MOECHAT_CUDA_STANDIN
   ::cudastandin::launch(kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 #else
-  kernel<<<grid, block, shared_bytes, stream> > >(std::forward<Args>(args)...);
+  // clang-format splits the closing >>> in a .h file.
+  // clang-format off
+  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  // clang-format on
 #endif
 }
 

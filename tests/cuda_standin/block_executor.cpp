@@ -33,6 +33,14 @@
 #endif
 #if STANDIN_TSAN
 #include <sanitizer/tsan_interface.h>
+// A fiber's entry function never returns (it ends by jumping back to the
+// scheduler), and each TSan fiber is reused for the next block's fibers: an
+// instrumented entry function would leave its frame on that fiber's shadow stack
+// every time, until TSan's stack depot overflows. The two functions that switch
+// away for good are therefore not instrumented.
+#define STANDIN_NOT_TSAN_INSTRUMENTED __attribute__((no_sanitize("thread")))
+#else
+#define STANDIN_NOT_TSAN_INSTRUMENTED
 #endif
 
 namespace ctx = boost::context::detail;
@@ -132,7 +140,7 @@ std::string where(const Fiber& f) {
 std::string site(const Fiber& f) { return std::string(f.file) + ":" + std::to_string(f.line); }
 
 // Fiber side: back to the scheduler; returns when the scheduler resumes this fiber.
-void yieldToScheduler([[maybe_unused]] Fiber& f, bool final) {
+STANDIN_NOT_TSAN_INSTRUMENTED void yieldToScheduler([[maybe_unused]] Fiber& f, bool final) {
   BlockRun& run = *tl_run;
 #if STANDIN_ASAN
   __sanitizer_start_switch_fiber(final ? nullptr : &f.asan_fake_stack, run.scheduler_stack_bottom,
@@ -150,7 +158,7 @@ void yieldToScheduler([[maybe_unused]] Fiber& f, bool final) {
 #endif
 }
 
-void fiberMain(ctx::transfer_t from) {
+STANDIN_NOT_TSAN_INSTRUMENTED void fiberMain(ctx::transfer_t from) {
   BlockRun& run = *tl_run;
   run.scheduler = from.fctx;
   Fiber& f = *static_cast<Fiber*>(from.data);

@@ -1,0 +1,150 @@
+// End to end through the CUDA backend: for each of the five architectures a tiny
+// synthetic model file is opened the way the app opens a model (EngineSession),
+// and a greedy reply is generated under every offload policy (resident,
+// reactive-lru, static, proactive, cpu-experts) on the CUDA backend. The reference
+// is the CPU backend with every expert resident and float activations (the CUDA
+// kernels' arithmetic). Each run must
+//   - produce the reference's greedy tokens, or, where rounding flips a near tie,
+//     have the divergence point reported;
+//   - keep the logits of the reference's token sequence (teacher-forced, every
+//     position) within an NMSE of 1e-6 of the reference's (1e-3 for cpu-experts,
+//     whose host experts run on the CPU backend with 8-bit activations).
+// Skipped as a whole without a CUDA device (the CPU stand-in is one). The
+// cpu-experts runs report how many experts the CPU computed (none where the
+// copies are always sooner).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "app/core/engine_session.h"
+#include "gpu/gpu_check.h"
+#include "inference/backend_factory.h"
+#include "inference/cpu/cpu_backend.h"
+#include "models/synthetic_model.h"
+#include "offload/resident_expert_source.h"
+
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
+#endif
+
+namespace {
+
+constexpr int kReplyTokens = 10;
+constexpr double kNmseDevice = 1e-6;
+constexpr double kNmseCpuExperts = 1e-3;
+
+struct Reply {
+  std::vector<int32_t> tokens;  // prompt, then the greedy reply (but its last token, never fed back)
+  std::vector<float> logits;    // teacher-forced logits of the reference's tokens, all positions
+};
+
+std::vector<int32_t> promptFor(int n_vocab) {
+  std::vector<int32_t> prompt(12);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % n_vocab);
+  return prompt;
+}
+
+// The greedy reply to `prompt`, then (from an empty cache) the logits of `forced`.
+Reply run(moe::Generator& g, moe::Transformer& t, const std::vector<int32_t>& prompt,
+          const std::vector<int32_t>* forced) {
+  moe::GenerationParams gp;
+  gp.max_tokens = kReplyTokens;
+  gp.stop_at_end_token = false;
+  gp.sampler.temperature = 0;
+  gp.sampler.repeat_penalty = 1;
+  g.generate(prompt, gp, [](std::string_view) {});
+  Reply r;
+  r.tokens = g.cachedTokens();
+  g.reset();
+  t.forward(forced ? *forced : r.tokens, r.logits, /*all_logits=*/true);
+  return r;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
+int firstDifference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return int(i);
+  return a.size() == b.size() ? -1 : int(n);
+}
+
+std::filesystem::path modelDir() {
+  return std::filesystem::temp_directory_path() / ("moechat-cuda-e2e-" + std::to_string(::getpid()));
+}
+
+}  // namespace
+
+TEST_CASE(initTestCase) {
+  std::string why;
+  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
+  std::filesystem::create_directories(modelDir());
+}
+
+TEST_CASE(everyArchitectureEveryPolicy) {
+  int runs = 0, same_tokens = 0;
+  for (const std::string& arch : moe::synth::supportedArchs()) {
+    const std::string path = (modelDir() / (arch + ".gguf")).string();
+    moe::synth::writeModel(moe::synth::tinySpec(arch), path);
+
+    moe::CpuBackend cpu(2);
+    cpu.setQuantisedActivations(false);  // before any weight is prepared for it
+    const auto ref_model = moe::Model::load(moe::gguf::GgufFile::open(path), cpu);
+    moe::ResidentExpertSource ref_experts(ref_model->hostExperts());
+    moe::Transformer ref_tf(*ref_model, cpu, ref_experts, 256);
+    moe::Generator ref_gen(*ref_model, ref_tf);
+    const std::vector<int32_t> prompt = promptFor(ref_model->config().n_vocab);
+    const Reply ref = run(ref_gen, ref_tf, prompt, nullptr);
+    CHECK_EQ(ref.tokens.size(), prompt.size() + kReplyTokens - 1);
+
+    for (moe::OffloadPolicy policy : moe::allPolicies()) {
+      moe::SessionOptions opts;
+      opts.model_path = path;
+      opts.threads = 2;
+      opts.n_ctx = 256;
+      opts.backend = "cuda";
+      opts.policy = policy;
+      opts.cache_share = 0.5;
+#if MOECHAT_CUDA_STANDIN
+      // Copies slower than the CPU computes a tiny expert: cpu-experts sends experts to the host.
+      cudastandin::setCopyLatencyMicros(policy == moe::OffloadPolicy::kCpuExperts ? 1000 : 0);
+#endif
+      moe::EngineSession s(opts);
+      CHECK_MSG(s.backend().name().rfind("cuda", 0) == 0, s.backend().name());
+      const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
+      const double err = nmse(got.logits, ref.logits);
+      const double tol = policy == moe::OffloadPolicy::kCpuExperts ? kNmseCpuExperts : kNmseDevice;
+      const int diverged = firstDifference(got.tokens, ref.tokens);
+      INFO("%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),
+           moe::policyName(policy), err, tol,
+           diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
+           (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed
+                                                                          : 0));
+      CHECK_EQ(got.logits.size(), ref.logits.size());
+      CHECK_MSG(err < tol, gpu_check::format("%s %s: NMSE %.3e", arch.c_str(), moe::policyName(policy), err));
+      ++runs;
+      same_tokens += diverged < 0;
+    }
+  }
+  INFO("%d of %d runs produced the reference's greedy tokens", same_tokens, runs);
+  CHECK_EQ(runs, 25);
+}
+
+TEST_CASE(removeModelFiles) {
+  std::error_code ec;
+  std::filesystem::remove_all(modelDir(), ec);
+}
+
+GPU_CHECK_MAIN(TestCudaEndToEnd)
