@@ -48,7 +48,7 @@ LoadedLibrary load() {
   if (!handle) {
     const char* err = dlerror();
     out.why_not = std::string("the CUDA library could not be loaded (") + (err ? err : out.path.c_str()) +
-                  "); is the NVIDIA driver and the CUDA 13 runtime installed?";
+                  "); are the NVIDIA driver and the CUDA 13 runtime installed?";
     return out;
   }
   using Entry = const CudaLibraryApi* (*)();

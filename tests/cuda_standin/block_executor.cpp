@@ -90,6 +90,11 @@ struct StackPool {
 #if STANDIN_TSAN
       __tsan_destroy_fiber(s.tsan_fiber);
 #endif
+#if STANDIN_ASAN
+      // Frames a fiber left poisoned would stay so in the shadow of whatever is
+      // mapped at these addresses next (a model file's mapping, say).
+      __asan_unpoison_memory_region(s.bottom(), kStackBytes);
+#endif
       munmap(s.mapping, kGuardBytes + kStackBytes);
     }
   }

@@ -68,7 +68,9 @@ const Allocation* Device::findLocked(const void* p, size_t n, uintptr_t* base) c
   auto it = allocations.upper_bound(addr);
   if (it == allocations.begin()) return nullptr;
   --it;
-  if (addr + n > it->first + it->second.bytes || addr + n < addr) return nullptr;
+  // The address itself must lie inside (one past the end is the next object's), and so must the range.
+  const uintptr_t end = it->first + it->second.bytes;
+  if (addr >= end || addr + n > end || addr + n < addr) return nullptr;
   if (base) *base = it->first;
   return &it->second;
 }

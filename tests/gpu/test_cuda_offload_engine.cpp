@@ -246,6 +246,66 @@ TEST_CASE(deviceFaultMidReplyIsAnError) {
       cudastandin::recover();
     }
 }
+
+// The same faults as the app meets them: LocalChatEngine stops the reply, reloads
+// the model on the CPU and says so (DeviceFallback); the next reply runs on the CPU.
+// A fault while the model loads (cudaMalloc, event or stream creation) fails the
+// load with a readable reason and leaves the engine unloaded.
+TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
+  moe::EngineLoadOptions o;
+  o.demo = true;
+  o.policy = "proactive";
+  moe::GenerationParams p;
+  p.max_tokens = 24;
+  p.sampler.temperature = 0;
+  std::atomic<bool> cancel{false};
+  for (const char* kind : {"kernel", "copy"}) {
+    moe::LocalChatEngine engine;
+    CHECK(engine.load(o, {}).backend.starts_with("cuda"));
+    std::string text;
+    const auto sink = [&](std::string_view t) { text += t; };
+    engine.reply({{"user", "Hello"}}, p, sink, cancel);  // warm: scratch, cache and link in use
+    text.clear();
+    if (std::string(kind) == "kernel")
+      cudastandin::failKernelAt(60);
+    else
+      cudastandin::failCopyAt(3);
+    std::string error, backend;
+    try {
+      engine.reply({{"user", "Hello again"}}, p, sink, cancel);
+    } catch (const moe::DeviceFallback& e) {
+      error = e.what();
+      backend = e.info.backend;
+    }
+    INFO("%s fault: %zu bytes of reply before it; \"%s\"", kind, text.size(), error.c_str());
+    CHECK_MSG(
+        error.starts_with("GPU error: ") && error.find("the model now runs on the CPU") != std::string::npos,
+        std::string(kind) + ": '" + error + "'");
+    CHECK_MSG(backend.starts_with("cpu"), backend);
+    CHECK(engine.loaded());
+    cudastandin::recover();
+    text.clear();
+    const auto st = engine.reply({{"user", "Hello"}}, p, sink, cancel);  // on the CPU now
+    CHECK_EQ(st.completion_tokens, 24);
+  }
+  for (const char* kind : {"malloc", "event", "stream"}) {
+    moe::LocalChatEngine engine;
+    const std::string k = kind;
+    if (k == "malloc") cudastandin::failMallocAt(2);
+    if (k == "event") cudastandin::failEventCreateAt(1);
+    if (k == "stream") cudastandin::failStreamCreateAt(1);
+    std::string error;
+    try {
+      engine.load(o, {});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    INFO("%s fault at load: \"%s\"", kind, error.c_str());
+    CHECK_MSG(error.find("cuda") != std::string::npos || error.find("GPU") != std::string::npos, error);
+    CHECK(!engine.loaded());
+    cudastandin::recover();
+  }
+}
 #endif
 
 GPU_CHECK_MAIN(TestCudaOffloadEngine)

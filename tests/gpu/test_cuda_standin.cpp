@@ -300,6 +300,11 @@ TEST_CASE(deviceMemoryIsLimitedAndPoisoned) {
   CHECK_EQ(attr.type, cudaMemoryTypeDevice);
   CHECK_EQ(cudaPointerGetAttributes(&attr, &first), cudaSuccess);
   CHECK_EQ(attr.type, cudaMemoryTypeUnregistered);
+  // One past the end is not the allocation's: another object may start there.
+  CHECK_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 1000), cudaSuccess);
+  CHECK_EQ(attr.type, cudaMemoryTypeUnregistered);
+  CHECK_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 999), cudaSuccess);
+  CHECK_EQ(attr.type, cudaMemoryTypeDevice);
   CHECK_EQ(cudaFree(p), cudaSuccess);
   CHECK_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
   cudastandin::setDeviceBytes(size_t{2} << 30);

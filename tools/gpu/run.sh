@@ -7,7 +7,8 @@
 #   tools/gpu/run.sh [build] [test] [sanitize] [bench]      (default: build test)
 #
 #   build     unpack .gpu-deps/*.deb (dpkg -x, into build-gpu/deps, never into /),
-#             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo) against
+#             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo, the GPU
+#             tests on libmoechat_cuda.so: -DMOECHAT_CUDA_STANDIN=OFF) against
 #             that SQLite/SentencePiece/PCRE2, build with every core
 #   test      ctest -R '^cuda_' -V (output saved), then the rest of the Qt-free suite
 #   sanitize  compute-sanitizer memcheck (+ racecheck) on moechat-cli generate --demo
@@ -103,7 +104,7 @@ stage_build() {
   # Every dependency named by path inside the prefix (pkg-config disabled): the
   # system's copies, where there are any, are never picked up.
   if ! timeout "$(left)" cmake -S "$ROOT" -B "$BUILD" -G "$gen" -DMOECHAT_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+    -DMOECHAT_CUDA_STANDIN=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
     -DSQLite3_INCLUDE_DIR="$PREFIX/usr/include" -DSQLite3_LIBRARY="$LIBDIR/libsqlite3.so" \
     -DSPM_INCLUDE_DIR="$PREFIX/usr/include" -DSPM_LIBRARY="$LIBDIR/libsentencepiece.so" \
     -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" >>"$log" 2>&1; then

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The programs and the CUDA library, from the outside (CTest runs each mode):
+#
+#   cuda_cli.sh absent MOECHAT_CLI [MOECHAT_GUI]
+#       Neither program links libcudart or libcublas (readelf NEEDED). With
+#       /usr/local hidden (an empty tmpfs mounted over it in a user and mount
+#       namespace), so no CUDA runtime can be found: `info` says the CPU computes
+#       and why, `generate --demo -n 16 --backend auto` streams 16 tokens on the
+#       CPU, and `--backend cuda` fails with a clear message (exit 1, no signal).
+#       Exits 77 (CTest: skipped) where user namespaces are not allowed.
+#   cuda_cli.sh bench MOECHAT_CLI
+#       `bench --demo --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
+#       names (the CPU stand-in): every policy row has its device work per prefill
+#       token and per decode token, and the timings are labelled as not meaningful.
+set -uo pipefail
+mode=$1
+cli=$2
+gui=${3:-}
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+case $mode in
+absent)
+  for prog in "$cli" $gui; do
+    needed=$(readelf -d "$prog" | grep NEEDED) || fail "readelf $prog"
+    if grep -E -q 'libcudart|libcublas' <<<"$needed"; then fail "$prog links CUDA: $needed"; fi
+    echo "ok: $(basename "$prog") links no CUDA library"
+  done
+  if ! unshare -rm true 2>/dev/null; then
+    echo "SKIP: user and mount namespaces are not allowed here, so /usr/local cannot be hidden"
+    exit 77
+  fi
+  # Inside: /usr/local is empty, so a libmoechat_cuda.so finds no libcudart.so.13.
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  unshare -rm env -u MOECHAT_CUDA_LIBRARY CLI="$cli" bash -c '
+    set -uo pipefail
+    mount -t tmpfs none /usr/local || { echo "FAIL: mount"; exit 1; }
+    info=$("$CLI" info --demo --backend auto) || { echo "FAIL: info exit $?"; exit 1; }
+    grep "^compute:" <<<"$info"
+    grep -q "^compute: *CPU (CUDA not used: " <<<"$info" || { echo "FAIL: info does not say the CPU computes"; exit 1; }
+    out=$("$CLI" generate --demo -n 16 --backend auto 2>&1) || { echo "FAIL: generate exit $?: $out"; exit 1; }
+    grep -q "16 tokens generated" <<<"$out" || { echo "FAIL: generate: $out"; exit 1; }
+    echo "ok: generate --demo -n 16 ran on the CPU without a CUDA runtime"
+    err=$("$CLI" generate --demo -n 4 --backend cuda 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] || { echo "FAIL: --backend cuda exited $rc: $err"; exit 1; }
+    grep -q "cuda backend unavailable: " <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
+    echo "ok: --backend cuda: $err"
+  ' || exit 1
+  ;;
+bench)
+  [ -n "${MOECHAT_CUDA_LIBRARY:-}" ] || fail "MOECHAT_CUDA_LIBRARY is not set"
+  json=$("$cli" bench --demo --backend cuda --json --prompt-tokens 16 --decode-tokens 6) || fail "bench exit $?"
+  rows=$(grep -c '{"policy": ' <<<"$json")
+  counted=$(grep -c '"device_work": {"per_prefill_token": {"kernel_launches": [0-9.]*, "host_syncs": [0-9.]*, "bytes_h2d": [0-9.]*' <<<"$json")
+  decode=$(grep -c '"per_decode_token": {"kernel_launches": [1-9]' <<<"$json")
+  echo "$json"
+  [ "$rows" -ge 4 ] || fail "expected a row per policy (reactive-lru, static, proactive, cpu-experts), got $rows"
+  [ "$counted" -eq "$rows" ] || fail "$counted of $rows rows count device work per prefill token"
+  [ "$decode" -eq "$rows" ] || fail "$decode of $rows rows count kernel launches per decode token"
+  grep -q '"timings_meaningful": false, "timings_note": ' <<<"$json" || fail "timings not labelled"
+  echo "ok: $rows policies with device work per prefill and decode token"
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
