@@ -390,15 +390,7 @@ DeviceCounters totals() {
     t.pinned_bytes = d.pinned;
   }
   live.push_back(&d.stream(nullptr));
-  for (Stream* s : live) {
-    const StreamCounters c = s->snapshot();
-    t.all.kernel_launches += c.kernel_launches;
-    t.all.host_syncs += c.host_syncs;
-    t.all.bytes_h2d += c.bytes_h2d;
-    t.all.bytes_d2h += c.bytes_d2h;
-    t.all.bytes_d2d += c.bytes_d2d;
-    t.all.copies += c.copies;
-  }
+  for (Stream* s : live) t.all += s->snapshot();
   return t;
 }
 

@@ -145,13 +145,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   s->synchronize();  // the runtime lets queued work finish before the stream's resources go
   {
     std::lock_guard lock(d.mu);
-    const cudastandin::StreamCounters c = s->snapshot();
-    d.destroyed.kernel_launches += c.kernel_launches;
-    d.destroyed.host_syncs += c.host_syncs;
-    d.destroyed.bytes_h2d += c.bytes_h2d;
-    d.destroyed.bytes_d2h += c.bytes_d2h;
-    d.destroyed.bytes_d2d += c.bytes_d2d;
-    d.destroyed.copies += c.copies;
+    d.destroyed += s->snapshot();
     d.streams.erase(s);
   }
   delete s;

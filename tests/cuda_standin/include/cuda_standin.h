@@ -19,6 +19,16 @@ struct StreamCounters {
   uint64_t bytes_d2h = 0;        // device -> host copies
   uint64_t bytes_d2d = 0;        // device -> device copies
   uint64_t copies = 0;           // copy calls of any direction
+
+  StreamCounters& operator+=(const StreamCounters& o) {
+    kernel_launches += o.kernel_launches;
+    host_syncs += o.host_syncs;
+    bytes_h2d += o.bytes_h2d;
+    bytes_d2h += o.bytes_d2h;
+    bytes_d2d += o.bytes_d2d;
+    copies += o.copies;
+    return *this;
+  }
 };
 
 struct DeviceCounters {
