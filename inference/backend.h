@@ -3,14 +3,19 @@
 // shapes are given in comments as [outer][inner], inner contiguous.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "inference/device_error.h"
+#include "inference/expert_source.h"
 #include "inference/model_config.h"
+#include "inference/routing.h"
 #include "inference/weight.h"
 
 namespace moe {
@@ -75,12 +80,78 @@ class Backend {
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   // y[i] = 0, queued like any kernel (no host round trip).
   virtual void zero(float* y, size_t n) = 0;
+  // y[t] += sigmoid(gate_logits[t]) * x[t]   y, x: [n_rows][width]; gate_logits: [n_rows]
+  // (qwen2moe's shared-expert gate). Default: the logits to the host, then axpy per row.
+  virtual void sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width);
+
+  // The routed experts of a MoE layer computed where the activations live, in a
+  // few launches per layer (a device backend). Without it (the CPU backend) the
+  // forward pass routes on the host and computes expert by expert with matmul.
+  virtual bool computesMoe() const { return false; }
+  // Top-k routing of logits [n_tokens][rule.n_expert]: routing (backend memory,
+  // 2 * n_tokens * rule.k floats) gets the ids (int32 bits) [n_tokens][k] then the
+  // weights [n_tokens][k]; host_ids and host_weights get copies when the call returns.
+  virtual void routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
+                         int32_t* host_ids, float* host_weights);
+  struct MoeExpertsCall {
+    const float* x = nullptr;           // [n_tokens][n_embd] the layer's FFN input
+    const float* routing = nullptr;     // routeTopK's output for these tokens
+    const int32_t* host_ids = nullptr;  // its host copy of the ids, [n_tokens][k]
+    int n_tokens = 0, k = 0, n_embd = 0, n_ff = 0;
+    std::span<const ExpertRef* const> experts;  // computed in this order
+    float* h = nullptr;                         // [n_tokens * k][n_ff] scratch
+    float* outputs = nullptr;                   // [n_tokens * k][n_embd]: row t * k + j gets
+                                                // the output of token t's rank-j expert
+  };
+  // Fills the output rows of every (token, rank) routed to one of call.experts;
+  // other rows are left as they are. A row's value does not depend on which
+  // experts share the call or their order.
+  virtual void moeExperts(const MoeExpertsCall& call);
+  // out[t] = sum over j = 0..k-1, in that order, of weight[t][j] * outputs[t * k + j]
+  virtual void moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,
+                          float* out);
+
+  // What the matmul kernels read so far, counted from their launches' arguments:
+  // bytes_read counts each weight byte once per pass over its rows (a device
+  // kernel makes one pass per 8 tokens) and each activation row once per launch;
+  // weight_bytes counts the weights the matmuls used, once per call. Zero where
+  // the backend does not count (the CPU backend).
+  struct MatmulTraffic {
+    uint64_t weight_bytes = 0;
+    uint64_t bytes_read = 0;
+  };
+  virtual MatmulTraffic matmulTraffic() const { return {}; }
+
   // Host <-> backend transfers (same memory for the CPU backend).
   virtual void toHost(float* host_dst, const float* src, size_t n) = 0;
   virtual void fromHost(float* dst, const float* host_src, size_t n) = 0;
   // Waits until all queued work is done (no-op for the CPU backend).
   virtual void synchronize() = 0;
 };
+
+// The defaults stay inline: the CUDA library carries Backend's vtable without
+// linking the engine.
+inline void Backend::sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows,
+                                     int width) {
+  std::vector<float> gates(static_cast<size_t>(n_rows));
+  toHost(gates.data(), gate_logits, gates.size());
+  for (int t = 0; t < n_rows; ++t) {
+    const float gate = 1.0f / (1.0f + std::exp(-gates[t]));
+    axpy(y + size_t(t) * width, x + size_t(t) * width, gate, width);
+  }
+}
+
+inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {
+  throw std::logic_error(name() + ": routeTopK needs a backend that computes the MoE block (computesMoe)");
+}
+
+inline void Backend::moeExperts(const MoeExpertsCall&) {
+  throw std::logic_error(name() + ": moeExperts needs a backend that computes the MoE block (computesMoe)");
+}
+
+inline void Backend::moeCombine(const float*, const float*, int, int, int, float*) {
+  throw std::logic_error(name() + ": moeCombine needs a backend that computes the MoE block (computesMoe)");
+}
 
 // threads <= 0: one per physical core (physicalCores() in inference/cpu/thread_pool.h).
 std::unique_ptr<Backend> makeCpuBackend(int threads = 0);

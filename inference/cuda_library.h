@@ -20,7 +20,7 @@ class Backend;
 class OffloadDevice;
 
 // Raised whenever Backend, OffloadDevice or this table changes shape.
-inline constexpr int kCudaLibraryInterface = 1;
+inline constexpr int kCudaLibraryInterface = 2;
 
 // What the CUDA code asked of the device so far, every stream together.
 struct CudaWorkCounters {
@@ -28,6 +28,7 @@ struct CudaWorkCounters {
   uint64_t host_syncs = 0;       // host waits for the device (stream, event, device, synchronous copies)
   uint64_t bytes_h2d = 0;        // host -> device bytes copied
   uint64_t bytes_d2h = 0;        // device -> host bytes copied
+  uint64_t stream_syncs = 0;     // of host_syncs, waits for a whole stream or the device (not an event)
 };
 
 // What the library's entry point (kCudaLibraryEntry) returns.

@@ -31,11 +31,16 @@ class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
 
-  // Layer `layer` starts; hidden is its input, [n_tokens][n_embd] on the host. A
-  // predictor may use it to prefetch later layers' experts. Default: ignored.
+  // Layer `layer` starts; hidden is its input, [n_tokens][n_embd] on the host (empty
+  // when wantsLayerInput() is false). A predictor may use it to prefetch later
+  // layers' experts. Default: ignored.
   virtual void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
     (void)layer, (void)hidden, (void)n_tokens;
   }
+
+  // Whether onLayerInput reads `hidden`: when not, the MoE block saves the copy of
+  // the layer's input to the host (a device round trip per layer).
+  virtual bool wantsLayerInput() const { return true; }
 
   // The gate of `layer` chose `experts` (unique ids, any order). Returns the same
   // experts in the order the MoE block must compute them; their weights stay

@@ -26,11 +26,12 @@ struct Transformer::Scratch {
   float* gathered;                 // [batch][n_embd] rows routed to one expert
   float* expert_out;               // [batch][n_expert_used][n_embd] each chosen expert's output
   float* router;                   // [batch][n_expert]
+  float* routing = nullptr;        // [2][batch][n_expert_used] ids (int32 bits), weights: Backend::routeTopK
+  float* h = nullptr;              // [batch][n_expert_used][n_ff_exp] experts' silu(gate) * up
   float* scalar;                   // [batch] shared-expert gate logits
   float* logits;                   // [batch][n_vocab]
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
-  std::vector<float> host_scalar;  // [batch]
   std::vector<int> chosen;         // [batch][n_expert_used]
   std::vector<float> chosen_w;     // [batch][n_expert_used]
 
@@ -49,11 +50,14 @@ struct Transformer::Scratch {
     gathered = alloc(B * c.n_embd);
     expert_out = alloc(B * c.n_expert_used * c.n_embd);
     router = alloc(B * c.n_expert);
+    if (b.computesMoe() && c.n_expert > 0) {
+      routing = alloc(2 * B * c.n_expert_used);
+      h = alloc(B * c.n_expert_used * c.n_ff_exp);
+    }
     scalar = alloc(B);
     logits = alloc(B * c.n_vocab);
     host_router.resize(B * c.n_expert);
     host_hidden.resize(B * c.n_embd);
-    host_scalar.resize(B);
     chosen.resize(B * c.n_expert_used);
     chosen_w.resize(B * c.n_expert_used);
   }
@@ -226,53 +230,29 @@ void Transformer::denseFfn(int il, int n) {
   backend_.add(s_->x, s_->out, size_t(n) * E);
 }
 
-namespace {
-
-// Top-k of one token's router logits -> expert ids and mixing weights, as the
-// GGUF MoE family defines them (GGUF-NOTES.md, MoE table): gating function over
-// all experts, top-k by probability (ties: lower id), optional renormalisation,
-// then the expert_weights_scale.
-void routeToken(const float* logits, int n_expert, const ModelConfig& c, int* ids, float* weights) {
-  std::vector<double> p(n_expert);
-  if (c.gating == GatingFunc::Softmax) {
-    const double mx = *std::max_element(logits, logits + n_expert);
-    double sum = 0;
-    for (int e = 0; e < n_expert; ++e) sum += p[e] = std::exp(double(logits[e]) - mx);
-    for (double& x : p) x /= sum;
-  } else {
-    for (int e = 0; e < n_expert; ++e) p[e] = 1.0 / (1.0 + std::exp(-double(logits[e])));
-  }
-  std::vector<int> order(n_expert);
-  std::iota(order.begin(), order.end(), 0);
-  const int k = c.n_expert_used;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  double sum = 0;
-  for (int i = 0; i < k; ++i) sum += p[order[i]];
-  for (int i = 0; i < k; ++i) {
-    ids[i] = order[i];
-    double wgt = p[order[i]];
-    if (c.norm_topk_weights) wgt /= sum;
-    weights[i] = static_cast<float>(wgt * c.expert_weights_scale);
-  }
-}
-
-}  // namespace
-
 void Transformer::moeBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
   backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
-  backend_.toHost(s_->host_hidden.data(), s_->xn, size_t(n) * E);
-  experts_.onLayerInput(il, std::span<const float>(s_->host_hidden.data(), size_t(n) * E), n);
+  hidden_on_host_ = experts_.wantsLayerInput();
+  if (hidden_on_host_) backend_.toHost(s_->host_hidden.data(), s_->xn, size_t(n) * E);
+  experts_.onLayerInput(il,
+                        hidden_on_host_ ? std::span<const float>(s_->host_hidden.data(), size_t(n) * E)
+                                        : std::span<const float>(),
+                        n);
 
   backend_.matmul(L.router, s_->xn, s_->router, n);
-  backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
-  for (int t = 0; t < n; ++t)
-    routeToken(&s_->host_router[size_t(t) * NE], NE, cfg_, &s_->chosen[size_t(t) * K],
-               &s_->chosen_w[size_t(t) * K]);
+  const RoutingRule rule = RoutingRule::of(cfg_);
+  if (backend_.computesMoe()) {
+    backend_.routeTopK(s_->router, n, rule, s_->routing, s_->chosen.data(), s_->chosen_w.data());
+  } else {
+    backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
+    for (int t = 0; t < n; ++t)
+      routeToken(&s_->host_router[size_t(t) * NE], rule, &s_->chosen[size_t(t) * K],
+                 &s_->chosen_w[size_t(t) * K]);
+  }
   if (on_routing_)
     on_routing_({il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
                  std::span<const float>(s_->chosen_w.data(), size_t(n) * K)});
@@ -289,6 +269,62 @@ void Transformer::moeBlock(int il, int n) {
   // are kept per (token, rank) and summed afterwards in rank order, so the result
   // is bit-identical whatever the order: every caching policy computes the same.
   const std::vector<ExpertRef> order = experts_.acquire(il, needed);
+  float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
+  if (backend_.computesMoe()) {
+    expertsOnBackend(il, n, order, served);
+    backend_.moeCombine(s_->expert_out, s_->routing, n, K, E, moe_out);
+  } else {
+    expertsOneByOneOrTogether(il, order, served);
+    backend_.zero(moe_out, size_t(n) * E);
+    for (int t = 0; t < n; ++t)
+      for (int j = 0; j < K; ++j)
+        backend_.axpy(moe_out + size_t(t) * E, s_->expert_out + (size_t(t) * K + j) * E,
+                      s_->chosen_w[size_t(t) * K + j], E);
+  }
+  experts_.release(il);
+
+  if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
+  backend_.add(s_->x, moe_out, size_t(n) * E);
+}
+
+// The routed experts on a backend that computes them itself: all at once when the
+// source has them all ready, else each right after its waitFor (the next expert's
+// copy overlaps it); the source's on_host experts on the host backend.
+void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
+                                   const std::vector<std::vector<int>>& served) {
+  const bool one_by_one = !experts_.allReady();
+  std::vector<const ExpertRef*> on_host, together;
+  Backend::MoeExpertsCall call;
+  call.x = s_->xn;
+  call.routing = s_->routing;
+  call.host_ids = s_->chosen.data();
+  call.n_tokens = n;
+  call.k = cfg_.n_expert_used;
+  call.n_embd = cfg_.n_embd;
+  call.n_ff = cfg_.n_ff_exp;
+  call.h = s_->h;
+  call.outputs = s_->expert_out;
+  for (const ExpertRef& ref : order) {
+    experts_.waitFor(il, ref);
+    if (host_ && ref.on_host) {
+      on_host.push_back(&ref);
+    } else if (one_by_one) {
+      const ExpertRef* one = &ref;
+      call.experts = {&one, 1};
+      backend_.moeExperts(call);
+    } else {
+      together.push_back(&ref);
+    }
+  }
+  if (!together.empty()) {
+    call.experts = together;
+    backend_.moeExperts(call);
+  }
+  if (!on_host.empty()) hostExperts(on_host, served);
+}
+
+void Transformer::expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>& order,
+                                            const std::vector<std::vector<int>>& served) {
   const bool one_by_one = !experts_.allReady();
   std::vector<const ExpertRef*> on_host, together;
   int together_rows = 0;
@@ -314,16 +350,6 @@ void Transformer::moeBlock(int il, int n) {
   }
   if (!together.empty()) expertsTogether(together, served);
   if (!on_host.empty()) hostExperts(on_host, served);
-  float* moe_out = s_->out;  // [n][n_embd]: the weighted sum of each token's experts
-  backend_.zero(moe_out, size_t(n) * E);
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < K; ++j)
-      backend_.axpy(moe_out + size_t(t) * E, s_->expert_out + (size_t(t) * K + j) * E,
-                    s_->chosen_w[size_t(t) * K + j], E);
-  experts_.release(il);
-
-  if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
-  backend_.add(s_->x, moe_out, size_t(n) * E);
 }
 
 void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
@@ -368,6 +394,13 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, F = cfg_.n_ff_exp;
   if (!h_) h_ = std::make_unique<HostScratch>(backend_, cfg_, kMaxBatch);
   HostScratch& h = *h_;
+  if (!hidden_on_host_) {
+    size_t n_rows = 0;
+    for (const ExpertRef* ref : refs)
+      for (int slot : served.at(ref->expert)) n_rows = std::max(n_rows, size_t(slot / K) + 1);
+    backend_.toHost(s_->host_hidden.data(), s_->xn, n_rows * E);
+    hidden_on_host_ = true;
+  }
   size_t row = 0;
   for (const ExpertRef* ref : refs) {
     const auto& slots = served.at(ref->expert);
@@ -402,11 +435,7 @@ void Transformer::sharedExperts(int il, int n, float* moe_out) {
     return;
   }
   backend_.matmul(L.shexp_router, s_->xn, s_->scalar, n);
-  backend_.toHost(s_->host_scalar.data(), s_->scalar, n);
-  for (int t = 0; t < n; ++t) {
-    const float gate = 1.0f / (1.0f + std::exp(-s_->host_scalar[t]));
-    backend_.axpy(moe_out + size_t(t) * E, s_->gathered + size_t(t) * E, gate, E);
-  }
+  backend_.sigmoidGatedAdd(moe_out, s_->gathered, s_->scalar, n, E);
 }
 
 }  // namespace moe

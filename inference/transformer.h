@@ -88,6 +88,10 @@ class Transformer {
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
   void sharedExperts(int il, int n, float* moe_out);
+  void expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
+                        const std::vector<std::vector<int>>& served);
+  void expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>& order,
+                                 const std::vector<std::vector<int>>& served);
   void hostExperts(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
   // Experts on backend_ whose tokens fit the scratch together: all their gate and
   // up projections in one matmulMany, one swiglu, all down projections in another.
@@ -112,6 +116,7 @@ class Transformer {
   std::function<void(const HiddenEvent&)> on_hidden_;
   std::function<void(const BatchEvent&)> on_batch_;
   std::vector<float> hidden_host_;
+  bool hidden_on_host_ = false;  // this MoE layer's input is in s_->host_hidden
   std::vector<int32_t> positions_;
 };
 

@@ -72,6 +72,8 @@ class CachedExpertSource final : public ExpertSource {
                      OffloadMetrics& metrics, int n_expert_used, SourcePolicy policy);
 
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
+  // Only a predictor reads the layer input.
+  bool wantsLayerInput() const override { return policy_.prefetch.predictor != nullptr; }
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override;
   void waitFor(int layer, const ExpertRef& ref) override;
   void release(int layer) override;

@@ -16,6 +16,7 @@ class ResidentExpertSource final : public ExpertSource {
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override;
   void release(int layer) override;
   bool allReady() const override { return true; }
+  bool wantsLayerInput() const override { return false; }
 
  private:
   const std::vector<std::vector<ExpertWeights>>& table_;

@@ -33,9 +33,11 @@ constexpr const char kStandinTimingsNote[] =
 
 void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
   const double n = tokens > 0 ? tokens : 1;
-  std::printf("{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"bytes_h2d\": %.1f, \"bytes_d2h\": %.1f}",
-              double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.bytes_h2d) / n,
-              double(w.bytes_d2h) / n);
+  std::printf(
+      "{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"stream_syncs\": %.3f, \"bytes_h2d\": %.1f, "
+      "\"bytes_d2h\": %.1f}",
+      double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.stream_syncs) / n,
+      double(w.bytes_h2d) / n, double(w.bytes_d2h) / n);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "inference/cuda/cuda_check.h"
@@ -44,6 +45,7 @@ CudaBackend::CudaBackend() {
     device_name_ = prop.name;
     device_memory_ = prop.totalGlobalMem;
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    checkCuda(cudaEventCreateWithFlags(&readback_done_, cudaEventDisableTiming), "cudaEventCreate");
     checkCublas(cublasCreate(&cublas_), "cublasCreate");
     checkCublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 GEMMs (no TF32 tensor-core rounding of the inputs).
@@ -64,8 +66,10 @@ void CudaBackend::release() noexcept {
   allocations_.clear();
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
-  for (Scratch* s : {&tokens_, &rope_cs_, &tile_})
+  for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
+  if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
+  if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
   if (cublas_) cublasDestroy(cublas_), cublas_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_), stream_ = nullptr;
   cudaGetLastError();  // nothing here may leave an error for the next CUDA user
@@ -165,11 +169,28 @@ void CudaBackend::zero(float* y, size_t n) {  // 0.0f is all zero bytes
   if (n) checkCuda(cudaMemsetAsync(y, 0, n * sizeof(float), stream_), "cuda backend: zero");
 }
 
+void* CudaBackend::pinned(size_t bytes) {
+  if (pinned_bytes_ >= bytes) return pinned_;
+  synchronize();  // a queued copy may still write the old buffer
+  if (pinned_) cudaFreeHost(pinned_);
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+  pinned_ = cudaHostAllocOrThrow(std::max<size_t>(bytes, 64 * 1024), "pinned read-back buffer");
+  pinned_bytes_ = std::max<size_t>(bytes, 64 * 1024);
+  return pinned_;
+}
+
+void CudaBackend::readBack(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  void* staging = pinned(bytes);
+  checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), "cuda backend: read back");
+  checkCuda(cudaEventRecord(readback_done_, stream_), "cuda backend: read back: cudaEventRecord");
+  checkCuda(cudaEventSynchronize(readback_done_), "cuda backend: read back: wait");
+  std::memcpy(host_dst, staging, bytes);
+}
+
 void CudaBackend::toHost(float* host_dst, const float* src, size_t n) {
-  if (n == 0) return;
-  checkCuda(cudaMemcpyAsync(host_dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-            "cuda backend: toHost");
-  synchronize();  // the caller reads host_dst next
+  readBack(host_dst, src, n * sizeof(float));
 }
 
 void CudaBackend::fromHost(float* dst, const float* host_src, size_t n) {
@@ -238,17 +259,85 @@ void CudaBackend::sgemm(const float* a, int64_t lda, int64_t m, const float* x, 
       "cublasSgemm");
 }
 
+namespace {
+
+bool isQuantised(TensorType t) {
+  return t != TensorType::F32 && t != TensorType::F16 && t != TensorType::BF16;
+}
+// Activations quantised per 256 (Q8_K) rather than per 32 (Q8_0).
+bool usesQ8K(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+// F16/BF16 matmuls of more tokens than this dequantise a tile for cuBLAS.
+constexpr int kFloatMatvecTokens = 8;
+
+}  // namespace
+
+const void* CudaBackend::activationsFor(const WeightView& w, const float* x, int n_tokens) {
+  if (!isQuantised(w.type)) return x;
+  void* act = scratch(act_, cuda::quantizedActBytes(w.cols, n_tokens), "quantised activations");
+  cuda::launchQuantizeActs(elemType(w.type, "matmul"), x, w.cols, n_tokens, act, stream_);
+  return act;
+}
+
+namespace {
+
+// The matvec's passes over a weight: one per 8 tokens (cuda_matvec.cu).
+uint64_t passes(int n_tokens) { return static_cast<uint64_t>((n_tokens + 7) / 8); }
+
+uint64_t actBytes(const WeightView& w, int n_rows) {
+  return !isQuantised(w.type) ? uint64_t(n_rows) * w.cols * sizeof(float)
+                              : cuda::quantizedActBytes(w.cols, n_rows);
+}
+
+uint64_t viewBytes(const WeightView& w) { return uint64_t(w.rows) * w.row_bytes; }
+
+}  // namespace
+
+void CudaBackend::matmulQuantised(const WeightView& w, const void* act, float* y, int n_tokens) {
+  traffic_.weight_bytes += viewBytes(w);
+  traffic_.bytes_read += viewBytes(w) * passes(n_tokens) + actBytes(w, n_tokens);
+  cuda::launchMatvecQ(elemType(w.type, "matmul"), w.data, w.row_bytes, w.rows, act, w.cols, n_tokens, y,
+                      stream_);
+}
+
 void CudaBackend::matmul(const WeightView& w, const float* x, float* y,
                          int n_tokens) {  // w: [rows][cols]; x: [n_tokens][cols]; y: [n_tokens][rows]
   checkDeviceWeight(w, "matmul");
   if (n_tokens <= 0) return;
-  if (w.type == TensorType::F32)
+  if (w.type == TensorType::F32) {
+    // Counted as a GEMM reading A and x once.
+    traffic_.weight_bytes += viewBytes(w);
+    traffic_.bytes_read += viewBytes(w) + actBytes(w, n_tokens);
     sgemm(reinterpret_cast<const float*>(w.data), static_cast<int64_t>(w.row_bytes / sizeof(float)), w.rows,
           x, w.cols, n_tokens, y, w.rows);
-  else if (n_tokens == 1)
-    cuda::launchMatvec(elemType(w.type, "matmul"), w.data, w.row_bytes, w.cols, w.rows, x, y, stream_);
-  else
+  } else if (!isQuantised(w.type) && n_tokens > kFloatMatvecTokens)
     matmulTiled(w, x, y, n_tokens);
+  else
+    matmulQuantised(w, activationsFor(w, x, n_tokens), y, n_tokens);
+}
+
+// Jobs reading the same x in the same activation format share one quantisation
+// (q, k and v; gate and up): the stream runs in order, so act_ is rewritten only
+// after the matvecs before it have read it.
+void CudaBackend::matmulMany(std::span<const MatmulJob> jobs) {
+  const float* quantised_x = nullptr;
+  const void* act = nullptr;
+  bool q8k = false;
+  int64_t cols = 0;
+  int n = 0;
+  for (const MatmulJob& j : jobs) {
+    const WeightView& w = j.w;
+    if (!isQuantised(w.type)) {
+      matmul(w, j.x, j.y, j.n_tokens);
+      continue;
+    }
+    checkDeviceWeight(w, "matmul");
+    if (j.n_tokens <= 0) continue;
+    if (j.x != quantised_x || usesQ8K(w.type) != q8k || w.cols != cols || j.n_tokens != n) {
+      act = activationsFor(w, j.x, j.n_tokens);
+      quantised_x = j.x, q8k = usesQ8K(w.type), cols = w.cols, n = j.n_tokens;
+    }
+    matmulQuantised(w, act, j.y, j.n_tokens);
+  }
 }
 
 // Rows [r0, r0 + nr) dequantised into the F32 tile, then one GEMM writes those
@@ -258,6 +347,9 @@ void CudaBackend::matmulTiled(const WeightView& w, const float* x, float* y, int
   auto* tile = static_cast<float*>(
       scratch(tile_, static_cast<size_t>(tile_rows * w.cols) * sizeof(float), "matmul dequantisation tile"));
   const cuda::ElemType type = elemType(w.type, "matmul");
+  // The weight once, and its F32 tile written then read by the GEMM.
+  traffic_.weight_bytes += viewBytes(w);
+  traffic_.bytes_read += viewBytes(w) + 2 * uint64_t(w.rows) * w.cols * sizeof(float) + actBytes(w, n_tokens);
   for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
     const int64_t nr = std::min(tile_rows, w.rows - r0);
     cuda::launchDequantizeRows(type, w.data + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, w.cols, nr,
@@ -322,8 +414,11 @@ void CudaBackend::attention(const float* q, const float* k_cache, const float* v
   if (hd > cuda::kMaxHeadDim)
     throw std::invalid_argument("cuda backend: attention: head_dim " + std::to_string(hd) +
                                 " above the supported " + std::to_string(cuda::kMaxHeadDim));
+  const size_t scratch_bytes = cuda::attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, hd);
+  auto* partials =
+      scratch_bytes ? static_cast<float*>(scratch(attn_, scratch_bytes, "attention partials")) : nullptr;
   cuda::launchAttention(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, out,
-                        stream_);
+                        partials, scratch_bytes, stream_);
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {
@@ -333,5 +428,108 @@ void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t 
 void CudaBackend::add(float* y, const float* x, size_t n) { cuda::launchAdd(y, x, n, stream_); }
 
 void CudaBackend::axpy(float* y, const float* x, float a, size_t n) { cuda::launchAxpy(y, x, a, n, stream_); }
+
+}  // namespace moe
+
+// ---------------------------------------------------------------------------
+// The MoE block
+
+namespace moe {
+
+void CudaBackend::sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width) {
+  cuda::launchSigmoidGatedAdd(y, x, gate_logits, n_rows, width, stream_);
+}
+
+void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
+                            int32_t* host_ids, float* host_weights) {
+  if (n_tokens <= 0) return;
+  if (rule.k <= 0 || rule.k > rule.n_expert)
+    throw std::invalid_argument("cuda backend: routeTopK: " + std::to_string(rule.k) + " of " +
+                                std::to_string(rule.n_expert) + " experts");
+  const size_t n = static_cast<size_t>(n_tokens) * rule.k;
+  auto* ids = reinterpret_cast<int*>(routing);
+  if (rule.n_expert <= cuda::kMaxRouteExperts && rule.k <= cuda::kMaxRouteK) {
+    cuda::launchRouteTopK(logits, n_tokens, rule.n_expert, rule.k, rule.gating == GatingFunc::Softmax,
+                          rule.norm_topk, rule.scale, ids, routing + n, stream_);
+    // ids and weights are adjacent: one read back of both.
+    std::vector<int32_t> both(2 * n);
+    readBack(both.data(), routing, both.size() * sizeof(int32_t));
+    std::memcpy(host_ids, both.data(), n * sizeof(int32_t));
+    std::memcpy(host_weights, both.data() + n, n * sizeof(float));
+    return;
+  }
+  // A router wider than the kernel's shared memory: routed on the host, the same rule.
+  std::vector<float> host_logits(static_cast<size_t>(n_tokens) * rule.n_expert);
+  toHost(host_logits.data(), logits, host_logits.size());
+  for (int t = 0; t < n_tokens; ++t)
+    routeToken(&host_logits[size_t(t) * rule.n_expert], rule, host_ids + size_t(t) * rule.k,
+               host_weights + size_t(t) * rule.k);
+  static_assert(sizeof(int32_t) == sizeof(float));
+  fromHost(routing, reinterpret_cast<const float*>(host_ids), n);
+  fromHost(routing + n, host_weights, n);
+}
+
+// Consecutive experts of the same weight types, at most kMaxCallExperts, go to
+// the device as one table: one set of launches each.
+void CudaBackend::moeExperts(const MoeExpertsCall& c) {
+  if (c.experts.empty() || c.n_tokens <= 0) return;
+  const int n_slots = c.n_tokens * c.k;
+  cuda::MoeLaunch m;
+  m.n_embd = c.n_embd;
+  m.n_ff = c.n_ff;
+  m.n_tokens = c.n_tokens;
+  m.k = c.k;
+  m.n_slots = n_slots;
+  m.x = c.x;
+  m.ids = reinterpret_cast<const int*>(c.routing);
+  m.h = c.h;
+  m.outputs = c.outputs;
+  m.x_act = scratch(moe_x_act_, cuda::quantizedActBytes(c.n_embd, c.n_tokens), "MoE activations");
+  m.h_act = scratch(moe_h_act_, cuda::quantizedActBytes(c.n_ff, n_slots), "MoE expert activations");
+  m.plan = static_cast<int*>(scratch(moe_plan_,
+                                     sizeof(int) * cuda::kMaxCallExperts * (static_cast<size_t>(n_slots) + 1),
+                                     "MoE expert plan"));
+  auto flush = [&] {
+    if (m.table.count > 0) cuda::launchMoeExperts(m, stream_);
+    m.table.count = 0;
+  };
+  for (const ExpertRef* ref : c.experts) {
+    const ExpertWeights& w = ref->weights;
+    checkDeviceWeight(w.gate, "MoE gate");
+    checkDeviceWeight(w.up, "MoE up");
+    checkDeviceWeight(w.down, "MoE down");
+    if (w.gate.type != w.up.type || w.gate.row_bytes != w.up.row_bytes || w.gate.rows != c.n_ff ||
+        w.up.rows != c.n_ff || w.gate.cols != c.n_embd || w.up.cols != c.n_embd || w.down.rows != c.n_embd ||
+        w.down.cols != c.n_ff)
+      throw std::invalid_argument("cuda backend: expert " + std::to_string(ref->expert) +
+                                  ": gate/up/down shapes or types do not match the layer");
+    const cuda::ElemType up = elemType(w.gate.type, "MoE"), down = elemType(w.down.type, "MoE");
+    if (m.table.count == cuda::kMaxCallExperts ||
+        (m.table.count > 0 && (up != m.up_type || down != m.down_type || w.gate.row_bytes != m.up_row_bytes ||
+                               w.down.row_bytes != m.down_row_bytes)))
+      flush();
+    m.up_type = up, m.down_type = down;
+    m.up_row_bytes = w.gate.row_bytes, m.down_row_bytes = w.down.row_bytes;
+    if (c.host_ids) {
+      const int served = static_cast<int>(std::count(c.host_ids, c.host_ids + n_slots, ref->expert));
+      const uint64_t expert_bytes = viewBytes(w.gate) + viewBytes(w.up) + viewBytes(w.down);
+      traffic_.weight_bytes += expert_bytes;
+      traffic_.bytes_read +=
+          expert_bytes * passes(served) + actBytes(w.gate, served) + actBytes(w.down, served);
+    }
+    const int i = m.table.count++;
+    m.table.ids[i] = ref->expert;
+    m.table.gate[i] = w.gate.data;
+    m.table.up[i] = w.up.data;
+    m.table.down[i] = w.down.data;
+  }
+  flush();
+}
+
+void CudaBackend::moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,
+                             float* out) {
+  cuda::launchMoeCombine(outputs, routing + static_cast<size_t>(n_tokens) * k, n_tokens, k, n_embd, out,
+                         stream_);
+}
 
 }  // namespace moe

@@ -1,15 +1,19 @@
 // The CUDA compute backend: activations, the KV cache and every non-expert weight
 // in device memory, all work queued on one compute stream. Matmuls: cuBLAS
-// (cublasSgemm) for F32; for F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K our own dequantising matvec when
-// there is one token, and for a batch a tile of rows dequantised to F32 on the
-// device then cublasSgemm (the activations stay F32, so results match the CPU
-// backend to float rounding). prepareWeight uploads a weight (each call a new
-// device copy) that lives until releaseWeight or the backend's end.
+// (cublasSgemm) for F32; for the quantised types the activations are quantised
+// once to 8-bit rows on the device and our dp4a matvec (cuda_matvec.cu) reads
+// each weight byte once per 8 tokens; F16/BF16 use the same kernel in float for
+// up to 8 tokens, and a tile of rows dequantised to F32 then cublasSgemm beyond.
+// The routed experts of a MoE layer run on the device (computesMoe: cuda_moe.cu),
+// routing included; the host reads back only the chosen ids and weights.
+// prepareWeight uploads a weight (each call a new device copy) that lives until
+// releaseWeight or the backend's end.
 //
 // Host pointers the interface takes (tokens, rope positions, toHost/fromHost
-// buffers) are consumed before the call returns. Ops throw CudaError (or
-// CudaOutOfMemory) on any failed CUDA/cuBLAS call, std::invalid_argument /
-// std::out_of_range on bad input, as the CPU backend does.
+// buffers) are consumed before the call returns. Reads to the host go through a
+// pinned buffer and wait on an event, never on the whole stream. Ops throw
+// CudaError (or CudaOutOfMemory) on any failed CUDA/cuBLAS call,
+// std::invalid_argument / std::out_of_range on bad input, as the CPU backend does.
 #pragma once
 
 #include <cublas_v2.h>
@@ -44,6 +48,7 @@ class CudaBackend final : public Backend {
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
+  void matmulMany(std::span<const MatmulJob> jobs) override;
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
@@ -54,6 +59,14 @@ class CudaBackend final : public Backend {
   void axpy(float* y, const float* x, float a, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;  // dst and src must not overlap
   void zero(float* y, size_t n) override;
+  void sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width) override;
+  bool computesMoe() const override { return true; }
+  void routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
+                 int32_t* host_ids, float* host_weights) override;
+  void moeExperts(const MoeExpertsCall& call) override;
+  void moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,
+                  float* out) override;
+  MatmulTraffic matmulTraffic() const override { return traffic_; }
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override;
@@ -73,6 +86,15 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   void* scratch(Scratch& s, size_t bytes, const char* what);
+  // Pinned host memory for reads from the device; grows like Scratch.
+  void* pinned(size_t bytes);
+  // Copies n bytes of device memory to host_dst through the pinned buffer, waiting
+  // on an event recorded after the copy.
+  void readBack(void* host_dst, const void* src, size_t bytes);
+  // Quantises x ([n_tokens][w.cols]) for weights of w's type into act_ and returns
+  // what the matvec reads (x itself for float-typed weights).
+  const void* activationsFor(const WeightView& w, const float* x, int n_tokens);
+  void matmulQuantised(const WeightView& w, const void* act, float* y, int n_tokens);
   void checkDeviceWeight(const WeightView& w, const char* op) const;
   void matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens);
   void sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens, float* y,
@@ -89,7 +111,12 @@ class CudaBackend final : public Backend {
   std::unordered_set<float*> allocations_;
   std::unordered_map<uint8_t*, size_t> weights_;  // device copy -> bytes
   size_t weight_bytes_ = 0;
-  Scratch tokens_, rope_cs_, tile_;
+  Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
+  Scratch attn_;  // attention's per-chunk partials (decode)
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  cudaEvent_t readback_done_ = nullptr;
+  MatmulTraffic traffic_;
   // The rope table of the last call: every layer's q and k rotate by the same positions.
   std::vector<int32_t> rope_positions_;
   int rope_n_rot_ = 0;

@@ -23,9 +23,56 @@ void launchEmbed(ElemType type, const uint8_t* table, size_t row_bytes, int64_t 
 // out[r][c] = decode(row r of w)[c] for r < n_rows; out: [n_rows][cols].
 void launchDequantizeRows(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t n_rows,
                           float* out, cudaStream_t stream);
-// y[r] = decode(row r) . x for r < rows (one warp per row, float accumulation).
-void launchMatvec(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
-                  const float* x, float* y, cudaStream_t stream);
+// Activations quantised for `weights` (8-bit rows with per-32 scales and sums,
+// cuda_quant.cuh): bytes for n_rows rows of cols (cols a multiple of 32, of 256
+// for the K-quants). F32/F16/BF16 weights use the float rows as they are.
+size_t quantizedActBytes(int64_t cols, int n_rows);
+// x: [n_rows][cols] -> act (quantizedActBytes bytes); nothing for float-typed weights.
+void launchQuantizeActs(ElemType weights, const float* x, int64_t cols, int n_rows, void* act,
+                        cudaStream_t stream);
+// y[t][r] = row r of w . activation row t, for r < rows, t < n_tokens. act: what
+// launchQuantizeActs wrote for `type`, or the float rows x for float-typed weights.
+void launchMatvecQ(ElemType type, const uint8_t* w, size_t row_bytes, int64_t rows, const void* act,
+                   int64_t cols, int n_tokens, float* y, cudaStream_t stream);
+
+// The routed experts of one MoE layer (cuda_moe.cu). At most kMaxCallExperts experts
+// per launch (their weight pointers travel in the kernel's arguments).
+inline constexpr int kMaxCallExperts = 64;
+inline constexpr int kMaxRouteExperts = 512;  // device routing: n_expert <= this
+inline constexpr int kMaxRouteK = 64;         // and n_expert_used <= this
+struct ExpertTable {
+  int count = 0;
+  int ids[kMaxCallExperts];
+  const uint8_t* gate[kMaxCallExperts];  // [n_ff][n_embd] of expert ids[i]
+  const uint8_t* up[kMaxCallExperts];    // [n_ff][n_embd]
+  const uint8_t* down[kMaxCallExperts];  // [n_embd][n_ff]
+};
+struct MoeLaunch {
+  ExpertTable table;
+  ElemType up_type = ElemType::F32, down_type = ElemType::F32;  // gate and up share a type
+  size_t up_row_bytes = 0, down_row_bytes = 0;
+  int64_t n_embd = 0, n_ff = 0;
+  int n_tokens = 0, k = 0, n_slots = 0;  // n_slots = n_tokens * k
+  const float* x = nullptr;              // [n_tokens][n_embd] the layer's FFN input
+  void* x_act = nullptr;                 // quantizedActBytes(n_embd, n_tokens)
+  const int* ids = nullptr;              // [n_slots] the routing's expert ids
+  int* plan = nullptr;                   // [kMaxCallExperts][n_slots + 1]
+  float* h = nullptr;                    // [n_slots][n_ff] silu(gate) * up
+  void* h_act = nullptr;                 // quantizedActBytes(n_ff, n_slots)
+  float* outputs = nullptr;              // [n_slots][n_embd] each (token, rank)'s expert output
+};
+// logits: [n_tokens][n_expert] -> ids, weights: [n_tokens][k] (ties to the lower id;
+// softmax or sigmoid gating; norm: weights renormalised over the k; then * scale).
+void launchRouteTopK(const float* logits, int n_tokens, int n_expert, int k, bool softmax, bool norm,
+                     float scale, int* ids, float* weights, cudaStream_t stream);
+// Fills the slots of every (token, rank) routed to the table's experts.
+void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream);
+// out[t] = sum over j ascending of weights[t][j] * slots[t * k + j]; out: [n_tokens][n_embd].
+void launchMoeCombine(const float* slots, const float* weights, int n_tokens, int k, int64_t n_embd,
+                      float* out, cudaStream_t stream);
+// y[t] += sigmoid(gate_logits[t]) * x[t]; y, x: [n_rows][width].
+void launchSigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int64_t width,
+                           cudaStream_t stream);
 
 // x, y: [n_rows][dim] (may alias); weight: [dim] or nullptr.
 void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps,
@@ -34,9 +81,13 @@ void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, in
 // rotated pair, computed on the host exactly as the CPU backend computes them.
 void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,
                 cudaStream_t stream);
-// Causal GQA attention; see Backend::attention. head_dim <= kMaxHeadDim.
+// Causal GQA attention; see Backend::attention. head_dim <= kMaxHeadDim. scratch: device
+// memory of at least attentionScratchBytes(shape) bytes (the decode's per-chunk partials;
+// nullptr when that is 0), not used by other work until this attention has run.
+size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim);
 void launchAttention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
-                     int n_head, int n_head_kv, int head_dim, float scale, float* out, cudaStream_t stream);
+                     int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
+                     size_t scratch_bytes, cudaStream_t stream);
 
 void launchSwiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t stream);
 void launchAdd(float* y, const float* x, size_t n, cudaStream_t stream);

@@ -1,6 +1,6 @@
 // Kernels that read weights in their file type: embedding lookup, row
-// dequantisation (the batched matmul dequantises a tile, then cuBLAS multiplies)
-// and the one-token matvec. Block layouts as models/quant.h gives them:
+// dequantisation (the batched matmul of F16/BF16 weights dequantises a tile, then
+// cuBLAS multiplies). Block layouts as models/quant.h gives them:
 //   Q8_0: 34 bytes per 32 elements: f16 d, int8 q[32];          x[j] = d * q[j]
 //   Q4_0: 18 bytes per 32 elements: f16 d, u8 qs[16];           x[j] = d * ((qs[j] & 15) - 8),
 //                                                               x[j + 16] = d * ((qs[j] >> 4) - 8)
@@ -25,7 +25,6 @@ namespace moe::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarpsPerBlock = kThreads / 32;
 
 __device__ __forceinline__ uint16_t load16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8));
@@ -112,21 +111,6 @@ __global__ void dequantizeRowsKernel(ElemType type, const uint8_t* w, size_t row
   }
 }
 
-// One warp per row: lane l takes elements l, l+32, ... (for block types: element
-// l of every block, so the 32 lanes read one block's bytes together; for K-quants
-// one sub-block of 32 at a time, whose scale bytes every lane reads alike).
-__global__ void matvecKernel(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
-                             const float* x, float* y) {
-  const int lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;  // the whole warp leaves together: no shuffle is left waiting
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float sum = 0.0f;
-  for (int64_t c = lane; c < cols; c += 32) sum += decode(type, row, c) * x[c];
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
-  if (lane == 0) y[r] = sum;
-}
-
 unsigned gridFor(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 20));
@@ -150,14 +134,6 @@ void launchDequantizeRows(ElemType type, const uint8_t* w, size_t row_bytes, int
   launchKernel(dequantizeRowsKernel, gridFor(total, kThreads), kThreads, 0, stream, type, w, row_bytes, cols,
                total, out);
   checkLaunch("dequantize kernel");
-}
-
-void launchMatvec(ElemType type, const uint8_t* w, size_t row_bytes, int64_t cols, int64_t rows,
-                  const float* x, float* y, cudaStream_t stream) {
-  if (rows <= 0) return;
-  const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  launchKernel(matvecKernel, blocks, kThreads, 0, stream, type, w, row_bytes, cols, rows, x, y);
-  checkLaunch("matvec kernel");
 }
 
 }  // namespace moe::cuda

@@ -74,6 +74,7 @@ void workCounters(CudaWorkCounters* out) {
   out->host_syncs = d.all.host_syncs + d.device_syncs;
   out->bytes_h2d = d.all.bytes_h2d;
   out->bytes_d2h = d.all.bytes_d2h;
+  out->stream_syncs = d.all.stream_syncs + d.device_syncs;
 }
 constexpr auto kWorkCounters = workCounters;
 #else

@@ -39,8 +39,8 @@ class Stream {
   bool idle();
 
   struct Counts {
-    std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0},
-        copies{0};
+    std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, bytes_h2d{0}, bytes_d2h{0},
+        bytes_d2d{0}, copies{0};
   } counts;
   StreamCounters snapshot() const;
 

@@ -72,6 +72,7 @@ StreamCounters Stream::snapshot() const {
   StreamCounters c;
   c.kernel_launches = counts.kernel_launches.load();
   c.host_syncs = counts.host_syncs.load();
+  c.stream_syncs = counts.stream_syncs.load();
   c.bytes_h2d = counts.bytes_h2d.load();
   c.bytes_d2h = counts.bytes_d2h.load();
   c.bytes_d2d = counts.bytes_d2d.load();
@@ -155,6 +156,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Stream& s = device().stream(stream);
   s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
+  s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
   s.synchronize();
   return fail(sticky());
 }
@@ -338,6 +340,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
   });
   if (to == Side::Pageable && kind == cudaMemcpyDeviceToHost) {  // returns once the copy has completed
     s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
+    s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
     s.synchronize();
     return fail(sticky());
   }

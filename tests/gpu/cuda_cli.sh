@@ -54,7 +54,7 @@ bench)
   [ -n "${MOECHAT_CUDA_LIBRARY:-}" ] || fail "MOECHAT_CUDA_LIBRARY is not set"
   json=$("$cli" bench --demo --backend cuda --json --prompt-tokens 16 --decode-tokens 6) || fail "bench exit $?"
   rows=$(grep -c '{"policy": ' <<<"$json")
-  counted=$(grep -c '"device_work": {"per_prefill_token": {"kernel_launches": [0-9.]*, "host_syncs": [0-9.]*, "bytes_h2d": [0-9.]*' <<<"$json")
+  counted=$(grep -c '"device_work": {"per_prefill_token": {"kernel_launches": [0-9.]*, "host_syncs": [0-9.]*, "stream_syncs": [0-9.]*, "bytes_h2d": [0-9.]*' <<<"$json")
   decode=$(grep -c '"per_decode_token": {"kernel_launches": [1-9]' <<<"$json")
   echo "$json"
   [ "$rows" -ge 4 ] || fail "expected a row per policy (reactive-lru, static, proactive, cpu-experts), got $rows"

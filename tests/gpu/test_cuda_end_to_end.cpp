@@ -2,13 +2,13 @@
 // synthetic model file is opened the way the app opens a model (EngineSession),
 // and a greedy reply is generated under every offload policy (resident,
 // reactive-lru, static, proactive, cpu-experts) on the CUDA backend. The reference
-// is the CPU backend with every expert resident and float activations (the CUDA
-// kernels' arithmetic). Each run must
+// is the CPU backend with every expert resident, whose 8-bit activations the CUDA
+// kernels quantise to the same bytes. Each run must
 //   - produce the reference's greedy tokens, or, where rounding flips a near tie,
 //     have the divergence point reported;
 //   - keep the logits of the reference's token sequence (teacher-forced, every
 //     position) within an NMSE of 1e-6 of the reference's (1e-3 for cpu-experts,
-//     whose host experts run on the CPU backend with 8-bit activations).
+//     whose host experts add the CPU kernels' own summation order).
 // Skipped as a whole without a CUDA device (the CPU stand-in is one). The
 // cpu-experts runs report how many experts the CPU computed (none where the
 // copies are always sooner).
@@ -100,7 +100,6 @@ TEST_CASE(everyArchitectureEveryPolicy) {
     moe::synth::writeModel(moe::synth::tinySpec(arch), path);
 
     moe::CpuBackend cpu(2);
-    cpu.setQuantisedActivations(false);  // before any weight is prepared for it
     const auto ref_model = moe::Model::load(moe::gguf::GgufFile::open(path), cpu);
     moe::ResidentExpertSource ref_experts(ref_model->hostExperts());
     moe::Transformer ref_tf(*ref_model, cpu, ref_experts, 256);

@@ -8,10 +8,16 @@
 //   1e-6          rope (same host-computed cos/sin, products rounded as the CPU does),
 //                 rmsNorm (double sum of squares on both), swiglu (expf differs by ulps),
 //                 axpy (explicitly unfused multiply-add: normally exact);
-//   1e-5          matmul (same decoded weights, float sums in another order: for
-//                 k terms the rounding error is ~sqrt(k) * 2^-24 of the row's scale),
+//   1e-5          matmul (quantised types: the same 8-bit activation bytes and exact
+//                 integer block sums as the CPU, float terms summed in another order;
+//                 float types: the same products summed in another order; for k terms
+//                 the rounding error is ~sqrt(k) * 2^-24 of the row's scale),
 //                 attention (online vs two-pass softmax: rounding only);
-//   1e-4          logits of a whole forward pass (rounding compounded over layers).
+//   1e-3          logits of a whole forward pass: rounding compounded over layers, and
+//                 where a rounding difference moves an activation across a rounding
+//                 boundary of its 8-bit quantisation, one step (1/127 of its block's
+//                 scale) in that element (seen: 1.7e-4 in qwen2moe's second layer,
+//                 where the first layer's output differed by 1.3e-7).
 // A wrong index, pairing, block layout or mask gives errors of order 1e-2 .. 1.
 // Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
 // (tests/gpu/gpu_check.h) so it builds on the GPU machine.
@@ -132,11 +138,9 @@ TEST_CASE(initTestCase) {
   std::string why;
   if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
   gpu_ = std::make_unique<moe::CudaBackend>();
-  // The reference: the CPU backend with float activations, the CUDA kernels' arithmetic
-  // (its default 8-bit activations differ from it by ~0.5% of a row's scale).
-  auto cpu = std::make_unique<moe::CpuBackend>(2);
-  cpu->setQuantisedActivations(false);
-  cpu_ = std::move(cpu);
+  // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
+  // matvec quantises to the same bytes (models/quant_dot.h).
+  cpu_ = std::make_unique<moe::CpuBackend>(2);
   INFO("backend: %s", gpu_->name().c_str());
 }
 
@@ -207,12 +211,13 @@ TEST_CASE(matmulAllTypes) {
   errors.report();
 }
 
-// 4100 rows of 4096 are more than one 16M-float dequantisation tile: the second
-// tile's GEMM must land at rows 4096.. of every token's output.
+// 4100 rows of 4096 are more than one 16M-float dequantisation tile (the F16/BF16
+// path beyond 8 tokens): the second tile's GEMM must land at rows 4096.. of every
+// token's output.
 TEST_CASE(matmulTileBoundary) {
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
+  for (TensorType type : {TensorType::F16, TensorType::BF16}) {
     TestWeight w(*gpu_, type, 4100, 4096, 5);
-    const int n_tokens = 3;
+    const int n_tokens = 9;
     const auto x = randomFloats(size_t(n_tokens) * 4096, 6);
     std::vector<float> want(size_t(n_tokens) * 4100);
     cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
@@ -348,6 +353,8 @@ TEST_CASE(factory) {
 // 20-token prompt and 4 decode steps on both backends; logits must agree. Then two
 // K-quant models (widened to rows of 256): Q4_K experts with Q6_K matrices, Q5_K
 // experts with Q4_K matrices.
+constexpr double kForwardBound = 1e-3;
+
 TEST_CASE(forwardMatchesCpu) {
   std::vector<moe::synth::SyntheticSpec> specs;
   for (const std::string& arch : moe::synth::supportedArchs()) specs.push_back(moe::synth::tinySpec(arch));
@@ -376,13 +383,13 @@ TEST_CASE(forwardMatchesCpu) {
     cpu_tf.forward(prompt, cpu_logits, /*all_logits=*/true);
     gpu_tf.forward(prompt, gpu_logits, /*all_logits=*/true);
     double err = relMaxDiff(gpu_logits, cpu_logits);
-    errors.check(err < 1e-4, err, arch + " prefill");
+    errors.check(err < kForwardBound, err, arch + " prefill");
     for (int step = 0; step < 4; ++step) {
       const int32_t next = int32_t((step * 101 + 3) % n_vocab);
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
       err = relMaxDiff(gpu_logits, cpu_logits);
-      errors.check(err < 1e-4, err, gpu_check::format("%s decode %d", arch.c_str(), step));
+      errors.check(err < kForwardBound, err, gpu_check::format("%s decode %d", arch.c_str(), step));
     }
   }
   errors.report();

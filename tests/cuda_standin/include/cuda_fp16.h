@@ -58,3 +58,4 @@ inline __half __float2half(float f) {
   const uint32_t rounded = kept + ((rem > 0x1000u || (rem == 0x1000u && (kept & 1u))) ? 1u : 0u);
   return __half{static_cast<unsigned short>(sign | rounded)};
 }
+inline __half __float2half_rn(float f) { return __float2half(f); }

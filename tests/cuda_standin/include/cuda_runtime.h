@@ -24,6 +24,11 @@ struct dim3 {
   constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
+// As CUDA's vector type: 16-byte aligned, so a kernel can load four floats at once.
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 enum cudaError {
   cudaSuccess = 0,

@@ -15,6 +15,7 @@ namespace cudastandin {
 struct StreamCounters {
   uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued
   uint64_t host_syncs = 0;       // host waits: stream/event/device synchronise, synchronous copies
+  uint64_t stream_syncs = 0;     // of those, waits for a whole stream (all but event waits)
   uint64_t bytes_h2d = 0;        // host -> device copies
   uint64_t bytes_d2h = 0;        // device -> host copies
   uint64_t bytes_d2d = 0;        // device -> device copies
@@ -23,6 +24,7 @@ struct StreamCounters {
   StreamCounters& operator+=(const StreamCounters& o) {
     kernel_launches += o.kernel_launches;
     host_syncs += o.host_syncs;
+    stream_syncs += o.stream_syncs;
     bytes_h2d += o.bytes_h2d;
     bytes_d2h += o.bytes_d2h;
     bytes_d2d += o.bytes_d2d;

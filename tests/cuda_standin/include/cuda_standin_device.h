@@ -17,6 +17,7 @@
 // time runs on an OS thread, so each running block has its own copy.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -164,3 +165,18 @@ template <typename T>
 T __ldg(const T* p) {
   return *p;
 }
+
+// Four signed bytes of a times four of b, plus c (the dp4a instruction).
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int>(static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i))) *
+         static_cast<int>(static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i)));
+  return c;
+}
+// Float to int, rounded to nearest, ties to even (the default rounding mode).
+inline int __float2int_rn(float f) { return static_cast<int>(std::nearbyint(f)); }
+// The integer min / max CUDA declares at global scope.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }

@@ -1,0 +1,230 @@
+// The routed experts of a MoE layer on the device, in a fixed number of launches
+// whatever the number of tokens or experts:
+//   routeTopKKernel   router logits -> top-k expert ids and mixing weights per token
+//   planKernel        for each expert of the call, the (token, rank) slots it serves
+//   gateUpKernel      silu(gate . x) * (up . x) of every served slot, all experts at once
+//   (quantizeActsKernel of cuda_matvec.cu on those rows)
+//   downKernel        down . h into each slot's row of the slot buffer
+//   combineKernel     out[t] = sum over ranks j (ascending) of weight[t][j] * slot[t][j]
+// Each slot's output depends only on its own token's row and its expert's weights,
+// and the sum runs in rank order, so the result is the same bits whichever experts
+// share a call, in whatever order: every caching policy computes the same.
+#include <math.h>
+
+#include "inference/cuda/cuda_check.h"
+#include "inference/cuda/cuda_kernels.h"
+#include "inference/cuda/cuda_launch.h"
+#include "inference/cuda/cuda_quant.cuh"
+
+namespace moe::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // weight rows per block
+constexpr int kTokenTile = 8;
+constexpr int kRouteThreads = 256;
+
+// One block per token. Probabilities in double, top-k by probability with ties to
+// the lower id, optional renormalisation, then the scale: the CPU's routeToken.
+__global__ void routeTopKKernel(const float* logits, int n_expert, int k, bool softmax, bool norm,
+                                float scale, int* ids, float* weights) {
+  __shared__ double p[kMaxRouteExperts];
+  __shared__ double chosen_p[kMaxRouteK];
+  __shared__ double total;
+  const int t = blockIdx.x;
+  const float* row = logits + static_cast<int64_t>(t) * n_expert;
+  if (softmax) {
+    if (threadIdx.x == 0) {
+      float mx = row[0];
+      for (int e = 1; e < n_expert; ++e) mx = fmaxf(mx, row[e]);
+      total = static_cast<double>(mx);
+    }
+    __syncthreads();
+    const double mx = total;
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) p[e] = exp(static_cast<double>(row[e]) - mx);
+    __syncthreads();
+    if (threadIdx.x == 0) {  // summed in expert order, as the CPU does
+      double sum = 0;
+      for (int e = 0; e < n_expert; ++e) sum += p[e];
+      total = sum;
+    }
+    __syncthreads();
+    const double sum = total;
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) p[e] /= sum;
+  } else {
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x)
+      p[e] = 1.0 / (1.0 + exp(-static_cast<double>(row[e])));
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) return;  // warp 0 picks the k largest
+  // Every lane ends each round knowing the winner; the lane that owns its entry
+  // (e % 32 == lane) marks it taken, and only that lane ever reads it again.
+  const int lane = threadIdx.x;
+  int* out_ids = ids + static_cast<int64_t>(t) * k;
+  double chosen_sum = 0;
+  for (int i = 0; i < k; ++i) {
+    double best = -1.0;
+    int best_id = n_expert;
+    for (int e = lane; e < n_expert; e += 32)
+      if (p[e] > best || (p[e] == best && e < best_id)) best = p[e], best_id = e;
+    for (int off = 16; off > 0; off /= 2) {
+      const double ob = __shfl_xor_sync(0xffffffffu, best, off);
+      const int oid = __shfl_xor_sync(0xffffffffu, best_id, off);
+      if (ob > best || (ob == best && oid < best_id)) best = ob, best_id = oid;
+    }
+    if (best_id % 32 == lane) p[best_id] = -2.0;  // below every probability
+    if (lane == 0) out_ids[i] = best_id, chosen_p[i] = best;
+    chosen_sum += best;
+  }
+  if (lane == 0)
+    for (int i = 0; i < k; ++i) {
+      double wgt = chosen_p[i];
+      if (norm) wgt /= chosen_sum;
+      weights[static_cast<int64_t>(t) * k + i] = static_cast<float>(wgt * static_cast<double>(scale));
+    }
+}
+
+// Block b lists the slots (t * k + j) whose id is table.ids[b], in slot order:
+// plan[b * (n_slots + 1)] = count, then the slots.
+__global__ void planKernel(const int* ids, int n_slots, ExpertTable table, int* plan) {
+  if (threadIdx.x != 0) return;
+  const int expert = table.ids[blockIdx.x];
+  int* out = plan + static_cast<int64_t>(blockIdx.x) * (n_slots + 1);
+  int count = 0;
+  for (int s = 0; s < n_slots; ++s)
+    if (ids[s] == expert) out[1 + count++] = s;
+  out[0] = count;
+}
+
+// grid (row blocks of n_ff, experts of the call). x: acts of the layer input, one
+// row per token; h: [n_slots][n_ff].
+template <ElemType T>
+__global__ void gateUpKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k,
+                             const int* plan, int n_slots, float* h) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= n_ff) return;
+  const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
+  const int count = list[0];
+  const uint8_t* gate = table.gate[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
+  const uint8_t* up = table.up[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
+  for (int i0 = 0; i0 < count; i0 += kTokenTile) {
+    const int nt = min(kTokenTile, count - i0);
+    int64_t tok[kTokenTile];
+    for (int i = 0; i < kTokenTile; ++i) tok[i] = i < nt ? list[1 + i0 + i] / k : 0;
+    float g[kTokenTile], u[kTokenTile];
+    rowDot<T, kTokenTile>(gate, x, tok, nt, g);
+    rowDot<T, kTokenTile>(up, x, tok, nt, u);
+    if (threadIdx.x % 32 == 0)
+      for (int i = 0; i < nt; ++i) {
+        const float gv = g[i];
+        h[static_cast<int64_t>(list[1 + i0 + i]) * n_ff + r] = __fmul_rn(gv / (1.0f + expf(-gv)), u[i]);
+      }
+  }
+}
+
+// grid (row blocks of n_embd, experts of the call). hq: acts of h, one row per slot.
+template <ElemType T>
+__global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
+                           int n_slots, float* slots) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= n_embd) return;
+  const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
+  const int count = list[0];
+  const uint8_t* down = table.down[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
+  for (int i0 = 0; i0 < count; i0 += kTokenTile) {
+    const int nt = min(kTokenTile, count - i0);
+    int64_t slot[kTokenTile];
+    for (int i = 0; i < kTokenTile; ++i) slot[i] = i < nt ? list[1 + i0 + i] : 0;
+    float y[kTokenTile];
+    rowDot<T, kTokenTile>(down, hq, slot, nt, y);
+    if (threadIdx.x % 32 == 0)
+      for (int i = 0; i < nt; ++i) slots[slot[i] * n_embd + r] = y[i];
+  }
+}
+
+__global__ void combineKernel(const float* slots, const float* weights, int n_tokens, int k, int64_t n_embd,
+                              float* out) {
+  const int64_t total = static_cast<int64_t>(n_tokens) * n_embd;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t t = i / n_embd, c = i % n_embd;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j)
+      acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], slots[(t * k + j) * n_embd + c]));
+    out[i] = acc;
+  }
+}
+
+__global__ void sigmoidGatedAddKernel(float* y, const float* x, const float* gate_logits, int64_t width,
+                                      int64_t total) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const float g = 1.0f / (1.0f + expf(-gate_logits[i / width]));
+    y[i] = __fadd_rn(y[i], __fmul_rn(g, x[i]));
+  }
+}
+
+unsigned gridFor(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 20));
+}
+
+template <ElemType T>
+void launchExpertsT(const MoeLaunch& m, cudaStream_t stream) {
+  const dim3 up_grid(static_cast<unsigned>((m.n_ff + kWarps - 1) / kWarps),
+                     static_cast<unsigned>(m.table.count));
+  const ActRows x =
+      actRows(T, isFloatType(T) ? static_cast<const void*>(m.x) : m.x_act, m.n_embd, m.n_tokens);
+  launchKernel(gateUpKernel<T>, up_grid, kWarps * 32, 0, stream, m.table, m.up_row_bytes, m.n_ff, x, m.k,
+               m.plan, m.n_slots, m.h);
+  checkLaunch("MoE gate/up kernel");
+}
+
+template <ElemType T>
+void launchDownT(const MoeLaunch& m, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((m.n_embd + kWarps - 1) / kWarps),
+                  static_cast<unsigned>(m.table.count));
+  const ActRows hq = actRows(T, isFloatType(T) ? static_cast<const void*>(m.h) : m.h_act, m.n_ff, m.n_slots);
+  launchKernel(downKernel<T>, grid, kWarps * 32, 0, stream, m.table, m.down_row_bytes, m.n_embd, hq, m.plan,
+               m.n_slots, m.outputs);
+  checkLaunch("MoE down kernel");
+}
+
+}  // namespace
+
+void launchRouteTopK(const float* logits, int n_tokens, int n_expert, int k, bool softmax, bool norm,
+                     float scale, int* ids, float* weights, cudaStream_t stream) {
+  if (n_tokens <= 0) return;
+  launchKernel(routeTopKKernel, static_cast<unsigned>(n_tokens), kRouteThreads, 0, stream, logits, n_expert,
+               k, softmax, norm, scale, ids, weights);
+  checkLaunch("MoE routing kernel");
+}
+
+void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream) {
+  if (m.table.count <= 0) return;
+  launchKernel(planKernel, static_cast<unsigned>(m.table.count), 32, 0, stream, m.ids, m.n_slots, m.table,
+               m.plan);
+  checkLaunch("MoE plan kernel");
+  launchQuantizeActs(m.up_type, m.x, m.n_embd, m.n_tokens, m.x_act, stream);
+  withType(m.up_type, [&](auto type) { launchExpertsT<decltype(type)::value>(m, stream); });
+  launchQuantizeActs(m.down_type, m.h, m.n_ff, m.n_slots, m.h_act, stream);
+  withType(m.down_type, [&](auto type) { launchDownT<decltype(type)::value>(m, stream); });
+}
+
+void launchMoeCombine(const float* slots, const float* weights, int n_tokens, int k, int64_t n_embd,
+                      float* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(n_tokens) * n_embd;
+  if (total <= 0) return;
+  launchKernel(combineKernel, gridFor(total, 256), 256, 0, stream, slots, weights, n_tokens, k, n_embd, out);
+  checkLaunch("MoE combine kernel");
+}
+
+void launchSigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int64_t width,
+                           cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(n_rows) * width;
+  if (total <= 0) return;
+  launchKernel(sigmoidGatedAddKernel, gridFor(total, 256), 256, 0, stream, y, x, gate_logits, width, total);
+  checkLaunch("sigmoid-gated add kernel");
+}
+
+}  // namespace moe::cuda

@@ -1,0 +1,252 @@
+// Device-side arithmetic of quantised weight rows against 8-bit activations, shared
+// by the dense matvec (cuda_matvec.cu) and the MoE expert kernels (cuda_moe.cu).
+//
+// A row is read in units of 32 elements: a Q8_0 / Q4_0 block, or one sub-block of
+// a K-quant block (eight per 256). A unit decodes to eight 32-bit words of signed
+// or unsigned bytes (element 4i..4i+3 in word i), dotted with the activation's
+// bytes by dp4a, and its integer total is scaled once:
+//   Q8_0       P = sum w*x                                   r = float(P) * (d*dx)
+//   Q4_0       P = sum nib*x - 8*sum x                       r = float(P) * (d*dx)
+//   Q4_K/Q5_K  P = sc * sum q*x,  M = m * sum x              r = float(P)*(d*dx) - float(M)*(dmin*dx)
+//   Q6_K       P = sc0 * (sum q*x - 32 sum x)[0..16) + sc1 * (...)[16..32)
+//                                                            r = float(P) * (d*dx)
+// The products inside P are exact integers, so a unit's value differs from the CPU
+// backend's (models/quant_dot.h) only in how the float terms of a row are summed.
+//
+// Activations (quantised once per matmul by quantizeActsKernel) are laid out per
+// row as int8 q[cols], and per unit a float scale dx and the int sum of its q: Q8_0
+// blocks of 32 for Q8_0 / Q4_0 weights (dx = f16(amax/127)), Q8_K blocks of 256 for
+// the K-quants (dx = 1/(-127/x_max), repeated for the block's eight units), the
+// same bytes models/quant_dot.cpp's quantisers write.
+//
+// Block layouts (models/quant.h): Q8_0 34 bytes {f16 d; int8 q[32]}; Q4_0 18 bytes
+// {f16 d; u8 qs[16]}; Q4_K 144 {f16 d, dmin; u8 scales[12]; u8 qs[128]}; Q5_K 176
+// {d, dmin, scales[12], qh[32], qs[128]}; Q6_K 210 {ql[128], qh[64], int8 sc[16], f16 d}.
+// Every layout is only 2-byte aligned within a row of an expert slot, so words are
+// assembled from 16-bit loads.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "inference/cuda/cuda_kernels.h"
+
+namespace moe::cuda {
+
+// Activations of n rows, as described above. f: the float rows, for F32/F16/BF16
+// weights (dotted in float).
+struct ActRows {
+  const int8_t* q = nullptr;  // [n][cols]
+  const float* d = nullptr;   // [n][units]
+  const int* s = nullptr;     // [n][units]
+  const float* f = nullptr;   // [n][cols]
+  int64_t cols = 0;
+  int units = 0;  // cols / 32
+};
+
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) {
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p));
+}
+__device__ __forceinline__ int ld32(const uint8_t* p) {  // p: 2-byte aligned
+  return static_cast<int>(ld16(p) | (ld16(p + 2) << 16));
+}
+__device__ __forceinline__ float f16At(const uint8_t* p) { return __half2float(__ushort_as_half(ld16(p))); }
+
+template <ElemType T>
+struct TypeInfo;
+template <>
+struct TypeInfo<ElemType::Q8_0> {
+  static constexpr int kBlockBytes = 34, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::Q4_0> {
+  static constexpr int kBlockBytes = 18, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::Q4_K> {
+  static constexpr int kBlockBytes = 144, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::Q5_K> {
+  static constexpr int kBlockBytes = 176, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::Q6_K> {
+  static constexpr int kBlockBytes = 210, kUnitsPerBlock = 8;
+};
+
+// Calls f(std::integral_constant<ElemType, t>{}): a kernel template instantiated per type.
+template <typename F>
+void withType(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::F32: return f(std::integral_constant<ElemType, ElemType::F32>{});
+    case ElemType::F16: return f(std::integral_constant<ElemType, ElemType::F16>{});
+    case ElemType::BF16: return f(std::integral_constant<ElemType, ElemType::BF16>{});
+    case ElemType::Q8_0: return f(std::integral_constant<ElemType, ElemType::Q8_0>{});
+    case ElemType::Q4_0: return f(std::integral_constant<ElemType, ElemType::Q4_0>{});
+    case ElemType::Q4_K: return f(std::integral_constant<ElemType, ElemType::Q4_K>{});
+    case ElemType::Q5_K: return f(std::integral_constant<ElemType, ElemType::Q5_K>{});
+    case ElemType::Q6_K: return f(std::integral_constant<ElemType, ElemType::Q6_K>{});
+  }
+}
+
+__host__ __device__ constexpr bool isFloatType(ElemType t) {
+  return t == ElemType::F32 || t == ElemType::F16 || t == ElemType::BF16;
+}
+__host__ __device__ constexpr bool usesQ8K(ElemType t) {
+  return t == ElemType::Q4_K || t == ElemType::Q5_K || t == ElemType::Q6_K;
+}
+
+// The activation rows of `weights`' format at act (quantised as described above,
+// or float rows for F32/F16/BF16 weights).
+ActRows actRows(ElemType weights, const void* act, int64_t cols, int n_rows);
+
+// One decoded unit: v[i] holds elements 4i..4i+3 as bytes; the value is
+// sc0 * (v.x - bias * sum x)[words 0..3] + sc1 * (...)[words 4..7], scaled by d,
+// minus m * (sum x) scaled by dmin.
+struct Unit {
+  int v[8];
+  int sc0 = 1, sc1 = 1, m = 0, bias = 0;
+  float d = 0.0f, dmin = 0.0f;
+};
+
+// Pair k (0..7) of the 12 packed scale bytes of a Q4_K / Q5_K block.
+__device__ __forceinline__ void scaleMinK4(const uint8_t* s, int k, int& sc, int& m) {
+  if (k < 4) {
+    sc = s[k] & 63;
+    m = s[k + 4] & 63;
+  } else {
+    sc = (s[k + 4] & 15) | ((s[k - 4] >> 6) << 4);
+    m = (s[k + 4] >> 4) | ((s[k] >> 6) << 4);
+  }
+}
+
+template <ElemType T>
+__device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
+  Unit un;
+  const uint8_t* blk = row + static_cast<size_t>(u / TypeInfo<T>::kUnitsPerBlock) * TypeInfo<T>::kBlockBytes;
+  if constexpr (T == ElemType::Q8_0) {
+    un.d = f16At(blk);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) un.v[i] = ld32(blk + 2 + 4 * i);
+  } else if constexpr (T == ElemType::Q4_0) {
+    un.d = f16At(blk);
+    un.bias = 8;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int w = ld32(blk + 2 + 4 * i);
+      un.v[i] = w & 0x0f0f0f0f;
+      un.v[i + 4] = (w >> 4) & 0x0f0f0f0f;
+    }
+  } else if constexpr (T == ElemType::Q4_K || T == ElemType::Q5_K) {
+    const int j = u % 8;
+    un.d = f16At(blk);
+    un.dmin = f16At(blk + 2);
+    int sc = 0;
+    scaleMinK4(blk + 4, j, sc, un.m);
+    un.sc0 = un.sc1 = sc;
+    const uint8_t* qs = blk + (T == ElemType::Q5_K ? 48 : 16) + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) un.v[i] = (ld32(qs + 4 * i) >> shift) & 0x0f0f0f0f;
+    if constexpr (T == ElemType::Q5_K) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) un.v[i] |= ((ld32(blk + 16 + 4 * i) >> j) & 0x01010101) << 4;
+    }
+  } else if constexpr (T == ElemType::Q6_K) {
+    const int h = (u % 8) / 4, g = u % 4;
+    const uint8_t* ql = blk + 64 * h + 32 * (g & 1);
+    const uint8_t* qh = blk + 128 + 32 * h;
+    const int lo_shift = 4 * (g >> 1), hi_shift = 2 * g;
+    un.d = f16At(blk + 208);
+    un.sc0 = static_cast<int8_t>(blk[192 + 2 * (u % 8)]);
+    un.sc1 = static_cast<int8_t>(blk[192 + 2 * (u % 8) + 1]);
+    un.bias = 32;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      un.v[i] = ((ld32(ql + 4 * i) >> lo_shift) & 0x0f0f0f0f) |
+                (((ld32(qh + 4 * i) >> hi_shift) & 0x03030303) << 4);
+  }
+  return un;
+}
+
+// The unit's contribution for activation row r (unit u).
+template <ElemType T>
+__device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64_t r, int u) {
+  const int* x = reinterpret_cast<const int*>(a.q + r * a.cols + 32 * static_cast<int64_t>(u));
+  int p0 = 0, p1 = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int xi = x[i], xj = x[i + 4];
+    p0 = __dp4a(un.v[i], xi, p0);
+    p1 = __dp4a(un.v[i + 4], xj, p1);
+  }
+  const float dx = a.d[r * a.units + u];
+  if constexpr (T == ElemType::Q6_K) {  // bias per half: the two halves have their own scales
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s0 = __dp4a(0x01010101, x[i], s0);
+      s1 = __dp4a(0x01010101, x[i + 4], s1);
+    }
+    const int total = un.sc0 * (p0 - 32 * s0) + un.sc1 * (p1 - 32 * s1);
+    return static_cast<float>(total) * (un.d * dx);
+  } else if constexpr (T == ElemType::Q4_0) {
+    const int total = p0 + p1 - 8 * a.s[r * a.units + u];
+    return static_cast<float>(total) * (un.d * dx);
+  } else if constexpr (T == ElemType::Q4_K || T == ElemType::Q5_K) {
+    const int total = un.sc0 * (p0 + p1);
+    const int mins = un.m * a.s[r * a.units + u];
+    return static_cast<float>(total) * (un.d * dx) - static_cast<float>(mins) * (un.dmin * dx);
+  } else {
+    return static_cast<float>(p0 + p1) * (un.d * dx);
+  }
+}
+
+// Element c of a float-typed row.
+template <ElemType T>
+__device__ __forceinline__ float floatAt(const uint8_t* row, int64_t c) {
+  if constexpr (T == ElemType::F32) return __uint_as_float(ld16(row + 4 * c) | (ld16(row + 4 * c + 2) << 16));
+  if constexpr (T == ElemType::F16) return f16At(row + 2 * c);
+  return __uint_as_float(ld16(row + 2 * c) << 16);  // BF16
+}
+
+// Warp-wide sum; every lane gets the total.
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// The dot products of one weight row with up to NT activation rows (rows[i] for
+// i < nt), summed over the warp: every lane returns with acc[i] = the total. The
+// row's bytes are read once for the NT rows.
+template <ElemType T, int NT>
+__device__ __forceinline__ void rowDot(const uint8_t* row, const ActRows& a, const int64_t* rows, int nt,
+                                       float* acc) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < NT; ++i) acc[i] = 0.0f;
+  if constexpr (isFloatType(T)) {
+    for (int64_t c = lane; c < a.cols; c += 32) {
+      const float w = floatAt<T>(row, c);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        if (i < nt) acc[i] += w * a.f[rows[i] * a.cols + c];
+    }
+  } else {
+    for (int u = lane; u < a.units; u += 32) {
+      const Unit un = loadUnit<T>(row, u);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        if (i < nt) acc[i] += unitDot<T>(un, a, rows[i], u);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NT; ++i) acc[i] = warpSum(acc[i]);
+}
+
+}  // namespace moe::cuda

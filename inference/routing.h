@@ -1,0 +1,27 @@
+// Top-k expert routing of one token, as the GGUF MoE family defines it
+// (GGUF-NOTES.md, MoE table): the gating function over all experts, the k most
+// probable (ties: the lower id), optional renormalisation over the k, then the
+// scale. The CPU path routes with it; the CUDA kernel (cuda_moe.cu) computes the
+// same, in double, and the CUDA backend falls back to it for very wide routers.
+#pragma once
+
+#include "inference/model_config.h"
+
+namespace moe {
+
+struct RoutingRule {
+  int n_expert = 0;
+  int k = 0;  // experts chosen per token
+  GatingFunc gating = GatingFunc::Softmax;
+  bool norm_topk = false;
+  float scale = 1.0f;
+
+  static RoutingRule of(const ModelConfig& c) {
+    return {c.n_expert, c.n_expert_used, c.gating, c.norm_topk_weights, c.expert_weights_scale};
+  }
+};
+
+// logits: [rule.n_expert] -> ids, weights: [rule.k].
+void routeToken(const float* logits, const RoutingRule& rule, int* ids, float* weights);
+
+}  // namespace moe

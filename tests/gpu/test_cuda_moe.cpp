@@ -1,0 +1,319 @@
+// The device-side MoE block of the CUDA backend (routeTopK, moeExperts, moeCombine)
+// against the CPU: routing must equal routeToken exactly (ids and weights); the
+// combined expert outputs must match a CPU computation (CpuBackend matmuls with the
+// same 8-bit activations, swiglu, weighted sum in rank order) to 1e-5 of their
+// largest value (float sums in another order, as for matmul in cuda_kernels); and
+// splitting or reordering the experts of a call must give the same bits. On the
+// stand-in, its counters show the launch and synchronisation budget of a layer:
+// the same number of launches for 1 and 256 tokens and for top-1, top-2 and top-8,
+// at most 8, no wait for a whole stream, one host wait (the routing read back).
+// Then whole decode steps: the matmul kernels read at most 1.1x the bytes of the
+// weights they use (Backend::matmulTraffic, counted from the launches' arguments).
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "gpu/gpu_check.h"
+#include "inference/backend.h"
+#include "inference/backend_factory.h"
+#include "inference/cpu/cpu_backend.h"
+#include "inference/routing.h"
+#include "models/gguf.h"
+#include "models/quant.h"
+#include "models/synthetic_model.h"
+
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
+#endif
+
+using moe::Backend;
+using moe::ExpertRef;
+using moe::WeightView;
+using moe::gguf::TensorType;
+
+namespace {
+
+std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
+
+struct HostWeight {
+  std::vector<uint8_t> bytes;
+  WeightView host;
+};
+
+HostWeight randomWeight(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto values = randomFloats(static_cast<size_t>(rows * cols), seed);
+  const size_t rb = moe::gguf::rowBytes(type, cols);
+  HostWeight w;
+  w.bytes.resize(rb * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    moe::quant::quantizeRow(type, values.data() + r * cols, w.bytes.data() + r * rb, cols);
+  w.host = WeightView{type, w.bytes.data(), cols, rows, rb};
+  return w;
+}
+
+// A layer's routed experts on the host, and their device copies.
+struct Experts {
+  std::vector<HostWeight> host;  // gate, up, down per expert
+  std::vector<ExpertRef> cpu, gpu;
+  Experts(int n_expert, int n_embd, int n_ff, TensorType up_type, TensorType down_type) {
+    for (int e = 0; e < n_expert; ++e) {
+      host.push_back(randomWeight(up_type, n_ff, n_embd, 100 + 3 * e));
+      host.push_back(randomWeight(up_type, n_ff, n_embd, 101 + 3 * e));
+      host.push_back(randomWeight(down_type, n_embd, n_ff, 102 + 3 * e));
+    }
+    for (int e = 0; e < n_expert; ++e) {
+      ExpertRef c;
+      c.expert = e;
+      c.weights = {host[3 * e].host, host[3 * e + 1].host, host[3 * e + 2].host};
+      cpu.push_back(c);
+      ExpertRef g = c;
+      g.weights = {gpu_->prepareWeight(c.weights.gate), gpu_->prepareWeight(c.weights.up),
+                   gpu_->prepareWeight(c.weights.down)};
+      this->gpu.push_back(g);
+    }
+  }
+  ~Experts() {
+    for (const ExpertRef& g : gpu)
+      for (const WeightView* w : {&g.weights.gate, &g.weights.up, &g.weights.down}) try {
+          gpu_->releaseWeight(*w);
+        } catch (...) {  // a destructor must not throw
+        }
+  }
+};
+
+// A device buffer freed with the object.
+struct DeviceFloats {
+  float* p;
+  size_t n;
+  explicit DeviceFloats(size_t count) : p(gpu_->allocFloats(count)), n(count) {}
+  DeviceFloats(const std::vector<float>& host) : DeviceFloats(host.size()) {
+    gpu_->fromHost(p, host.data(), n);
+  }
+  ~DeviceFloats() {
+    try {
+      gpu_->freeFloats(p);
+    } catch (...) {
+    }
+  }
+  std::vector<float> read() const {
+    std::vector<float> h(n);
+    gpu_->toHost(h.data(), p, n);
+    return h;
+  }
+};
+
+// The CPU reference of one layer: out[t] = sum_j w[t][j] * down(silu(gate x) * up x).
+std::vector<float> cpuLayer(const Experts& ex, const std::vector<float>& x, const std::vector<int>& ids,
+                            const std::vector<float>& weights, int n_tokens, int k, int n_embd, int n_ff) {
+  std::vector<float> out(size_t(n_tokens) * n_embd, 0.0f), g(n_ff), u(n_ff), y(n_embd);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int j = 0; j < k; ++j) {
+      const auto& w = ex.cpu[ids[size_t(t) * k + j]].weights;
+      cpu_->matmul(w.gate, x.data() + size_t(t) * n_embd, g.data(), 1);
+      cpu_->matmul(w.up, x.data() + size_t(t) * n_embd, u.data(), 1);
+      cpu_->swiglu(g.data(), u.data(), g.data(), n_ff);
+      cpu_->matmul(w.down, g.data(), y.data(), 1);
+      for (int c = 0; c < n_embd; ++c) out[size_t(t) * n_embd + c] += weights[size_t(t) * k + j] * y[c];
+    }
+  return out;
+}
+
+struct LayerRun {
+  std::vector<int> ids;
+  std::vector<float> weights, out;
+};
+
+// Routes `logits` on the GPU and computes the layer with the experts in `order`
+// split into calls of at most `per_call`.
+LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vector<float>& logits,
+                  const moe::RoutingRule& rule, int n_tokens, int n_embd, int n_ff, bool reverse,
+                  int per_call) {
+  const int k = rule.k;
+  LayerRun r;
+  r.ids.resize(size_t(n_tokens) * k);
+  r.weights.resize(r.ids.size());
+  DeviceFloats dx(x), dlogits(logits), routing(2 * r.ids.size()), h(r.ids.size() * n_ff),
+      outputs(r.ids.size() * n_embd), out(size_t(n_tokens) * n_embd);
+  gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, r.ids.data(), r.weights.data());
+  std::vector<int> needed;
+  for (int e : r.ids)
+    if (std::find(needed.begin(), needed.end(), e) == needed.end()) needed.push_back(e);
+  std::sort(needed.begin(), needed.end());
+  if (reverse) std::reverse(needed.begin(), needed.end());
+  std::vector<const ExpertRef*> refs;
+  for (int e : needed) refs.push_back(&ex.gpu[e]);
+  Backend::MoeExpertsCall call;
+  call.x = dx.p;
+  call.routing = routing.p;
+  call.host_ids = r.ids.data();
+  call.n_tokens = n_tokens;
+  call.k = k;
+  call.n_embd = n_embd;
+  call.n_ff = n_ff;
+  call.h = h.p;
+  call.outputs = outputs.p;
+  for (size_t i = 0; i < refs.size(); i += per_call) {
+    call.experts =
+        std::span<const ExpertRef* const>(refs).subspan(i, std::min<size_t>(per_call, refs.size() - i));
+    gpu_->moeExperts(call);
+  }
+  gpu_->moeCombine(outputs.p, routing.p, n_tokens, k, n_embd, out.p);
+  r.out = out.read();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE(initTestCase) {
+  std::string why;
+  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
+  gpu_ = moe::makeBackend("cuda", 2);
+  cpu_ = std::make_unique<moe::CpuBackend>(2);
+  INFO("backend: %s", gpu_->name().c_str());
+}
+
+TEST_CASE(routingEqualsTheCpusExactly) {
+  for (moe::GatingFunc gating : {moe::GatingFunc::Softmax, moe::GatingFunc::Sigmoid})
+    for (auto [n_expert, k] : {std::pair{8, 2}, std::pair{60, 4}, std::pair{128, 8}, std::pair{512, 1}})
+      for (bool norm : {false, true}) {
+        const int n_tokens = 37;
+        auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_expert + k), -4.0f, 4.0f);
+        logits[5] = logits[6];  // a tie: the lower id first
+        const moe::RoutingRule rule{n_expert, k, gating, norm, 2.5f};
+        std::vector<int> ids(size_t(n_tokens) * k), want_ids(ids.size());
+        std::vector<float> w(ids.size()), want_w(ids.size());
+        DeviceFloats dlogits(logits), routing(2 * ids.size());
+        gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, ids.data(), w.data());
+        for (int t = 0; t < n_tokens; ++t)
+          moe::routeToken(&logits[size_t(t) * n_expert], rule, &want_ids[size_t(t) * k],
+                          &want_w[size_t(t) * k]);
+        const std::string what =
+            gpu_check::format("%d experts top-%d gating %d norm %d", n_expert, k, int(gating), int(norm));
+        CHECK_MSG(ids == want_ids, what + ": ids");
+        CHECK_MSG(w == want_w, what + ": weights");
+        // The device copy holds the same ids and weights.
+        const auto dev = routing.read();
+        CHECK_MSG(std::equal(want_w.begin(), want_w.end(), dev.begin() + ids.size()),
+                  what + ": device weights");
+      }
+}
+
+TEST_CASE(expertsMatchCpuInAnyOrder) {
+  struct Case {
+    TensorType up, down;
+    int n_embd, n_ff;
+  };
+  const Case cases[] = {{TensorType::Q8_0, TensorType::Q8_0, 96, 160},
+                        {TensorType::Q4_0, TensorType::Q8_0, 64, 96},
+                        {TensorType::Q4_K, TensorType::Q6_K, 256, 512},
+                        {TensorType::Q5_K, TensorType::Q4_K, 256, 256},
+                        {TensorType::F16, TensorType::BF16, 70, 45}};
+  for (const Case& c : cases) {
+    const int n_expert = 12;
+    Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);
+    for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{13, 2}, std::pair{40, 8}}) {
+      const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
+                                                 moe::gguf::tensorTypeName(c.down), n_tokens, k);
+      const auto x = randomFloats(size_t(n_tokens) * c.n_embd, uint32_t(n_tokens * 7 + k));
+      const auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_tokens + 31 * k), -3.0f, 3.0f);
+      const moe::RoutingRule rule{n_expert, k, moe::GatingFunc::Softmax, true, 1.0f};
+      const LayerRun all = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, false, 64);
+      const LayerRun one_by_one = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, true, 1);
+      const LayerRun pairs = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, true, 2);
+      const auto want = cpuLayer(ex, x, all.ids, all.weights, n_tokens, k, c.n_embd, c.n_ff);
+      const double err = relMaxDiff(all.out, want);
+      CHECK_MSG(err < 1e-5, what + gpu_check::format(": err %g", err));
+      CHECK_MSG(one_by_one.out == all.out, what + ": experts one by one, reversed, differ in bits");
+      CHECK_MSG(pairs.out == all.out, what + ": experts in pairs differ in bits");
+    }
+  }
+}
+
+#if MOECHAT_CUDA_STANDIN
+TEST_CASE(launchesPerLayerIndependentOfTokensAndTopK) {
+  const int n_expert = 16, n_embd = 256, n_ff = 256;
+  Experts ex(n_expert, n_embd, n_ff, TensorType::Q4_K, TensorType::Q6_K);
+  uint64_t launches_first = 0;
+  for (int k : {1, 2, 8})
+    for (int n_tokens : {1, 256}) {
+      const auto x = randomFloats(size_t(n_tokens) * n_embd, 5);
+      const auto logits = randomFloats(size_t(n_tokens) * n_expert, 6, -3.0f, 3.0f);
+      const moe::RoutingRule rule{n_expert, k, moe::GatingFunc::Softmax, false, 1.0f};
+      DeviceFloats dx(x), dlogits(logits), routing(2 * size_t(n_tokens) * k), h(size_t(n_tokens) * k * n_ff),
+          outputs(size_t(n_tokens) * k * n_embd), out(size_t(n_tokens) * n_embd);
+      std::vector<int> ids(size_t(n_tokens) * k);
+      std::vector<float> w(ids.size());
+      // The scratch buffers grow on first use (a synchronise): warm them up first.
+      for (int pass = 0; pass < 2; ++pass) {
+        gpu_->synchronize();
+        const auto before = cudastandin::totals().all;
+        gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, ids.data(), w.data());
+        std::vector<const ExpertRef*> refs;
+        for (int e = 0; e < n_expert; ++e)
+          if (std::find(ids.begin(), ids.end(), e) != ids.end()) refs.push_back(&ex.gpu[e]);
+        Backend::MoeExpertsCall call;
+        call.x = dx.p;
+        call.routing = routing.p;
+        call.host_ids = ids.data();
+        call.n_tokens = n_tokens;
+        call.k = k;
+        call.n_embd = n_embd;
+        call.n_ff = n_ff;
+        call.experts = refs;
+        call.h = h.p;
+        call.outputs = outputs.p;
+        gpu_->moeExperts(call);
+        gpu_->moeCombine(outputs.p, routing.p, n_tokens, k, n_embd, out.p);
+        const auto after = cudastandin::totals().all;
+        if (pass == 0) continue;
+        const uint64_t launches = after.kernel_launches - before.kernel_launches;
+        INFO("top-%d, %d tokens, %zu experts: %llu launches, %llu host waits, %llu stream waits", k, n_tokens,
+             refs.size(), (unsigned long long)launches,
+             (unsigned long long)(after.host_syncs - before.host_syncs),
+             (unsigned long long)(after.stream_syncs - before.stream_syncs));
+        if (!launches_first) launches_first = launches;
+        CHECK_EQ(launches, launches_first);
+        CHECK(launches <= 8);
+        CHECK_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0));
+        CHECK_EQ(after.host_syncs - before.host_syncs, uint64_t(1));  // the routing read back
+      }
+    }
+}
+#endif
+
+// A decode step of each tiny synthetic model (widened to K-quant rows): the matmul
+// kernels read at most 1.1x the bytes of the weights the step uses.
+TEST_CASE(decodeReadsTheWeightsOnce) {
+  for (auto [arch, et, wt] : {std::tuple{"qwen3moe", TensorType::Q4_K, TensorType::Q6_K},
+                              std::tuple{"olmoe", TensorType::Q8_0, TensorType::Q4_0},
+                              std::tuple{"deepseek", TensorType::Q5_K, TensorType::Q8_0}}) {
+    auto spec = moe::synth::tinySpec(arch);
+    spec.expert_type = et;
+    spec.weight_type = wt;
+    spec = moe::synth::fitToBlocks(spec);
+    const auto bytes = moe::synth::buildModel(spec).toBytes();
+    auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+    const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+    moe::ResidentExpertSource experts(table);
+    moe::Transformer tf(*model, *gpu_, experts, 64);
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+    tf.forward(prompt, logits);
+    const Backend::MatmulTraffic before = gpu_->matmulTraffic();
+    const int32_t next = 7;
+    tf.forward(std::span(&next, 1), logits);
+    const Backend::MatmulTraffic after = gpu_->matmulTraffic();
+    const double weights = double(after.weight_bytes - before.weight_bytes);
+    const double read = double(after.bytes_read - before.bytes_read);
+    INFO("%s %s experts: a decode step reads %.0f bytes for %.0f bytes of weights (%.3fx)", arch,
+         moe::gguf::tensorTypeName(et), read, weights, read / weights);
+    CHECK(weights > 0);
+    CHECK_MSG(read <= 1.1 * weights, gpu_check::format("%s: %.3fx", arch, read / weights));
+  }
+}
+
+GPU_CHECK_MAIN(TestCudaMoe)
