@@ -27,16 +27,45 @@ struct AttentionShape {
   float scale = 0.0f;  // usually 1/sqrt(head_dim)
 };
 
+// The element type a KV cache stores: F32 (the CPU backend) or IEEE half, F16
+// (the CUDA backend: half the bytes attention reads; values rounded to nearest
+// even when stored).
+enum class KvType { F32, F16 };
+inline constexpr size_t kvTypeBytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+
+// One K or V cache buffer in backend memory: n_elems elements of `type`, laid out
+// [n_ctx][n_head_kv][head_dim]. Made by Backend::allocKv, written by storeKv, read
+// by attention, freed by freeKv; a plain handle (copying it copies no memory).
+struct KvCache {
+  void* data = nullptr;
+  KvType type = KvType::F32;
+  size_t n_elems = 0;
+};
+
+// Whether attention of n_tokens queries at pos0.. finds all its rows (0 .. pos0 +
+// n_tokens - 1) in a cache of n_elems elements.
+inline bool kvHoldsRows(const KvCache& kv, int pos0, int n_tokens, const AttentionShape& shape) {
+  const int64_t rows = int64_t{pos0} + (n_tokens > 0 ? n_tokens : 0);
+  return rows >= 0 && uint64_t(rows) * uint64_t(shape.n_head_kv) * uint64_t(shape.head_dim) <= kv.n_elems;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
-  // Allocation of activations and the KV cache, zero-filled.
+  // Allocation of activations, zero-filled.
   virtual float* allocFloats(size_t n) = 0;
-  // freeFloats and releaseWeight are called from destructors: a device error while
-  // freeing (a GPU that has faulted) is not thrown; the memory goes either way.
+  // freeFloats, freeKv and releaseWeight are called from destructors: a device error
+  // while freeing (a GPU that has faulted) is not thrown; the memory goes either way.
   virtual void freeFloats(float* p) = 0;
+  // A KV cache buffer of n_elems elements, zero-filled, in the type this backend's
+  // attention reads. Default: F32 from allocFloats (freeKv: freeFloats).
+  virtual KvCache allocKv(size_t n_elems) { return {allocFloats(n_elems), KvType::F32, n_elems}; }
+  virtual void freeKv(const KvCache& kv) { freeFloats(static_cast<float*>(kv.data)); }
+  // Elements [first, first + n) of dst = src[0..n) (backend memory), converted to
+  // dst.type (F16: round to nearest even). Default: F32 caches, by copy.
+  virtual void storeKv(const KvCache& dst, size_t first, const float* src, size_t n);
   // Makes a weight usable by this backend: the CPU backend keeps the view as is or
   // repacks it into interleaved row groups, the CUDA backend uploads it. The view
   // stays valid until releaseWeight or the backend's end; `host` may go at once.
@@ -67,10 +96,11 @@ class Backend {
   virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
                     float freq_base, RopeStyle style) = 0;
   // Causal attention of n_tokens queries at positions pos0.. over the cache rows 0..pos0+t.
-  // q: [n_tokens][n_head][head_dim]; k_cache, v_cache: [n_ctx][n_head_kv][head_dim];
-  // out: [n_tokens][n_head][head_dim]
-  virtual void attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
-                         const AttentionShape& shape, float* out) = 0;
+  // q: [n_tokens][n_head][head_dim]; k_cache, v_cache: [n_ctx][n_head_kv][head_dim] of
+  // the type allocKv gives (a backend may refuse another: std::invalid_argument), at
+  // least pos0 + n_tokens rows; out: [n_tokens][n_head][head_dim]
+  virtual void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,
+                         int n_tokens, const AttentionShape& shape, float* out) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, float* out, size_t n) = 0;
   // y[i] += x[i]
@@ -131,6 +161,15 @@ class Backend {
 
 // The defaults stay inline: the CUDA library carries Backend's vtable without
 // linking the engine.
+inline void Backend::storeKv(const KvCache& dst, size_t first, const float* src, size_t n) {
+  if (dst.type != KvType::F32)
+    throw std::invalid_argument(name() + ": storeKv: this backend stores only F32 KV caches");
+  if (first > dst.n_elems || n > dst.n_elems - first)
+    throw std::out_of_range(name() + ": storeKv: elements " + std::to_string(first) + " + " +
+                            std::to_string(n) + " past a cache of " + std::to_string(dst.n_elems));
+  copy(static_cast<float*>(dst.data) + first, src, n);
+}
+
 inline void Backend::sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows,
                                      int width) {
   std::vector<float> gates(static_cast<size_t>(n_rows));

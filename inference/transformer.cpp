@@ -94,8 +94,8 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
     : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    k_cache_.push_back(backend_.allocFloats(size_t(n_ctx) * cfg_.kvWidth()));
-    v_cache_.push_back(backend_.allocFloats(size_t(n_ctx) * cfg_.kvWidth()));
+    k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
+    v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
 }
@@ -103,8 +103,8 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
 Transformer::~Transformer() {
   h_.reset();
   s_.reset();
-  for (float* p : k_cache_) backend_.freeFloats(p);
-  for (float* p : v_cache_) backend_.freeFloats(p);
+  for (const KvCache& kv : k_cache_) backend_.freeKv(kv);
+  for (const KvCache& kv : v_cache_) backend_.freeKv(kv);
 }
 
 void Transformer::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
@@ -210,8 +210,8 @@ void Transformer::attentionBlock(int il, int n) {
                 cfg_.rope_style);
   backend_.rope(s_->k, n, cfg_.n_head_kv, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
                 cfg_.rope_style);
-  backend_.copy(k_cache_[il] + size_t(n_past_) * KV, s_->k, size_t(n) * KV);
-  backend_.copy(v_cache_[il] + size_t(n_past_) * KV, s_->v, size_t(n) * KV);
+  backend_.storeKv(k_cache_[il], size_t(n_past_) * KV, s_->k, size_t(n) * KV);
+  backend_.storeKv(v_cache_[il], size_t(n_past_) * KV, s_->v, size_t(n) * KV);
 
   AttentionShape shape{cfg_.n_head, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);

@@ -50,7 +50,8 @@ struct HiddenEvent {
 class Transformer {
  public:
   // n_ctx: context length of this sequence (<= the model's trained context is not
-  // required, but memory is 2 * n_layer * n_ctx * kv_width floats).
+  // required). Its KV cache holds 2 * n_layer * n_ctx * kv_width elements of the
+  // backend's KV type (allocKv): 4 bytes each on the CPU backend, 2 (F16) on CUDA.
   Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx);
   ~Transformer();
   Transformer(const Transformer&) = delete;
@@ -106,7 +107,7 @@ class Transformer {
   ExpertSource& experts_;
   int n_ctx_;
   int n_past_ = 0;
-  std::vector<float*> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width]
+  std::vector<KvCache> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width] (Backend::allocKv)
   std::unique_ptr<Scratch> s_;
   Backend* host_ = nullptr;
   struct HostScratch;

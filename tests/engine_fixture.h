@@ -10,6 +10,7 @@
 #include "inference/backend.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
+#include "models/quant.h"
 #include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 
@@ -67,6 +68,16 @@ inline std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f
   for (auto& x : v) x = dist(rng);
   return v;
 }
+
+// v with every element rounded to IEEE half (nearest even) and widened back: what an
+// F16 KV cache (the CUDA backend's) holds of it.
+inline std::vector<float> roundedToHalf(std::vector<float> v) {
+  for (float& x : v) x = moe::quant::fp16ToFp32(moe::quant::fp32ToFp16(x));
+  return v;
+}
+
+// An F32 KV cache over host memory (what the CPU backend's attention reads).
+inline moe::KvCache hostKv(std::vector<float>& v) { return {v.data(), moe::KvType::F32, v.size()}; }
 
 // max |a - b| relative to max |b|; 1e30 when a is NaN or infinite where b is finite.
 inline double relMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {

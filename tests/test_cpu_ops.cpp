@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <QtTest/QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -424,7 +425,7 @@ class TestCpuOps : public QObject {
     std::fill(k.begin() + live, k.end(), 1e3f);
     std::fill(v.begin() + live, v.end(), 1e3f);
     std::vector<float> out(q.size(), NAN);
-    be->attention(q.data(), k.data(), v.data(), pos0, n_tokens, shape, out.data());
+    be->attention(q.data(), hostKv(k), hostKv(v), pos0, n_tokens, shape, out.data());
     const double e = nmse(out, refAttention(q, k, v, pos0, n_tokens, shape));
     QVERIFY2(e <= kFloatBound, qPrintable(describe(e, kFloatBound)));
   }
@@ -434,7 +435,31 @@ class TestCpuOps : public QObject {
     std::vector<float> buf(64);
     const AttentionShape shape{6, 4, 8, 0.3f};  // 6 % 4 != 0
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             be->attention(buf.data(), buf.data(), buf.data(), 0, 1, shape, buf.data()));
+                             be->attention(buf.data(), hostKv(buf), hostKv(buf), 0, 1, shape, buf.data()));
+  }
+
+  // The CPU backend's KV cache is F32 (the Backend defaults): allocKv's type, storeKv
+  // a plain copy within bounds; attention refuses another type or too few rows.
+  void kvCacheIsF32() {
+    auto be = moe::makeCpuBackend(1);
+    const moe::KvCache kv = be->allocKv(48);
+    QVERIFY(kv.type == moe::KvType::F32);
+    QCOMPARE(kv.n_elems, size_t{48});
+    const auto src = randomFloats(16, 9);
+    be->storeKv(kv, 32, src.data(), src.size());
+    const auto* stored = static_cast<const float*>(kv.data);
+    QVERIFY(std::equal(src.begin(), src.end(), stored + 32));  // bit-exact
+    QCOMPARE(stored[31], 0.0f);
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, be->storeKv(kv, 40, src.data(), src.size()));
+    std::vector<float> q(8), out(8);
+    const AttentionShape shape{1, 1, 8, 0.3f};
+    be->attention(q.data(), kv, kv, 5, 1, shape, out.data());  // rows 0 .. 5 of 6
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, be->attention(q.data(), kv, kv, 6, 1, shape, out.data()));
+    const moe::KvCache half{kv.data, moe::KvType::F16, 48};
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             be->attention(q.data(), half, half, 0, 1, shape, out.data()));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, be->storeKv(half, 0, src.data(), 1));
+    be->freeKv(kv);
   }
 
   // ---- elementwise ---------------------------------------------------------

@@ -150,7 +150,12 @@ class CountingBackend final : public Backend {
             RopeStyle s) override {
     in_->rope(x, n, heads, hd, rot, pos, base, s);
   }
-  void attention(const float* q, const float* k, const float* v, int pos0, int n, const AttentionShape& s,
+  KvCache allocKv(size_t n) override { return in_->allocKv(n); }
+  void freeKv(const KvCache& kv) override { in_->freeKv(kv); }
+  void storeKv(const KvCache& dst, size_t first, const float* src, size_t n) override {
+    in_->storeKv(dst, first, src, n);
+  }
+  void attention(const float* q, const KvCache& k, const KvCache& v, int pos0, int n, const AttentionShape& s,
                  float* out) override {
     in_->attention(q, k, v, pos0, n, s, out);
   }

@@ -129,6 +129,18 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
           s.prefetch ? "true" : "false", s.chunking ? "true" : "false", s.early_preemption ? "true" : "false",
           s.reordering ? "true" : "false", s.cpu_fallback ? "true" : "false",
           s.prefill_streaming ? "true" : "false");
+    if (r.decode_traffic && r.gen.decode_steps > 0) {
+      // Achieved bandwidth: what the matmuls read per token times tokens per second.
+      const double n = r.gen.decode_steps;
+      const double read = double(r.decode_traffic->bytes_read) / n;
+      std::printf(
+          ", \"matmul_per_decode_token\": {\"weight_bytes\": %.0f, \"bytes_read\": %.0f, "
+          "\"read_vs_weights\": "
+          "%.4f, \"achieved_gb_s\": %.3f}",
+          double(r.decode_traffic->weight_bytes) / n, read,
+          ratio(read * n, double(r.decode_traffic->weight_bytes)),
+          read * r.gen.decodeTokensPerSecond() / 1e9);
+    }
     if (r.prefill_work && r.decode_work) {
       std::printf(", \"device_work\": {\"per_prefill_token\": ");
       printWorkPerToken(*r.prefill_work, ctx.prompt_tokens);

@@ -22,6 +22,9 @@ struct BenchRow {
   // What the device was asked to do while the prompt ran and while the reply was
   // decoded (CudaWorkCounters; only where the CUDA runtime counts: the stand-in).
   std::optional<CudaWorkCounters> prefill_work, decode_work;
+  // What the backend's matmul kernels read while the reply was decoded (a backend
+  // that counts: CUDA), against the bytes of the weights they used.
+  std::optional<Backend::MatmulTraffic> decode_traffic;
 };
 
 struct BenchContext {

@@ -83,14 +83,21 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   CudaWorkCounters at_start, at_decode, at_end;
   const bool counted = readCudaWorkCounters(&at_start);
   at_decode = at_start;
-  if (counted)
-    t.setBatchObserver([&, prompt_n = int(s.prompt.size()), seen = false](const BatchEvent& ev) mutable {
-      if (!seen && ev.first_pos >= prompt_n) seen = readCudaWorkCounters(&at_decode);
-    });
+  Backend::MatmulTraffic traffic_at_decode;
+  t.setBatchObserver([&, prompt_n = int(s.prompt.size()), seen = false](const BatchEvent& ev) mutable {
+    if (seen || ev.first_pos < prompt_n) return;
+    seen = true;
+    traffic_at_decode = s.backend.matmulTraffic();
+    if (counted) readCudaWorkCounters(&at_decode);
+  });
   Generator g(s.model, t);
   row.gen = g.generate(s.prompt, greedy(s.decode_tokens), nullptr);
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());
   engine.waitIdle();
+  const Backend::MatmulTraffic traffic_at_end = s.backend.matmulTraffic();
+  if (traffic_at_end.weight_bytes > traffic_at_decode.weight_bytes)
+    row.decode_traffic = Backend::MatmulTraffic{traffic_at_end.weight_bytes - traffic_at_decode.weight_bytes,
+                                                traffic_at_end.bytes_read - traffic_at_decode.bytes_read};
   if (counted && readCudaWorkCounters(&at_end)) {
     row.prefill_work = workBetween(at_start, at_decode);
     row.decode_work = workBetween(at_decode, at_end);

@@ -412,15 +412,22 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_r
   });
 }
 
-void CpuBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+void CpuBackend::attention(const float* q, const KvCache& k, const KvCache& v, int pos0, int n_tokens,
                            const AttentionShape& shape,
                            float* out) {  // q, out: [n_tokens][n_head][head_dim];
-                                          // k_cache, v_cache: [n_ctx][n_head_kv][head_dim]
+                                          // k, v: [n_ctx][n_head_kv][head_dim] F32
   const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
   if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
     throw std::invalid_argument("cpu backend: attention: bad shape n_head " + std::to_string(n_head) +
                                 ", n_head_kv " + std::to_string(n_head_kv) + ", head_dim " +
                                 std::to_string(hd));
+  if (k.type != KvType::F32 || v.type != KvType::F32)
+    throw std::invalid_argument("cpu backend: attention: the KV cache must be F32");
+  if (!kvHoldsRows(k, pos0, n_tokens, shape) || !kvHoldsRows(v, pos0, n_tokens, shape))
+    throw std::out_of_range("cpu backend: attention: rows up to " + std::to_string(pos0 + n_tokens) +
+                            " past the KV cache");
+  const float* k_cache = static_cast<const float*>(k.data);
+  const float* v_cache = static_cast<const float*>(v.data);
   const int group = n_head / n_head_kv;  // query heads per kv head
   const int kv_stride = n_head_kv * hd;  // floats between consecutive positions
   const int64_t items = static_cast<int64_t>(n_tokens) * n_head;

@@ -59,7 +59,8 @@ class CpuBackend final : public Backend {
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
-  void attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+  // F32 caches only (allocKv's default): std::invalid_argument for another type.
+  void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,
                  const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, size_t n) override;
   void add(float* y, const float* x, size_t n) override;

@@ -1,6 +1,9 @@
 // Causal grouped-query attention over the device KV cache (Backend::attention):
-// q, out: [n_tokens][n_head][head_dim]; k_cache, v_cache: [n_ctx][n_head_kv][head_dim];
-// query (t, h) attends to cache rows 0 .. pos0 + t of kv head h / (n_head / n_head_kv).
+// q, out: [n_tokens][n_head][head_dim] float; k_cache, v_cache: [n_ctx][n_head_kv][head_dim]
+// half (the CUDA backend's KV cache is F16: launchStoreHalf rounds each stored value
+// to nearest even); query (t, h) attends to cache rows 0 .. pos0 + t of kv head
+// h / (n_head / n_head_kv). K and V are widened to float as they are loaded; every
+// product and sum is in float.
 //
 // Rows. For one kv head the query rows are the pairs (t, g), t < n_tokens, g < group
 // (group = n_head / n_head_kv), numbered r = t * group + g: the group's heads of one
@@ -9,45 +12,49 @@
 //
 // Decode (n_tokens <= kDecodeMaxTokens): flash-decoding. The keys 0 .. pos0+n_tokens-1
 // are cut into n_chunks chunks of chunk_keys; grid = (chunk, kv head x row block), a
-// row block being up to R rows (R = 8, 4 for head_dim > 128) of one kv head, so for
-// one token and group <= R each K/V row is read by exactly one block. In a block of 4
-// warps, warps take keys and lanes take head dims: a key is handled by lanes_per_key
-// lanes (32, or fewer for a small head_dim, so a warp then takes several keys at
-// once), each holding NV vectors of VEC (4: float4 loads when head_dim % 4 == 0 and
-// the pointers are 16-byte aligned; else 1) dims, and each lane loads 2 keys per step
-// (1 when it holds 8 dims), their K and V vectors in flight together. Per key the R
-// dot products are summed over the key's lanes by xor shuffles; each warp keeps per
-// row an online softmax (max m, sum l, weighted V sum acc), rescaled once per step
-// (every row of the block uses the same K/V vectors). The warps' states merge in
-// shared memory (scale exp(m_w - m_max)); with one chunk the block writes
-// out = acc / l, else it writes its (m, l, acc) to the scratch partials and
-// attentionMergeKernel (a block per query row) combines the chunks the same way.
-// Chunks: enough for ~kTargetBlocks blocks, none shorter than kMinChunkKeys keys
-// (a 4,096-key context with 8 kv heads: 32 chunks of 128 keys, 256 blocks; a context
-// of <= 64 keys: one chunk, no merge kernel).
+// row block being up to R = 8 rows of one kv head, so for one token and group <= 8
+// each K/V row is read by exactly one block. In a block of 4 warps, warps take keys
+// and lanes take head dims: a key is handled by lanes_per_key lanes (32, or fewer for
+// a small head_dim, so a warp then takes several keys at once), each holding NV
+// vectors of VEC halves (8: one 16-byte load, when head_dim % 8 == 0 and K and V are
+// 16-byte aligned, lanes_per_key = head_dim / 8 rounded up to a power of two, e.g. 16
+// for head_dim 128, two keys per warp load; else 1: 2-byte loads, lanes_per_key 32
+// for head_dim > 32), and each lane loads 2 keys per step, their K and V vectors in
+// flight together and kept as half bits until used. Per key the R dot products are
+// summed over the key's lanes by xor shuffles; each warp keeps per row an online
+// softmax (max m, sum l, weighted V sum acc), rescaled once per step (every row of
+// the block uses the same K/V vectors). The warps' states merge in shared memory
+// (scale exp(m_w - m_max)); with one chunk the block writes out = acc / l, else it
+// writes its (m, l, acc) to the scratch partials and attentionMergeKernel (a block
+// per query row) combines the chunks the same way. Chunks: enough for
+// ~kTargetBlocks blocks, none shorter than kMinChunkKeys keys (a 4,096-key context
+// with 8 kv heads: 32 chunks of 128 keys, 256 blocks; a context of <= 64 keys: one
+// chunk, no merge kernel).
 //
 // Prefill (more tokens): tiled flash attention in float (no tensor cores, so the
 // results stay float-exact up to rounding order). A block takes BQ consecutive rows
 // of one kv head (BQ = 32; 16 for head_dim > 128), stages them in shared memory, and
 // walks the keys 0 .. (limit of its last row) in tiles of BK (32; 16 for head_dim >
-// 128) staged in shared memory: S = Q K^T (each thread a 4x2 or 2x1 register block
-// of scores), the causal mask per row, an online softmax per row (4 or 8 threads a
-// row), then O += P V with each warp owning BQ/4 rows and each lane head dims
-// lane + 32c in registers. Shared rows have an odd stride (head_dim | 1): the key
-// rows a warp reads at once fall in different banks (so tiles are staged by coalesced
-// scalar loads; float4 stores would need a stride of a multiple of 4). The tiles with
-// the latest tokens (the most keys) are launched first.
+// 128) staged in shared memory as float (converted from pairs of halves, 4-byte
+// loads, for an even head_dim; single halves otherwise): S = Q K^T (each thread a 4x2
+// or 2x1 register block of scores), the causal mask per row, an online softmax per
+// row (4 or 8 threads a row), then O += P V with each warp owning BQ/4 rows and each
+// lane head dims lane + 32c in registers. Shared rows have an odd stride (head_dim |
+// 1): the key rows a warp reads at once fall in different banks. The tiles with the
+// latest tokens (the most keys) are launched first.
 //
 // Bytes read, against the minimum (every K and V row of the context once per kv
-// head: 2 * n_keys * kv_width * 4 bytes, kv_width = n_head_kv * head_dim):
-//   decode   the minimum x row blocks per kv head (1 for one token and group <= R),
-//            plus the partials written and read: 2 * n_tokens * n_head * n_chunks *
-//            (head_dim + 2) * 4 (4,096 keys, 8 kv heads, group 4, head_dim 128: 33.6 MB
-//            of K/V and 1.1 MB of partials);
+// head: 2 * n_keys * kv_width * 2 bytes, kv_width = n_head_kv * head_dim; half the
+// bytes of an F32 cache):
+//   decode   the minimum x row blocks per kv head (1 for one token and group <= 8),
+//            plus the partials (float) written and read: 2 * n_tokens * n_head *
+//            n_chunks * (head_dim + 2) * 4 (4,096 keys, 8 kv heads, group 4, head_dim
+//            128: 16.8 MB of K/V and 1.1 MB of partials, 6% over the minimum);
 //   prefill  per kv head, each BQ-row tile reads the K/V rows up to its last row's
 //            limit: about ceil(n_tokens * group / BQ) x the minimum times the causal
 //            share (~half for pos0 = 0), BQ x less than one pass per query row.
-// Mathematically the CPU backend's softmax; only the float rounding order differs.
+// Mathematically the CPU backend's softmax over the half-rounded K and V; only the
+// float rounding order differs.
 #include <math.h>
 
 #include <stdexcept>
@@ -73,54 +80,92 @@ int pow2Ceil(int n) {
 }
 
 // ---------------------------------------------------------------------------
+// Half K/V: loads and conversion
+
+// The half in the low (first in memory) or high 16 bits of a 32-bit word, as float (exact).
+__device__ __forceinline__ float lowHalf(uint32_t word) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(word & 0xffffu)));
+}
+__device__ __forceinline__ float highHalf(uint32_t word) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(word >> 16)));
+}
+
+// A lane's share of one K or V row in the decode kernel: NV vectors of VEC halves,
+// as loaded (raw bits; widened to float by at() where used). Vector c holds dims
+// (c * lanes_per_key + sub) * VEC .. + VEC - 1; dims at or past head_dim hold 0.
+template <int VEC, int NV>
+struct RowShare;
+
+template <int NV>
+struct RowShare<8, NV> {  // 16-byte loads: head_dim % 8 == 0, rows 16-byte aligned
+  uint4 w[NV];
+  __device__ __forceinline__ void load(const __half* row, int sub, int lanes_per_key, int head_dim) {
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+      const int d = (c * lanes_per_key + sub) * 8;
+      w[c] = make_uint4(0u, 0u, 0u, 0u);
+      if (d < head_dim) w[c] = __ldg(reinterpret_cast<const uint4*>(row + d));
+    }
+  }
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int c = 0; c < NV; ++c) w[c] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  // Dim i of the lane's 8 * NV (i a compile-time constant once unrolled).
+  __device__ __forceinline__ float at(int i) const {
+    const uint4& v = w[i / 8];
+    const int e = i % 8;
+    const uint32_t word = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+    return e % 2 == 0 ? lowHalf(word) : highHalf(word);
+  }
+};
+
+template <int NV>
+struct RowShare<1, NV> {  // 2-byte loads: any head_dim and alignment
+  unsigned short h[NV];
+  __device__ __forceinline__ void load(const __half* row, int sub, int lanes_per_key, int head_dim) {
+    const auto* bits = reinterpret_cast<const unsigned short*>(row);
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+      const int d = c * lanes_per_key + sub;
+      h[c] = d < head_dim ? __ldg(bits + d) : static_cast<unsigned short>(0);
+    }
+  }
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int c = 0; c < NV; ++c) h[c] = 0;
+  }
+  __device__ __forceinline__ float at(int i) const { return __half2float(__ushort_as_half(h[i])); }
+};
+
+// ---------------------------------------------------------------------------
 // Decode: flash-decoding
 
 constexpr int kDecodeMaxTokens = 4;
 constexpr int kMinChunkKeys = 64;   // no chunk shorter (the merge costs a partial per row)
 constexpr int kTargetBlocks = 256;  // ~2 blocks per SM on a 132-SM GPU
 constexpr int kMaxChunks = 256;     // the merge kernel's shared weights
-constexpr int kMaxDecodeRows = 8;   // rows per block; 4 when head_dim > 128 (registers)
+constexpr int kMaxDecodeRows = 8;   // rows per block
+constexpr int kKeysPerLane = 2;     // keys a lane loads per step (their K and V in flight together)
 
-// Keys a lane loads per step: 2 (4 vectors in flight), 1 where a lane holds 8 dims
-// of a row (already 4 float4 loads of K and V; 2 keys would spill registers).
-__host__ __device__ constexpr int keysPerLane(int dims_per_lane) { return dims_per_lane >= 8 ? 1 : 2; }
-
-int decodeRowsPerBlock(int head_dim, int n_rows) {
-  const int cap = head_dim > 128 ? kMaxDecodeRows / 2 : kMaxDecodeRows;
+int decodeRowsPerBlock(int n_rows) {
   const int r = pow2Ceil(n_rows);
-  return r < cap ? r : cap;
-}
-
-// A lane's NV vectors of VEC dims of one row: vector c holds dims (c * lanes_per_key +
-// sub) * VEC .. + VEC - 1; dims at or past head_dim read as 0.
-template <int VEC, int NV>
-__device__ __forceinline__ void loadLaneDims(const float* row, int sub, int lanes_per_key, int head_dim,
-                                             float (&x)[VEC * NV]) {
-#pragma unroll
-  for (int c = 0; c < NV; ++c) {
-    const int d = (c * lanes_per_key + sub) * VEC;
-    if constexpr (VEC == 4) {
-      float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (d < head_dim) f = __ldg(reinterpret_cast<const float4*>(row + d));  // head_dim % 4 == 0
-      x[4 * c] = f.x, x[4 * c + 1] = f.y, x[4 * c + 2] = f.z, x[4 * c + 3] = f.w;
-    } else {
-      x[c] = d < head_dim ? __ldg(row + d) : 0.0f;
-    }
-  }
+  return r < kMaxDecodeRows ? r : kMaxDecodeRows;
 }
 
 // grid (n_chunks, n_head_kv * row_blocks), kThreads threads. partial (n_chunks > 1):
 // m [items][n_chunks], l [items][n_chunks], acc [items][n_chunks][head_dim], items =
-// n_tokens * n_head. (Launch bounds of 2 blocks per SM still allow 255 registers; without
-// them ptxas 13 gives one instance an 8-byte stack frame.)
+// n_tokens * n_head. (Launch bounds of 2 blocks per SM still allow 255 registers: with
+// R = 8 and 8 dims a lane ptxas 13 uses 254 on sm_89, 249 on sm_90, no spills; check
+// -Xptxas -v after changing the loop.)
 template <int VEC, int NV, int R>
 __global__ void __launch_bounds__(kThreads, 2)
-    attentionDecodeKernel(const float* __restrict__ q, const float* __restrict__ k_cache,
-                          const float* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
+    attentionDecodeKernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
+                          const __half* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
                           int n_head_kv, int head_dim, float scale, int lanes_per_key, int chunk_keys,
                           float* __restrict__ out, float* __restrict__ partial) {
   constexpr int D = VEC * NV;  // dims per lane
-  constexpr int KT = keysPerLane(D);
+  constexpr int KT = kKeysPerLane;
   __shared__ float sm_m[kWarps][R], sm_l[kWarps][R];
   __shared__ float sm_acc[kWarps][R][32 * D];
 
@@ -136,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int lpk = lanes_per_key, slots = 32 / lpk;  // a warp takes `slots` keys at once
   const int slot = lane / lpk, sub = lane % lpk;
   const size_t kv_stride = static_cast<size_t>(n_head_kv) * head_dim;
-  const float* k_head = k_cache + static_cast<size_t>(kvh) * head_dim;
-  const float* v_head = v_cache + static_cast<size_t>(kvh) * head_dim;
+  const __half* k_head = k_cache + static_cast<size_t>(kvh) * head_dim;
+  const __half* v_head = v_cache + static_cast<size_t>(kvh) * head_dim;
 
   float qr[R][D], acc[R][D], m[R], l[R];
   int limit[R];  // last key row r sees; -1 past n_rows
@@ -150,54 +195,61 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (row < n_rows) {
       const int t = row / group, h = kvh * group + row % group;
       limit[r] = pos0 + t;
-      loadLaneDims<VEC, NV>(q + (static_cast<size_t>(t) * n_head + h) * head_dim, sub, lpk, head_dim, qr[r]);
+      const float* qrow = q + (static_cast<size_t>(t) * n_head + h) * head_dim;
+#pragma unroll
+      for (int i = 0; i < D; ++i) {  // the lane's dims, as RowShare holds them
+        const int d = (i / VEC * lpk + sub) * VEC + i % VEC;
+        if (d < head_dim) qr[r][i] = __ldg(qrow + d);
+      }
     }
     m[r] = -INFINITY, l[r] = 0.0f;
   }
 
   // Warp-uniform trip count: every shuffle below has all 32 lanes.
   for (int base = key_begin + warp * KT * slots; base < key_end; base += kWarps * KT * slots) {
-    float kx[KT][D], vx[KT][D];
+    RowShare<VEC, NV> kx[KT], vx[KT];
     int key[KT];
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
       key[kt] = base + kt * slots + slot;
       if (key[kt] < key_end) {
         const size_t off = static_cast<size_t>(key[kt]) * kv_stride;
-        loadLaneDims<VEC, NV>(k_head + off, sub, lpk, head_dim, kx[kt]);
-        loadLaneDims<VEC, NV>(v_head + off, sub, lpk, head_dim, vx[kt]);
+        kx[kt].load(k_head + off, sub, lpk, head_dim);
+        vx[kt].load(v_head + off, sub, lpk, head_dim);
       } else {
-#pragma unroll
-        for (int i = 0; i < D; ++i) kx[kt][i] = 0.0f, vx[kt][i] = 0.0f;
+        kx[kt].clear();
+        vx[kt].clear();
       }
     }
-    float s[KT][R];
+    float s[KT][R];  // scores, then probabilities
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
+    for (int kt = 0; kt < KT; ++kt) {
+      float dot[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) dot[r] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < D; ++i) {
+        const float kf = kx[kt].at(i);
+#pragma unroll
+        for (int r = 0; r < R; ++r) dot[r] += qr[r][i] * kf;
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D; ++i) dot += qr[r][i] * kx[kt][i];
 #pragma unroll
         for (int o = 16; o > 0; o /= 2)  // over the key's lanes
-          if (o < lpk) dot += __shfl_xor_sync(kFull, dot, o);
-        s[kt][r] = key[kt] < key_end && key[kt] <= limit[r] ? dot * scale : -INFINITY;
+          if (o < lpk) dot[r] += __shfl_xor_sync(kFull, dot[r], o);
+        s[kt][r] = key[kt] < key_end && key[kt] <= limit[r] ? dot[r] * scale : -INFINITY;
       }
-    float m_step[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float mx = s[0][r];
-#pragma unroll
-      for (int kt = 1; kt < KT; ++kt) mx = fmaxf(mx, s[kt][r]);
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2)  // over the slots
-        if (o >= lpk) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
-      m_step[r] = mx;
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float m_new = fmaxf(m[r], m_step[r]);
+      float m_step = s[0][r];
+#pragma unroll
+      for (int kt = 1; kt < KT; ++kt) m_step = fmaxf(m_step, s[kt][r]);
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2)  // over the slots
+        if (o >= lpk) m_step = fmaxf(m_step, __shfl_xor_sync(kFull, m_step, o));
+      const float m_new = fmaxf(m[r], m_step);
       const float m_ref = m_new == -INFINITY ? 0.0f : m_new;  // no key of this row yet: all terms 0
       const float correction = expf(m[r] - m_ref);            // 0 while m = -inf
       l[r] *= correction;
@@ -205,13 +257,19 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = 0; i < D; ++i) acc[r][i] *= correction;
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
-        const float p = expf(s[kt][r] - m_ref);  // 0 for a masked key
-        l[r] += p;
-#pragma unroll
-        for (int i = 0; i < D; ++i) acc[r][i] += p * vx[kt][i];
+        s[kt][r] = expf(s[kt][r] - m_ref);  // 0 for a masked key
+        l[r] += s[kt][r];
       }
       m[r] = m_new;
     }
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int i = 0; i < D; ++i) {
+        const float vf = vx[kt].at(i);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][i] += s[kt][r] * vf;
+      }
   }
   // The slots' sums (m is the warp's): every lane then holds the warp's l and its dims' acc.
 #pragma unroll
@@ -291,10 +349,10 @@ struct DecodePlan {
   int rows_per_block, row_blocks, n_chunks, chunk_keys;
 };
 
-DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim) {
+DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv) {
   DecodePlan p;
   const int n_rows = n_tokens * (n_head / n_head_kv);
-  p.rows_per_block = decodeRowsPerBlock(head_dim, n_rows);
+  p.rows_per_block = decodeRowsPerBlock(n_rows);
   p.row_blocks = (n_rows + p.rows_per_block - 1) / p.rows_per_block;
   const int n_keys = pos0 + n_tokens;
   const int blocks_y = n_head_kv * p.row_blocks;
@@ -308,33 +366,31 @@ DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv, int hea
   return p;
 }
 
+// The arguments of a decode or prefill launch past the template parameters.
+struct AttentionArgs {
+  const float* q;
+  const __half *k, *v;
+  int pos0, n_tokens, n_head, n_head_kv, head_dim;
+  float scale;
+  float *out, *partial;
+};
+
 template <int VEC, int NV, int R>
-void launchDecodeRows(const DecodePlan& p, int lanes_per_key, const float* q, const float* k, const float* v,
-                      int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim, float scale,
-                      float* out, float* partial, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.n_chunks), static_cast<unsigned>(n_head_kv * p.row_blocks));
-  launchKernel(attentionDecodeKernel<VEC, NV, R>, grid, kThreads, 0, stream, q, k, v, pos0, n_tokens, n_head,
-               n_head_kv, head_dim, scale, lanes_per_key, p.chunk_keys, out, partial);
+void launchDecodeRows(const DecodePlan& p, int lanes_per_key, const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_chunks), static_cast<unsigned>(a.n_head_kv * p.row_blocks));
+  launchKernel(attentionDecodeKernel<VEC, NV, R>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
+               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, lanes_per_key, p.chunk_keys, a.out,
+               a.partial);
 }
 
 template <int VEC, int NV>
-void launchDecode(const DecodePlan& p, int lanes_per_key, const float* q, const float* k, const float* v,
-                  int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim, float scale, float* out,
-                  float* partial, cudaStream_t stream) {
+void launchDecode(const DecodePlan& p, int lanes_per_key, const AttentionArgs& a, cudaStream_t stream) {
   switch (p.rows_per_block) {
-    case 1:
-      return launchDecodeRows<VEC, NV, 1>(p, lanes_per_key, q, k, v, pos0, n_tokens, n_head, n_head_kv,
-                                          head_dim, scale, out, partial, stream);
-    case 2:
-      return launchDecodeRows<VEC, NV, 2>(p, lanes_per_key, q, k, v, pos0, n_tokens, n_head, n_head_kv,
-                                          head_dim, scale, out, partial, stream);
-    case 4:
-      return launchDecodeRows<VEC, NV, 4>(p, lanes_per_key, q, k, v, pos0, n_tokens, n_head, n_head_kv,
-                                          head_dim, scale, out, partial, stream);
+    case 1: return launchDecodeRows<VEC, NV, 1>(p, lanes_per_key, a, stream);
+    case 2: return launchDecodeRows<VEC, NV, 2>(p, lanes_per_key, a, stream);
+    case 4: return launchDecodeRows<VEC, NV, 4>(p, lanes_per_key, a, stream);
+    case 8: return launchDecodeRows<VEC, NV, 8>(p, lanes_per_key, a, stream);
     default:
-      if constexpr (VEC * NV < 8)  // 8 rows only where a lane holds <= 4 dims (decodeRowsPerBlock)
-        return launchDecodeRows<VEC, NV, 8>(p, lanes_per_key, q, k, v, pos0, n_tokens, n_head, n_head_kv,
-                                            head_dim, scale, out, partial, stream);
       throw std::logic_error("attention: no decode kernel for " + std::to_string(p.rows_per_block) + " rows");
   }
 }
@@ -342,12 +398,36 @@ void launchDecode(const DecodePlan& p, int lanes_per_key, const float* q, const 
 // ---------------------------------------------------------------------------
 // Prefill: tiled flash attention
 
+// Cache rows key0 .. key0 + n_keys - 1 of one kv head (`head`: its first row; rows
+// kv_stride halves apart) into shared memory as float: row j at tile + j * stride.
+// pairs (head_dim even, the cache 4-byte aligned): one 4-byte load per two halves.
+__device__ __forceinline__ void stageTile(const __half* head, size_t kv_stride, int key0, int n_keys,
+                                          int head_dim, bool pairs, int stride, float* tile) {
+  if (pairs) {
+    const int n_pairs = head_dim / 2;
+    for (int idx = threadIdx.x; idx < n_keys * n_pairs; idx += kThreads) {
+      const int j = idx / n_pairs, d = 2 * (idx % n_pairs);
+      const uint32_t word =
+          __ldg(reinterpret_cast<const unsigned int*>(head + static_cast<size_t>(key0 + j) * kv_stride + d));
+      tile[j * stride + d] = lowHalf(word);
+      tile[j * stride + d + 1] = highHalf(word);
+    }
+  } else {
+    const auto* bits = reinterpret_cast<const unsigned short*>(head);
+    for (int idx = threadIdx.x; idx < n_keys * head_dim; idx += kThreads) {
+      const int j = idx / head_dim, d = idx % head_dim;
+      tile[j * stride + d] =
+          __half2float(__ushort_as_half(__ldg(bits + static_cast<size_t>(key0 + j) * kv_stride + d)));
+    }
+  }
+}
+
 // NDL: head dims per lane in O += P V (head_dim <= 32 * NDL); RW: rows per warp; BK: keys per tile.
 template <int NDL, int RW, int BK>
 __global__ void __launch_bounds__(kThreads)
-    attentionPrefillKernel(const float* __restrict__ q, const float* __restrict__ k_cache,
-                           const float* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
-                           int n_head_kv, int head_dim, float scale, float* __restrict__ out) {
+    attentionPrefillKernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
+                           const __half* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
+                           int n_head_kv, int head_dim, float scale, bool pairs, float* __restrict__ out) {
   constexpr int BQ = kWarps * RW;           // rows per block
   constexpr int kStride = 32 * NDL + 1;     // shared row capacity (the odd stride used is head_dim | 1)
   constexpr int RS = BQ / 8, KS = BK / 16;  // S = Q K^T: 8 row groups x 16 key groups of threads
@@ -364,8 +444,8 @@ __global__ void __launch_bounds__(kThreads)
   const int kvh = blockIdx.y;
   const int stride = head_dim | 1;
   const size_t kv_stride = static_cast<size_t>(n_head_kv) * head_dim;
-  const float* k_head = k_cache + static_cast<size_t>(kvh) * head_dim;
-  const float* v_head = v_cache + static_cast<size_t>(kvh) * head_dim;
+  const __half* k_head = k_cache + static_cast<size_t>(kvh) * head_dim;
+  const __half* v_head = v_cache + static_cast<size_t>(kvh) * head_dim;
   const int n_keys = pos0 + (imin(row0 + BQ, n_rows) - 1) / group + 1;  // keys of the block's last row
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   auto rowItem = [&](int row) {  // index of row's query in q and out
@@ -393,10 +473,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int key0 = 0; key0 < n_keys; key0 += BK) {
     const int tile_keys = imin(BK, n_keys - key0);
-    for (int idx = threadIdx.x; idx < tile_keys * head_dim; idx += kThreads) {
-      const int j = idx / head_dim, d = idx % head_dim;
-      kv_s[j * stride + d] = __ldg(k_head + static_cast<size_t>(key0 + j) * kv_stride + d);
-    }
+    stageTile(k_head, kv_stride, key0, tile_keys, head_dim, pairs, stride, kv_s);
     __syncthreads();  // K tile (and, the first time, Q) staged
 
     float dot[RS][KS];
@@ -438,10 +515,7 @@ __global__ void __launch_bounds__(kThreads)
     l_run = l_run * correction + sum;
     m_run = m_new;
     if (sm_part == 0) corr_s[sm_row] = correction, l_s[sm_row] = l_run;
-    for (int idx = threadIdx.x; idx < tile_keys * head_dim; idx += kThreads) {
-      const int j = idx / head_dim, d = idx % head_dim;
-      kv_s[j * stride + d] = __ldg(v_head + static_cast<size_t>(key0 + j) * kv_stride + d);
-    }
+    stageTile(v_head, kv_stride, key0, tile_keys, head_dim, pairs, stride, kv_s);
     __syncthreads();  // probabilities, corrections and the V tile ready
 
 #pragma unroll
@@ -482,75 +556,79 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int NDL, int RW, int BK>
-void launchPrefill(const float* q, const float* k, const float* v, int pos0, int n_tokens, int n_head,
-                   int n_head_kv, int head_dim, float scale, float* out, cudaStream_t stream) {
+void launchPrefill(const AttentionArgs& a, bool pairs, cudaStream_t stream) {
   constexpr int BQ = kWarps * RW;
-  const int64_t n_rows = static_cast<int64_t>(n_tokens) * (n_head / n_head_kv);
-  const dim3 grid(static_cast<unsigned>((n_rows + BQ - 1) / BQ), static_cast<unsigned>(n_head_kv));
-  launchKernel(attentionPrefillKernel<NDL, RW, BK>, grid, kThreads, 0, stream, q, k, v, pos0, n_tokens,
-               n_head, n_head_kv, head_dim, scale, out);
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_head_kv);
+  const dim3 grid(static_cast<unsigned>((n_rows + BQ - 1) / BQ), static_cast<unsigned>(a.n_head_kv));
+  launchKernel(attentionPrefillKernel<NDL, RW, BK>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
+               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, pairs, a.out);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+__global__ void storeHalfKernel(const float* __restrict__ src, __half* __restrict__ dst, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i] = __float2half_rn(src[i]);
+}
 
 }  // namespace
+
+void launchStoreHalf(const float* src, __half* dst, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kStoreThreads = 256;
+  const size_t blocks = (n + kStoreThreads - 1) / kStoreThreads;
+  launchKernel(storeHalfKernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kStoreThreads, 0,
+               stream, src, dst, n);
+  checkLaunch("KV cache store kernel");
+}
 
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim) {
   if (n_tokens <= 0 || n_tokens > kDecodeMaxTokens || n_head <= 0 || n_head_kv <= 0 || head_dim <= 0)
     return 0;
-  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv, head_dim);
+  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv);
   if (p.n_chunks == 1) return 0;
   return static_cast<size_t>(n_tokens) * n_head * p.n_chunks * (head_dim + 2) * sizeof(float);
 }
 
-void launchAttention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
                      int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
                      size_t scratch_bytes, cudaStream_t stream) {
   if (n_tokens <= 0) return;
   if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0 || head_dim <= 0 || head_dim > kMaxHeadDim ||
       pos0 < 0)
     throw std::invalid_argument("attention: bad shape");
+  const AttentionArgs a{q,         k_cache,  v_cache, pos0, n_tokens, n_head,
+                        n_head_kv, head_dim, scale,   out,  scratch};
   if (n_tokens > kDecodeMaxTokens) {
+    const bool pairs = head_dim % 2 == 0 && aligned(k_cache, 4) && aligned(v_cache, 4);
     if (head_dim <= 32)
-      launchPrefill<1, 8, 32>(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                              stream);
+      launchPrefill<1, 8, 32>(a, pairs, stream);
     else if (head_dim <= 64)
-      launchPrefill<2, 8, 32>(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                              stream);
+      launchPrefill<2, 8, 32>(a, pairs, stream);
     else if (head_dim <= 128)
-      launchPrefill<4, 8, 32>(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                              stream);
+      launchPrefill<4, 8, 32>(a, pairs, stream);
     else
-      launchPrefill<8, 4, 16>(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                              stream);
+      launchPrefill<8, 4, 16>(a, pairs, stream);
     checkLaunch("attention prefill kernel");
     return;
   }
 
-  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv, head_dim);
+  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv);
   const size_t need = attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, head_dim);
   if (need > 0 && (scratch == nullptr || scratch_bytes < need))
     throw std::invalid_argument("attention: scratch of " + std::to_string(scratch_bytes) + " bytes, " +
                                 std::to_string(need) + " needed");
-  const bool vec4 = head_dim % 4 == 0 && aligned16(q) && aligned16(k_cache) && aligned16(v_cache);
-  if (vec4 && head_dim <= 128)
-    launchDecode<4, 1>(p, pow2Ceil(head_dim / 4), q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv,
-                       head_dim, scale, out, scratch, stream);
-  else if (vec4)
-    launchDecode<4, 2>(p, 32, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                       scratch, stream);
-  else if (head_dim <= 32)
-    launchDecode<1, 1>(p, pow2Ceil(head_dim), q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv,
-                       head_dim, scale, out, scratch, stream);
+  if (head_dim % 8 == 0 && aligned(k_cache, 16) && aligned(v_cache, 16))  // 16-byte loads
+    launchDecode<8, 1>(p, pow2Ceil(head_dim / 8), a, stream);
+  else if (head_dim <= 32)  // 2-byte loads
+    launchDecode<1, 1>(p, pow2Ceil(head_dim), a, stream);
   else if (head_dim <= 64)
-    launchDecode<1, 2>(p, 32, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                       scratch, stream);
+    launchDecode<1, 2>(p, 32, a, stream);
   else if (head_dim <= 128)
-    launchDecode<1, 4>(p, 32, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                       scratch, stream);
+    launchDecode<1, 4>(p, 32, a, stream);
   else
-    launchDecode<1, 8>(p, 32, q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, head_dim, scale, out,
-                       scratch, stream);
+    launchDecode<1, 8>(p, 32, a, stream);
   checkLaunch("attention decode kernel");
   if (p.n_chunks > 1) {
     launchKernel(attentionMergeKernel, static_cast<unsigned>(n_tokens * n_head), kThreads, 0, stream, scratch,

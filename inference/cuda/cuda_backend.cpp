@@ -46,6 +46,8 @@ CudaBackend::CudaBackend() {
     device_memory_ = prop.totalGlobalMem;
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     checkCuda(cudaEventCreateWithFlags(&readback_done_, cudaEventDisableTiming), "cudaEventCreate");
+    for (UploadBuffer& b : uploads_)
+      checkCuda(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
     checkCublas(cublasCreate(&cublas_), "cublasCreate");
     checkCublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 GEMMs (no TF32 tensor-core rounding of the inputs).
@@ -70,6 +72,10 @@ void CudaBackend::release() noexcept {
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
+  for (UploadBuffer& b : uploads_) {
+    if (b.ptr) cudaFreeHost(b.ptr), b.ptr = nullptr;
+    if (b.done) cudaEventDestroy(b.done), b.done = nullptr;
+  }
   if (cublas_) cublasDestroy(cublas_), cublas_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_), stream_ = nullptr;
   cudaGetLastError();  // nothing here may leave an error for the next CUDA user
@@ -118,6 +124,19 @@ void CudaBackend::freeFloats(float* p) {
   freeAfterQueuedWork(p);
 }
 
+KvCache CudaBackend::allocKv(size_t n_elems) {  // [n_elems] halves
+  return {allocFloats((n_elems + 1) / 2), KvType::F16, n_elems};
+}
+
+void CudaBackend::storeKv(const KvCache& dst, size_t first, const float* src, size_t n) {
+  if (dst.type != KvType::F16)
+    throw std::invalid_argument("cuda backend: storeKv: the KV cache must be F16 (allocKv)");
+  if (first > dst.n_elems || n > dst.n_elems - first)
+    throw std::out_of_range("cuda backend: storeKv: elements " + std::to_string(first) + " + " +
+                            std::to_string(n) + " past a cache of " + std::to_string(dst.n_elems));
+  if (n) cuda::launchStoreHalf(src, static_cast<__half*>(dst.data) + first, n, stream_);
+}
+
 // Queued kernels may still read p: wait for them, then free. After a device fault
 // both calls fail; the memory is gone with the context, and the fault has been
 // (or will be) reported by the op that met it, so nothing is thrown here.
@@ -154,6 +173,7 @@ void CudaBackend::releaseWeight(const WeightView& dev) {
   if (it == weights_.end())
     throw std::invalid_argument("cuda backend: releaseWeight of a weight it did not prepare");
   weight_bytes_ -= it->second;
+  device_readable_.erase(it->first);
   freeAfterQueuedWork(it->first);
   weights_.erase(it);
 }
@@ -195,11 +215,30 @@ void CudaBackend::toHost(float* host_dst, const float* src, size_t n) {
 
 void CudaBackend::fromHost(float* dst, const float* host_src, size_t n) {
   if (n == 0) return;
-  checkCuda(cudaMemcpyAsync(dst, host_src, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
-            "cuda backend: fromHost");
-  // A pinned host_src would still be read after an async call returns; the caller
-  // may reuse it at once, so wait.
-  synchronize();
+  upload(dst, host_src, n * sizeof(float), "cuda backend: fromHost");
+}
+
+// The caller may reuse `src` as soon as this returns, and an async copy reads its
+// source only when the stream reaches it: the bytes go through one of kUploadRing
+// pinned buffers, and a buffer is refilled only once its last copy has run (an
+// event, in practice long done: the ring turns over once per several uploads).
+void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* what) {
+  if (bytes == 0) return;
+  UploadBuffer& b = uploads_[next_upload_];
+  next_upload_ = (next_upload_ + 1) % kUploadRing;
+  if (b.pending && cudaEventQuery(b.done) != cudaSuccess) checkCuda(cudaEventSynchronize(b.done), what);
+  b.pending = false;
+  if (b.bytes < bytes) {
+    if (b.ptr) cudaFreeHost(b.ptr);
+    b.ptr = nullptr;
+    b.bytes = 0;
+    b.ptr = cudaHostAllocOrThrow(std::max<size_t>(bytes, 4096), "pinned upload buffer");
+    b.bytes = std::max<size_t>(bytes, 4096);
+  }
+  std::memcpy(b.ptr, src, bytes);
+  checkCuda(cudaMemcpyAsync(dst, b.ptr, bytes, cudaMemcpyHostToDevice, stream_), what);
+  checkCuda(cudaEventRecord(b.done, stream_), what);
+  b.pending = true;
 }
 
 // ---------------------------------------------------------------------------
@@ -219,6 +258,11 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
                                 std::to_string(w.row_bytes) + "-byte row layout");
   // A kernel reading pageable host memory would kill the CUDA context; refuse it
   // with a message instead (pinned host memory is device-readable and allowed).
+  // Asked once per address: prepared weights and cache slots keep theirs.
+  {
+    std::lock_guard lock(alloc_mu_);
+    if (device_readable_.count(w.data)) return;
+  }
   cudaPointerAttributes attr{};
   checkCuda(cudaPointerGetAttributes(&attr, w.data), "cudaPointerGetAttributes");
   const bool pageable = attr.type == cudaMemoryTypeUnregistered;
@@ -228,6 +272,8 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
     throw std::invalid_argument(std::string("cuda backend: ") + op + ": weight data is " +
                                 (pageable ? "pageable" : "unmapped pinned") +
                                 " host memory (prepareWeight it, or use a device expert cache)");
+  std::lock_guard lock(alloc_mu_);
+  device_readable_.insert(w.data);
 }
 
 void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_tokens,
@@ -239,11 +285,7 @@ void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_to
       throw std::out_of_range("cuda backend: embed: token id " + std::to_string(tokens[t]) + " outside [0, " +
                               std::to_string(table.rows) + ")");
   auto* dev_tokens = static_cast<int32_t*>(scratch(tokens_, n_tokens * sizeof(int32_t), "token ids"));
-  checkCuda(cudaMemcpyAsync(dev_tokens, tokens, n_tokens * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
-            "cuda backend: embed: upload of token ids");
-  // An async copy from pageable memory is only guaranteed to have read it once the
-  // stream reaches it; the caller may reuse `tokens` at once (one wait per step).
-  synchronize();
+  upload(dev_tokens, tokens, n_tokens * sizeof(int32_t), "cuda backend: embed: upload of token ids");
   cuda::launchEmbed(elemType(table.type, "embed"), table.data, table.row_bytes, table.cols, dev_tokens,
                     n_tokens, out, stream_);
 }
@@ -385,9 +427,7 @@ const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int 
   auto* dev = static_cast<float*>(scratch(rope_cs_, n * sizeof(float), "rope table"));
   // Invalidate before the copy: if it throws, the cache must not claim the new key.
   rope_positions_.clear();
-  checkCuda(cudaMemcpyAsync(dev, rope_host_.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_),
-            "cuda backend: rope table upload");
-  synchronize();  // rope_host_ is rewritten by the next new table (once per step)
+  upload(dev, rope_host_.data(), n * sizeof(float), "cuda backend: rope table upload");
   rope_positions_.assign(positions, positions + n_tokens);
   rope_n_rot_ = n_rot;
   rope_base_ = freq_base;
@@ -404,7 +444,7 @@ void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_
   cuda::launchRope(x, n_tokens, n_heads, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
 }
 
-void CudaBackend::attention(const float* q, const float* k_cache, const float* v_cache, int pos0,
+void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,
                             int n_tokens, const AttentionShape& shape, float* out) {
   const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
   if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
@@ -414,11 +454,17 @@ void CudaBackend::attention(const float* q, const float* k_cache, const float* v
   if (hd > cuda::kMaxHeadDim)
     throw std::invalid_argument("cuda backend: attention: head_dim " + std::to_string(hd) +
                                 " above the supported " + std::to_string(cuda::kMaxHeadDim));
+  if (k_cache.type != KvType::F16 || v_cache.type != KvType::F16)
+    throw std::invalid_argument("cuda backend: attention: the KV cache must be F16 (allocKv)");
+  if (!kvHoldsRows(k_cache, pos0, n_tokens, shape) || !kvHoldsRows(v_cache, pos0, n_tokens, shape))
+    throw std::out_of_range("cuda backend: attention: rows up to " + std::to_string(pos0 + n_tokens) +
+                            " past the KV cache");
   const size_t scratch_bytes = cuda::attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, hd);
   auto* partials =
       scratch_bytes ? static_cast<float*>(scratch(attn_, scratch_bytes, "attention partials")) : nullptr;
-  cuda::launchAttention(q, k_cache, v_cache, pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, out,
-                        partials, scratch_bytes, stream_);
+  cuda::launchAttention(q, static_cast<const __half*>(k_cache.data), static_cast<const __half*>(v_cache.data),
+                        pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, out, partials, scratch_bytes,
+                        stream_);
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {

@@ -44,6 +44,10 @@ class CudaBackend final : public Backend {
 
   float* allocFloats(size_t n) override;  // zero-filled device memory
   void freeFloats(float* p) override;
+  // The KV cache is F16 (attention reads only F16): n_elems halves in allocFloats
+  // memory, freed by the default freeKv. storeKv rounds to nearest even on the device.
+  KvCache allocKv(size_t n_elems) override;
+  void storeKv(const KvCache& dst, size_t first, const float* src, size_t n) override;
   WeightView prepareWeight(const WeightView& host) override;
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
@@ -52,7 +56,7 @@ class CudaBackend final : public Backend {
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
-  void attention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+  void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,
                  const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, size_t n) override;
   void add(float* y, const float* x, size_t n) override;
@@ -91,6 +95,9 @@ class CudaBackend final : public Backend {
   // Copies n bytes of device memory to host_dst through the pinned buffer, waiting
   // on an event recorded after the copy.
   void readBack(void* host_dst, const void* src, size_t bytes);
+  // Copies bytes of host memory to device memory at dst, asynchronously; src may
+  // be reused when it returns.
+  void upload(void* dst, const void* src, size_t bytes, const char* what);
   // Quantises x ([n_tokens][w.cols]) for weights of w's type into act_ and returns
   // what the matvec reads (x itself for float-typed weights).
   const void* activationsFor(const WeightView& w, const float* x, int n_tokens);
@@ -107,15 +114,27 @@ class CudaBackend final : public Backend {
   size_t device_memory_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::mutex alloc_mu_;  // allocations_ and weights_: a model may load on another thread
+  mutable std::mutex
+      alloc_mu_;  // allocations_, weights_, device_readable_: a model may load on another thread
   std::unordered_set<float*> allocations_;
   std::unordered_map<uint8_t*, size_t> weights_;  // device copy -> bytes
+  // Weight addresses found device-readable (cudaPointerGetAttributes once, not per call).
+  mutable std::unordered_set<const void*> device_readable_;
   size_t weight_bytes_ = 0;
   Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
   Scratch attn_;  // attention's per-chunk partials (decode)
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   cudaEvent_t readback_done_ = nullptr;
+  struct UploadBuffer {
+    void* ptr = nullptr;  // pinned
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // recorded after the buffer's last copy
+    bool pending = false;
+  };
+  static constexpr int kUploadRing = 4;
+  UploadBuffer uploads_[kUploadRing];
+  int next_upload_ = 0;
   MatmulTraffic traffic_;
   // The rope table of the last call: every layer's q and k rotate by the same positions.
   std::vector<int32_t> rope_positions_;

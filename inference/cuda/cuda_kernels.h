@@ -4,6 +4,7 @@
 // Kept free of project headers so the .cu files compile on their own.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -81,11 +82,16 @@ void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, in
 // rotated pair, computed on the host exactly as the CPU backend computes them.
 void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,
                 cudaStream_t stream);
-// Causal GQA attention; see Backend::attention. head_dim <= kMaxHeadDim. scratch: device
-// memory of at least attentionScratchBytes(shape) bytes (the decode's per-chunk partials;
-// nullptr when that is 0), not used by other work until this attention has run.
+// The F16 KV cache (cuda_attention.cu). dst[i] = src[i] rounded to half (nearest
+// even; beyond 65504 in magnitude: infinity), i < n.
+void launchStoreHalf(const float* src, __half* dst, size_t n, cudaStream_t stream);
+// Causal GQA attention; see Backend::attention. q, out: [n_tokens][n_head][head_dim]
+// float; k_cache, v_cache: [n_ctx][n_head_kv][head_dim] half. head_dim <= kMaxHeadDim.
+// scratch: device memory of at least attentionScratchBytes(shape) bytes (the decode's
+// per-chunk partials; nullptr when that is 0), not used by other work until this
+// attention has run.
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim);
-void launchAttention(const float* q, const float* k_cache, const float* v_cache, int pos0, int n_tokens,
+void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
                      int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
                      size_t scratch_bytes, cudaStream_t stream);
 

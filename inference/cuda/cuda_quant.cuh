@@ -246,7 +246,8 @@ __device__ __forceinline__ void rowDot(const uint8_t* row, const ActRows& a, con
     }
   }
 #pragma unroll
-  for (int i = 0; i < NT; ++i) acc[i] = warpSum(acc[i]);
+  for (int i = 0; i < NT; ++i)
+    if (i < nt) acc[i] = warpSum(acc[i]);  // nt is the same in every lane: the shuffles stay whole-warp
 }
 
 }  // namespace moe::cuda

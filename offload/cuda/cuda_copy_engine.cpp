@@ -7,6 +7,7 @@
 namespace moe {
 
 CudaCopyEngine::CudaCopyEngine() {
+  checkCuda(cudaGetDevice(&device_), "cudaGetDevice (copy engine)");
   checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)");
 }
 
@@ -30,8 +31,16 @@ cudaEvent_t CudaCopyEngine::takeEventLocked() {
   return e;
 }
 
+void CudaCopyEngine::bindThread() const {
+  thread_local int bound = -1;
+  if (bound == device_) return;
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice (copy thread)");
+  bound = device_;
+}
+
 CopyTicket CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
   if (n == 0) return 0;
+  bindThread();
   const auto b = reinterpret_cast<uintptr_t>(dst);
   std::lock_guard lock(mutex_);
   checkCuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (expert chunk)");

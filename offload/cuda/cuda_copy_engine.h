@@ -33,6 +33,8 @@ namespace moe {
 
 class CudaCopyEngine final : public CopyEngine {
  public:
+  // Copies to the calling thread's current device (the compute device): copyAsync
+  // binds whichever thread calls it (the transfer worker's) to that device first.
   CudaCopyEngine();
   ~CudaCopyEngine() override;
   CudaCopyEngine(const CudaCopyEngine&) = delete;
@@ -71,6 +73,10 @@ class CudaCopyEngine final : public CopyEngine {
   void recordRangeLocked(uintptr_t b, uintptr_t e);
   void reapTicketsLocked();  // recycles the events of completed tickets, oldest first; never blocks
 
+  // Binds the calling thread to device_ (cudaSetDevice), once per thread.
+  void bindThread() const;
+
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   mutable std::mutex mutex_;
   std::map<uintptr_t, Record> records_;  // by destination start

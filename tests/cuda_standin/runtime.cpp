@@ -192,21 +192,32 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return d.device_count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
 }
 
+int& cudastandin::detail::currentDevice() {
+  thread_local int current = 0;
+  return current;
+}
+
 cudaError_t cudaGetDevice(int* dev) {
   if (!dev) return fail(cudaErrorInvalidValue);
-  *dev = 0;
+  *dev = currentDevice();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int dev) {
   Device& d = device();
   std::lock_guard lock(d.mu);
-  return dev >= 0 && dev < d.device_count ? cudaSuccess : fail(cudaErrorInvalidDevice);
+  if (dev < 0 || dev >= d.device_count) return fail(cudaErrorInvalidDevice);
+  currentDevice() = dev;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev) {
   if (!prop) return fail(cudaErrorInvalidValue);
-  if (cudaSetDevice(dev) != cudaSuccess) return cudaErrorInvalidDevice;
+  {
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    if (dev < 0 || dev >= d.device_count) return fail(cudaErrorInvalidDevice);
+  }
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "CUDA stand-in (CPU)");
   {

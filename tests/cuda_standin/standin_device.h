@@ -29,26 +29,37 @@ struct Allocation {
 // stream really is asynchronous to the host (and to other streams).
 class Stream {
  public:
-  Stream();
+  // device: the device the creating thread was bound to (cudaSetDevice); -1 for the
+  // default stream, which serves whichever device the calling thread is bound to.
+  explicit Stream(int device = -1);
   ~Stream();  // runs what is queued, then joins
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
   void enqueue(std::function<void()> op);
+  // An operation that runs even after a fault: an event's completion, so that a
+  // recover()ed device has no event left waiting for work that was dropped (while
+  // the fault stands, every wait returns the error anyway).
+  void enqueueMarker(std::function<void()> op);
   void synchronize();  // until every queued operation has run
   bool idle();
 
   struct Counts {
-    std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, bytes_h2d{0}, bytes_d2h{0},
-        bytes_d2d{0}, copies{0};
+    std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, wrong_device_ops{0},
+        bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0}, copies{0};
   } counts;
   StreamCounters snapshot() const;
+  const int device;
 
  private:
   void run();
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Op {
+    std::function<void()> run;
+    bool marker = false;
+  };
+  std::deque<Op> queue_;
   bool busy_ = false, stopping_ = false;
   std::thread thread_;
 };
@@ -104,6 +115,9 @@ class Device {
 // The device, created on first use and never destroyed (stream threads may
 // outlive static destruction).
 Device& device();
+
+// The device the calling thread is bound to (cudaSetDevice; 0 until set), as in CUDA.
+int& currentDevice();
 
 // The calling thread's last error (cudaGetLastError).
 cudaError_t& lastError();

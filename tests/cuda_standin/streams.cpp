@@ -18,7 +18,7 @@ void simulateLatency(const std::atomic<int>& micros) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
-Stream::Stream() : thread_([this] { run(); }) {}
+Stream::Stream(int dev) : device(dev), thread_([this] { run(); }) {}
 
 Stream::~Stream() {
   {
@@ -30,9 +30,19 @@ Stream::~Stream() {
 }
 
 void Stream::enqueue(std::function<void()> op) {
+  if (device >= 0 && currentDevice() != device)
+    counts.wrong_device_ops.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(std::move(op));
+    queue_.push_back({std::move(op), false});
+  }
+  work_cv_.notify_one();
+}
+
+void Stream::enqueueMarker(std::function<void()> op) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back({std::move(op), true});
   }
   work_cv_.notify_one();
 }
@@ -49,7 +59,7 @@ bool Stream::idle() {
 
 void Stream::run() {
   for (;;) {
-    std::function<void()> op;
+    Op op;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
@@ -58,8 +68,8 @@ void Stream::run() {
       queue_.pop_front();
       busy_ = true;
     }
-    if (sticky() == cudaSuccess) op();  // a faulted device runs nothing more
-    op = nullptr;
+    if (op.marker || sticky() == cudaSuccess) op.run();  // a faulted device runs nothing more
+    op.run = nullptr;
     {
       std::lock_guard lock(mu_);
       busy_ = false;
@@ -73,6 +83,7 @@ StreamCounters Stream::snapshot() const {
   c.kernel_launches = counts.kernel_launches.load();
   c.host_syncs = counts.host_syncs.load();
   c.stream_syncs = counts.stream_syncs.load();
+  c.wrong_device_ops = counts.wrong_device_ops.load();
   c.bytes_h2d = counts.bytes_h2d.load();
   c.bytes_d2h = counts.bytes_d2h.load();
   c.bytes_d2d = counts.bytes_d2d.load();
@@ -124,7 +135,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
     std::lock_guard lock(d.mu);
     if (Device::countdown(d.fail_stream_at)) return fail(cudaErrorMemoryAllocation);
   }
-  auto* s = new Stream;
+  auto* s = new Stream(currentDevice());
   std::lock_guard lock(d.mu);
   d.streams.insert(s);
   *stream = reinterpret_cast<cudaStream_t>(s);
@@ -210,7 +221,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     number = ++state->recorded;
     state->last_stream = &s;
   }
-  s.enqueue([state, number] {
+  s.enqueueMarker([state, number] {
     Device& dev = device();
     std::lock_guard lock(dev.event_mu);
     if (number > state->completed) {

@@ -3,14 +3,21 @@
 // chunks across blocks, one block per kv head for all the heads of its GQA group,
 // then a merge of the chunks) and the tiled prefill (more tokens), over MHA and GQA
 // 4:1 and 8:1, head_dim 16 .. 256 (odd ones included), contexts 1 .. 4,096.
+// The GPU's KV cache is F16: K and V go in through storeKv (rounded to nearest
+// even); the CPU reference gets the same K and V rounded to half on the host, in an
+// F32 cache, so both sides attend over identical values.
 // Error = max |gpu - cpu| / max |cpu| (relMaxDiff; NaN or infinity counts as 1e30).
-// Tolerance 1e-5, and why: both sides compute the same float softmax; the GPU's is
-// online (running max and sum, rescaled per key step, per warp and per chunk) where
-// the CPU's is two-pass, and sums in another order, so they differ only by rounding:
-// a few ulps (2^-24 ~ 6e-8) of the output's scale times ~sqrt(number of terms),
-// under 1e-6 here. A wrong index, GQA mapping, chunk merge or causal mask gives
-// errors of 1e-4 (one extra key of 4,096) to 1: the cache rows past each query's
-// causal range hold random values, so reading one of them fails.
+// Tolerance 1e-5, and why: both sides compute the same float softmax over the same
+// (half-valued) K and V; the GPU's is online (running max and sum, rescaled per key
+// step, per warp and per chunk) where the CPU's is two-pass, and sums in another
+// order, so they differ only by rounding: a few ulps (2^-24 ~ 6e-8) of the output's
+// scale times ~sqrt(number of terms), under 1e-6 here. A wrong index, GQA mapping,
+// chunk merge, causal mask or half decoding gives errors of 1e-4 (one extra key of
+// 4,096) to 1: the cache rows past each query's causal range hold random values, so
+// reading one of them fails. (Against the unrounded K and V the error is that of half
+// rounding itself: up to 5e-4 here.)
+// kvCacheIsHalf checks that the cache holds 2-byte IEEE halves, rounded to nearest
+// even, bit for bit.
 // Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
 // (tests/gpu/gpu_check.h) so it builds on the GPU machine.
 
@@ -25,10 +32,14 @@
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
+#include "models/quant.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"
 #include "inference/cuda/cuda_kernels.h"
+#endif
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
 #endif
 
 using moe::AttentionShape;
@@ -79,9 +90,31 @@ struct DeviceFloats {
   }
 };
 
+// A KV cache of the backend's type (allocKv), freed with it; `offset` elements of
+// padding in front make the view start unaligned (the kernels' 2-byte-load fallback).
+struct DeviceKv {
+  Backend& be;
+  moe::KvCache base, view;
+  DeviceKv(Backend& b, size_t count, size_t offset = 0) : be(b), base(b.allocKv(count + offset)), view(base) {
+    view.data = static_cast<char*>(base.data) + offset * moe::kvTypeBytes(base.type);
+    view.n_elems = count;
+  }
+  // The cache holding `host`, stored through storeKv (rounded to the cache's type).
+  DeviceKv(Backend& b, const std::vector<float>& host, size_t offset = 0) : DeviceKv(b, host.size(), offset) {
+    DeviceFloats staged(be, host);
+    be.storeKv(view, 0, staged.p, host.size());
+  }
+  ~DeviceKv() {
+    try {
+      be.freeKv(base);
+    } catch (...) {  // as DeviceFloats
+    }
+  }
+};
+
 struct Case {
   int n_head, n_head_kv, head_dim, pos0, n_tokens;
-  size_t misalign = 0;  // floats of offset of q, k, v and out
+  size_t misalign = 0;  // elements of offset of q, k, v and out
 };
 
 std::string describe(const Case& c) {
@@ -98,11 +131,13 @@ double attentionError(const Case& c, uint32_t seed) {
   const auto v = randomFloats(size_t(n_ctx) * kv_width, seed + 1);
   const auto q = randomFloats(size_t(c.n_tokens) * c.n_head * c.head_dim, seed + 2, -2.0f, 2.0f);
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+  // The reference attends over what the GPU's F16 cache holds.
+  auto k_half = roundedToHalf(k), v_half = roundedToHalf(v);
   std::vector<float> want(q.size());
-  cpu_->attention(q.data(), k.data(), v.data(), c.pos0, c.n_tokens, shape, want.data());
-  DeviceFloats dq(*gpu_, q, c.misalign), dk(*gpu_, k, c.misalign), dv(*gpu_, v, c.misalign),
-      dout(*gpu_, q.size(), c.misalign);
-  gpu_->attention(dq.p, dk.p, dv.p, c.pos0, c.n_tokens, shape, dout.p);
+  cpu_->attention(q.data(), hostKv(k_half), hostKv(v_half), c.pos0, c.n_tokens, shape, want.data());
+  DeviceFloats dq(*gpu_, q, c.misalign), dout(*gpu_, q.size(), c.misalign);
+  DeviceKv dk(*gpu_, k, c.misalign), dv(*gpu_, v, c.misalign);
+  gpu_->attention(dq.p, dk.view, dv.view, c.pos0, c.n_tokens, shape, dout.p);
   return relMaxDiff(dout.read(), want);
 }
 
@@ -145,20 +180,21 @@ TEST_CASE(decodeChunking) {
 TEST_CASE(decode) {
   std::vector<Case> cases;
   for (int ctx : {1, 2, 31, 1000}) {
-    cases.push_back({8, 2, 128, ctx - 1, 1});  // GQA 4:1, float4 loads, 32 lanes a key
-    cases.push_back({8, 1, 64, ctx - 1, 1});   // GQA 8:1, 16 lanes a key (two keys per warp step)
-    cases.push_back({4, 4, 80, ctx - 1, 1});   // MHA, 20 of 32 lanes
-    cases.push_back({8, 2, 33, ctx - 1, 1});   // odd head_dim: scalar loads
-    cases.push_back({8, 1, 256, ctx - 1, 1});  // largest head_dim, 8:1 over two row blocks
+    cases.push_back({8, 2, 128, ctx - 1, 1});  // GQA 4:1, 16-byte loads, 16 lanes a key
+    cases.push_back({8, 1, 64, ctx - 1, 1});   // GQA 8:1, 8 lanes a key (four keys per warp step)
+    cases.push_back({4, 4, 80, ctx - 1, 1});   // MHA, 10 of 16 lanes
+    cases.push_back({8, 2, 33, ctx - 1, 1});   // odd head_dim: 2-byte loads
+    cases.push_back({8, 1, 256, ctx - 1, 1});  // largest head_dim (32 lanes a key), 8:1 in one block
   }
   cases.push_back({8, 2, 128, 4095, 1});
   cases.push_back({8, 1, 64, 4095, 1});
   cases.push_back({4, 4, 80, 4095, 1});
   cases.push_back({4, 2, 33, 4095, 1});
   cases.push_back({4, 1, 256, 4095, 1});
-  cases.push_back({2, 1, 16, 4095, 1});     // 4 lanes a key: 8 keys per warp step
-  cases.push_back({8, 2, 128, 999, 1, 1});  // unaligned pointers: scalar loads
-  cases.push_back({4, 1, 12, 700, 1});      // head_dim 12: 4 lanes of float4
+  cases.push_back({2, 1, 16, 4095, 1});     // 2 lanes a key: 16 keys per warp step
+  cases.push_back({8, 2, 128, 999, 1, 1});  // unaligned pointers: 2-byte loads
+  cases.push_back({4, 1, 12, 700, 1});      // head_dim 12 (not a multiple of 8): 2-byte loads
+  cases.push_back({32, 4, 128, 4095, 1});   // GQA 8:1 at head_dim 128 (as Qwen3-30B-A3B): 8 rows a block
   runCases(cases);
 }
 
@@ -193,16 +229,80 @@ TEST_CASE(prefill) {
       {8, 2, 64, 100, 256},
       {4, 1, 128, 0, 256},
       {2, 2, 256, 20, 256},
-      {8, 2, 128, 0, 5},  // the first token count past the decode path
+      {8, 2, 128, 0, 5},      // the first token count past the decode path
+      {8, 2, 128, 9, 37, 1},  // unaligned K/V: one half per load instead of pairs
   });
 }
 
 TEST_CASE(rejectsBadShapes) {
   DeviceFloats d(*gpu_, 600);
+  DeviceKv kv(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 300, 0.1f};
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, too_wide, d.p));
+  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, too_wide, d.p));
   const AttentionShape uneven{6, 4, 16, 0.25f};  // 6 heads do not share 4 kv heads evenly
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, d.p, d.p, 0, 1, uneven, d.p));
+  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, uneven, d.p));
+  // 600 elements hold 37 rows of 16: a query at position 37 needs 38.
+  const AttentionShape fits{1, 1, 16, 0.25f};
+  gpu_->attention(d.p, kv.view, kv.view, 36, 1, fits, d.p);
+  CHECK_THROWS(std::out_of_range, gpu_->attention(d.p, kv.view, kv.view, 37, 1, fits, d.p));
+  // The kernels read only F16 caches; an F32 one (device floats) is refused.
+  const moe::KvCache f32{d.p, moe::KvType::F32, 600};
+  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, f32, f32, 0, 1, fits, d.p));
+  CHECK_THROWS(std::invalid_argument, gpu_->storeKv(f32, 0, d.p, 16));
+  CHECK_THROWS(std::out_of_range, gpu_->storeKv(kv.view, 590, d.p, 16));
+}
+
+// The cache holds 2-byte halves: allocKv's type and device bytes, and storeKv's
+// bits read back raw, against the host's round-to-nearest-even conversion
+// (quant::fp32ToFp16) on ties, subnormals, overflow, signed zero and random values.
+TEST_CASE(kvCacheIsHalf) {
+  std::vector<float> values = {
+      1.0f + 0x1p-11f,         // halfway between 1 and its successor: ties to even, 1
+      1.0f + 3 * 0x1p-11f,     // halfway, ties to even: up to 1 + 2^-9
+      -(1.0f + 0x1p-11f),      // the same, negative
+      1.0f + 0x1.000002p-11f,  // just past halfway: up
+      65504.0f,                // the largest half
+      65519.0f,                // rounds down to 65504
+      65520.0f,                // halfway to 65536: rounds to infinity
+      -1e6f,                   // overflow: -infinity
+      0x1p-24f,                // the smallest subnormal
+      0x1p-25f,                // halfway to it: ties to even, 0
+      0x1.8p-25f,              // past halfway: the smallest subnormal
+      0x1.ffep-15f,            // past halfway from the largest subnormal: the smallest normal
+      -0.0f,
+      0.0f,
+  };
+  const auto random = randomFloats(1000, 7, -300.0f, 300.0f);
+  values.insert(values.end(), random.begin(), random.end());
+  if (values.size() % 2) values.push_back(0.5f);  // whole floats for the raw read-back
+
+  const size_t first = 6, n_elems = first + values.size() + 4;  // untouched elements either side
+#if MOECHAT_CUDA_STANDIN
+  const uint64_t before = cudastandin::totals().bytes_allocated;
+#endif
+  DeviceKv kv(*gpu_, n_elems);
+  CHECK(kv.view.type == moe::KvType::F16);
+  CHECK_EQ(kv.view.n_elems, n_elems);
+#if MOECHAT_CUDA_STANDIN
+  CHECK_EQ(cudastandin::totals().bytes_allocated - before, uint64_t(n_elems * 2));  // n_elems is even
+#endif
+  DeviceFloats src(*gpu_, values);
+  gpu_->storeKv(kv.view, first, src.p, values.size());
+
+  std::vector<uint16_t> bits(n_elems);  // the cache's bytes, read as floats' worth
+  gpu_->toHost(reinterpret_cast<float*>(bits.data()), static_cast<const float*>(kv.view.data), n_elems / 2);
+  std::string mismatches;
+  for (size_t i = 0; i < n_elems; ++i) {
+    const bool stored = i >= first && i < first + values.size();
+    const uint16_t want = stored ? moe::quant::fp32ToFp16(values[i - first]) : 0;
+    if (bits[i] != want)
+      mismatches += gpu_check::format("\n   element %zu (%a): 0x%04x, want 0x%04x", i,
+                                      stored ? double(values[i - first]) : 0.0, bits[i], want);
+  }
+  CHECK_MSG(mismatches.empty(), "stored halves differ:" + mismatches);
+  CHECK_EQ(bits[first + 0], uint16_t(0x3c00));   // 1.0: the tie went to even
+  CHECK_EQ(bits[first + 6], uint16_t(0x7c00));   // infinity
+  CHECK_EQ(bits[first + 11], uint16_t(0x0400));  // the smallest normal
 }
 
 #else  // built without CUDA: the whole suite reports skipped

@@ -26,6 +26,9 @@
 #include "offload/cuda/cuda_host_memory.h"
 #include "offload/cuda/cuda_slot_memory.h"
 #endif
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
+#endif
 
 #if MOECHAT_HAVE_CUDA
 namespace {
@@ -234,6 +237,29 @@ TEST_CASE(bandwidthProbe) {
   CHECK(best > 0.0);
   INFO("pinned H2D bandwidth: %.1f GB/s", best);
 }
+
+#if MOECHAT_CUDA_STANDIN
+// On a machine with two GPUs, the model computes on device 1: the copy engine made
+// there must queue its copies on device 1 from the transfer worker's thread too
+// (a new thread is bound to device 0). The stand-in counts operations queued to a
+// stream from a thread bound to another device.
+TEST_CASE(copyThreadBindsToTheComputeDevice) {
+  cudastandin::setDeviceCount(2);
+  moe::checkCuda(cudaSetDevice(1), "cudaSetDevice");
+  {
+    moe::CudaCopyEngine engine;
+    void* dst = moe::cudaMallocOrThrow(4096, "test slot");
+    Pinned src(4096);
+    const uint64_t before = cudastandin::totals().all.wrong_device_ops;
+    std::thread worker([&] { engine.copy(dst, src.p, 4096); });
+    worker.join();
+    CHECK_EQ(cudastandin::totals().all.wrong_device_ops - before, uint64_t(0));
+    cudaFree(dst);
+  }
+  moe::checkCuda(cudaSetDevice(0), "cudaSetDevice");
+  cudastandin::setDeviceCount(1);
+}
+#endif
 
 #else  // built without CUDA: the whole case reports skipped
 

@@ -5,6 +5,7 @@
 // experts; logits must match the CPU backend with every expert resident, and the
 // engine must really have copied. Also: what the CUDA path refuses, and
 // EngineSession wiring it up. Skipped as a whole without a CUDA device.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -54,6 +55,16 @@ Run runSteps(moe::Transformer& tf, int n_vocab) {
 
 std::unique_ptr<moe::Backend> gpu_, cpu_;  // made in initTestCase
 
+// Logits against the CPU backend, relMaxDiff. The GPU's KV cache is F16 (K and V
+// rounded to half, relative error up to 2^-11), the CPU's F32, so attention outputs
+// differ by ~1e-4 relative; where a matrix is quantised (deepseek: Q4_0 experts, Q8_0
+// matrices) that also moves activations across rounding boundaries of their 8-bit
+// quantisation (a step of 1/127 of the block's scale). Measured (stand-in): deepseek
+// 9.7e-3, qwen3moe 5.5e-4, the demo 1.4e-4, olmoe 1.1e-4; with both caches F32 all
+// were < 1e-6.
+constexpr double kLogitsBound = 1e-3;           // float-typed weights (F32, F16, BF16)
+constexpr double kLogitsBoundQuantised = 3e-2;  // quantised weights
+
 }  // namespace
 
 TEST_CASE(initTestCase) {
@@ -67,6 +78,7 @@ TEST_CASE(initTestCase) {
 }
 
 TEST_CASE(policiesMatchCpu) {
+  double worst = 0;
   for (const std::string arch : {"qwen3moe", "olmoe", "deepseek"}) {
     const auto bytes = moe::synth::buildModel(moe::synth::tinySpec(arch)).toBytes();
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
@@ -76,6 +88,7 @@ TEST_CASE(policiesMatchCpu) {
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const int total = moe::OffloadEngine::routedExperts(*gpu_model);
+    const double bound = arch == "deepseek" ? kLogitsBoundQuantised : kLogitsBound;
     for (auto policy :
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
       for (int n_slots : {3, total / 2}) {
@@ -94,7 +107,8 @@ TEST_CASE(policiesMatchCpu) {
         engine.waitIdle();
         for (size_t i = 0; i < want.logits.size(); ++i) {
           const double err = relMaxDiff(got.logits[i], want.logits[i]);
-          CHECK_MSG(err < 1e-4, what + gpu_check::format(" step %zu: err %g", i, err));
+          CHECK_MSG(err < bound, what + gpu_check::format(" step %zu: err %g", i, err));
+          worst = std::max(worst, err);
         }
         const auto s = engine.snapshot();
         CHECK_MSG(s.bytes_h2d > 0, what);
@@ -107,6 +121,7 @@ TEST_CASE(policiesMatchCpu) {
       }
     }
   }
+  INFO("largest error %g", worst);
 }
 
 // cpu-experts on a GPU: the misses the CPU rule picks run on a CPU backend (the
@@ -134,10 +149,13 @@ TEST_CASE(cpuExpertsOnTheHost) {
     const Run got = runSteps(tf, gpu_model->config().n_vocab);
     engine.waitIdle();
     const std::string what = moe::policyName(policy);
+    double worst = 0;
     for (size_t i = 0; i < want.logits.size(); ++i) {
       const double err = relMaxDiff(got.logits[i], want.logits[i]);
-      CHECK_MSG(err < 1e-4, what + gpu_check::format(" step %zu: err %g", i, err));
+      CHECK_MSG(err < kLogitsBound, what + gpu_check::format(" step %zu: err %g", i, err));  // qwen3moe: BF16
+      worst = std::max(worst, err);
     }
+    INFO("%s: largest error %g", what.c_str(), worst);
     const auto s = engine.snapshot();
     CHECK_MSG(s.cpu_computed > 0, what + ": the CPU computed no expert");
     CHECK_MSG(s.bytes_h2d > 0, what + ": nothing was copied");
@@ -173,10 +191,13 @@ TEST_CASE(sessionOnCuda) {
   const int n_vocab = cpu.model().config().n_vocab;
   const Run want = runSteps(cpu.transformer(), n_vocab);
   const Run got = runSteps(gpu.transformer(), n_vocab);
+  double worst = 0;
   for (size_t i = 0; i < want.logits.size(); ++i) {
     const double err = relMaxDiff(got.logits[i], want.logits[i]);
-    CHECK_MSG(err < 1e-4, gpu_check::format("step %zu: err %g", i, err));
+    CHECK_MSG(err < kLogitsBound, gpu_check::format("step %zu: err %g", i, err));  // the demo: F16
+    worst = std::max(worst, err);
   }
+  INFO("largest error %g", worst);
   CHECK(gpu.offloadSnapshot().bytes_h2d > 0);
   CHECK_EQ(gpu.offload().predictorName(), std::string("skip-gate"));
 }

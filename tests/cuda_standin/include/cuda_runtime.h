@@ -29,6 +29,13 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+// The same for 16 bytes of other data (eight halves of an F16 KV cache row).
+struct alignas(16) uint4 {
+  unsigned int x, y, z, w;
+};
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+  return uint4{x, y, z, w};
+}
 
 enum cudaError {
   cudaSuccess = 0,

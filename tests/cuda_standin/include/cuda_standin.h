@@ -16,15 +16,19 @@ struct StreamCounters {
   uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued
   uint64_t host_syncs = 0;       // host waits: stream/event/device synchronise, synchronous copies
   uint64_t stream_syncs = 0;     // of those, waits for a whole stream (all but event waits)
-  uint64_t bytes_h2d = 0;        // host -> device copies
-  uint64_t bytes_d2h = 0;        // device -> host copies
-  uint64_t bytes_d2d = 0;        // device -> device copies
-  uint64_t copies = 0;           // copy calls of any direction
+  // Operations queued from a thread bound (cudaSetDevice) to another device than the
+  // stream's: on a machine with several GPUs, work the runtime would reject or misplace.
+  uint64_t wrong_device_ops = 0;
+  uint64_t bytes_h2d = 0;  // host -> device copies
+  uint64_t bytes_d2h = 0;  // device -> host copies
+  uint64_t bytes_d2d = 0;  // device -> device copies
+  uint64_t copies = 0;     // copy calls of any direction
 
   StreamCounters& operator+=(const StreamCounters& o) {
     kernel_launches += o.kernel_launches;
     host_syncs += o.host_syncs;
     stream_syncs += o.stream_syncs;
+    wrong_device_ops += o.wrong_device_ops;
     bytes_h2d += o.bytes_h2d;
     bytes_d2h += o.bytes_d2h;
     bytes_d2d += o.bytes_d2d;
