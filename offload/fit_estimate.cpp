@@ -8,12 +8,16 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   FitEstimate f;
   f.vram_budget = vram_budget;
   f.resident_bytes = sizes.other_bytes;
-  f.kv_cache_bytes = 2ull * cfg.n_layer * uint64_t(n_ctx) * cfg.kvWidth() * sizeof(float);
-  // Activations for a prefill batch of 256 tokens plus a fixed 256 MiB margin for
-  // the CUDA context's own allocations (cuBLAS workspace, kernels).
+  // K and V of every layer, f16 on the GPU (CudaBackend::allocKv).
+  f.kv_cache_bytes = 2ull * cfg.n_layer * uint64_t(n_ctx) * cfg.kvWidth() * 2;
+  // Activations for a prefill batch of 256 tokens (the MoE block's per-(token, rank)
+  // rows of n_ff_exp and n_embd included) plus a fixed 256 MiB margin for the CUDA
+  // context's own allocations (cuBLAS workspace, kernels).
   const uint64_t widest =
       std::max<uint64_t>({uint64_t(cfg.n_vocab), uint64_t(cfg.n_ff), uint64_t(cfg.n_ff_shexp)});
-  f.workspace_bytes = 256ull * (8ull * cfg.n_embd + 2 * widest) * sizeof(float) + (256ull << 20);
+  const uint64_t per_token_moe = uint64_t(cfg.n_expert_used) * (uint64_t(cfg.n_ff_exp) + cfg.n_embd);
+  f.workspace_bytes =
+      256ull * (8ull * cfg.n_embd + 2 * widest + per_token_moe) * sizeof(float) + (256ull << 20);
   f.expert_bytes = sizes.expert_bytes;
   f.total_experts = uint64_t(sizes.moe_layers) * cfg.n_expert;
   f.host_pinned_bytes = sizes.routed_expert_bytes;
