@@ -70,6 +70,12 @@ class Backend {
   // repacks it into interleaved row groups, the CUDA backend uploads it. The view
   // stays valid until releaseWeight or the backend's end; `host` may go at once.
   virtual WeightView prepareWeight(const WeightView& host) = 0;
+  // Allocates now the working memory a forward pass of this model will need (up to
+  // max_tokens tokens a step, a context of n_ctx), so that running out of memory is
+  // reported when a session starts, not in the middle of a reply. Default: nothing.
+  virtual void reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx) {
+    (void)c, (void)max_tokens, (void)n_ctx;
+  }
   // Frees what prepareWeight made for `prepared` (nothing where it kept the view).
   virtual void releaseWeight(const WeightView& prepared) { (void)prepared; }
 

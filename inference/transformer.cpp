@@ -98,6 +98,7 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
     v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
+  backend_.reserveScratch(cfg_, kMaxBatch, n_ctx);
 }
 
 Transformer::~Transformer() {
@@ -105,6 +106,11 @@ Transformer::~Transformer() {
   s_.reset();
   for (const KvCache& kv : k_cache_) backend_.freeKv(kv);
   for (const KvCache& kv : v_cache_) backend_.freeKv(kv);
+}
+
+void Transformer::setHostBackend(Backend* host) {
+  host_ = host;
+  if (host_ && !h_) h_ = std::make_unique<HostScratch>(backend_, cfg_, kMaxBatch);  // its device rows, now
 }
 
 void Transformer::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }

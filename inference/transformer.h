@@ -77,7 +77,7 @@ class Transformer {
   // computing): they run here, from their host copies, after the device's experts
   // of the layer are queued, so both compute at once; their outputs cross to the
   // device in one copy per layer. Null (default): every expert on `backend`.
-  void setHostBackend(Backend* host) { host_ = host; }
+  void setHostBackend(Backend* host);
   // Largest batch one forward step computes at once; longer prompts run in chunks.
   static constexpr int kMaxBatch = 256;
 

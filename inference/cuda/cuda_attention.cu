@@ -57,6 +57,7 @@
 // float rounding order differs.
 #include <math.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -589,6 +590,16 @@ size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, 
   const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv);
   if (p.n_chunks == 1) return 0;
   return static_cast<size_t>(n_tokens) * n_head * p.n_chunks * (head_dim + 2) * sizeof(float);
+}
+
+size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_dim) {
+  size_t most = 0;
+  for (int n = 1; n <= kDecodeMaxTokens; ++n) {
+    const int last = n_ctx - n;  // the last pos0 at which n tokens fit
+    for (int pos0 = 0; pos0 <= last; pos0 = pos0 == last ? last + 1 : std::min(pos0 + 64, last))
+      most = std::max(most, attentionScratchBytes(pos0, n, n_head, n_head_kv, head_dim));
+  }
+  return most;
 }
 
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,

@@ -96,6 +96,36 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
   return s.ptr;
 }
 
+void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx) {
+  const int64_t T = std::max(1, max_tokens), K = std::max(1, c.n_expert_used);
+  const int64_t widest_input = std::max<int64_t>({c.n_embd, c.qWidth(), c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
+  scratch(act_, cuda::quantizedActBytes(widest_input, static_cast<int>(T)), "quantised activations");
+  scratch(tokens_, T * sizeof(int32_t), "token ids");
+  scratch(rope_cs_, T * std::max(c.n_rot, 1) * sizeof(float), "rope table");
+  if (c.n_expert > 0) {
+    scratch(moe_x_act_, cuda::quantizedActBytes(c.n_embd, static_cast<int>(T)), "MoE activations");
+    scratch(moe_h_act_, cuda::quantizedActBytes(c.n_ff_exp, static_cast<int>(T * K)),
+            "MoE expert activations");
+    scratch(moe_plan_, sizeof(int) * cuda::kMaxCallExperts * (static_cast<size_t>(T * K) + 1),
+            "MoE expert plan");
+  }
+  const size_t partials = cuda::attentionScratchBytesUpTo(n_ctx, c.n_head, c.n_head_kv, c.head_dim);
+  if (partials) scratch(attn_, partials, "attention partials");
+  // Read backs: the last token's logits, or a batch's routing.
+  pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));
+  const size_t upload = std::max<size_t>(T * sizeof(int32_t), T * std::max(c.n_rot, 1) * sizeof(float));
+  for (UploadBuffer& b : uploads_)
+    if (b.bytes < upload) {
+      synchronize();
+      if (b.ptr) cudaFreeHost(b.ptr);
+      b.ptr = nullptr;
+      b.bytes = 0;
+      b.pending = false;
+      b.ptr = cudaHostAllocOrThrow(upload, "pinned upload buffer");
+      b.bytes = upload;
+    }
+}
+
 void CudaBackend::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "cuda backend: synchronize"); }
 
 // ---------------------------------------------------------------------------

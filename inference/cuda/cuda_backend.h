@@ -49,6 +49,9 @@ class CudaBackend final : public Backend {
   KvCache allocKv(size_t n_elems) override;
   void storeKv(const KvCache& dst, size_t first, const float* src, size_t n) override;
   WeightView prepareWeight(const WeightView& host) override;
+  // Every device scratch buffer at its largest for this shape, and the pinned read-back
+  // and upload buffers (not the F16/BF16 dequantisation tile, sized by the weights).
+  void reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx) override;
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;

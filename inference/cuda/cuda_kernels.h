@@ -91,6 +91,8 @@ void launchStoreHalf(const float* src, __half* dst, size_t n, cudaStream_t strea
 // per-chunk partials; nullptr when that is 0), not used by other work until this
 // attention has run.
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim);
+// The largest attentionScratchBytes of any call within a context of n_ctx positions.
+size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_dim);
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
                      int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
                      size_t scratch_bytes, cudaStream_t stream);

@@ -336,4 +336,29 @@ TEST_CASE(decodeReadsTheWeightsOnce) {
   }
 }
 
+#if MOECHAT_CUDA_STANDIN
+// A session takes its device memory when it starts (the Transformer's constructor:
+// KV cache, activations, every scratch buffer of the backend): a prompt longer than
+// one batch and decode steps then allocate nothing, so running out of device memory
+// is reported before the first token, never in the middle of a reply.
+TEST_CASE(noDeviceAllocationAfterTheSessionStarts) {
+  auto spec = moe::synth::tinySpec("qwen3moe");
+  spec.expert_type = TensorType::Q4_K;
+  spec.weight_type = TensorType::Q6_K;
+  spec = moe::synth::fitToBlocks(spec);
+  const auto bytes = moe::synth::buildModel(spec).toBytes();
+  auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+  moe::ResidentExpertSource experts(table);
+  moe::Transformer tf(*model, *gpu_, experts, 320);
+  const uint64_t mallocs = cudastandin::totals().mallocs;
+  std::vector<int32_t> prompt(300);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % model->config().n_vocab);
+  std::vector<float> logits;
+  tf.forward(prompt, logits);
+  for (int32_t next : {3, 5, 7}) tf.forward(std::span(&next, 1), logits);
+  CHECK_EQ(cudastandin::totals().mallocs - mallocs, uint64_t(0));
+}
+#endif
+
 GPU_CHECK_MAIN(TestCudaMoe)
