@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kWarps = 4;  // weight rows per block
 constexpr int kTokenTile = 8;
-constexpr int kRouteThreads = 256;
+constexpr int kRouteThreads = 64;  // a token's experts are few (<= kMaxRouteExperts): 8 each at most
 
 // One block per token. Probabilities in double, top-k by probability with ties to
 // the lower id, optional renormalisation, then the scale: the CPU's routeToken.
