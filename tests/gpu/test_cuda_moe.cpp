@@ -201,7 +201,8 @@ TEST_CASE(routingEqualsTheCpusExactly) {
       for (bool norm : {false, true}) {
         const int n_tokens = 37;
         auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_expert + k), -4.0f, 4.0f);
-        logits[5] = logits[6];  // a tie: the lower id first
+        // Token 0's two largest logits tie (experts 5 and 6): the lower id ranks first.
+        logits[5] = logits[6] = *std::max_element(logits.begin(), logits.begin() + n_expert) + 1.0f;
         const moe::RoutingRule rule{n_expert, k, gating, norm, 2.5f};
         std::vector<int> ids(size_t(n_tokens) * k), want_ids(ids.size());
         std::vector<float> w(ids.size()), want_w(ids.size());
