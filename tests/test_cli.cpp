@@ -325,6 +325,41 @@ class CliTest : public QObject {
     QVERIFY2(out.contains("stopped: cancelled"), out.constData());
   }
 
+  void everySubcommandAnswersHelp() {
+    const QStringList commands = {"info",  "generate", "chat",      "logits",        "bench",
+                                  "trace", "train",    "gen-model", "eval-predictor"};
+    for (const QString& c : commands) {
+      for (const QStringList& args :
+           {QStringList{c, "--help"}, QStringList{c, "-h"}, QStringList{c, "--demo", "--help"}}) {
+        const auto r = runCli(args);
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QVERIFY2(r.code == 0,
+                 qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + ", " + r.err));
+        QVERIFY2(r.out.startsWith("usage: moechat-cli " + c), qPrintable(args.join(' ') + ": " + r.out));
+        QVERIFY2(r.out.contains("  " + c + " "), qPrintable(args.join(' ') + ": " + r.out));
+      }
+    }
+    // Only that command: gen-model's help is not the whole list.
+    const auto gen = runCli({"gen-model", "--help"});
+    QVERIFY(gen.out.contains("--arch"));
+    QVERIFY(!gen.out.contains("eval-predictor"));
+    const auto bench = runCli({"bench", "--help"});
+    QVERIFY(bench.out.contains("--kernels"));
+  }
+
+  void genModelNamesTheValidChoices() {
+    const QString path = dir_.filePath("never.gguf");
+    const auto arch = runCli({"gen-model", "--arch", "x", "-o", path});
+    expectFailure(arch, 2, "unknown architecture 'x'");
+    for (const char* a : {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"})
+      QVERIFY2(arch.err.contains(a), qPrintable(arch.err));
+    QVERIFY2(!arch.err.contains("tinySpec"), qPrintable(arch.err));
+    const auto preset = runCli({"gen-model", "--preset", "nope", "-o", path});
+    expectFailure(preset, 2, "unknown preset 'nope'");
+    QVERIFY2(preset.err.contains("OLMoE") && !preset.err.contains("presetSpec"), qPrintable(preset.err));
+    QVERIFY(!QFile::exists(path));
+  }
+
   void numbersMustBeFiniteAndInRange() {
     // nan compares false with every bound, and inf or 1e308 scaled to bytes is an
     // undefined conversion to an integer: each is a usage error naming the option.

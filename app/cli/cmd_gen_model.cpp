@@ -1,6 +1,7 @@
 // gen-model: write a synthetic GGUF MoE model (random weights, real structure).
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -27,6 +28,20 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+std::string knownArch(const std::string& arch) {
+  const auto archs = synth::supportedArchs();
+  if (std::find(archs.begin(), archs.end(), arch) == archs.end())
+    throw UsageError("unknown architecture '" + arch + "' for --arch; valid: " + joined(archs));
+  return arch;
+}
+
+std::string knownPreset(const std::string& preset) {
+  const auto presets = synth::presetNames();
+  if (std::find(presets.begin(), presets.end(), preset) == presets.end())
+    throw UsageError("unknown preset '" + preset + "' for --preset; valid: " + joined(presets));
+  return preset;
+}
+
 }  // namespace
 
 int runGenModel(const std::vector<std::string>& argv) {
@@ -39,9 +54,9 @@ int runGenModel(const std::vector<std::string>& argv) {
     throw UsageError("choose exactly one of --arch (" + joined(synth::supportedArchs()) + "), --preset (" +
                      joined(synth::presetNames()) + ") or --demo");
   if (auto a = args.value("--arch"))
-    spec = synth::tinySpec(*a);
+    spec = synth::tinySpec(knownArch(*a));
   else if (auto p = args.value("--preset"))
-    spec = synth::presetSpec(*p);
+    spec = synth::presetSpec(knownPreset(*p));
   else
     spec = synth::demoSpec();
   spec.seed = args.uint64Or("--seed", spec.seed);

@@ -11,19 +11,32 @@
 
 namespace {
 
-const char* kUsage = R"(usage: moechat-cli COMMAND [options]
+struct CommandHelp {
+  const char* name;
+  const char* synopsis;  // the lines under "commands:" in the overall usage
+  bool model_options;    // takes the model, offload and sampling options below
+};
 
-commands:
-  info (FILE | --demo) [--vram GB] [--ctx N]
+const CommandHelp kCommands[] = {
+    {"info", R"(  info (FILE | --demo) [--vram GB] [--ctx N]
       architecture, sizes, expert bytes, and what fits a VRAM budget
-  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
+)",
+     true},
+    {"generate", R"(  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
       stream a completion to stdout; tokens/s at the end (stderr)
-  chat (FILE | --demo) [--system TEXT] [-n N] [sampling] [offload]
+)",
+     true},
+    {"chat", R"(  chat (FILE | --demo) [--system TEXT] [-n N] [sampling] [offload]
       interactive chat on stdin/stdout with the model's chat template
-  logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
+)",
+     true},
+    {"logits", R"(  logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
       raw logits of every position, one line per position; optionally the
       hidden state after every layer, for diffing layer by layer
-  bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
+)",
+     true},
+    {"bench",
+     R"(  bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
@@ -35,18 +48,30 @@ commands:
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
       the CPU matmul kernels alone: decode GB/s against the read bandwidth measured
       in the same run, prefill multiply-adds/s, each beside the float-activation path
-  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
+)",
+     true},
+    {"gen-model", R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
       write a synthetic GGUF MoE model (random weights)
-  trace (FILE | --demo) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
+)",
+     false},
+    {"trace", R"(  trace (FILE | --demo) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
       record per token and MoE layer the layer input and the chosen experts
       (built-in prompt set unless --prompts; resumes an existing TRACE)
-  train TRACE [--distance D] [--hidden H] [--epochs N] [--seed S] -o PREDICTOR
+)",
+     true},
+    {"train", R"(  train TRACE [--distance D] [--hidden H] [--epochs N] [--seed S] -o PREDICTOR
       train the learned expert predictor (one MLP per layer) from a trace
-  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
+)",
+     false},
+    {"eval-predictor", R"(  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
         [--engine [--cache-share S] [--link-gbps G]]
       learned predictor vs skip-gate, token-based, previous-token, popularity on
       the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
+)",
+     true},
+};
 
+const char* kModelOptions = R"(
 model options:  --ctx N (context, default 2048)  --threads N (default: physical cores)
                 --backend cpu|cuda|auto
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
@@ -57,9 +82,35 @@ offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --predictor P (generate/chat, proactive: a trained set from `train` replaces skip-gate)
 sampling:       --temp T (0 = greedy)  --top-k K  --top-p P  --min-p P
                 --repeat-penalty R  --repeat-last-n N  --seed S
-The demo model (--demo) is built into the program: random weights, it shows
+)";
+
+const char* kDemoNote = R"(The demo model (--demo) is built into the program: random weights, it shows
 the machinery, not language. Real models: see README.md.
 )";
+
+std::string overallUsage() {
+  std::string s = "usage: moechat-cli COMMAND [options]\n       moechat-cli COMMAND --help\n\ncommands:\n";
+  for (const auto& c : kCommands) s += c.synopsis;
+  return s + kModelOptions + kDemoNote;
+}
+
+const CommandHelp* findCommand(const std::string& name) {
+  for (const auto& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::string commandUsage(const CommandHelp& c) {
+  std::string s = std::string("usage: moechat-cli ") + c.name + " ...\n\n" + c.synopsis;
+  if (c.model_options) s += kModelOptions;
+  return s + kDemoNote;
+}
+
+bool asksForHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
 
 int runCommand(const std::string& command, const std::vector<std::string>& args) {
   if (command == "info") return moe::cli::runInfo(args);
@@ -71,7 +122,7 @@ int runCommand(const std::string& command, const std::vector<std::string>& args)
   if (command == "trace") return moe::cli::runTrace(args);
   if (command == "train") return moe::cli::runTrain(args);
   if (command == "eval-predictor") return moe::cli::runEvalPredictor(args);
-  std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), overallUsage().c_str());
   return 2;
 }
 
@@ -80,11 +131,15 @@ int runCommand(const std::string& command, const std::vector<std::string>& args)
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(overallUsage().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  if (const CommandHelp* c = findCommand(command); c && asksForHelp(args)) {
+    std::fputs(commandUsage(*c).c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   try {
     const int rc = runCommand(command, args);
     // Output lost to a full disk or a closed pipe is a failure, not a success.
@@ -95,7 +150,8 @@ int main(int argc, char** argv) {
     }
     return rc;
   } catch (const moe::cli::UsageError& e) {
-    std::fprintf(stderr, "moechat-cli %s: %s\n(see moechat-cli --help)\n", command.c_str(), e.what());
+    std::fprintf(stderr, "moechat-cli %s: %s\n(see moechat-cli %s --help)\n", command.c_str(), e.what(),
+                 command.c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "moechat-cli %s: out of memory\n", command.c_str());
