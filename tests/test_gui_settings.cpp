@@ -9,6 +9,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSlider>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -137,10 +138,65 @@ class GuiSettingsTest : public QObject {
     QVERIFY(stored.has_value());
     QCOMPARE(stored->temperature, 2.0);
     QCOMPARE(stored->top_p, 0.0);
-    QCOMPARE(stored->max_tokens, 32768);
+    QCOMPARE(stored->max_tokens, SamplingDefaults::kMaxTokensLimit);
     // The dialog opens on what was read.
     SettingsDialog dlg(settings, demoContext(0));
     QCOMPARE(dlg.findChild<QDoubleSpinBox*>("temperature")->value(), d.temperature);
+  }
+
+  // Typed as a user would: every digit counts, a number out of range is refused
+  // with a visible reason and the box keeps its value, never a truncated one.
+  void numberBoxesTakeWhatIsTypedOrSayWhyNot() {
+    QTemporaryDir dir;
+    QSettings ini(dir.filePath("s.ini"), QSettings::IniFormat);
+    AppSettings settings(ini);
+    settings.setVramBudgetBytes(16'000'000'000);
+    SettingsDialog dlg(settings, demoContext(0));
+    auto* gb = dlg.findChild<QDoubleSpinBox*>("budgetGb");
+    auto* slider = dlg.findChild<QSlider*>("budgetSlider");
+    auto* problem = dlg.findChild<QLabel*>("budgetGbProblem");
+    QVERIFY(gb && slider && problem);
+    const auto typeInto = [](QAbstractSpinBox* box, const QString& text) {
+      box->setFocus();
+      box->selectAll();
+      QTest::keyClicks(box, text);
+      QTest::keyClick(box, Qt::Key_Return);
+    };
+    for (const double card : {80.0, 141.0, 256.0}) {
+      typeInto(gb, QString::number(card));
+      QCOMPARE(gb->value(), card);
+      QCOMPARE(slider->value(), static_cast<int>(card * 4));
+      QVERIFY(problem->isHidden());
+    }
+    QCOMPARE(dlg.budgetBytes(), quint64(256'000'000'000));
+
+    for (const QString& bad : {QString("300"), QString("99999"), QString("-5")}) {
+      gb->setFocus();
+      gb->selectAll();
+      QTest::keyClicks(gb, bad);
+      QVERIFY2(!problem->isHidden() && problem->text().contains(bad),
+               qPrintable(bad + ": " + problem->text()));
+      QTest::keyClick(gb, Qt::Key_Return);
+      QCOMPARE(gb->value(), 256.0);  // not 30, 99.99, 5 or 25.6
+      QVERIFY2(!problem->isHidden() && problem->text().startsWith("Not applied: " + bad),
+               qPrintable(problem->text()));
+    }
+    typeInto(gb, "24");
+    QCOMPARE(gb->value(), 24.0);
+    QVERIFY(problem->isHidden());
+
+    auto* tokens = dlg.findChild<QSpinBox*>("maxTokens");
+    QVERIFY(tokens);
+    typeInto(tokens, "100000");
+    QCOMPARE(tokens->value(), 100000);
+    typeInto(tokens, "5000000");
+    QCOMPARE(tokens->value(), 100000);
+    auto* tokens_problem = dlg.findChild<QLabel*>("maxTokensProblem");
+    QVERIFY(tokens_problem && !tokens_problem->isHidden());
+    QVERIFY2(tokens_problem->text().contains("maximum"), qPrintable(tokens_problem->text()));
+    dlg.accept();
+    QCOMPARE(settings.vramBudgetBytes(), quint64(24'000'000'000));
+    QCOMPARE(settings.sampling().max_tokens, 100000);
   }
 
   void okWritesEveryField() {

@@ -17,13 +17,16 @@
 
 #include "app/core/use_traces.h"
 #include "ui/fit_text.h"
+#include "ui/number_box.h"
 #include "ui/sampling_form.h"
 
 namespace moe {
 namespace {
 
 constexpr double kSliderStepGb = 0.25;
-constexpr double kMaxBudgetGbWithoutGpu = 48.0;  // lets a user plan for a card they will run on
+// Without a GPU the budget plans for a card the model will run on: up to the
+// largest single cards (80 GB, 141 GB) and beyond.
+constexpr double kMaxBudgetGbWithoutGpu = 256.0;
 
 QString policyHelp(const QString& p) {
   if (p == "proactive")
@@ -86,7 +89,8 @@ QWidget* SettingsDialog::buildOffloadTab() {
   budget_slider_ = new QSlider(Qt::Horizontal, page);
   budget_slider_->setObjectName("budgetSlider");
   budget_slider_->setRange(1, static_cast<int>(max_gb / kSliderStepGb));
-  budget_gb_ = new QDoubleSpinBox(page);
+  auto* budget_gb = new DoubleNumberBox(page);
+  budget_gb_ = budget_gb;
   budget_gb_->setObjectName("budgetGb");
   budget_gb_->setRange(kSliderStepGb, max_gb);
   budget_gb_->setDecimals(2);
@@ -96,7 +100,7 @@ QWidget* SettingsDialog::buildOffloadTab() {
   auto* h = new QHBoxLayout(row);
   h->setContentsMargins(0, 0, 0, 0);
   h->addWidget(budget_slider_, 1);
-  h->addWidget(budget_gb_);
+  h->addWidget(budget_gb->withProblemLine(), 0, Qt::AlignTop);
 
   const quint64 saved = settings_.vramBudgetBytes();
   auto_budget_->setChecked(saved == 0);

@@ -54,7 +54,7 @@ SamplingDefaults withinRanges(const SamplingDefaults& s) {
   r.top_k = std::clamp(s.top_k, 0, 1000);
   r.min_p = fit(s.min_p, d.min_p, 0, 1);
   r.repeat_penalty = fit(s.repeat_penalty, d.repeat_penalty, 1, 2);
-  r.max_tokens = std::clamp(s.max_tokens, 1, 32768);
+  r.max_tokens = std::clamp(s.max_tokens, 1, SamplingDefaults::kMaxTokensLimit);
   return r;
 }
 

@@ -16,6 +16,8 @@ struct SamplingDefaults {
   double min_p = 0.05;
   double repeat_penalty = 1.1;
   int max_tokens = 1024;
+  // The most a reply may be asked for; the model's context ends a reply sooner.
+  static constexpr int kMaxTokensLimit = 1'000'000;
 };
 
 // s with every field inside the range the settings form offers: a value that is not
