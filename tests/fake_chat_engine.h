@@ -19,6 +19,7 @@ class FakeChatEngine final : public ChatEngine {
   std::chrono::milliseconds per_token{0};
   std::string fail_load_with;   // non-empty: load() throws this
   std::string fail_reply_with;  // non-empty: reply() throws this
+  std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
   std::atomic<int> replies{0};
   std::vector<ChatMessage> last_messages;  // guarded by mu_
   mutable std::mutex mu_;
@@ -38,6 +39,7 @@ class FakeChatEngine final : public ChatEngine {
     info.n_expert = 8;
     info.n_expert_used = 2;
     info.n_ctx = 4096;
+    info.offload_note = offload_note;
     if (progress) progress(1.0, "ready");
     return info;
   }

@@ -114,7 +114,7 @@ class GuiChatTest : public QObject {
     QCOMPARE(*msgs[1].stats.completion_tokens, int64_t(6));
     // Rendered as Markdown, with the figures underneath.
     auto* reply = f.w().chatView()->bubble(1);
-    QCOMPARE(reply->renderedText(), QString("Hello from the **fake** engine."));
+    QCOMPARE(reply->renderedText(), QString("Hello from the fake engine."));
     QVERIFY(reply->findChild<QLabel*>("messageFooter")->text().contains("6 tokens"));
     // The conversation is titled from the message and listed under Today.
     auto* model = f.w().conversationModel();

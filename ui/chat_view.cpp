@@ -3,6 +3,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollBar>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -21,6 +22,16 @@ QToolButton* actionButton(const QString& text, const QString& tip, QWidget* pare
   b->setToolTip(tip);
   b->setAutoRaise(true);
   return b;
+}
+
+// Markdown as HTML for the label, with any HTML in the text shown as the text it
+// is: QLabel's own Markdown mode passes HTML through, so a tag typed in a message
+// would vanish from the view.
+QString markdownAsHtml(const QString& markdown) {
+  QTextDocument doc;
+  doc.setMarkdown(markdown, QTextDocument::MarkdownFeatures(QTextDocument::MarkdownDialectGitHub |
+                                                            QTextDocument::MarkdownNoHTML));
+  return doc.toHtml();
 }
 
 }  // namespace
@@ -56,7 +67,7 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
 
   body_ = new QLabel(this);
   body_->setObjectName("messageBody");
-  body_->setTextFormat(Qt::MarkdownText);
+  body_->setTextFormat(Qt::RichText);
   body_->setWordWrap(true);
   body_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
   body_->setOpenExternalLinks(false);
@@ -71,7 +82,7 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
 
 void MessageBubble::setText(const QString& text) {
   m_.text = text;
-  body_->setText(text.isEmpty() && m_.state == "streaming" ? QString("…") : text);
+  body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : text));
 }
 
 void MessageBubble::setFooter(const QString& footer, const QString& state) {
@@ -98,7 +109,11 @@ void MessageBubble::setActionsEnabled(bool on) {
   if (regenerate_) regenerate_->setEnabled(on);
 }
 
-QString MessageBubble::renderedText() const { return body_->text(); }
+QString MessageBubble::renderedText() const {
+  QTextDocument doc;
+  doc.setHtml(body_->text());
+  return doc.toPlainText();
+}
 
 ChatView::ChatView(QWidget* parent) : QScrollArea(parent) {
   setObjectName("chatView");
@@ -116,6 +131,14 @@ ChatView::ChatView(QWidget* parent) : QScrollArea(parent) {
   column_->addWidget(placeholder_);
   column_->addStretch(1);
   setWidget(content_);
+  // Follow the end whenever the content grows, unless the user has scrolled away
+  // from it; scrolling back to the end follows again.
+  connect(verticalScrollBar(), &QScrollBar::rangeChanged, this, [this] {
+    if (following_) scrollToEnd();
+  });
+  connect(verticalScrollBar(), &QScrollBar::valueChanged, this, [this] {
+    if (!scrolling_) following_ = atEnd();
+  });
   render_timer_.setSingleShot(true);
   render_timer_.setInterval(kRenderMs);
   connect(&render_timer_, &QTimer::timeout, this, &ChatView::renderPending);
@@ -129,15 +152,20 @@ void ChatView::setPlaceholder(const QString& html) {
 void ChatView::setMessages(const std::vector<MessageItem>& messages) {
   render_timer_.stop();
   has_pending_ = false;
-  for (auto* b : bubbles_) b->deleteLater();
+  for (auto* b : bubbles_) {
+    column_->removeWidget(b);
+    b->hide();
+    b->deleteLater();
+  }
   bubbles_.clear();
   for (const auto& m : messages) appendMessage(m);
   placeholder_->setVisible(bubbles_.empty() && !placeholder_->text().isEmpty());
   updateRegenerate();
+  following_ = true;  // an opened chat shows its latest message
+  scrollToEnd();
 }
 
 void ChatView::appendMessage(const MessageItem& m) {
-  const bool following = atEnd();
   auto* b = new MessageBubble(m, content_);
   connect(b, &MessageBubble::copyRequested, this, &ChatView::copyRequested);
   connect(b, &MessageBubble::editRequested, this, &ChatView::editRequested);
@@ -147,7 +175,10 @@ void ChatView::appendMessage(const MessageItem& m) {
   placeholder_->setVisible(false);
   b->setActionsEnabled(!busy_);
   updateRegenerate();
-  scrollToEndIfFollowing(following || m.role == "user");
+  if (m.role == "user") {  // sending shows the message and the reply that follows
+    following_ = true;
+    scrollToEnd();
+  }
 }
 
 MessageBubble* ChatView::bubbleFor(qint64 id) const {
@@ -167,10 +198,8 @@ void ChatView::renderPending() {
   if (!has_pending_) return;
   has_pending_ = false;
   if (auto* b = bubbleFor(pending_id_)) {
-    const bool following = atEnd();
     b->setText(pending_text_);
     ++renders_;
-    scrollToEndIfFollowing(following);
   }
 }
 
@@ -180,11 +209,9 @@ void ChatView::finishMessage(qint64 id, const QString& text, const QString& foot
     has_pending_ = false;
   }
   if (auto* b = bubbleFor(id)) {
-    const bool following = atEnd();
     b->setText(text);
     b->setFooter(footer, state);
     ++renders_;
-    scrollToEndIfFollowing(following);
   }
   updateRegenerate();
 }
@@ -206,9 +233,11 @@ bool ChatView::atEnd() const {
   return bar->value() >= bar->maximum() - 24;
 }
 
-void ChatView::scrollToEndIfFollowing(bool was_at_end) {
-  if (!was_at_end) return;
-  QTimer::singleShot(0, this, [this] { verticalScrollBar()->setValue(verticalScrollBar()->maximum()); });
+void ChatView::scrollToEnd() {
+  QScrollBar* bar = verticalScrollBar();
+  scrolling_ = true;
+  bar->setValue(bar->maximum());
+  scrolling_ = false;
 }
 
 }  // namespace moe

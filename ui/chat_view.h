@@ -33,6 +33,7 @@ class MessageBubble : public QFrame {
   void setFooter(const QString& footer, const QString& state);
   void setRegenerateVisible(bool on);
   void setActionsEnabled(bool on);
+  // The message as the user sees it: Markdown rendered, as plain text.
   QString renderedText() const;
 
  signals:
@@ -68,6 +69,9 @@ class ChatView : public QScrollArea {
   MessageBubble* bubble(int i) const { return bubbles_.at(static_cast<size_t>(i)); }
   MessageBubble* bubbleFor(qint64 id) const;
   int renderCount() const { return renders_; }
+  // Whether the view keeps the latest text in view as it grows: true until the
+  // user scrolls up, again once they scroll back to the end or send a message.
+  bool followsEnd() const { return following_; }
 
  signals:
   void copyRequested(qint64 id);
@@ -77,7 +81,7 @@ class ChatView : public QScrollArea {
  private:
   void renderPending();
   void updateRegenerate();
-  void scrollToEndIfFollowing(bool was_at_end);
+  void scrollToEnd();
   bool atEnd() const;
 
   QWidget* content_;
@@ -90,6 +94,8 @@ class ChatView : public QScrollArea {
   bool has_pending_ = false;
   bool busy_ = false;
   int renders_ = 0;
+  bool following_ = true;   // keep the end in view as the content grows
+  bool scrolling_ = false;  // the view, not the user, is moving the scroll bar
 };
 
 }  // namespace moe

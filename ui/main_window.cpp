@@ -113,9 +113,9 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   connect(&chat_, &ChatController::conversationsChanged, this, [this] {
     list_model_->reload();
     selectConversationRow(chat_.current());
-    const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
-    title_->setText(c ? q(c->title) : QString("moechat"));
+    showTitle();
   });
+  connect(list_model_, &ConversationListModel::dataChanged, this, &MainWindow::showTitle);  // a rename
   connect(&chat_, &ChatController::conversationOpened, this, &MainWindow::showConversation);
   connect(&chat_, &ChatController::messageAdded, this, [this](const Message& m) {
     if (m.conversation_id == chat_.current()) chat_view_->appendMessage(toItem(m));
@@ -203,6 +203,8 @@ QWidget* MainWindow::buildSidebar() {
   auto* uh = new QHBoxLayout(undo_bar_);
   uh->setContentsMargins(4, 2, 4, 2);
   undo_label_ = new QLabel(undo_bar_);
+  undo_label_->setObjectName("undoLabel");
+  undo_label_->setTextFormat(Qt::PlainText);  // a chat's title is text, never markup
   auto* undo = new QToolButton(undo_bar_);
   undo->setObjectName("undoButton");
   undo->setText("Undo");
@@ -230,6 +232,7 @@ QWidget* MainWindow::buildChatPane() {
   auto* top = new QHBoxLayout;
   title_ = new QLabel(pane);
   title_->setObjectName("chatTitle");
+  title_->setTextFormat(Qt::PlainText);
   QFont tf = title_->font();
   tf.setPointSizeF(tf.pointSizeF() * 1.2);
   tf.setBold(true);
@@ -265,6 +268,7 @@ QWidget* MainWindow::buildChatPane() {
     if (launch_wizard_) launch_wizard_();
   });
   v->addWidget(banner_);
+  v->addWidget(buildNoticeBar(pane));
 
   chat_view_ = new ChatView(pane);
   v->addWidget(chat_view_, 1);
@@ -494,15 +498,43 @@ void MainWindow::updateBanner() {
   banner_->setVisible(demo);
 }
 
+QWidget* MainWindow::buildNoticeBar(QWidget* parent) {
+  auto* bar = new QFrame(parent);
+  bar->setObjectName("noticeBar");
+  bar->setFrameShape(QFrame::StyledPanel);
+  notice_bar_ = bar;
+  auto* h = new QHBoxLayout(notice_bar_);
+  h->setContentsMargins(6, 2, 2, 2);
+  notice_text_ = new QLabel(notice_bar_);
+  notice_text_->setObjectName("noticeText");
+  notice_text_->setTextFormat(Qt::PlainText);
+  notice_text_->setWordWrap(true);
+  auto* dismiss = new QToolButton(notice_bar_);
+  dismiss->setObjectName("dismissNotice");
+  dismiss->setText("Dismiss");
+  dismiss->setAutoRaise(true);
+  h->addWidget(notice_text_, 1);
+  h->addWidget(dismiss);
+  notice_bar_->hide();
+  connect(dismiss, &QToolButton::clicked, notice_bar_, &QWidget::hide);
+  return notice_bar_;
+}
+
+void MainWindow::showNotice(const QString& text) {
+  notice_text_->setText(text);
+  notice_bar_->show();
+}
+
+void MainWindow::showTitle() {
+  const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
+  title_->setText(c ? q(c->title) : QString("moechat"));
+}
+
 void MainWindow::showConversation(qint64 id) {
   std::vector<MessageItem> items;
-  if (id) {
+  if (id)
     for (const auto& m : store_.messages(id)) items.push_back(toItem(m));
-    const auto c = store_.get(id);
-    title_->setText(c ? q(c->title) : QString());
-  } else {
-    title_->setText("moechat");
-  }
+  showTitle();
   chat_view_->setPlaceholder(
       "<h2>Chat with a Mixture-of-Experts model</h2><p>Type a message below. The strip at the bottom shows "
       "what "

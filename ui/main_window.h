@@ -76,6 +76,10 @@ class MainWindow : public QMainWindow {
   PerfStrip* perfStrip() const { return perf_; }
   ExpertHeatMap* heatMap() const { return heat_map_; }
   QWidget* undoBar() const { return undo_bar_; }
+  // A message that stays above the chat until the user dismisses it (the status
+  // bar's messages are replaced by the next one, e.g. the model's load note).
+  void showNotice(const QString& text);
+  QWidget* noticeBar() const { return notice_bar_; }
   void openSettings();
   void editConversationSettings();
   // The dialog openSettings() shows, not yet shown (screenshots and tests).
@@ -86,7 +90,9 @@ class MainWindow : public QMainWindow {
   void buildActions();
   QWidget* buildSidebar();
   QWidget* buildChatPane();
+  QWidget* buildNoticeBar(QWidget* parent);
   void showConversation(qint64 id);
+  void showTitle();  // the current conversation's title in the header
   void selectConversationRow(qint64 id);
   void deleteSelected();
   void onModelLoaded(const LoadedModelInfo& info);
@@ -116,6 +122,8 @@ class MainWindow : public QMainWindow {
   QLabel* title_ = nullptr;
   QComboBox* model_combo_ = nullptr;
   QLabel* banner_ = nullptr;
+  QWidget* notice_bar_ = nullptr;
+  QLabel* notice_text_ = nullptr;
   ChatView* chat_view_ = nullptr;
   Composer* composer_ = nullptr;
   PerfStrip* perf_ = nullptr;

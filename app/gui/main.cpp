@@ -8,7 +8,6 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
-#include <QStatusBar>
 #include <cstdio>
 #include <cstdlib>
 
@@ -116,15 +115,12 @@ int main(int argc, char** argv) {
   moe::MainWindow window(settings, store, chat, engine);
   moe::AppWiring wiring(window, settings, registry, *db);
   if (!opened.set_aside.empty())
-    window.statusBar()->showMessage(
-        QString("Started with a new chat database; the unreadable one is kept as %1.")
-            .arg(QString::fromStdString(opened.set_aside)),
-        30'000);
+    window.showNotice(QString("Started with a new chat database; the unreadable one is kept as %1.")
+                          .arg(QString::fromStdString(opened.set_aside)));
   else if (recovered > 0)
-    window.statusBar()->showMessage(
+    window.showNotice(
         QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.")
-            .arg(recovered),
-        15'000);
+            .arg(recovered));
 
   window.loadInitialModel();
   if (cli.isSet(screenshot))

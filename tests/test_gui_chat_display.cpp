@@ -1,0 +1,252 @@
+// What the chat pane shows, driven like a user would, headless: the view follows
+// a streaming reply unless the user scrolled up, sending and opening a chat show
+// the latest message; titles and messages appear as the text they are (a tag
+// typed is shown, not applied or dropped); a rename shows in the header at once;
+// a notice given at start survives the model's load. Scripted engine.
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QPlainTextEdit>
+#include <QScrollBar>
+#include <QStatusBar>
+#include <QTest>
+#include <QTextDocument>
+#include <QToolButton>
+
+#include "fake_chat_engine.h"
+#include "gui_fixture.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/conversation_list_model.h"
+
+using namespace moe;
+
+namespace {
+
+struct Fixture {
+  test::FakeChatEngine* fake;
+  std::unique_ptr<test::GuiApp> app;
+
+  explicit Fixture(std::function<void(test::FakeChatEngine&)> setup = nullptr) {
+    auto e = std::make_unique<test::FakeChatEngine>();
+    fake = e.get();
+    if (setup) setup(*fake);
+    app = std::make_unique<test::GuiApp>(std::move(e));
+  }
+  MainWindow& w() { return *app->window; }
+  ChatController& chat() { return *app->chat; }
+  ChatView* view() { return app->window->chatView(); }
+  QScrollBar* bar() { return view()->verticalScrollBar(); }
+
+  void type(const QString& text) {
+    auto* edit = w().composer()->editor();
+    edit->setFocus();
+    QTest::keyClicks(edit, text);
+    QTest::keyClick(edit, Qt::Key_Return);
+  }
+  void clickConversation(qint64 id) {
+    auto* model = w().conversationModel();
+    const QRect r = w().conversationList()->visualRect(model->index(model->rowOf(id)));
+    QTest::mouseClick(w().conversationList()->viewport(), Qt::LeftButton, {}, r.center());
+  }
+  // The bottom of the last message lies inside the visible part of the view.
+  bool lastMessageInView() {
+    if (view()->bubbleCount() == 0) return false;
+    auto* b = view()->bubble(view()->bubbleCount() - 1);
+    const int bottom = b->mapTo(view()->viewport(), QPoint(0, b->height())).y();
+    return bottom > 0 && bottom <= view()->viewport()->height();
+  }
+  bool viewOverflows() { return bar()->maximum() > view()->viewport()->height(); }
+};
+
+// What a label shows a reader, whatever its text format.
+QString shownText(const QLabel* label) {
+  QTextDocument doc;
+  switch (label->textFormat()) {
+    case Qt::PlainText: return label->text();
+    case Qt::MarkdownText: doc.setMarkdown(label->text()); return doc.toPlainText();
+    case Qt::RichText: doc.setHtml(label->text()); return doc.toPlainText();
+    default:
+      if (!Qt::mightBeRichText(label->text())) return label->text();
+      doc.setHtml(label->text());
+      return doc.toPlainText();
+  }
+}
+
+// Everything the window shows as text now: the status bar's message and the visible labels.
+QStringList visibleTexts(QMainWindow& w) {
+  QStringList texts{w.statusBar()->currentMessage()};
+  for (const QLabel* label : w.findChildren<QLabel*>())
+    if (label->isVisible()) texts << shownText(label);
+  return texts;
+}
+
+QStringList longReply(int lines, const char* line) {
+  QStringList words;
+  for (int i = 0; i < lines; ++i) words << QString("%1 %2.\n\n").arg(line).arg(i);
+  return words;
+}
+
+void setWords(test::FakeChatEngine& e, const QStringList& words) {
+  e.words.clear();
+  for (const auto& w : words) e.words.push_back(w.toStdString());
+}
+
+}  // namespace
+
+class GuiChatDisplayTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sendingAndStreamingKeepTheLatestTextInView() {
+    Fixture f([](test::FakeChatEngine& e) { setWords(e, longReply(80, "A line of the first reply")); });
+    QVERIFY(f.app->loadDemo());
+    f.type("first");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    QTRY_VERIFY(f.viewOverflows());  // the reply fills the view
+    QTRY_VERIFY(f.lastMessageInView());
+
+    // A second message in a full view: the message, then the reply as it streams.
+    setWords(*f.fake, longReply(400, "A line of the second reply"));
+    f.fake->per_token = std::chrono::milliseconds(3);
+    f.type("second");
+    QTRY_VERIFY(f.view()->bubbleCount() == 4);
+    auto* reply = f.view()->bubble(3);
+    QTRY_VERIFY(f.chat().busy() && reply->height() > f.view()->viewport()->height());
+    QVERIFY(f.view()->followsEnd());
+    QTRY_VERIFY(f.lastMessageInView());
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 30000);
+    QTRY_VERIFY(f.lastMessageInView());
+    QCOMPARE(f.bar()->value(), f.bar()->maximum());
+  }
+
+  void aUserWhoScrolledUpIsLeftThere() {
+    Fixture f([](test::FakeChatEngine& e) {
+      setWords(e, longReply(3000, "Streaming line"));
+      e.per_token = std::chrono::milliseconds(2);
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("write a lot");
+    QTRY_VERIFY(f.chat().busy() && f.viewOverflows());
+    f.bar()->triggerAction(QAbstractSlider::SliderToMinimum);  // the user scrolls up to read
+    QVERIFY(!f.view()->followsEnd());
+    const int grown_from = f.bar()->maximum();
+    QTRY_VERIFY(f.bar()->maximum() > grown_from + 300);
+    QCOMPARE(f.bar()->value(), 0);  // the view stayed where the user put it
+
+    // Back at the end, the view follows again.
+    f.bar()->triggerAction(QAbstractSlider::SliderToMaximum);
+    QVERIFY(f.view()->followsEnd());
+    const int followed_from = f.bar()->maximum();
+    QTRY_VERIFY(f.bar()->maximum() > followed_from + 300);
+    QTRY_VERIFY(f.lastMessageInView());
+    QVERIFY(f.chat().busy());
+    f.chat().stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
+  }
+
+  void openingAChatShowsItsLatestMessage() {
+    Fixture f([](test::FakeChatEngine& e) { setWords(e, longReply(80, "Penguins live in the south")); });
+    QVERIFY(f.app->loadDemo());
+    f.type("about penguins");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    const qint64 penguins = f.chat().current();
+    QTest::keyClick(&f.w(), Qt::Key_N, Qt::ControlModifier);
+    setWords(*f.fake, longReply(80, "Volcanoes erupt"));
+    f.type("about volcanoes");
+    QTRY_VERIFY(f.chat().current() != penguins && !f.chat().busy());
+    const qint64 volcanoes = f.chat().current();
+
+    f.bar()->triggerAction(QAbstractSlider::SliderToMinimum);  // read from the top, then switch
+    f.clickConversation(penguins);
+    QCOMPARE(f.chat().current(), penguins);
+    QTRY_VERIFY(f.viewOverflows());
+    QTRY_VERIFY(f.lastMessageInView());
+    QCOMPARE(f.bar()->value(), f.bar()->maximum());
+
+    // The same from a search result.
+    f.bar()->triggerAction(QAbstractSlider::SliderToMinimum);
+    QTest::keyClick(&f.w(), Qt::Key_F, Qt::ControlModifier);
+    QTest::keyClicks(f.w().searchField(), "volcanoes");
+    QCOMPARE(f.w().conversationModel()->rowOf(volcanoes), 0);
+    f.clickConversation(volcanoes);
+    QCOMPARE(f.chat().current(), volcanoes);
+    QTRY_VERIFY(f.lastMessageInView());
+    QCOMPARE(f.bar()->value(), f.bar()->maximum());
+  }
+
+  void renameShowsInTheHeaderAtOnceAndTitlesAreText() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("about penguins");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    const qint64 penguins = f.chat().current();
+    auto* title = f.w().findChild<QLabel*>("chatTitle");
+    QCOMPARE(shownText(title), QString("about penguins"));
+
+    // Renamed in place (F2) to a title that looks like markup.
+    const QString markup = "<b>Penguin</b> facts & <i>figures</i>";
+    auto* list = f.w().conversationList();
+    list->setFocus();
+    QTest::keyClick(list, Qt::Key_F2);
+    auto* editor = list->findChild<QLineEdit*>();
+    QVERIFY(editor);
+    editor->selectAll();
+    QTest::keyClicks(editor, markup);
+    QTest::keyClick(editor, Qt::Key_Return);
+    QTRY_COMPARE(QString::fromStdString(f.app->store->get(penguins)->title), markup);
+    QCOMPARE(f.chat().current(), penguins);  // no other chat was opened
+    QCOMPARE(shownText(title), markup);      // and the header shows the new title as it was typed
+
+    QTest::keyClick(&f.w(), Qt::Key_Backspace, Qt::ControlModifier | Qt::ShiftModifier);
+    QVERIFY(f.w().undoBar()->isVisible());
+    auto* undo = f.w().undoBar()->findChild<QLabel*>();
+    QVERIFY(undo);
+    QVERIFY2(shownText(undo).contains(markup), qPrintable(shownText(undo)));
+  }
+
+  void htmlInAMessageIsShownAsTextAndMarkdownStillRenders() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    const QString inline_tags = "Compare <b>bold</b> and <span>a span</span> and <foo>";
+    const QString block = "<div>a block</div>";
+    auto* edit = f.w().composer()->editor();
+    edit->setFocus();
+    QTest::keyClicks(edit, inline_tags);
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(edit, block);
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(edit, "Keep **this** strong");
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    QCOMPARE(f.view()->bubbleCount(), 2);
+
+    const QString shown = shownText(f.view()->bubble(0)->findChild<QLabel*>("messageBody"));
+    QVERIFY2(shown.contains(inline_tags), qPrintable(shown));
+    QVERIFY2(shown.contains(block), qPrintable(shown));
+    QVERIFY2(shown.contains("Keep this strong"), qPrintable(shown));  // Markdown is still rendered
+    QCOMPARE(f.view()->bubble(0)->renderedText(), shown);
+    const QString reply = shownText(f.view()->bubble(1)->findChild<QLabel*>("messageBody"));
+    QCOMPARE(reply, QString("Hello from the fake engine."));
+  }
+
+  void aNoticeAtStartOutlivesTheModelLoad() {
+    Fixture f([](test::FakeChatEngine& e) { e.offload_note = "Every expert fits the budget: resident"; });
+    const QString notice = "2 reply(s) were cut off when moechat last stopped; their text so far is kept.";
+    f.w().showNotice(notice);
+    QVERIFY(f.app->loadDemo());
+    QTRY_COMPARE(f.w().statusBar()->currentMessage(), QString("Every expert fits the budget: resident"));
+    f.type("hello");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    QVERIFY2(visibleTexts(f.w()).contains(notice), qPrintable(visibleTexts(f.w()).join('\n')));
+    QVERIFY(f.w().noticeBar()->isVisible());
+    // It goes when the user dismisses it.
+    QTest::mouseClick(f.w().noticeBar()->findChild<QToolButton*>("dismissNotice"), Qt::LeftButton);
+    QVERIFY(!f.w().noticeBar()->isVisible());
+  }
+};
+
+QTEST_MAIN(GuiChatDisplayTest)
+#include "test_gui_chat_display.moc"
