@@ -107,7 +107,7 @@ class GuiChatDisplayTest : public QObject {
     QTRY_VERIFY(f.lastMessageInView());
 
     // A second message in a full view: the message, then the reply as it streams.
-    setWords(*f.fake, longReply(400, "A line of the second reply"));
+    setWords(*f.fake, longReply(1000, "A line of the second reply"));
     f.fake->per_token = std::chrono::milliseconds(3);
     f.type("second");
     QTRY_VERIFY(f.view()->bubbleCount() == 4);
@@ -140,7 +140,6 @@ class GuiChatDisplayTest : public QObject {
     const int followed_from = f.bar()->maximum();
     QTRY_VERIFY(f.bar()->maximum() > followed_from + 300);
     QTRY_VERIFY(f.lastMessageInView());
-    QVERIFY(f.chat().busy());
     f.chat().stop();
     QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
   }
