@@ -44,6 +44,7 @@ CudaBackend::CudaBackend() {
     checkCuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     device_name_ = prop.name;
     device_memory_ = prop.totalGlobalMem;
+    int8_mma_ = prop.major * 10 + prop.minor >= cuda::kMinMmaComputeCapability;
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     checkCuda(cudaEventCreateWithFlags(&readback_done_, cudaEventDisableTiming), "cudaEventCreate");
     for (UploadBuffer& b : uploads_)
@@ -338,8 +339,9 @@ bool isQuantised(TensorType t) {
 }
 // Activations quantised per 256 (Q8_K) rather than per 32 (Q8_0).
 bool usesQ8K(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
-// F16/BF16 matmuls of more tokens than this dequantise a tile for cuBLAS.
-constexpr int kFloatMatvecTokens = 8;
+// Matmuls of more tokens than this take the GEMM: the int8 tensor-core one for
+// quantised weights, a dequantised tile and cuBLAS for F16/BF16.
+constexpr int kMatvecTokens = 8;
 
 }  // namespace
 
@@ -364,11 +366,23 @@ uint64_t viewBytes(const WeightView& w) { return uint64_t(w.rows) * w.row_bytes;
 
 }  // namespace
 
+bool CudaBackend::gemmFor(gguf::TensorType t, int n_tokens) const {
+  return int8_mma_ && isQuantised(t) && n_tokens > kMatvecTokens;
+}
+
+// Few tokens: the matvec. More: the int8 tensor-core GEMM where the device has
+// it, for quantised weights (F16/BF16 go through matmulTiled beyond 8 tokens).
 void CudaBackend::matmulQuantised(const WeightView& w, const void* act, float* y, int n_tokens) {
+  const cuda::ElemType type = elemType(w.type, "matmul");
   traffic_.weight_bytes += viewBytes(w);
+  if (gemmFor(w.type, n_tokens)) {
+    traffic_.bytes_read += viewBytes(w) * cuda::gemmWeightPasses(n_tokens) +
+                           actBytes(w, n_tokens) * cuda::gemmActivationPasses(w.rows);
+    cuda::launchGemmQ(type, w.data, w.row_bytes, w.rows, act, w.cols, n_tokens, y, stream_);
+    return;
+  }
   traffic_.bytes_read += viewBytes(w) * passes(n_tokens) + actBytes(w, n_tokens);
-  cuda::launchMatvecQ(elemType(w.type, "matmul"), w.data, w.row_bytes, w.rows, act, w.cols, n_tokens, y,
-                      stream_);
+  cuda::launchMatvecQ(type, w.data, w.row_bytes, w.rows, act, w.cols, n_tokens, y, stream_);
 }
 
 void CudaBackend::matmul(const WeightView& w, const float* x, float* y,
@@ -381,7 +395,7 @@ void CudaBackend::matmul(const WeightView& w, const float* x, float* y,
     traffic_.bytes_read += viewBytes(w) + actBytes(w, n_tokens);
     sgemm(reinterpret_cast<const float*>(w.data), static_cast<int64_t>(w.row_bytes / sizeof(float)), w.rows,
           x, w.cols, n_tokens, y, w.rows);
-  } else if (!isQuantised(w.type) && n_tokens > kFloatMatvecTokens)
+  } else if (!isQuantised(w.type) && n_tokens > kMatvecTokens)
     matmulTiled(w, x, y, n_tokens);
   else
     matmulQuantised(w, activationsFor(w, x, n_tokens), y, n_tokens);
@@ -586,12 +600,17 @@ void CudaBackend::moeExperts(const MoeExpertsCall& c) {
       flush();
     m.up_type = up, m.down_type = down;
     m.up_row_bytes = w.gate.row_bytes, m.down_row_bytes = w.down.row_bytes;
+    m.up_gemm = gemmFor(w.gate.type, c.n_tokens), m.down_gemm = gemmFor(w.down.type, c.n_tokens);
     if (c.host_ids) {
       const int served = static_cast<int>(std::count(c.host_ids, c.host_ids + n_slots, ref->expert));
-      const uint64_t expert_bytes = viewBytes(w.gate) + viewBytes(w.up) + viewBytes(w.down);
-      traffic_.weight_bytes += expert_bytes;
-      traffic_.bytes_read +=
-          expert_bytes * passes(served) + actBytes(w.gate, served) + actBytes(w.down, served);
+      const uint64_t gate_up = viewBytes(w.gate) + viewBytes(w.up), down = viewBytes(w.down);
+      traffic_.weight_bytes += gate_up + down;
+      traffic_.bytes_read += m.up_gemm ? gate_up * cuda::gemmWeightPasses(served) +
+                                             2 * actBytes(w.gate, served) * cuda::gemmActivationPasses(c.n_ff)
+                                       : gate_up * passes(served) + actBytes(w.gate, served);
+      traffic_.bytes_read += m.down_gemm ? down * cuda::gemmWeightPasses(served) +
+                                               actBytes(w.down, served) * cuda::gemmActivationPasses(c.n_embd)
+                                         : down * passes(served) + actBytes(w.down, served);
     }
     const int i = m.table.count++;
     m.table.ids[i] = ref->expert;

@@ -105,6 +105,8 @@ class CudaBackend final : public Backend {
   // what the matvec reads (x itself for float-typed weights).
   const void* activationsFor(const WeightView& w, const float* x, int n_tokens);
   void matmulQuantised(const WeightView& w, const void* act, float* y, int n_tokens);
+  // Whether a matmul of n_tokens on weights of type t takes the int8 tensor-core GEMM.
+  bool gemmFor(gguf::TensorType t, int n_tokens) const;
   void checkDeviceWeight(const WeightView& w, const char* op) const;
   void matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens);
   void sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens, float* y,
@@ -115,6 +117,7 @@ class CudaBackend final : public Backend {
 
   std::string device_name_;
   size_t device_memory_ = 0;
+  bool int8_mma_ = false;  // the device has the int8 tensor-core instructions the GEMM uses
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   mutable std::mutex

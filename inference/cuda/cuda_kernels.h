@@ -36,6 +36,16 @@ void launchQuantizeActs(ElemType weights, const float* x, int64_t cols, int n_ro
 void launchMatvecQ(ElemType type, const uint8_t* w, size_t row_bytes, int64_t rows, const void* act,
                    int64_t cols, int n_tokens, float* y, cudaStream_t stream);
 
+// The same product for many tokens on the int8 tensor cores (cuda_gemm.cu; quantised
+// types only, compute capability >= kMinMmaComputeCapability of cuda_mma.cuh).
+void launchGemmQ(ElemType type, const uint8_t* w, size_t row_bytes, int64_t rows, const void* act,
+                 int64_t cols, int n_tokens, float* y, cudaStream_t stream);
+// How often the GEMM reads each weight byte (once per 32 tokens) and each
+// activation byte (once per 64 weight rows).
+uint64_t gemmWeightPasses(int n_tokens);
+uint64_t gemmActivationPasses(int64_t rows);
+inline constexpr int kMinMmaComputeCapability = 80;  // major * 10 + minor
+
 // The routed experts of one MoE layer (cuda_moe.cu). At most kMaxCallExperts experts
 // per launch (their weight pointers travel in the kernel's arguments).
 inline constexpr int kMaxCallExperts = 64;
@@ -51,6 +61,7 @@ struct ExpertTable {
 struct MoeLaunch {
   ExpertTable table;
   ElemType up_type = ElemType::F32, down_type = ElemType::F32;  // gate and up share a type
+  bool up_gemm = false, down_gemm = false;                      // the int8 GEMM forms (quantised types only)
   size_t up_row_bytes = 0, down_row_bytes = 0;
   int64_t n_embd = 0, n_ff = 0;
   int n_tokens = 0, k = 0, n_slots = 0;  // n_slots = n_tokens * k

@@ -5,6 +5,8 @@
 //   gateUpKernel      silu(gate . x) * (up . x) of every served slot, all experts at once
 //   (quantizeActsKernel of cuda_matvec.cu on those rows)
 //   downKernel        down . h into each slot's row of the slot buffer
+// (gate/up and down as int8 tensor-core GEMMs, cuda_gemm.cuh, when the call asks:
+// prefill on quantised experts)
 //   combineKernel     out[t] = sum over ranks j (ascending) of weight[t][j] * slot[t][j]
 // Each slot's output depends only on its own token's row and its expert's weights,
 // and the sum runs in rank order, so the result is the same bits whichever experts
@@ -12,6 +14,7 @@
 #include <math.h>
 
 #include "inference/cuda/cuda_check.h"
+#include "inference/cuda/cuda_gemm.cuh"
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/cuda/cuda_launch.h"
 #include "inference/cuda/cuda_quant.cuh"
@@ -142,6 +145,70 @@ __global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, 
   }
 }
 
+// The GEMM forms: grid (row blocks of kGemmRows, blocks of kGemmTokens of an
+// expert's slots, experts of the call); a block past its expert's count leaves.
+// Fills the block's slot list and activation rows (slot / k for the layer input,
+// the slot itself for h); returns whether the block has work.
+__device__ __forceinline__ bool gemmSlots(const int* plan, int n_slots, int k, int* slots,
+                                          int64_t* act_rows) {
+  const int* list = plan + static_cast<int64_t>(blockIdx.z) * (n_slots + 1);
+  const int count = list[0];
+  const int i0 = static_cast<int>(blockIdx.y) * kGemmTokens;
+  if (i0 >= count) return false;  // the same for every thread of the block
+  if (threadIdx.x < kGemmTokens) {
+    const int i = i0 + static_cast<int>(threadIdx.x);
+    slots[threadIdx.x] = i < count ? list[1 + i] : -1;
+    act_rows[threadIdx.x] = i < count ? (k > 0 ? list[1 + i] / k : list[1 + i]) : -1;
+  }
+  __syncthreads();
+  return true;
+}
+
+template <ElemType T>
+__global__ void __launch_bounds__(kGemmThreads)
+    gateUpGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k, const int* plan,
+                     int n_slots, float* h) {
+  __shared__ GemmTiles tiles;
+  __shared__ int slots[kGemmTokens];
+  __shared__ int64_t act_rows[kGemmTokens];
+  if (!gemmSlots(plan, n_slots, k, slots, act_rows)) return;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kGemmRows;
+  GemmAcc g = {}, u = {};
+  gemmTile<T>(tiles, table.gate[blockIdx.z], row_bytes, n_ff, row0, x, act_rows, g);
+  gemmTile<T>(tiles, table.up[blockIdx.z], row_bytes, n_ff, row0, x, act_rows, u);
+#pragma unroll
+  for (int j = 0; j < kGemmTokens / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = row0 + gemmAccRow(i);
+      const int slot = slots[gemmAccToken(j, i)];
+      const float gv = g[j][i];
+      if (r < n_ff && slot >= 0)
+        h[static_cast<int64_t>(slot) * n_ff + r] = __fmul_rn(gv / (1.0f + expf(-gv)), u[j][i]);
+    }
+}
+
+template <ElemType T>
+__global__ void __launch_bounds__(kGemmThreads)
+    downGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
+                   int n_slots, float* outputs) {
+  __shared__ GemmTiles tiles;
+  __shared__ int slots[kGemmTokens];
+  __shared__ int64_t act_rows[kGemmTokens];
+  if (!gemmSlots(plan, n_slots, 0, slots, act_rows)) return;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kGemmRows;
+  GemmAcc y = {};
+  gemmTile<T>(tiles, table.down[blockIdx.z], row_bytes, n_embd, row0, hq, act_rows, y);
+#pragma unroll
+  for (int j = 0; j < kGemmTokens / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = row0 + gemmAccRow(i);
+      const int slot = slots[gemmAccToken(j, i)];
+      if (r < n_embd && slot >= 0) outputs[static_cast<int64_t>(slot) * n_embd + r] = y[j][i];
+    }
+}
+
 __global__ void combineKernel(const float* slots, const float* weights, int n_tokens, int k, int64_t n_embd,
                               float* out) {
   const int64_t total = static_cast<int64_t>(n_tokens) * n_embd;
@@ -169,12 +236,25 @@ unsigned gridFor(int64_t n, int threads) {
   return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 20));
 }
 
+dim3 gemmGrid(int64_t rows, const MoeLaunch& m) {
+  return dim3(static_cast<unsigned>((rows + kGemmRows - 1) / kGemmRows),
+              static_cast<unsigned>((m.n_tokens + kGemmTokens - 1) / kGemmTokens),
+              static_cast<unsigned>(m.table.count));
+}
+
 template <ElemType T>
 void launchExpertsT(const MoeLaunch& m, cudaStream_t stream) {
-  const dim3 up_grid(static_cast<unsigned>((m.n_ff + kWarps - 1) / kWarps),
-                     static_cast<unsigned>(m.table.count));
   const ActRows x =
       actRows(T, isFloatType(T) ? static_cast<const void*>(m.x) : m.x_act, m.n_embd, m.n_tokens);
+  if constexpr (!isFloatType(T))
+    if (m.up_gemm) {
+      launchKernel(gateUpGemmKernel<T>, gemmGrid(m.n_ff, m), kGemmThreads, 0, stream, m.table, m.up_row_bytes,
+                   m.n_ff, x, m.k, m.plan, m.n_slots, m.h);
+      checkLaunch("MoE gate/up GEMM kernel");
+      return;
+    }
+  const dim3 up_grid(static_cast<unsigned>((m.n_ff + kWarps - 1) / kWarps),
+                     static_cast<unsigned>(m.table.count));
   launchKernel(gateUpKernel<T>, up_grid, kWarps * 32, 0, stream, m.table, m.up_row_bytes, m.n_ff, x, m.k,
                m.plan, m.n_slots, m.h);
   checkLaunch("MoE gate/up kernel");
@@ -182,9 +262,16 @@ void launchExpertsT(const MoeLaunch& m, cudaStream_t stream) {
 
 template <ElemType T>
 void launchDownT(const MoeLaunch& m, cudaStream_t stream) {
+  const ActRows hq = actRows(T, isFloatType(T) ? static_cast<const void*>(m.h) : m.h_act, m.n_ff, m.n_slots);
+  if constexpr (!isFloatType(T))
+    if (m.down_gemm) {
+      launchKernel(downGemmKernel<T>, gemmGrid(m.n_embd, m), kGemmThreads, 0, stream, m.table,
+                   m.down_row_bytes, m.n_embd, hq, m.plan, m.n_slots, m.outputs);
+      checkLaunch("MoE down GEMM kernel");
+      return;
+    }
   const dim3 grid(static_cast<unsigned>((m.n_embd + kWarps - 1) / kWarps),
                   static_cast<unsigned>(m.table.count));
-  const ActRows hq = actRows(T, isFloatType(T) ? static_cast<const void*>(m.h) : m.h_act, m.n_ff, m.n_slots);
   launchKernel(downKernel<T>, grid, kWarps * 32, 0, stream, m.table, m.down_row_bytes, m.n_embd, hq, m.plan,
                m.n_slots, m.outputs);
   checkLaunch("MoE down kernel");

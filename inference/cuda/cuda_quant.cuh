@@ -173,6 +173,29 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
   return un;
 }
 
+// A unit's value from its integer dot products with the activation's bytes: p0
+// over words 0..3 and p1 over words 4..7, s0 and s1 the sums of those bytes, dx
+// the activation's scale. Only Q6_K (a scale per half) needs the halves apart;
+// for the other types p0 + p1 and s0 + s1 are what count.
+template <ElemType T>
+__device__ __forceinline__ float unitValue(int sc0, int sc1, int m, float d, float dmin, int p0, int p1,
+                                           int s0, int s1, float dx) {
+  if constexpr (T == ElemType::Q6_K) {
+    const int total = sc0 * (p0 - 32 * s0) + sc1 * (p1 - 32 * s1);
+    return static_cast<float>(total) * (d * dx);
+  } else if constexpr (T == ElemType::Q4_0) {
+    const int total = p0 + p1 - 8 * (s0 + s1);
+    return static_cast<float>(total) * (d * dx);
+  } else if constexpr (T == ElemType::Q4_K || T == ElemType::Q5_K) {
+    const int total = sc0 * (p0 + p1);
+    const int mins = m * (s0 + s1);
+    return static_cast<float>(total) * (d * dx) - static_cast<float>(mins) * (dmin * dx);
+  } else {
+    (void)sc0, (void)sc1, (void)m, (void)dmin, (void)s0, (void)s1;
+    return static_cast<float>(p0 + p1) * (d * dx);
+  }
+}
+
 // The unit's contribution for activation row r (unit u).
 template <ElemType T>
 __device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64_t r, int u) {
@@ -184,26 +207,17 @@ __device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64
     p0 = __dp4a(un.v[i], xi, p0);
     p1 = __dp4a(un.v[i + 4], xj, p1);
   }
-  const float dx = a.d[r * a.units + u];
-  if constexpr (T == ElemType::Q6_K) {  // bias per half: the two halves have their own scales
-    int s0 = 0, s1 = 0;
+  int s0 = 0, s1 = 0;
+  if constexpr (T == ElemType::Q6_K) {  // the two halves have their own scales
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       s0 = __dp4a(0x01010101, x[i], s0);
       s1 = __dp4a(0x01010101, x[i + 4], s1);
     }
-    const int total = un.sc0 * (p0 - 32 * s0) + un.sc1 * (p1 - 32 * s1);
-    return static_cast<float>(total) * (un.d * dx);
-  } else if constexpr (T == ElemType::Q4_0) {
-    const int total = p0 + p1 - 8 * a.s[r * a.units + u];
-    return static_cast<float>(total) * (un.d * dx);
-  } else if constexpr (T == ElemType::Q4_K || T == ElemType::Q5_K) {
-    const int total = un.sc0 * (p0 + p1);
-    const int mins = un.m * a.s[r * a.units + u];
-    return static_cast<float>(total) * (un.d * dx) - static_cast<float>(mins) * (un.dmin * dx);
-  } else {
-    return static_cast<float>(p0 + p1) * (un.d * dx);
+  } else if constexpr (T != ElemType::Q8_0) {
+    s0 = a.s[r * a.units + u];
   }
+  return unitValue<T>(un.sc0, un.sc1, un.m, un.d, un.dmin, p0, p1, s0, s1, a.d[r * a.units + u]);
 }
 
 // Element c of a float-typed row.

@@ -20,6 +20,7 @@
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/cuda/cuda_launch.h"
+#include "inference/cuda/cuda_quant.cuh"
 
 namespace moe::cuda {
 namespace {
@@ -31,17 +32,6 @@ __device__ __forceinline__ uint16_t load16(const uint8_t* p) {
 }
 
 __device__ __forceinline__ float halfBits(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
-
-// Scale and min of pair k (0..7) of the 12 packed bytes of a Q4_K / Q5_K block.
-__device__ __forceinline__ void scaleMinK4(const uint8_t* s, int k, int& sc, int& m) {
-  if (k < 4) {
-    sc = s[k] & 63;
-    m = s[k + 4] & 63;
-  } else {
-    sc = (s[k + 4] & 15) | ((s[k - 4] >> 6) << 4);
-    m = (s[k + 4] >> 4) | ((s[k] >> 6) << 4);
-  }
-}
 
 // Element j (0..255) of a Q4_K (qh == nullptr) or Q5_K block; qs: [128] of the block.
 __device__ __forceinline__ float decodeQ45K(const uint8_t* blk, const uint8_t* qh, const uint8_t* qs, int j) {

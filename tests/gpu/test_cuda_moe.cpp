@@ -235,8 +235,11 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
   for (const Case& c : cases) {
     const int n_expert = 12;
     Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);
-    // 16 tokens x top-6 over 12 experts: some serve more than 8 slots (a second token tile).
-    for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{13, 2}, std::pair{16, 6}}) {
+    // Up to 8 tokens the matvec form, beyond it the GEMM form (quantised types, int8
+    // tensor cores): 16 tokens x top-6 over 12 experts gives some experts more than 8
+    // slots (the matvec's second token tile), 80 x top-6 more than 32 (the GEMM's).
+    for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{8, 3}, std::pair{13, 2},
+                               std::pair{16, 6}, std::pair{80, 6}}) {
       const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
                                                  moe::gguf::tensorTypeName(c.down), n_tokens, k);
       const auto x = randomFloats(size_t(n_tokens) * c.n_embd, uint32_t(n_tokens * 7 + k));
