@@ -17,6 +17,14 @@ using gguf::TensorType;
 // The batched matmul of a non-F32 weight dequantises at most this many floats
 // (64 MiB) of rows at a time before cublasSgemm multiplies them.
 constexpr int64_t kTileFloats = int64_t{1} << 24;
+// Matmuls of more tokens than this take the GEMM: the int8 tensor-core one for
+// quantised weights, a dequantised tile and cuBLAS for F16/BF16.
+constexpr int kMatvecTokens = 8;
+
+int64_t tileRows(const WeightView& w) {
+  return std::clamp<int64_t>(kTileFloats / std::max<int64_t>(w.cols, 1), 1, w.rows);
+}
+size_t tileBytes(const WeightView& w) { return static_cast<size_t>(tileRows(w) * w.cols) * sizeof(float); }
 
 cuda::ElemType elemType(TensorType t, const char* op) {
   switch (t) {
@@ -110,6 +118,14 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
     scratch(moe_plan_, sizeof(int) * cuda::kMaxCallExperts * (static_cast<size_t>(T * K) + 1),
             "MoE expert plan");
   }
+  if (T > kMatvecTokens) {  // the F16/BF16 weights' dequantisation tile, as large as the largest needs
+    size_t tile = 0;
+    {
+      std::lock_guard lock(alloc_mu_);
+      tile = float_tile_bytes_;
+    }
+    if (tile) scratch(tile_, tile, "matmul dequantisation tile");
+  }
   const size_t partials = cuda::attentionScratchBytesUpTo(n_ctx, c.n_head, c.n_head_kv, c.head_dim);
   if (partials) scratch(attn_, partials, "attention partials");
   // Read backs: the last token's logits, or a batch's routing.
@@ -193,6 +209,8 @@ WeightView CudaBackend::prepareWeight(const WeightView& host) {
   std::lock_guard lock(alloc_mu_);
   weights_.emplace(p, bytes);
   weight_bytes_ += bytes;
+  if (host.type == TensorType::F16 || host.type == TensorType::BF16)
+    float_tile_bytes_ = std::max(float_tile_bytes_, tileBytes(host));
   dev.data = p;
   return dev;
 }
@@ -339,10 +357,6 @@ bool isQuantised(TensorType t) {
 }
 // Activations quantised per 256 (Q8_K) rather than per 32 (Q8_0).
 bool usesQ8K(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
-// Matmuls of more tokens than this take the GEMM: the int8 tensor-core one for
-// quantised weights, a dequantised tile and cuBLAS for F16/BF16.
-constexpr int kMatvecTokens = 8;
-
 }  // namespace
 
 const void* CudaBackend::activationsFor(const WeightView& w, const float* x, int n_tokens) {
@@ -429,9 +443,8 @@ void CudaBackend::matmulMany(std::span<const MatmulJob> jobs) {
 // Rows [r0, r0 + nr) dequantised into the F32 tile, then one GEMM writes those
 // rows of every token's output (column-major C starting at y + r0, ldc = rows).
 void CudaBackend::matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens) {
-  const int64_t tile_rows = std::clamp<int64_t>(kTileFloats / w.cols, 1, w.rows);
-  auto* tile = static_cast<float*>(
-      scratch(tile_, static_cast<size_t>(tile_rows * w.cols) * sizeof(float), "matmul dequantisation tile"));
+  const int64_t tile_rows = tileRows(w);
+  auto* tile = static_cast<float*>(scratch(tile_, tileBytes(w), "matmul dequantisation tile"));
   const cuda::ElemType type = elemType(w.type, "matmul");
   // The weight once, and its F32 tile written then read by the GEMM.
   traffic_.weight_bytes += viewBytes(w);

@@ -127,6 +127,7 @@ class CudaBackend final : public Backend {
   // Weight addresses found device-readable (cudaPointerGetAttributes once, not per call).
   mutable std::unordered_set<const void*> device_readable_;
   size_t weight_bytes_ = 0;
+  size_t float_tile_bytes_ = 0;  // the dequantisation tile the F16/BF16 weights prepared so far need
   Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
   Scratch attn_;  // attention's per-chunk partials (decode)
   void* pinned_ = nullptr;

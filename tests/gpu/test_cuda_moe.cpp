@@ -347,21 +347,25 @@ TEST_CASE(decodeReadsTheWeightsOnce) {
 // one batch and decode steps then allocate nothing, so running out of device memory
 // is reported before the first token, never in the middle of a reply.
 TEST_CASE(noDeviceAllocationAfterTheSessionStarts) {
-  auto spec = moe::synth::tinySpec("qwen3moe");
-  spec.expert_type = TensorType::Q8_0;
-  spec.weight_type = TensorType::Q4_0;
-  const auto bytes = moe::synth::buildModel(spec).toBytes();
-  auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
-  const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
-  moe::ResidentExpertSource experts(table);
-  moe::Transformer tf(*model, *gpu_, experts, 280);
-  const uint64_t mallocs = cudastandin::totals().mallocs;
-  std::vector<int32_t> prompt(260);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % model->config().n_vocab);
-  std::vector<float> logits;
-  tf.forward(prompt, logits);
-  for (int32_t next : {3, 5, 7}) tf.forward(std::span(&next, 1), logits);
-  CHECK_EQ(cudastandin::totals().mallocs - mallocs, uint64_t(0));
+  // Quantised weights, and F16 ones (whose prefill dequantises a tile for cuBLAS).
+  for (TensorType weight_type : {TensorType::Q4_0, TensorType::F16}) {
+    auto spec = moe::synth::tinySpec("qwen3moe");
+    spec.expert_type = TensorType::Q8_0;
+    spec.weight_type = weight_type;
+    const auto bytes = moe::synth::buildModel(spec).toBytes();
+    auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+    const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+    moe::ResidentExpertSource experts(table);
+    moe::Transformer tf(*model, *gpu_, experts, 280);
+    const uint64_t mallocs = cudastandin::totals().mallocs;
+    std::vector<int32_t> prompt(260);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % model->config().n_vocab);
+    std::vector<float> logits;
+    tf.forward(prompt, logits);
+    for (int32_t next : {3, 5, 7}) tf.forward(std::span(&next, 1), logits);
+    CHECK_MSG(cudastandin::totals().mallocs == mallocs, std::string(moe::gguf::tensorTypeName(weight_type)) +
+                                                            " weights: cudaMalloc during the session");
+  }
 }
 #endif
 
