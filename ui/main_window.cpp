@@ -129,7 +129,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
     chat_view_->setBusy(busy);
   });
   connect(&chat_, &ChatController::error, this,
-          [this](const QString& why) { statusBar()->showMessage("Reply failed: " + why, 10'000); });
+          [this](const QString& why) { showNotice("Reply failed: " + why); });
   connect(&chat_, &ChatController::modelLoading, this, [this](double f, const QString& stage) {
     load_bar_->show();
     load_bar_->setValue(static_cast<int>(f * 100));
