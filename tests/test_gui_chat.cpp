@@ -7,6 +7,8 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QDialog>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QGuiApplication>
 #include <QLabel>
 #include <QLineEdit>
@@ -153,19 +155,109 @@ class GuiChatTest : public QObject {
     QCOMPARE(f.w().composer()->button()->text(), QString("Send"));
   }
 
-  void regenerateReplacesTheLastReply() {
-    Fixture f;
+  // Regenerate keeps the earlier reply: the new one streams in its place, the
+  // database keeps showing the earlier one until the new one is complete, and
+  // "< 2/2 >" pages between them; prompts use the reply shown.
+  void regenerateKeepsTheEarlierReplyToPageBack() {
+    Fixture f([](test::FakeChatEngine& e) { e.words = {"First", " answer"}; });
     QVERIFY(f.app->loadDemo());
     f.type("First question");
     QTRY_VERIFY(!f.chat().busy());
+    const qint64 conv = f.chat().current();
+    const qint64 first = f.store().messages(conv).back().id;
     auto* regen = f.bubbleButton(1, "Regenerate");
     QVERIFY(regen && regen->isVisible());
     QVERIFY(!f.bubbleButton(0, "Regenerate"));
+    QVERIFY(!f.w().chatView()->bubble(1)->findChild<QLabel*>("replyPager"));
+
+    f.fake->words.assign(400, " again");
+    f.fake->per_token = std::chrono::milliseconds(3);
     QTest::mouseClick(regen, Qt::LeftButton);
-    QTRY_COMPARE(f.fake->replies.load(), 2);
-    QTRY_VERIFY(!f.chat().busy());
-    QCOMPARE(f.store().messages(f.chat().current()).size(), size_t(2));
+    QTRY_VERIFY(f.chat().busy());
+    const qint64 second = f.chat().streamingReply();
+    QCOMPARE(f.w().chatView()->bubbleCount(), 2);  // in the turn's place, not a third bubble
+    QCOMPARE(f.w().chatView()->bubble(1)->item().id, second);
+    QCOMPARE(f.w().chatView()->bubble(1)->findChild<QLabel*>("replyPager")->text(), QString("2/2"));
+    QTRY_VERIFY(!f.store().message(second)->text.empty());  // checkpointed as it streams
+    QCOMPARE(f.store().messages(conv).back().id, first);    // yet the earlier one is the shown one
+    QCOMPARE(f.store().messages(conv).back().text, std::string("First answer"));
+    {
+      std::lock_guard lock(f.fake->mu_);
+      QCOMPARE(f.fake->last_messages.size(), size_t(1));  // the question, not the reply it replaces
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
+    QCOMPARE(f.fake->replies.load(), 2);
+    auto msgs = f.store().messages(conv);
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[1].id, second);
+    QCOMPARE(msgs[1].state, MessageState::Complete);
+    QCOMPARE(f.store().alternatives(second).size(), size_t(2));
+
+    // Page back to the first reply: the view and the database show it.
+    auto* previous = f.w().chatView()->bubble(1)->findChild<QToolButton*>("previousReply");
+    QVERIFY(previous && previous->isEnabled());
+    QVERIFY(!f.w().chatView()->bubble(1)->findChild<QToolButton*>("nextReply")->isEnabled());
+    QTest::mouseClick(previous, Qt::LeftButton);
     QCOMPARE(f.w().chatView()->bubbleCount(), 2);
+    QCOMPARE(f.w().chatView()->bubble(1)->renderedText(), QString("First answer"));
+    QCOMPARE(f.w().chatView()->bubble(1)->findChild<QLabel*>("replyPager")->text(), QString("1/2"));
+    QCOMPARE(f.store().messages(conv).back().id, first);
+
+    // The next prompt carries the reply shown.
+    f.fake->words = {"ok"};
+    f.fake->per_token = {};
+    f.type("Next question");
+    QTRY_VERIFY(!f.chat().busy());
+    std::lock_guard lock(f.fake->mu_);
+    const auto& m = f.fake->last_messages;
+    QCOMPARE(m.size(), size_t(3));
+    QCOMPARE(m[1].content, std::string("First answer"));
+    QCOMPARE(m[2].content, std::string("Next question"));
+  }
+
+  // The first words of a reply are in the database before they are on screen,
+  // and every later text is within kCheckpointChars of what is shown.
+  void streamingTextIsSavedAsItShows() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(600, "word ");
+      e.per_token = std::chrono::milliseconds(1);
+    });
+    QVERIFY(f.app->loadDemo());
+    int shown = 0;
+    QString first_shown, first_saved;
+    qsizetype worst_gap = 0;
+    connect(&f.chat(), &ChatController::replyText, this, [&](qint64 id, const QString& text) {
+      const QString saved = QString::fromStdString(f.store().message(id)->text);
+      if (shown++ == 0) first_shown = text, first_saved = saved;
+      QVERIFY(text.startsWith(saved));
+      worst_gap = std::max(worst_gap, text.size() - saved.size());
+    });
+    f.type("stream");
+    QTRY_VERIFY_WITH_TIMEOUT(shown > 0 && !f.chat().busy(), 20000);
+    QVERIFY(!first_shown.isEmpty());
+    QCOMPARE(first_saved, first_shown);
+    QVERIFY2(worst_gap < ChatController::kCheckpointChars, qPrintable(QString::number(worst_gap)));
+  }
+
+  // Export suggests a file named after the chat.
+  void exportSuggestsTheChatsTitle() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("Penguins: facts/figures?");
+    QTRY_VERIFY(!f.chat().busy());
+    QString suggested;
+    QTimer::singleShot(0, this, [&] {
+      QTRY_VERIFY(qobject_cast<QFileDialog*>(QApplication::activeModalWidget()));
+      auto* dlg = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+      suggested = QFileInfo(dlg->selectedFiles().value(0)).fileName();
+      dlg->reject();
+    });
+    QAction* action = nullptr;
+    for (auto* a : f.w().findChildren<QAction*>())
+      if (a->text() == "Export chat as Markdown…") action = a;
+    QVERIFY(action);
+    action->trigger();
+    QCOMPARE(suggested, QString("Penguins facts figures.md"));
   }
 
   void editAndResendReplacesTheRest() {

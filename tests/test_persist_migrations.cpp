@@ -78,6 +78,14 @@ void fillV2(sql::Database& db) {
       "1800, 1900)");
 }
 
+// What a v3 app added: a trained predictor.
+void fillV3(sql::Database& db) {
+  db.exec(
+      "INSERT INTO predictors (model_sha256, layer, distance, format_version, weights, trained_on, "
+      "token_count, accuracy, created_at) VALUES ('" +
+      kSha + "', 0, 1, 1, x'00ff10', 'use', 4096, 0.85, 1950)");
+}
+
 void buildAtVersion(const QString& path, int version) {
   if (version == 0) {
     writeAll(path, {});  // an empty file: what a first launch that died before any write leaves
@@ -88,6 +96,7 @@ void buildAtVersion(const QString& path, int version) {
   QCOMPARE(db.queryInt64("PRAGMA user_version"), int64_t(version));
   if (version >= 1) fillV1(db);
   if (version >= 2) fillV2(db);
+  if (version >= 3) fillV3(db);
 }
 
 // The FTS index agrees with the messages table ('integrity-check' throws otherwise).
@@ -129,7 +138,10 @@ class PersistMigrationsTest : public QObject {
     QCOMPARE(adb.db().queryInt64("PRAGMA application_id"), int64_t(AppDatabase::kApplicationId));
     checkFtsConsistent(adb.db());
 
-    // Every table of the current schema exists (the v3 one included).
+    // Every table of the current schema exists (the v3 one included), and v4's columns.
+    QCOMPARE(adb.db().queryInt64("SELECT count(*) FROM pragma_table_info('messages') WHERE name IN "
+                                 "('turn_id', 'shown')"),
+             int64_t(2));
     for (const char* table :
          {"conversations", "messages", "messages_fts", "models", "downloads", "predictors"}) {
       auto st = adb.db().prepare("SELECT count(*) FROM sqlite_schema WHERE name = ?1");
@@ -159,6 +171,21 @@ class PersistMigrationsTest : public QObject {
       QCOMPARE(msgs.size(), size_t(2));
       QCOMPARE(msgs[0].text, kUserText);
       QCOMPARE(msgs[1].stats.ttft_ms.value(), 56.5);
+      // Every older reply is the shown one of a turn of its own, and a regenerate keeps it.
+      QVERIFY(msgs[1].shown);
+      QCOMPARE(msgs[1].alternatives, 1);
+      QCOMPARE(db.queryInt64("SELECT count(*) FROM messages WHERE shown = 1 AND turn_id IS NULL"),
+               int64_t(3));
+      const int64_t regenerated = store.beginAlternative(msgs[1].id);
+      QVERIFY(store.finishReply(regenerated, "a new reply", moe::MessageState::Complete));
+      const auto turn = store.alternatives(msgs[1].id);
+      QCOMPARE(turn.size(), size_t(2));
+      QCOMPARE(turn[0].text, kReplyText);
+      QCOMPARE(turn[0].stats.completion_tokens.value(), int64_t(34));
+      QCOMPARE(store.messages(1).back().text, std::string("a new reply"));
+      QVERIFY(store.showAlternative(msgs[1].id));
+      QCOMPARE(store.messages(1).back().text, kReplyText);
+      db.exec("DELETE FROM messages WHERE id = " + std::to_string(regenerated));
       QCOMPARE(store.list().size(), size_t(1));  // the soft-deleted one stays hidden
       QCOMPARE(store.search("backslash").size(), size_t(1));
       QVERIFY(store.search("deleted").empty());
@@ -188,6 +215,10 @@ class PersistMigrationsTest : public QObject {
         "INSERT INTO predictors (model_sha256, layer, distance, format_version, weights, created_at) "
         "VALUES ('" +
         kSha + "', 3, 1, 1, x'0102', 5)");
+    if (version >= 3)
+      QCOMPARE(
+          adb.db().queryText("SELECT hex(weights) || ' ' || token_count FROM predictors WHERE layer = 0"),
+          std::string("00FF10 4096"));
     QCOMPARE(adb.integrityCheck(), std::string("ok"));
   }
 

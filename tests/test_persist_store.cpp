@@ -1,7 +1,8 @@
 // The stores over a real SQLite file: conversations and messages (CRUD,
 // order, soft delete and undo, purge, streaming replies and their recovery,
-// full-text search with hostile queries), export to Markdown and JSON,
-// downloads and installed models.
+// full-text search with hostile queries), alternatives of a regenerated reply,
+// export to Markdown and JSON and the file name it suggests, downloads and
+// installed models.
 #include <QtTest>
 
 #include <QJsonArray>
@@ -339,6 +340,100 @@ class PersistStoreTest : public QObject {
     QVERIFY(store.search("   ").empty());
     QCOMPARE(adb.db().queryInt64("SELECT count(*) FROM messages"), int64_t(3));
     QCOMPARE(store.search("bread", 0).size(), size_t(0));
+  }
+
+  // Regenerate keeps every reply: the new one is hidden until it completes (or
+  // stops with text), the earlier one stays shown and in the prompts meanwhile.
+  void regeneratedRepliesAreAlternativesOfTheTurn() {
+    AppDatabase adb = AppDatabase::open(dbPath("alternatives.db"));
+    ConversationStore store(adb, tickingClock());
+    const int64_t conv = store.createConversation("chat");
+    store.addMessage(conv, Role::User, "question");
+    const int64_t first = store.beginReply(conv);
+    QVERIFY(store.finishReply(first, "first answer", MessageState::Complete));
+    QCOMPARE(store.message(first)->alternatives, 1);
+
+    const int64_t second = store.beginAlternative(first);
+    QVERIFY(store.checkpointReply(second, "second ans"));
+    auto msgs = store.messages(conv);
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[1].id, first);  // still the shown one while the new reply streams
+    QCOMPARE(msgs[1].alternative, 1);
+    QCOMPARE(msgs[1].alternatives, 2);
+    QCOMPARE(store.get(conv)->message_count, int64_t(2));
+    auto streaming = *store.message(second);
+    QVERIFY(!streaming.shown);
+    QCOMPARE(streaming.turn, first);
+    QCOMPARE(streaming.alternative, 2);
+
+    // A crash now: the new reply is interrupted and hidden, the earlier one intact and shown.
+    QCOMPARE(store.recoverInterrupted(), int64_t(1));
+    msgs = store.messages(conv);
+    QCOMPARE(msgs.back().text, std::string("first answer"));
+    QCOMPARE(msgs.back().state, MessageState::Complete);
+    auto turn = store.alternatives(first);
+    QCOMPARE(turn.size(), size_t(2));
+    QCOMPARE(turn[1].text, std::string("second ans"));
+    QCOMPARE(turn[1].state, MessageState::Interrupted);
+
+    // A reply that fails, or is stopped before any text, does not take the turn.
+    const int64_t failed = store.beginAlternative(first);
+    QVERIFY(store.finishReply(failed, "", MessageState::Error));
+    const int64_t stopped = store.beginAlternative(turn[1].id);  // any reply of the turn names it
+    QVERIFY(store.finishReply(stopped, "", MessageState::Stopped));
+    QCOMPARE(store.messages(conv).back().id, first);
+    // One that completes does, in the same transaction as its text.
+    const int64_t third = store.beginAlternative(first);
+    QVERIFY(store.finishReply(third, "third answer", MessageState::Complete));
+    msgs = store.messages(conv);
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[1].id, third);
+    QCOMPARE(msgs[1].alternative, 5);
+    QCOMPARE(msgs[1].alternatives, 5);
+    QCOMPARE(adb.db().queryInt64("SELECT count(*) FROM messages WHERE shown = 1"), int64_t(2));
+
+    // Paging back: the earlier reply is shown again.
+    QVERIFY(store.showAlternative(first));
+    QCOMPARE(store.messages(conv).back().text, std::string("first answer"));
+    QVERIFY(!store.showAlternative(9999));
+    // Every alternative is searchable and the index stays consistent.
+    QCOMPARE(store.search("third").size(), size_t(1));
+    checkFtsConsistent(adb);
+
+    // Only the last turn gets another reply; a user message is not a reply.
+    const int64_t next_user = store.addMessage(conv, Role::User, "next question");
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, store.beginAlternative(first));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, store.beginAlternative(next_user));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, store.beginAlternative(9999));
+    // A stopped reply with text takes the turn too.
+    const int64_t next = store.beginReply(conv);
+    QVERIFY(store.finishReply(next, "complete", MessageState::Complete));
+    const int64_t cut = store.beginAlternative(next);
+    QVERIFY(store.finishReply(cut, "stopped half", MessageState::Stopped));
+    QCOMPARE(store.messages(conv).back().id, cut);
+    // Edit-and-resend of the first question drops the turns after it, alternatives included.
+    QCOMPARE(store.truncateAfter(conv, msgs[0].id), int64_t(8));
+    QCOMPARE(adb.db().queryInt64("SELECT count(*) FROM messages"), int64_t(1));
+    checkFtsConsistent(adb);
+  }
+
+  void exportFileNameFollowsTheTitle() {
+    using moe::exportFileName;
+    QCOMPARE(exportFileName("Penguin facts", "md"), std::string("Penguin facts.md"));
+    QCOMPARE(exportFileName("a/b\\c:d*e?f\"g<h>i|j", "json"), std::string("a b c d e f g h i j.json"));
+    QCOMPARE(exportFileName("  ..hidden\tand\nlines..  ", "md"), std::string("hidden and lines.md"));
+    QCOMPARE(exportFileName("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80", "md"),
+             std::string("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80.md"));
+    QCOMPARE(exportFileName("bad \xFF\xFE bytes", "md"), std::string("bad bytes.md"));
+    QCOMPARE(exportFileName("", "md"), std::string("chat.md"));
+    QCOMPARE(exportFileName("/// ...", "md"), std::string("chat.md"));
+    // Long titles are cut between characters, never inside one.
+    std::string long_title;
+    for (int i = 0; i < 40; ++i) long_title += "\xC3\xA9";  // 80 bytes
+    long_title = "x" + long_title;
+    const std::string cut = exportFileName(long_title, "md");
+    QCOMPARE(cut.size(), size_t(1 + 39 * 2 + 3));
+    QVERIFY(cut.ends_with("\xC3\xA9.md"));
   }
 
   void exportMarkdownAndJson() {

@@ -6,6 +6,7 @@
 #include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 
 namespace moe {
 namespace {
@@ -62,6 +63,7 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
     regenerate_->setVisible(false);
     head->addWidget(regenerate_);
     connect(regenerate_, &QToolButton::clicked, this, [this] { emit regenerateRequested(m_.id); });
+    if (m.alternatives > 1) addPager(head);
   }
   v->addLayout(head);
 
@@ -78,6 +80,22 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
   v->addWidget(footer_);
   setText(m.text);
   setFooter(m.footer, m.state);
+}
+
+void MessageBubble::addPager(QLayout* row) {
+  previous_ = actionButton("<", "Show the previous reply to this message", this);
+  previous_->setObjectName("previousReply");
+  auto* place = new QLabel(QString("%1/%2").arg(m_.alternative).arg(m_.alternatives), this);
+  place->setObjectName("replyPager");
+  place->setToolTip("This reply's place among the replies to this message");
+  next_ = actionButton(">", "Show the next reply to this message", this);
+  next_->setObjectName("nextReply");
+  row->addWidget(previous_);
+  row->addWidget(place);
+  row->addWidget(next_);
+  connect(previous_, &QToolButton::clicked, this, [this] { emit alternativeRequested(m_.id, -1); });
+  connect(next_, &QToolButton::clicked, this, [this] { emit alternativeRequested(m_.id, +1); });
+  setActionsEnabled(true);
 }
 
 void MessageBubble::setText(const QString& text) {
@@ -107,6 +125,8 @@ void MessageBubble::setRegenerateVisible(bool on) {
 void MessageBubble::setActionsEnabled(bool on) {
   if (edit_) edit_->setEnabled(on);
   if (regenerate_) regenerate_->setEnabled(on);
+  if (previous_) previous_->setEnabled(on && m_.alternative > 1);
+  if (next_) next_->setEnabled(on && m_.alternative < m_.alternatives);
 }
 
 QString MessageBubble::renderedText() const {
@@ -165,15 +185,33 @@ void ChatView::setMessages(const std::vector<MessageItem>& messages) {
   scrollToEnd();
 }
 
-void ChatView::appendMessage(const MessageItem& m) {
+MessageBubble* ChatView::makeBubble(const MessageItem& m) {
   auto* b = new MessageBubble(m, content_);
   connect(b, &MessageBubble::copyRequested, this, &ChatView::copyRequested);
   connect(b, &MessageBubble::editRequested, this, &ChatView::editRequested);
   connect(b, &MessageBubble::regenerateRequested, this, &ChatView::regenerateRequested);
+  connect(b, &MessageBubble::alternativeRequested, this, &ChatView::alternativeRequested);
+  b->setActionsEnabled(!busy_);
+  return b;
+}
+
+void ChatView::replaceMessage(qint64 id, const MessageItem& m) {
+  const auto at = std::find_if(bubbles_.begin(), bubbles_.end(), [&](auto* b) { return b->item().id == id; });
+  if (at == bubbles_.end()) return;
+  auto* b = makeBubble(m);
+  column_->insertWidget(column_->indexOf(*at), b);
+  column_->removeWidget(*at);
+  (*at)->hide();
+  (*at)->deleteLater();
+  *at = b;
+  updateRegenerate();
+}
+
+void ChatView::appendMessage(const MessageItem& m) {
+  auto* b = makeBubble(m);
   column_->insertWidget(column_->count() - 1, b);  // before the stretch
   bubbles_.push_back(b);
   placeholder_->setVisible(false);
-  b->setActionsEnabled(!busy_);
   updateRegenerate();
   if (m.role == "user") {  // sending shows the message and the reply that follows
     following_ = true;

@@ -1,6 +1,7 @@
 // The chat pane: one bubble per message, Markdown rendered (code blocks in a
-// monospace font), with copy / edit / regenerate actions. While a reply
-// streams only its bubble is re-rendered, at most every kRenderMs.
+// monospace font), with copy / edit / regenerate actions, and "< 2/3 >" on a
+// reply that has alternatives. While a reply streams only its bubble is
+// re-rendered, at most every kRenderMs.
 #pragma once
 
 #include <QFrame>
@@ -19,8 +20,9 @@ struct MessageItem {
   qint64 id = 0;
   QString role;  // "user", "assistant", "system"
   QString text;
-  QString state;   // "complete", "streaming", "interrupted", "stopped", "error"
-  QString footer;  // stats line under an assistant reply
+  QString state;                          // "complete", "streaming", "interrupted", "stopped", "error"
+  QString footer;                         // stats line under an assistant reply
+  int alternative = 1, alternatives = 1;  // this reply's place among its turn's replies
 };
 
 class MessageBubble : public QFrame {
@@ -40,14 +42,19 @@ class MessageBubble : public QFrame {
   void copyRequested(qint64 id);
   void editRequested(qint64 id);
   void regenerateRequested(qint64 id);
+  void alternativeRequested(qint64 id, int step);  // -1 previous, +1 next
 
  private:
+  void addPager(QLayout* row);
+
   MessageItem m_;
   QLabel* body_;
   QLabel* footer_;
   QToolButton* copy_;
   QToolButton* edit_ = nullptr;
   QToolButton* regenerate_ = nullptr;
+  QToolButton* previous_ = nullptr;
+  QToolButton* next_ = nullptr;
 };
 
 class ChatView : public QScrollArea {
@@ -59,6 +66,8 @@ class ChatView : public QScrollArea {
 
   void setMessages(const std::vector<MessageItem>& messages);
   void appendMessage(const MessageItem& m);
+  // Puts m in the place of message `id` (another alternative of a reply shown).
+  void replaceMessage(qint64 id, const MessageItem& m);
   // The streaming reply's whole text so far; rendered on the next tick.
   void setStreamingText(qint64 id, const QString& text);
   void finishMessage(qint64 id, const QString& text, const QString& footer, const QString& state);
@@ -77,8 +86,10 @@ class ChatView : public QScrollArea {
   void copyRequested(qint64 id);
   void editRequested(qint64 id);
   void regenerateRequested(qint64 id);
+  void alternativeRequested(qint64 id, int step);
 
  private:
+  MessageBubble* makeBubble(const MessageItem& m);
   void renderPending();
   void updateRegenerate();
   void scrollToEnd();

@@ -54,6 +54,8 @@ MessageItem toItem(const Message& m) {
   it.text = q(m.text);
   it.state = toString(m.state);
   it.footer = m.role == Role::Assistant ? replyFooter(m) : QString();
+  it.alternative = m.alternative;
+  it.alternatives = m.alternatives;
   return it;
 }
 
@@ -124,6 +126,9 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
     if (chat_.streamingConversation() == chat_.current()) chat_view_->setStreamingText(id, text);
   });
   connect(&chat_, &ChatController::replyFinished, this, &MainWindow::onReplyFinished);
+  connect(&chat_, &ChatController::messageReplaced, this, [this](qint64 replaced, const Message& m) {
+    if (m.conversation_id == chat_.current()) chat_view_->replaceMessage(replaced, toItem(m));
+  });
   connect(&chat_, &ChatController::busyChanged, this, [this](bool busy) {
     composer_->setBusy(busy);
     chat_view_->setBusy(busy);
@@ -187,12 +192,8 @@ QWidget* MainWindow::buildSidebar() {
     if (!idx.isValid() || list_model_->idAt(idx.row()) == 0) return;
     QMenu menu(this);
     menu.addAction("Rename", [this, idx] { list_->edit(idx); });
-    menu.addAction("Export as Markdown…", [this] {
-      exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
-    });
-    menu.addAction("Export as JSON…", [this] {
-      exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.json", "JSON (*.json)"));
-    });
+    menu.addAction("Export as Markdown…", [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
+    menu.addAction("Export as JSON…", [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
     menu.addSeparator();
     menu.addAction("Delete", [this] { deleteSelected(); });
     menu.exec(list_->viewport()->mapToGlobal(pos));
@@ -293,6 +294,8 @@ QWidget* MainWindow::buildChatPane() {
   });
   connect(chat_view_, &ChatView::editRequested, this, &MainWindow::editMessage);
   connect(chat_view_, &ChatView::regenerateRequested, this, [this](qint64) { chat_.regenerate(); });
+  connect(chat_view_, &ChatView::alternativeRequested, this,
+          [this](qint64 id, int step) { chat_.showAlternative(id, step); });
   return pane;
 }
 
@@ -316,12 +319,10 @@ void MainWindow::buildActions() {
   });
   train_predictor_action_->setObjectName("trainPredictorAction");
   train_predictor_action_->setEnabled(false);
-  file->addAction("Export chat as Markdown…", this, [this] {
-    exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.md", "Markdown (*.md)"));
-  });
-  file->addAction("Export chat as JSON…", this, [this] {
-    exportCurrent(QFileDialog::getSaveFileName(this, "Export", "chat.json", "JSON (*.json)"));
-  });
+  file->addAction("Export chat as Markdown…", this,
+                  [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
+  file->addAction("Export chat as JSON…", this,
+                  [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
   file->addSeparator();
   auto* quit = file->addAction("Quit", this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -533,7 +534,8 @@ void MainWindow::showTitle() {
 void MainWindow::showConversation(qint64 id) {
   std::vector<MessageItem> items;
   if (id)
-    for (const auto& m : store_.messages(id)) items.push_back(toItem(m));
+    for (const auto& m : id == chat_.current() ? chat_.messages() : store_.messages(id))
+      items.push_back(toItem(m));
   showTitle();
   chat_view_->setPlaceholder(
       "<h2>Chat with a Mixture-of-Experts model</h2><p>Type a message below. The strip at the bottom shows "
@@ -570,7 +572,10 @@ void MainWindow::deleteSelected() {
 }
 
 void MainWindow::onReplyFinished(const Message& m) {
-  if (m.conversation_id == chat_.current())
+  if (m.conversation_id != chat_.current()) return;
+  if (!m.shown)  // another reply that failed: its turn shows the reply it showed before
+    showConversation(m.conversation_id);
+  else
     chat_view_->finishMessage(m.id, q(m.text), replyFooter(m), toString(m.state));
 }
 
@@ -607,6 +612,12 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
   }
   ctx.host_available_bytes = HostExpertStore::availableRam();
   return std::make_unique<SettingsDialog>(settings_, ctx, this);
+}
+
+QString MainWindow::askExportPath(const QString& extension, const QString& filter) {
+  const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
+  const std::string name = exportFileName(c ? c->title : std::string(), extension.toStdString());
+  return QFileDialog::getSaveFileName(this, "Export", q(name), filter);
 }
 
 void MainWindow::exportCurrent(const QString& path) {

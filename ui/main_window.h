@@ -85,6 +85,8 @@ class MainWindow : public QMainWindow {
   // The dialog openSettings() shows, not yet shown (screenshots and tests).
   std::unique_ptr<QDialog> makeSettingsDialog();
   void exportCurrent(const QString& path);  // .md or .json by extension
+  // The save dialog, suggesting a file named after the chat's title.
+  QString askExportPath(const QString& extension, const QString& filter);
 
  private:
   void buildActions();

@@ -122,8 +122,21 @@ void migrateTo3(sql::Database& db) {
   )sql");
 }
 
+// v4: a regenerated reply is another alternative of its assistant turn instead
+// of replacing the earlier one, so a kill during a regenerate cannot lose the
+// reply that was complete. turn_id groups a turn's replies (the first reply's
+// id; NULL for a reply never regenerated, which is a turn of its own); shown
+// marks the one the chat and the prompts use. Existing rows are all shown.
+void migrateTo4(sql::Database& db) {
+  db.exec(R"sql(
+    ALTER TABLE messages ADD COLUMN turn_id INTEGER;
+    ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1 CHECK (shown IN (0, 1));
+    CREATE INDEX messages_by_turn ON messages (turn_id) WHERE turn_id IS NOT NULL;
+  )sql");
+}
+
 // kMigrations[n] takes a database from version n to n+1.
-const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3};
+const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3, migrateTo4};
 static_assert(std::size(kMigrations) == AppDatabase::kSchemaVersion);
 
 int readUserVersion(sql::Database& db) { return static_cast<int>(db.queryInt64("PRAGMA user_version")); }

@@ -161,6 +161,37 @@ std::string jsonQuote(std::string_view s) {
   return out;
 }
 
+std::string exportFileName(std::string_view title, std::string_view extension) {
+  const std::string_view refused = "/\\:*?\"<>|";
+  std::string name;
+  bool space = false;
+  for (size_t i = 0; i < title.size();) {
+    const size_t n = utf8SequenceLength(title, i);
+    if (n == 0) {  // an invalid byte: dropped
+      ++i;
+      continue;
+    }
+    const unsigned char c = static_cast<unsigned char>(title[i]);
+    if (n == 1 && (c < 0x20 || c == 0x7f || c == ' ' || refused.find(title[i]) != std::string_view::npos)) {
+      space = !name.empty();
+      ++i;
+      continue;
+    }
+    const size_t extra = space ? 1 : 0;
+    if (name.size() + extra + n > kMaxExportNameBytes) break;
+    if (space) name += ' ';
+    space = false;
+    name.append(title.substr(i, n));
+    i += n;
+  }
+  // A leading dot hides the file; Windows drops a trailing one.
+  while (!name.empty() && (name.back() == '.' || name.back() == ' ')) name.pop_back();
+  const size_t first = name.find_first_not_of(". ");
+  name = first == std::string::npos ? std::string() : name.substr(first);
+  if (name.empty()) name = "chat";
+  return name + "." + std::string(extension);
+}
+
 std::string formatUtc(int64_t unix_ms) {
   std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};

@@ -19,6 +19,14 @@ std::string conversationToJson(const Conversation& conv, const std::vector<Messa
 // escaped, valid UTF-8 passed through as is, each invalid byte replaced by U+FFFD.
 std::string jsonQuote(std::string_view s);
 
+// A file name to suggest for an exported chat: the title with what file systems
+// refuse (/ \ : * ? " < > |, control characters, invalid UTF-8) removed, spaces
+// collapsed, no leading or trailing dot or space, at most kMaxExportNameBytes
+// before the extension (cut between characters), and "chat" when nothing is
+// left; extension without its dot ("md").
+inline constexpr size_t kMaxExportNameBytes = 80;
+std::string exportFileName(std::string_view title, std::string_view extension);
+
 // Unix ms as "2026-11-22 12:34:56 UTC".
 std::string formatUtc(int64_t unix_ms);
 

@@ -1,5 +1,6 @@
 #include "app/core/conversation_store.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -11,11 +12,15 @@ namespace {
 constexpr const char* kConversationColumns =
     "c.id, c.title, c.system_prompt, c.sampling_json, c.model_path, c.created_at, c.updated_at, "
     "c.deleted_at, "
-    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)";
+    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id AND m.shown = 1)";
 
+// Selected FROM messages m. The two counts are 0 for a reply never regenerated (turn_id NULL).
 constexpr const char* kMessageColumns =
-    "id, conversation_id, position, role, text, state, created_at, updated_at, prompt_tokens, "
-    "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason";
+    "m.id, m.conversation_id, m.position, m.role, m.text, m.state, m.created_at, m.updated_at, "
+    "m.prompt_tokens, m.completion_tokens, m.ttft_ms, m.prefill_tps, m.decode_tps, m.stop_reason, "
+    "coalesce(m.turn_id, m.id), m.shown, "
+    "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id AND a.id <= m.id), "
+    "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id)";
 
 Conversation readConversation(const sql::Statement& st) {
   Conversation c;
@@ -57,6 +62,10 @@ Message readMessage(const sql::Statement& st) {
   m.stats.prefill_tps = optDouble(st, 11);
   m.stats.decode_tps = optDouble(st, 12);
   m.stats.stop_reason = st.columnText(13);
+  m.turn = st.columnInt64(14);
+  m.shown = st.columnInt64(15) != 0;
+  m.alternative = std::max(1, static_cast<int>(st.columnInt64(16)));
+  m.alternatives = std::max(1, static_cast<int>(st.columnInt64(17)));
   return m;
 }
 
@@ -249,7 +258,7 @@ int64_t ConversationStore::purgeDeleted(std::optional<int64_t> deleted_up_to) {
 
 std::vector<Message> ConversationStore::messages(int64_t conversation_id) {
   auto st = db_.prepare(std::string("SELECT ") + kMessageColumns +
-                        " FROM messages WHERE conversation_id = ?1 ORDER BY position");
+                        " FROM messages m WHERE m.conversation_id = ?1 AND m.shown = 1 ORDER BY m.position");
   st.bindInt64(1, conversation_id);
   std::vector<Message> out;
   while (st.step()) out.push_back(readMessage(st));
@@ -257,7 +266,7 @@ std::vector<Message> ConversationStore::messages(int64_t conversation_id) {
 }
 
 std::optional<Message> ConversationStore::message(int64_t message_id) {
-  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns + " FROM messages WHERE id = ?1");
+  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns + " FROM messages m WHERE m.id = ?1");
   st.bindInt64(1, message_id);
   if (!st.step()) return std::nullopt;
   return readMessage(st);
@@ -296,6 +305,64 @@ int64_t ConversationStore::beginReply(int64_t conversation_id) {
   return appendMessage(conversation_id, Role::Assistant, {}, MessageState::Streaming);
 }
 
+int64_t ConversationStore::beginAlternative(int64_t reply_id) {
+  const int64_t now = clock_();
+  sql::Transaction tx(db_);
+  auto find = db_.prepare("SELECT conversation_id, coalesce(turn_id, id), role FROM messages WHERE id = ?1");
+  find.bindInt64(1, reply_id);
+  if (!find.step() || find.columnText(2) != toString(Role::Assistant))
+    throw std::invalid_argument("message " + std::to_string(reply_id) + " is not an assistant reply");
+  const int64_t conversation = find.columnInt64(0), turn = find.columnInt64(1);
+  // The new reply goes at the end: only the last turn may get one, or it
+  // would land after messages that came later.
+  auto later = db_.prepare(
+      "SELECT count(*) FROM messages WHERE conversation_id = ?1 AND coalesce(turn_id, id) != ?2 AND position "
+      "> "
+      "(SELECT position FROM messages WHERE id = ?2)");
+  later.bindInt64(1, conversation).bindInt64(2, turn);
+  later.step();
+  if (later.columnInt64(0) > 0)
+    throw std::invalid_argument("message " + std::to_string(reply_id) +
+                                " is not in the conversation's last turn");
+  auto group = db_.prepare("UPDATE messages SET turn_id = id WHERE id = ?1 AND turn_id IS NULL");
+  group.bindInt64(1, turn);
+  group.run();
+  auto st = db_.prepare(
+      "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, turn_id, "
+      "shown) VALUES (?1, (SELECT max(position) + 1 FROM messages WHERE conversation_id = ?1), 'assistant', "
+      "'', 'streaming', ?2, ?2, ?3, 0)");
+  st.bindInt64(1, conversation).bindInt64(2, now).bindInt64(3, turn);
+  st.run();
+  const int64_t id = db_.lastInsertRowid();
+  tx.commit();
+  return id;
+}
+
+std::vector<Message> ConversationStore::alternatives(int64_t message_id) {
+  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns +
+                        " FROM messages m WHERE coalesce(m.turn_id, m.id) = "
+                        "(SELECT coalesce(turn_id, id) FROM messages WHERE id = ?1) ORDER BY m.id");
+  st.bindInt64(1, message_id);
+  std::vector<Message> out;
+  while (st.step()) out.push_back(readMessage(st));
+  return out;
+}
+
+void ConversationStore::showInTurn(int64_t message_id) {
+  auto st = db_.prepare(
+      "UPDATE messages SET shown = (id = ?1) WHERE turn_id = (SELECT turn_id FROM messages WHERE id = ?1)");
+  st.bindInt64(1, message_id);
+  st.run();
+}
+
+bool ConversationStore::showAlternative(int64_t message_id) {
+  sql::Transaction tx(db_);
+  if (!message(message_id)) return false;
+  showInTurn(message_id);
+  tx.commit();
+  return true;
+}
+
 bool ConversationStore::checkpointReply(int64_t message_id, const std::string& text) {
   // Autocommit: one statement is one transaction. The conversation is not
   // touched here; finishReply does that once.
@@ -329,6 +396,8 @@ bool ConversationStore::finishReply(int64_t message_id, const std::string& text,
     st.bindText(10, stats.stop_reason);
   auto conv = returningConversation(st);
   if (!conv) return false;
+  if (state == MessageState::Complete || (state == MessageState::Stopped && !text.empty()))
+    showInTurn(message_id);
   touchConversation(*conv, now);
   tx.commit();
   return true;

@@ -1,8 +1,9 @@
 // Conversations and their messages in the app database, written so that a
 // chat survives exit, crash or kill: a user message is committed the moment it
-// is sent, a streaming reply is checkpointed every few seconds, and at the next
-// open recoverInterrupted() marks a reply a crash cut off as 'interrupted',
-// keeping its checkpointed text. UTF-8 std::string text, int64 ids, Unix ms
+// is sent, a streaming reply is checkpointed several times a second, and at the
+// next open recoverInterrupted() marks a reply a crash cut off as 'interrupted',
+// keeping its checkpointed text. A regenerated reply is kept beside the earlier
+// ones as an alternative of the same assistant turn. UTF-8 std::string text, int64 ids, Unix ms
 // times. Qt-free. See docs/STORAGE.md.
 #pragma once
 
@@ -49,6 +50,12 @@ struct Message {
   MessageState state = MessageState::Complete;
   int64_t created_at = 0, updated_at = 0;
   ReplyStats stats;
+  // The assistant turn this reply belongs to: the id of the turn's first reply
+  // (its own id for a reply never regenerated, and for other roles).
+  int64_t turn = 0;
+  bool shown = true;     // the turn's reply the chat shows and prompts use
+  int alternative = 1;   // 1-based place among the turn's replies, oldest first
+  int alternatives = 1;  // how many replies the turn has
 };
 
 struct SearchHit {
@@ -90,7 +97,7 @@ class ConversationStore {
   int64_t purgeDeleted(std::optional<int64_t> deleted_up_to = std::nullopt);
 
   // ---- messages ----
-  // In conversation order.
+  // In conversation order; of each assistant turn only the shown reply.
   std::vector<Message> messages(int64_t conversation_id);
   std::optional<Message> message(int64_t message_id);
   // Appends a complete message and commits it (with the conversation's
@@ -99,12 +106,24 @@ class ConversationStore {
   int64_t addMessage(int64_t conversation_id, Role role, const std::string& text);
   // Appends an empty assistant message in state 'streaming'.
   int64_t beginReply(int64_t conversation_id);
-  // Saves the text streamed so far: one cheap UPDATE, meant to be called every
-  // few seconds. Returns false unless the message is still streaming.
+  // Another reply to the assistant turn of reply_id (which must be the
+  // conversation's last turn): an empty 'streaming' message that stays hidden,
+  // the turn showing what it showed, until finishReply completes it (or stops
+  // it with some text). The earlier replies are kept. Throws
+  // std::invalid_argument for a message that is not such a reply.
+  int64_t beginAlternative(int64_t reply_id);
+  // Every reply of the turn message_id belongs to, oldest first; empty for an
+  // unknown message.
+  std::vector<Message> alternatives(int64_t message_id);
+  // Makes message_id the shown reply of its turn. False for an unknown message.
+  bool showAlternative(int64_t message_id);
+  // Saves the text streamed so far: one cheap UPDATE, meant to be called a few
+  // times a second. Returns false unless the message is still streaming.
   bool checkpointReply(int64_t message_id, const std::string& text);
   // The final text, state (not Streaming) and figures, together with the
-  // conversation's updated_at, in one transaction. Returns false for an
-  // unknown message.
+  // conversation's updated_at, in one transaction. A reply that completes, or
+  // is stopped with some text, becomes the shown one of its turn in the same
+  // transaction. Returns false for an unknown message.
   bool finishReply(int64_t message_id, const std::string& text, MessageState state,
                    const ReplyStats& stats = {});
   // Run at open: replies left 'streaming' by a crash or kill become
@@ -127,6 +146,7 @@ class ConversationStore {
  private:
   bool touchConversation(int64_t conversation_id, int64_t now);
   int64_t appendMessage(int64_t conversation_id, Role role, const std::string& text, MessageState state);
+  void showInTurn(int64_t message_id);
 
   sql::Database& db_;
   Clock clock_;

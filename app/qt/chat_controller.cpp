@@ -2,6 +2,7 @@
 
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -190,7 +191,15 @@ int64_t ChatController::purgeDeleted() {
 }
 
 std::vector<Message> ChatController::messages() const {
-  return current_ ? store_.messages(current_) : std::vector<Message>{};
+  if (!current_) return {};
+  auto msgs = store_.messages(current_);
+  if (!reply_id_ || reply_conversation_ != current_) return msgs;
+  auto streaming = store_.message(reply_id_);
+  if (!streaming || streaming->shown) return msgs;
+  streaming->text = utf8(reply_text_);
+  for (auto& m : msgs)
+    if (m.turn == streaming->turn) m = *streaming;
+  return msgs;
 }
 
 void ChatController::setSystemPrompt(const QString& text) {
@@ -244,16 +253,23 @@ bool ChatController::send(const QString& text) {
   return true;
 }
 
-void ChatController::startReply() {
+void ChatController::startReply(qint64 alternative_of) {
   const auto msgs = history(current_);
   qint64 reply_id = 0;
-  if (!saved(QStringLiteral("start the reply"), [&] { reply_id = store_.beginReply(current_); })) return;
+  if (!saved(QStringLiteral("start the reply"), [&] {
+        reply_id = alternative_of ? store_.beginAlternative(alternative_of) : store_.beginReply(current_);
+      }))
+    return;
   reply_conversation_ = current_;
   reply_text_.clear();
   reply_id_ = reply_id;
   checkpoint_failed_ = false;
+  checkpointed_chars_ = 0;
   since_checkpoint_.start();
-  if (auto m = store_.message(reply_id_)) emit messageAdded(*m);
+  if (alternative_of)
+    emit conversationOpened(current_);  // the turn's bubble now shows the new reply
+  else if (auto m = store_.message(reply_id_))
+    emit messageAdded(*m);
   emit busyChanged(true);
 
   const SamplingDefaults s = sampling();
@@ -277,6 +293,8 @@ std::vector<ChatMessage> ChatController::history(qint64 conversation_id) const {
     if (m.role == Role::Assistant && m.text.empty()) continue;
     out.push_back({toString(m.role), m.text});
   }
+  // A reply answers the last user message: the turn being regenerated is left out.
+  while (!out.empty() && out.back().role == toString(Role::Assistant)) out.pop_back();
   return out;
 }
 
@@ -287,15 +305,26 @@ void ChatController::stop() {
 bool ChatController::regenerate() {
   if (busy() || !model_ || !current_) return false;
   const auto msgs = store_.messages(current_);
-  for (auto it = msgs.rbegin(); it != msgs.rend(); ++it)
-    if (it->role == Role::User) {
-      if (!saved(QStringLiteral("remove the old reply"), [&] { store_.truncateAfter(current_, it->id); }))
-        return false;
-      emit conversationOpened(current_);
-      startReply();
-      return true;
-    }
-  return false;
+  if (std::none_of(msgs.begin(), msgs.end(), [](const Message& m) { return m.role == Role::User; }))
+    return false;
+  startReply(msgs.back().role == Role::Assistant ? msgs.back().id : 0);
+  return busy();
+}
+
+bool ChatController::showAlternative(qint64 message_id, int step) {
+  if (busy()) return false;
+  std::vector<Message> turn;
+  if (!saved(QStringLiteral("read the replies"), [&] { turn = store_.alternatives(message_id); }))
+    return false;
+  const auto at =
+      std::find_if(turn.begin(), turn.end(), [&](const Message& m) { return m.id == message_id; });
+  if (at == turn.end()) return false;
+  const auto target = (at - turn.begin()) + step;
+  if (target < 0 || target >= static_cast<qsizetype>(turn.size())) return false;
+  const qint64 id = turn[static_cast<size_t>(target)].id;
+  if (!saved(QStringLiteral("show the other reply"), [&] { store_.showAlternative(id); })) return false;
+  if (auto m = store_.message(id)) emit messageReplaced(message_id, *m);
+  return true;
 }
 
 bool ChatController::editAndResend(qint64 message_id, const QString& text) {
@@ -315,17 +344,24 @@ bool ChatController::editAndResend(qint64 message_id, const QString& text) {
 void ChatController::onText(qint64 reply_id, const QString& chunk) {
   if (reply_id != reply_id_) return;
   reply_text_ += chunk;
+  // Saved before it is shown: the first words at once, then often enough that
+  // a kill keeps what the user saw.
+  if (checkpointed_chars_ == 0 || since_checkpoint_.elapsed() >= kCheckpointMs ||
+      reply_text_.size() - checkpointed_chars_ >= kCheckpointChars)
+    checkpoint();
   emit replyText(reply_id, reply_text_);
-  if (since_checkpoint_.elapsed() >= kCheckpointMs) {
-    since_checkpoint_.restart();
-    try {
-      store_.checkpointReply(reply_id_, utf8(reply_text_));
-    } catch (const std::exception& e) {
-      // The reply goes on in the window; the final write tries again.
-      if (!std::exchange(checkpoint_failed_, true))
-        emit error(
-            QStringLiteral("Could not save the reply as it streams: %1").arg(QString::fromUtf8(e.what())));
-    }
+}
+
+void ChatController::checkpoint() {
+  since_checkpoint_.restart();
+  checkpointed_chars_ = reply_text_.size();
+  try {
+    store_.checkpointReply(reply_id_, utf8(reply_text_));
+  } catch (const std::exception& e) {
+    // The reply goes on in the window; the final write tries again.
+    if (!std::exchange(checkpoint_failed_, true))
+      emit error(
+          QStringLiteral("Could not save the reply as it streams: %1").arg(QString::fromUtf8(e.what())));
   }
 }
 

@@ -2,8 +2,10 @@
 // edit-and-resend, switch conversation) into store writes and engine calls,
 // and the engine's signals into store writes and view updates. Lives on the
 // GUI thread. Durability: the user's message is committed before the engine
-// sees it; a streaming reply is checkpointed every kCheckpointMs; the final
-// text, state and figures are written in one transaction.
+// sees it; a streaming reply is checkpointed when its first text arrives, then
+// every kCheckpointMs or kCheckpointChars, whichever comes first; the final
+// text, state and figures are written in one transaction. Regenerate keeps the
+// earlier replies as alternatives of the turn.
 #pragma once
 
 #include <QElapsedTimer>
@@ -25,7 +27,10 @@ class ChatController : public QObject {
   Q_OBJECT
 
  public:
-  static constexpr int kCheckpointMs = 2000;
+  // A checkpoint commit costs a few ms (an fsync), so a kill loses at most a
+  // quarter of a second of what was on screen.
+  static constexpr int kCheckpointMs = 250;
+  static constexpr int kCheckpointChars = 400;
   static constexpr const char* kNewChatTitle = "New chat";
 
   ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings,
@@ -57,6 +62,8 @@ class ChatController : public QObject {
   // Merges the model's recorded traces into one file (in the traces folder)
   // and returns its path; empty when there are none. For the predictor wizard.
   QString recordedTracesFor(const QString& model_sha256) const;
+  // The current conversation as the chat shows it: while another reply to the
+  // last turn streams, that reply in place of the turn's shown one.
   std::vector<Message> messages() const;
   void setSystemPrompt(const QString& text);
   QString systemPrompt() const;
@@ -75,8 +82,14 @@ class ChatController : public QObject {
   // when busy, when no model is loaded, or when text is blank.
   bool send(const QString& text);
   void stop();
+  // Another reply to the last turn, kept beside the earlier ones; it becomes
+  // the shown one when it completes or is stopped with some text.
   bool regenerate();
   bool editAndResend(qint64 message_id, const QString& text);
+  // Shows the turn's previous (step -1) or next (+1) reply instead of
+  // message_id; prompts use the shown one from then on. False when busy or
+  // there is none that way.
+  bool showAlternative(qint64 message_id, int step);
 
  signals:
   void modelLoading(double fraction, const QString& stage);
@@ -87,6 +100,8 @@ class ChatController : public QObject {
   void messageAdded(const moe::Message& m);
   void replyText(qint64 message_id, const QString& text_so_far);
   void replyFinished(const moe::Message& m);
+  // The turn of `replaced` now shows `m` (showAlternative).
+  void messageReplaced(qint64 replaced, const moe::Message& m);
   void busyChanged(bool busy);
   // A model's recorded traces reached UseTraceStore::kRetrainSuggestTokens
   // (said once per model, remembered in the settings).
@@ -94,7 +109,9 @@ class ChatController : public QObject {
   void error(const QString& message);
 
  private:
-  void startReply();
+  // A new turn, or another reply to the turn of alternative_of.
+  void startReply(qint64 alternative_of = 0);
+  void checkpoint();
   void onText(qint64 reply_id, const QString& chunk);
   void onFinished(qint64 reply_id, const EngineReplyStats& stats);
   void onFailed(qint64 reply_id, const QString& reason);
@@ -116,6 +133,7 @@ class ChatController : public QObject {
   qint64 reply_conversation_ = 0;
   QString reply_text_;
   QElapsedTimer since_checkpoint_;
+  qsizetype checkpointed_chars_ = 0;
   bool checkpoint_failed_ = false;  // reported once per reply
   std::mt19937_64 seeds_{std::random_device{}()};
   std::function<std::string(const std::string&)> model_hash_;
