@@ -3,9 +3,13 @@
 // SIGKILLs it at several points (after k finished messages, mid-stream) and then
 // opens the database: it must be intact, hold every message the child reported
 // with its exact text, and turn the cut-off reply into 'interrupted' with at
-// least the text of the last reported checkpoint.
+// least the text of the last reported checkpoint. A second child
+// (helpers/chat_writer) runs the app's ChatController on the scripted engine:
+// killed half a second into a reply, or during a regenerate, it must keep what
+// the window had shown and the earlier complete reply.
 #include <QtTest>
 
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -16,6 +20,7 @@
 
 using moe::AppDatabase;
 using moe::ConversationStore;
+using moe::Message;
 using moe::MessageState;
 
 namespace {
@@ -62,6 +67,38 @@ bool parseLine(const QByteArray& raw, Reported& r) {
   }
   return true;
 }
+
+}  // namespace
+
+namespace {
+
+// What chat_writer said before it died.
+struct Shown {
+  int64_t conversation = 0, streaming = 0;
+  std::map<int64_t, QString> complete;  // finished replies
+  QString first, last;                  // texts shown for the streaming reply
+};
+
+bool parseChatLine(const QByteArray& raw, Shown& s) {
+  const QList<QByteArray> f = raw.trimmed().split(' ');
+  const auto text = [&](int i) { return QString::fromUtf8(QByteArray::fromHex(f.value(i))); };
+  if (f.size() == 2 && f[0] == "conv") {
+    s.conversation = f[1].toLongLong();
+  } else if (f.size() == 2 && f[0] == "streaming") {
+    s.streaming = f[1].toLongLong();
+  } else if (f.size() == 3 && f[0] == "complete") {
+    s.complete[f[1].toLongLong()] = text(2);
+  } else if (f.size() == 3 && f[0] == "shown") {
+    if (f[1].toLongLong() != s.streaming) return true;
+    if (s.first.isEmpty()) s.first = text(2);
+    s.last = text(2);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
 
@@ -194,6 +231,82 @@ class PersistKillTest : public QObject {
     const int64_t after = store.addMessage(rep.conversation, moe::Role::User, "after the crash");
     QCOMPARE(store.message(after)->position, int64_t(msgs.size()));
     QCOMPARE(adb.integrityCheck(), std::string("ok"));
+  }
+
+  void killedMidReplyKeepsWhatWasShown_data() {
+    QTest::addColumn<QString>("mode");
+    QTest::newRow("0.5 s into a reply") << "reply";
+    QTest::newRow("0.5 s into a regenerate") << "regenerate";
+  }
+  void killedMidReplyKeepsWhatWasShown() {
+    QFETCH(QString, mode);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString db_path = dir.filePath("moechat.db");
+    QProcess child;
+    child.setProcessChannelMode(QProcess::SeparateChannels);
+    child.start(QString(MOECHAT_TEST_HELPERS) + "/chat_writer", {db_path, mode});
+    QVERIFY2(child.waitForStarted(10000), qPrintable(child.errorString()));
+
+    Shown shown;
+    auto drain = [&] {
+      while (child.canReadLine()) {
+        const QByteArray line = child.readLine();
+        QVERIFY2(parseChatLine(line, shown), line.constData());
+      }
+    };
+    QElapsedTimer since_shown;  // from the first text of the reply on screen
+    QDeadlineTimer give_up(60000);
+    while (!give_up.hasExpired() && child.state() == QProcess::Running) {
+      child.waitForReadyRead(10);
+      drain();
+      if (!shown.first.isEmpty() && !since_shown.isValid()) since_shown.start();
+      if (since_shown.isValid() && since_shown.elapsed() >= 500) break;
+    }
+    QVERIFY2(since_shown.isValid() && child.state() == QProcess::Running,
+             qPrintable("the child ended before the kill: " + child.readAllStandardError()));
+    child.kill();  // SIGKILL: no destructor, no final save
+    QVERIFY(child.waitForFinished(10000));
+    QCOMPARE(child.exitStatus(), QProcess::CrashExit);
+    drain();
+
+    AppDatabase adb = AppDatabase::open(db_path.toStdString());
+    QCOMPARE(adb.integrityCheck(), std::string("ok"));
+    adb.db().exec("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)");
+    ConversationStore store(adb);
+    QCOMPARE(store.recoverInterrupted(), int64_t(1));
+    const auto reply = store.message(shown.streaming);
+    QVERIFY(reply.has_value());
+    QCOMPARE(reply->state, MessageState::Interrupted);
+    // What the window showed is kept: the first words at least, and nothing it did not show
+    // beyond the text being saved when the kill came.
+    const QString kept = q(reply->text);
+    qInfo("kept %lld of %lld characters shown", qlonglong(kept.size()), qlonglong(shown.last.size()));
+    QVERIFY2(kept.startsWith(shown.first),
+             qPrintable(QString("kept %1 characters, the first text shown had %2")
+                            .arg(kept.size())
+                            .arg(shown.first.size())));
+    QVERIFY(shown.last.startsWith(kept) || kept.startsWith(shown.last));
+
+    const auto msgs = store.messages(shown.conversation);
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(q(msgs[0].text), QString("Tell me something"));
+    if (mode == "reply") {
+      QCOMPARE(msgs[1].id, shown.streaming);
+      return;
+    }
+    // The regenerate: the earlier complete reply is intact and still the one shown; the cut-off
+    // one is kept beside it.
+    QCOMPARE(shown.complete.size(), size_t(1));
+    const auto& [earlier_id, earlier_text] = *shown.complete.begin();
+    QCOMPARE(msgs[1].id, earlier_id);
+    QCOMPARE(q(msgs[1].text), earlier_text);
+    QCOMPARE(msgs[1].state, MessageState::Complete);
+    QCOMPARE(msgs[1].alternatives, 2);
+    const std::vector<Message> turn = store.alternatives(earlier_id);
+    QCOMPARE(turn.size(), size_t(2));
+    QCOMPARE(turn[1].id, shown.streaming);
+    QVERIFY(!turn[1].shown);
   }
 };
 
