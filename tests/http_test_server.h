@@ -1,5 +1,6 @@
 // A real HTTP/1.1 server on 127.0.0.1 (ephemeral port) for the download tests.
-// It serves one byte array at any path (except /missing: 404), honours
+// It serves one byte array at any path (except /missing: 404; /moved: a 302 to
+// /model.gguf; /loop: a 302 to itself, forever), honours
 // "Range: bytes=N-" with 206 + Content-Range, and can misbehave on purpose the
 // way real mirrors do: drop the connection part way, stall with the socket open,
 // ignore Range, or serve the wrong bytes. Every request's Range header is recorded
@@ -142,6 +143,13 @@ class HttpTestServer : public QObject {
 
     if (path == "/missing") {
       c->socket->write("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      c->socket->disconnectFromHost();
+      return;
+    }
+    if (path == "/moved" || path == "/loop") {
+      const QByteArray to = path == "/moved" ? QByteArray("/model.gguf") : path;
+      c->socket->write("HTTP/1.1 302 Found\r\nLocation: " + to +
+                       "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       c->socket->disconnectFromHost();
       return;
     }

@@ -115,6 +115,21 @@ class TestDownloadChecksum : public QObject {
     QVERIFY(!QFile::exists(r.dest));
   }
 
+  // A followed redirect downloads the file; a redirect loop fails at once with
+  // words for it, not with the last hop's "HTTP 302 Found".
+  void redirectsAreFollowedAndALoopIsSaidPlainly() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    const Run moved = download(server, sha256Hex(body_), body_.size(), "/moved");
+    QCOMPARE(moved.state, QStringLiteral("done"));
+    const Run loop = download(server, sha256Hex(body_), body_.size(), "/loop");
+    QCOMPARE(loop.state, QStringLiteral("failed"));
+    QVERIFY2(loop.error.startsWith(QStringLiteral("the server redirected too many times")),
+             qPrintable(loop.error));
+    QCOMPARE(loop.retries, 0);
+    QVERIFY(!QFile::exists(loop.dest));
+  }
+
   void matchingBytesThatAreNotAModelAreRefused() {
     const QByteArray junk(50000, 'j');
     HttpTestServer server(junk);

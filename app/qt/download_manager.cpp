@@ -50,6 +50,22 @@ std::pair<qint64, qint64> parseContentRange(const QByteArray& v) {
 
 // Network errors worth another attempt (the link or the server hiccuped); the
 // rest (404, 403, bad url, TLS failure) fail at once.
+// Why a reply failed, in words: a refused or endless redirect is not its last hop's
+// "302 Found".
+QString failureText(QNetworkReply& reply, QNetworkReply::NetworkError e, int http_status) {
+  const QString to = QString::fromUtf8(reply.rawHeader("Location"));
+  if (e == QNetworkReply::InsecureRedirectError)
+    return QStringLiteral("refused a redirect from a secure address to an insecure one (%1)").arg(to);
+  if (e == QNetworkReply::TooManyRedirectsError)
+    return QStringLiteral("the server redirected too many times (last to %1); the link may be broken")
+        .arg(to);
+  if (http_status >= 300)
+    return QStringLiteral("HTTP %1 %2")
+        .arg(http_status)
+        .arg(reply.attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString());
+  return reply.errorString();
+}
+
 bool isTransient(QNetworkReply::NetworkError e, int http_status) {
   if (http_status >= 500) return true;
   if (http_status >= 400) return http_status == 408 || http_status == 429;
@@ -391,11 +407,7 @@ void DownloadManager::onReplyFinished(Job& j) {
     return;
   }
   if (err != QNetworkReply::NoError) {
-    const QString why =
-        status >= 300 ? QStringLiteral("HTTP %1 %2")
-                            .arg(status)
-                            .arg(reply->attribute(QNetworkRequest::HttpReasonPhraseAttribute).toString())
-                      : reply->errorString();
+    const QString why = failureText(*reply, err, status);
     if (isTransient(err, status))
       retryLater(j, why);
     else
