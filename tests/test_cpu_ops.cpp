@@ -27,6 +27,7 @@
 
 #include "engine_fixture.h"
 #include "inference/backend.h"
+#include "inference/cpu/cpu_backend.h"
 #include "inference/cpu/thread_pool.h"
 #include "models/gguf.h"
 #include "models/quant.h"
@@ -438,8 +439,8 @@ class TestCpuOps : public QObject {
                              be->attention(buf.data(), hostKv(buf), hostKv(buf), 0, 1, shape, buf.data()));
   }
 
-  // The CPU backend's KV cache is F32 (the Backend defaults): allocKv's type, storeKv
-  // a plain copy within bounds; attention refuses another type or too few rows.
+  // The CPU backend's KV cache is F32 by default: allocKv's type, storeKv a plain copy
+  // within bounds; attention refuses mixed types or too few rows.
   void kvCacheIsF32() {
     auto be = moe::makeCpuBackend(1);
     const moe::KvCache kv = be->allocKv(48);
@@ -457,9 +458,43 @@ class TestCpuOps : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::out_of_range, be->attention(q.data(), kv, kv, 6, 1, shape, out.data()));
     const moe::KvCache half{kv.data, moe::KvType::F16, 48};
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             be->attention(q.data(), half, half, 0, 1, shape, out.data()));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, be->storeKv(half, 0, src.data(), 1));
+                             be->attention(q.data(), kv, half, 0, 1, shape, out.data()));  // mixed types
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, be->storeKv(half, 40, src.data(), src.size()));
     be->freeKv(kv);
+  }
+
+  // setKvType(F16): storeKv rounds each value to the nearest half (ties to even), and
+  // attention over F16 caches is, bit for bit, attention over F32 caches holding the
+  // rounded values (GQA, prefill and decode positions, several threads).
+  void f16KvCacheIsTheRoundedF32Cache() {
+    moe::CpuBackend be(3);
+    be.setKvType(moe::KvType::F16);
+    const AttentionShape shape{8, 2, 64, 0.125f};
+    const int pos0 = 37, n_tokens = 4, n_ctx = pos0 + n_tokens;
+    const size_t kv_size = size_t(n_ctx) * shape.n_head_kv * shape.head_dim;
+    const moe::KvCache k = be.allocKv(kv_size), v = be.allocKv(kv_size);
+    QVERIFY(k.type == moe::KvType::F16 && k.n_elems == kv_size);
+    auto kf = randomFloats(kv_size, 61, -2.0f, 2.0f), vf = randomFloats(kv_size, 62);
+    kf[5] = 70000.0f;  // beyond the largest half: infinity, as the GPU's cache stores it
+    be.storeKv(k, 0, kf.data(), kv_size);
+    be.storeKv(v, 0, vf.data(), kv_size);
+    const auto* k16 = static_cast<const uint16_t*>(k.data);
+    for (size_t i = 0; i < kv_size; ++i) QCOMPARE(k16[i], moe::quant::fp32ToFp16(kf[i]));
+    kf[5] = 0.0f;  // attention below reads finite keys
+    be.storeKv(k, 5, &kf[5], 1);
+    auto rounded = [](std::vector<float> x) {
+      for (float& e : x) e = moe::quant::fp16ToFp32(moe::quant::fp32ToFp16(e));
+      return x;
+    };
+    auto kr = rounded(kf), vr = rounded(vf);
+    const auto q = randomFloats(size_t(n_tokens) * shape.n_head * shape.head_dim, 63, -2.0f, 2.0f);
+    std::vector<float> got(q.size()), want(q.size());
+    be.attention(q.data(), k, v, pos0, n_tokens, shape, got.data());
+    moe::CpuBackend f32(3);
+    f32.attention(q.data(), hostKv(kr), hostKv(vr), pos0, n_tokens, shape, want.data());
+    QVERIFY(got == want);
+    be.freeKv(k);
+    be.freeKv(v);
   }
 
   // ---- elementwise ---------------------------------------------------------

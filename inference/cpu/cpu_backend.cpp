@@ -85,14 +85,18 @@ void rotateHead(float* x, int n_rot, const float* cs, RopeStyle style) {  // x: 
   }
 }
 
-// One query head over keys 0..n_keys-1 of its kv head. scores: [n_keys] scratch.
-void attendOneHead(const float* q, const float* k_cache, const float* v_cache, int n_keys, int kv_stride,
-                   int head_dim, float scale, float* scores,
+// One query head over keys 0..n_keys-1 of its kv head. The caches hold F32 or
+// F16 elements (kv_type), kv_stride elements between positions; an F16 row is read
+// as the floats it holds (quant::dotRow and dequantizeRow decode halves exactly),
+// so the result is that of F32 caches holding the rounded values.
+// scores: [n_keys] and v_row: [head_dim] scratch.
+void attendOneHead(const float* q, const uint8_t* k_cache, const uint8_t* v_cache, TensorType kv_type,
+                   int n_keys, int kv_stride, int head_dim, float scale, float* scores, float* v_row,
                    float* out) {  // q, out: [head_dim]; caches: [n_ctx][n_head_kv][head_dim]
+  const size_t row_step = static_cast<size_t>(kv_stride) * (kv_type == TensorType::F16 ? 2 : 4);
   float max_score = -INFINITY;
   for (int j = 0; j < n_keys; ++j) {
-    const float* k = k_cache + static_cast<size_t>(j) * kv_stride;
-    scores[j] = quant::dotRow(TensorType::F32, reinterpret_cast<const uint8_t*>(k), q, head_dim) * scale;
+    scores[j] = quant::dotRow(kv_type, k_cache + j * row_step, q, head_dim) * scale;
     max_score = std::max(max_score, scores[j]);
   }
   // Softmax with the max subtracted: every exp is <= 1, the sum >= 1.
@@ -102,8 +106,15 @@ void attendOneHead(const float* q, const float* k_cache, const float* v_cache, i
     sum += scores[j];
   }
   std::fill(out, out + head_dim, 0.0f);
-  for (int j = 0; j < n_keys; ++j)
-    vec::addScaled(out, v_cache + static_cast<size_t>(j) * kv_stride, scores[j], head_dim);
+  for (int j = 0; j < n_keys; ++j) {
+    const uint8_t* row = v_cache + j * row_step;
+    const float* v = reinterpret_cast<const float*>(row);
+    if (kv_type == TensorType::F16) {
+      quant::dequantizeRow(TensorType::F16, row, v_row, head_dim);
+      v = v_row;
+    }
+    vec::addScaled(out, v, scores[j], head_dim);
+  }
   const float inv = 1.0f / sum;
   for (int d = 0; d < head_dim; ++d) out[d] *= inv;
 }
@@ -421,27 +432,46 @@ void CpuBackend::attention(const float* q, const KvCache& k, const KvCache& v, i
     throw std::invalid_argument("cpu backend: attention: bad shape n_head " + std::to_string(n_head) +
                                 ", n_head_kv " + std::to_string(n_head_kv) + ", head_dim " +
                                 std::to_string(hd));
-  if (k.type != KvType::F32 || v.type != KvType::F32)
-    throw std::invalid_argument("cpu backend: attention: the KV cache must be F32");
+  if (k.type != v.type || (k.type != KvType::F32 && k.type != KvType::F16))
+    throw std::invalid_argument("cpu backend: attention: the KV caches must both be F32 or both F16");
   if (!kvHoldsRows(k, pos0, n_tokens, shape) || !kvHoldsRows(v, pos0, n_tokens, shape))
     throw std::out_of_range("cpu backend: attention: rows up to " + std::to_string(pos0 + n_tokens) +
                             " past the KV cache");
-  const float* k_cache = static_cast<const float*>(k.data);
-  const float* v_cache = static_cast<const float*>(v.data);
+  const TensorType kv_type = k.type == KvType::F16 ? TensorType::F16 : TensorType::F32;
+  const size_t elem = kv_type == TensorType::F16 ? 2 : 4;
+  const auto* k_cache = static_cast<const uint8_t*>(k.data);
+  const auto* v_cache = static_cast<const uint8_t*>(v.data);
   const int group = n_head / n_head_kv;  // query heads per kv head
-  const int kv_stride = n_head_kv * hd;  // floats between consecutive positions
+  const int kv_stride = n_head_kv * hd;  // elements between consecutive positions
   const int64_t items = static_cast<int64_t>(n_tokens) * n_head;
   const int64_t work = 2 * static_cast<int64_t>(pos0 + n_tokens) * hd;
   forEach(items, work, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> buf;
+    thread_local std::vector<float> buf, row_buf;
     float* scores = scratch(buf, static_cast<size_t>(pos0 + n_tokens));
+    float* v_row = scratch(row_buf, static_cast<size_t>(hd));
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head);
       const int h = static_cast<int>(item % n_head);
-      const int kvh = h / group;
-      attendOneHead(q + item * hd, k_cache + kvh * hd, v_cache + kvh * hd, pos0 + t + 1, kv_stride, hd,
-                    shape.scale, scores, out + item * hd);
+      const size_t kv_offset = static_cast<size_t>(h / group) * hd * elem;
+      attendOneHead(q + item * hd, k_cache + kv_offset, v_cache + kv_offset, kv_type, pos0 + t + 1, kv_stride,
+                    hd, shape.scale, scores, v_row, out + item * hd);
     }
+  });
+}
+
+KvCache CpuBackend::allocKv(size_t n_elems) {
+  if (kv_type_ != KvType::F16) return Backend::allocKv(n_elems);
+  return {allocFloats((n_elems + 1) / 2), KvType::F16, n_elems};  // two halves per float's bytes
+}
+
+void CpuBackend::storeKv(const KvCache& dst, size_t first, const float* src, size_t n) {
+  if (dst.type != KvType::F16) return Backend::storeKv(dst, first, src, n);
+  if (first > dst.n_elems || n > dst.n_elems - first)
+    throw std::out_of_range(name() + ": storeKv: elements " + std::to_string(first) + " + " +
+                            std::to_string(n) + " past a cache of " + std::to_string(dst.n_elems));
+  uint16_t* out = static_cast<uint16_t*>(dst.data) + first;
+  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = quant::fp32ToFp16(src[i]);
   });
 }
 

@@ -47,7 +47,14 @@ class CpuBackend final : public Backend {
   // (std::logic_error).
   void setQuantisedActivations(bool on);
 
+  // The element type of the KV caches allocKv makes from now on: F32 (the default)
+  // or F16 (half the memory; storeKv rounds to nearest even, as the CUDA backend's
+  // cache does, and attention reads the halves as the floats they are).
+  void setKvType(KvType t) { kv_type_ = t; }
+
   float* allocFloats(size_t n) override;  // zero-filled, 64-byte aligned
+  KvCache allocKv(size_t n_elems) override;
+  void storeKv(const KvCache& dst, size_t first, const float* src, size_t n) override;
   void freeFloats(float* p) override;
   WeightView prepareWeight(const WeightView& host) override;
   void releaseWeight(const WeightView& prepared) override;
@@ -59,7 +66,7 @@ class CpuBackend final : public Backend {
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
-  // F32 caches only (allocKv's default): std::invalid_argument for another type.
+  // F32 or F16 caches (both of one type): std::invalid_argument for another.
   void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,
                  const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, size_t n) override;
@@ -82,6 +89,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   quant::DotIsa isa_ = quant::bestDotIsa();
   bool repack_ = true;
+  KvType kv_type_ = KvType::F32;
   bool quantised_activations_ = true;
   uint64_t repack_reserve_ = uint64_t{2} << 30;
   std::mutex alloc_mu_;

@@ -55,15 +55,14 @@ Run runSteps(moe::Transformer& tf, int n_vocab) {
 
 std::unique_ptr<moe::Backend> gpu_, cpu_;  // made in initTestCase
 
-// Logits against the CPU backend, relMaxDiff. The GPU's KV cache is F16 (K and V
-// rounded to half, relative error up to 2^-11), the CPU's F32, so attention outputs
-// differ by ~1e-4 relative; where a matrix is quantised (deepseek: Q4_0 experts, Q8_0
-// matrices) that also moves activations across rounding boundaries of their 8-bit
-// quantisation (a step of 1/127 of the block's scale). Measured (stand-in): deepseek
-// 9.7e-3, qwen3moe 5.5e-4, the demo 1.4e-4, olmoe 1.1e-4; with both caches F32 all
-// were < 1e-6.
-constexpr double kLogitsBound = 1e-3;           // float-typed weights (F32, F16, BF16)
-constexpr double kLogitsBoundQuantised = 3e-2;  // quantised weights
+// Logits against the CPU backend, relMaxDiff. With the reference's KV cache F16 as
+// the GPU's, what is left is the order of float sums: measured (stand-in) 2.3e-5 at
+// most (every architecture and policy here, deepseek's quantised weights included;
+// with an F32 reference cache it was 9.7e-3). sessionOnCuda compares with a CPU
+// session as the app opens one (F32 cache: K and V not rounded to half, ~1e-4
+// relative in attention outputs; measured 1.4e-4 on the demo).
+constexpr double kLogitsBound = 1e-4;
+constexpr double kLogitsBoundF32Reference = 1e-3;
 
 }  // namespace
 
@@ -72,8 +71,10 @@ TEST_CASE(initTestCase) {
   if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
   gpu_ = moe::makeBackend("cuda", 2);
   // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
-  // matvec quantises to the same bytes.
-  cpu_ = std::make_unique<moe::CpuBackend>(2);
+  // matvec quantises to the same bytes, with an F16 KV cache as the GPU's.
+  auto cpu = std::make_unique<moe::CpuBackend>(2);
+  cpu->setKvType(moe::KvType::F16);
+  cpu_ = std::move(cpu);
   INFO("backend: %s", gpu_->name().c_str());
 }
 
@@ -88,7 +89,7 @@ TEST_CASE(policiesMatchCpu) {
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const int total = moe::OffloadEngine::routedExperts(*gpu_model);
-    const double bound = arch == "deepseek" ? kLogitsBoundQuantised : kLogitsBound;
+    const double bound = kLogitsBound;
     for (auto policy :
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
       for (int n_slots : {3, total / 2}) {
@@ -194,7 +195,8 @@ TEST_CASE(sessionOnCuda) {
   double worst = 0;
   for (size_t i = 0; i < want.logits.size(); ++i) {
     const double err = relMaxDiff(got.logits[i], want.logits[i]);
-    CHECK_MSG(err < kLogitsBound, gpu_check::format("step %zu: err %g", i, err));  // the demo: F16
+    CHECK_MSG(err < kLogitsBoundF32Reference,
+              gpu_check::format("step %zu: err %g", i, err));  // the demo: F16
     worst = std::max(worst, err);
   }
   INFO("largest error %g", worst);
