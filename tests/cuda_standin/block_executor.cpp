@@ -205,6 +205,51 @@ void resume(BlockRun& run, Fiber& f) {
   run.running = nullptr;
 }
 
+// c += A (16 x K) * B (K x 8) for the 32 lanes of the warp at `base` that wait at an
+// int8 mma.sync, with the fragment layout of the PTX ISA (g = lane / 4, t = lane % 4,
+// four consecutive k per 32-bit register): A's register i holds row g + 8 * (i % 2),
+// columns 16 * (i / 2) + 4t .. + 3; B's register i column g, rows 16 * i + 4t .. + 3;
+// c[i] is row g + 8 * (i / 2), column 2t + i % 2. Their operands stay valid on the
+// waiting fibers' stacks. Returns false (run.error set) for a partial warp or
+// lanes that disagree on K.
+bool completeMma(BlockRun& run, std::vector<Fiber>& fibers, int base) {
+  const Fiber& first = fibers[base];
+  if (first.mask != 0xffffffffu) {
+    run.error = "mma.sync at " + site(first) + " in " + where(first) + ": the whole warp must take part";
+    return false;
+  }
+  const int k_total = first.arg;
+  MmaOperands ops[32];
+  for (int lane = 0; lane < 32; ++lane) {
+    const Fiber& f = fibers[base + lane];
+    if (f.arg != k_total) {
+      run.error = "mma.sync at " + site(f) + ": lanes of " + where(f) + "'s warp use different shapes";
+      return false;
+    }
+    const MmaOperands* p = nullptr;
+    std::memcpy(&p, &f.value, sizeof p);
+    ops[lane] = *p;
+  }
+  const auto byteAt = [](int word, int k) {
+    return static_cast<int>(static_cast<int8_t>(word >> (8 * (k % 4))));
+  };
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+      int sum = 0;
+      for (int k = 0; k < k_total; ++k) {
+        const int a_word = ops[(row % 8) * 4 + (k % 16) / 4].a[row / 8 + 2 * (k / 16)];
+        const int b_word = ops[col * 4 + (k % 16) / 4].b[k / 16];
+        sum += byteAt(a_word, k) * byteAt(b_word, k);
+      }
+      ops[lane].c[i] += sum;
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) fibers[base + lane].status = Status::Runnable;
+  return true;
+}
+
 // Completes every shuffle whose mask's lanes all wait at it. Returns whether any
 // completed; sets run.error for a shuffle that can never complete.
 bool resolveShuffles(BlockRun& run, int n_threads) {
@@ -239,6 +284,11 @@ bool resolveShuffles(BlockRun& run, int n_threads) {
     if (!(mask >> first.lane & 1u)) {
       run.error = "__shfl_sync at " + site(first) + ": " + where(first) + " is not in its own mask";
       return false;
+    }
+    if (first.kind == ShuffleKind::MmaS8) {
+      if (!completeMma(run, fibers, base)) return false;
+      progressed = true;
+      continue;
     }
     for (int lane = 0; lane < 32; ++lane) {
       if (!(mask >> lane & 1u)) continue;

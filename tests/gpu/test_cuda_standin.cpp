@@ -1,9 +1,10 @@
 // The CUDA stand-in itself (tests/cuda_standin): warp shuffles and barriers as
 // CUDA defines them, the rules it reports instead of hanging (divergent
 // barriers, partial-warp shuffles, host pointers given to a kernel, bad launch
-// configurations), streams that really run asynchronously to the host and to
-// each other, events, the copy rules for pageable memory, fault injection,
-// device memory limits and counters, cuBLAS GEMM, and half conversions.
+// configurations), the int8 mma.sync's fragment layout, streams that really run
+// asynchronously to the host and to each other, events, the copy rules for
+// pageable memory, fault injection, device memory limits and counters, cuBLAS
+// GEMM, and half conversions.
 // Built only with MOECHAT_CUDA_STANDIN (tests/gpu/CMakeLists.txt).
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -62,6 +63,34 @@ __global__ void shuffleKernel(int op, int arg, int width, int* out) {
     case kIdx: r = __shfl_sync(0xffffffffu, v, arg, width); break;
   }
   out[t] = r;
+}
+
+// C (16 x 8, row-major) = A (16 x K, row-major) * B (K x 8, column-major: b[n][k])
+// with int8 mma.sync, every fragment loaded as the PTX ISA lays it out (g = lane / 4,
+// t = lane % 4): A register i from row g + 8 * (i % 2), columns 16 * (i / 2) + 4t;
+// B register i from column g, rows 16 * i + 4t; c[i] to row g + 8 * (i / 2),
+// column 2t + i % 2. Run by 64 threads: two warps, each its own product (blockDim
+// warps x one tile each; the second warp's inputs follow the first's).
+template <int K>
+__global__ void mmaKernel(const int8_t* a, const int8_t* b, int* c) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int8_t* aw = a + warp * 16 * K;
+  const int8_t* bw = b + warp * 8 * K;
+  int ra[K / 8], rb[K / 16];
+  for (int i = 0; i < K / 8; ++i) std::memcpy(&ra[i], aw + (g + 8 * (i % 2)) * K + 16 * (i / 2) + 4 * t, 4);
+  for (int i = 0; i < K / 16; ++i) std::memcpy(&rb[i], bw + g * K + 16 * i + 4 * t, 4);
+  int rc[4] = {1, 2, 3, 4};  // accumulated into
+  cudastandin::mmaSyncS8<K>(rc, ra, rb);
+  for (int i = 0; i < 4; ++i) c[warp * 128 + (g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = rc[i];
+}
+
+// Half a warp at an mma.sync: the other half has returned.
+__global__ void partialMmaKernel(int* c) {
+  if (threadIdx.x >= 16) return;
+  int a[4] = {}, b[2] = {}, r[4] = {};
+  cudastandin::mmaSyncS8<32>(r, a, b);
+  c[threadIdx.x] = r[0];
 }
 
 // The source lane CUDA's documentation gives for each shuffle.
@@ -185,6 +214,41 @@ TEST_CASE(partialWarpShuffleIsReported) {
   launch(shuffleKernel, 1, 48, 0, nullptr, static_cast<int>(kXor), 1, 32, ints.p);
   CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
   CHECK_MSG(has(cudastandin::faultDetail(), "does not exist"), cudastandin::faultDetail());
+}
+
+template <int K>
+void checkMma() {
+  std::vector<int8_t> a(2 * 16 * K), b(2 * 8 * K);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int8_t>((i * 37 + 11) % 255 - 127);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>((i * 53 + 7) % 255 - 127);
+  DeviceArray<int8_t> da(a.size()), db(b.size());
+  DeviceArray<int> dc(2 * 128);
+  CHECK_EQ(cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  CHECK_EQ(cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  launch(mmaKernel<K>, 1, 64, 0, nullptr, da.p, db.p, dc.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<int> got = dc.read();
+  int wrong = 0;
+  for (int w = 0; w < 2; ++w)
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        int want = 1 + (m >= 8 ? 2 : 0) + n % 2;  // the initial c of that element
+        for (int k = 0; k < K; ++k) want += a[w * 16 * K + m * K + k] * b[w * 8 * K + n * K + k];
+        wrong += got[w * 128 + m * 8 + n] != want;
+      }
+  CHECK_MSG(wrong == 0, gpu_check::format("K=%d: %d of 256 elements wrong", K, wrong));
+}
+
+// The int8 mma.sync the tensor-core GEMM uses: c += A * B for the fragment layout
+// the PTX ISA documents, for both shapes; a partial warp is reported.
+TEST_CASE(int8MmaFollowsThePtxLayout) {
+  Clean clean;
+  checkMma<32>();
+  checkMma<16>();
+  DeviceArray<int> out(32);
+  launch(partialMmaKernel, 1, 32, 0, nullptr, out.p);
+  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  CHECK_MSG(has(cudastandin::faultDetail(), "has returned"), cudastandin::faultDetail());
 }
 
 TEST_CASE(hostPointerToAKernelIsAnIllegalAddress) {

@@ -47,7 +47,14 @@ extern thread_local ThreadState* tl_thread;
 
 inline ThreadState& current() { return *tl_thread; }
 
-enum class ShuffleKind { Index, Up, Down, Xor };
+enum class ShuffleKind { Index, Up, Down, Xor, MmaS8 };
+// One lane's operands of an int8 mma.sync (ShuffleKind::MmaS8, arg = K): the
+// scheduler reads every lane's registers and adds each lane's four sums into c.
+struct MmaOperands {
+  const int* a;
+  const int* b;
+  int* c;
+};
 // Exchanges `bytes` bytes (<= 8) of each participating lane; *out gets the source lane's value.
 void shuffle(unsigned mask, const void* value, void* out, size_t bytes, ShuffleKind kind, int arg, int width,
              const char* file, int line);
@@ -197,39 +204,17 @@ namespace cudastandin {
 //   A: register i holds row g + 8 * (i % 2), columns 16 * (i / 2) + 4t .. + 3;
 //   B: register i holds column g, rows 16 * i + 4t .. + 3;
 //   C: c[i] is row g + 8 * (i / 2), column 2t + i % 2.
-// The lanes' registers meet in a per-warp table between two warp barriers (the
-// second keeps a lane that runs ahead from overwriting its entry for the next
-// instruction while others still read this one).
+// The warp meets as at a shuffle (the mask must be the whole warp); the scheduler
+// then reads every lane's registers and computes each lane's sums
+// (block_executor.cpp).
 template <int K>
 void mmaSyncS8(int (&c)[4], const int (&a)[K / 8], const int (&b)[K / 16],
                const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   static_assert(K == 16 || K == 32, "m16n8k16 or m16n8k32");
-  struct Registers {
-    int a[4], b[2];
-  };
-  static thread_local Registers warp_regs[32][32];  // [warp][lane] of the block on this OS thread
-  const auto& s = detail::current();
-  const unsigned linear = s.thread_idx.x + s.block_dim.x * (s.thread_idx.y + s.block_dim.y * s.thread_idx.z);
-  Registers(&regs)[32] = warp_regs[linear / 32];
-  const int lane = static_cast<int>(linear % 32);
-  for (int i = 0; i < K / 8; ++i) regs[lane].a[i] = a[i];
-  for (int i = 0; i < K / 16; ++i) regs[lane].b[i] = b[i];
-  __syncwarp(0xffffffffu, file, line);
-  const auto byteAt = [](int word, int k) {
-    return static_cast<int>(static_cast<int8_t>(word >> (8 * (k % 4))));
-  };
-  const int g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
-    int sum = 0;
-    for (int k = 0; k < K; ++k) {
-      const int a_word = regs[(row % 8) * 4 + (k % 16) / 4].a[row / 8 + 2 * (k / 16)];
-      const int b_word = regs[col * 4 + (k % 16) / 4].b[k / 16];
-      sum += byteAt(a_word, k) * byteAt(b_word, k);
-    }
-    c[i] += sum;
-  }
-  __syncwarp(0xffffffffu, file, line);
+  const detail::MmaOperands ops{a, b, c};
+  const detail::MmaOperands* p = &ops;
+  const detail::MmaOperands* unused = nullptr;
+  detail::shuffle(0xffffffffu, &p, &unused, sizeof p, detail::ShuffleKind::MmaS8, K, warpSize, file, line);
 }
 
 }  // namespace cudastandin
