@@ -29,6 +29,7 @@
 
 #include "engine_fixture.h"
 #include "gpu/gpu_check.h"
+#include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
@@ -50,19 +51,7 @@ namespace {
 
 std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
 
-// A case's checks reported together with the largest error (how much room the tolerance leaves).
-struct Errors {
-  std::string failures, worst_what;
-  double worst = 0;
-  void check(bool ok, double err, const std::string& what) {
-    if (!ok) failures += "\n   " + what + gpu_check::format(" (err %g)", err);
-    if (err > worst) worst = err, worst_what = what;
-  }
-  void report() const {
-    INFO("largest error %g (%s)", worst, worst_what.c_str());
-    CHECK_MSG(failures.empty(), "failed:" + failures);
-  }
-};
+using gpu_check::Errors;
 
 // Device floats, freed with the backend; `offset` floats of padding in front make the
 // view start unaligned (the kernels' scalar-load fallback).

@@ -38,6 +38,7 @@
 
 #include "engine_fixture.h"
 #include "gpu/gpu_check.h"
+#include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
@@ -61,21 +62,7 @@ namespace {
 
 std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
 
-// The checks of a case's loop, reported together at its end, so that one GPU run
-// names every failing type or shape (a failed CHECK ends its case at the first),
-// with the largest error seen (how much room each tolerance leaves).
-struct Errors {
-  std::string failures, worst_what;
-  double worst = 0;
-  void check(bool ok, double err, const std::string& what) {
-    if (!ok) failures += "\n   " + what + gpu_check::format(" (err %g)", err);
-    if (err > worst) worst = err, worst_what = what;
-  }
-  void report() const {
-    INFO("largest error %g (%s)", worst, worst_what.c_str());
-    CHECK_MSG(failures.empty(), "failed:" + failures);
-  }
-};
+using gpu_check::Errors;
 
 // A device copy of a host vector, freed with the backend.
 struct DeviceFloats {
