@@ -80,6 +80,30 @@ class CliTest : public QObject {
     for (const auto& l : lines) QVERIFY(l.split(' ').size() > 100);
   }
 
+  // --kv f16 keeps the CPU's KV cache in halves: the logits move by the rounding of
+  // K and V (so the option took effect) and by no more than that.
+  void kvF16StaysCloseToF32() {
+    auto logits = [](const char* kv) {
+      const auto r = runCli({"logits", "--demo", "--tokens", "1,5,9,2,7,3", "--kv", kv});
+      std::vector<double> v;
+      if (r.code != 0) return v;
+      for (const auto& x : r.out.split(QRegularExpression("\\s+"), Qt::SkipEmptyParts))
+        v.push_back(x.toDouble());
+      return v;
+    };
+    const auto f32 = logits("f32"), f16 = logits("f16");
+    QVERIFY(!f32.empty());
+    QCOMPARE(f16.size(), f32.size());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < f32.size(); ++i) {
+      diff = std::max(diff, std::abs(f16[i] - f32[i]));
+      scale = std::max(scale, std::abs(f32[i]));
+    }
+    QVERIFY2(diff > 0, "--kv f16 changed nothing");
+    QVERIFY2(diff < 1e-2 * scale, qPrintable(QString("largest difference %1 of %2").arg(diff).arg(scale)));
+    expectFailure(runCli({"logits", "--demo", "--tokens", "1", "--kv", "f8"}), 2, "--kv must be f32 or f16");
+  }
+
   void genModelThenInfoAndChat() {
     const QString path = dir_.filePath("q3.gguf");
     QCOMPARE(runCli({"gen-model", "--arch", "qwen3moe", "-o", path}).code, 0);

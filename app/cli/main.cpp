@@ -73,7 +73,7 @@ const CommandHelp kCommands[] = {
 
 const char* kModelOptions = R"(
 model options:  --ctx N (context, default 2048)  --threads N (default: physical cores)
-                --backend cpu|cuda|auto
+                --backend cpu|cuda|auto  --kv f32|f16 (CPU KV cache; default f32, f16 halves it)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)

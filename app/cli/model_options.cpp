@@ -4,7 +4,7 @@
 
 namespace moe::cli {
 
-std::set<std::string> modelValueOptions() { return {"--ctx", "--threads", "--backend"}; }
+std::set<std::string> modelValueOptions() { return {"--ctx", "--threads", "--backend", "--kv"}; }
 std::set<std::string> modelFlags() { return {"--demo"}; }
 std::set<std::string> samplingValueOptions() {
   return {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed"};
@@ -25,6 +25,9 @@ SessionOptions sessionOptions(const Args& args) {
   o.backend = args.valueOr("--backend", "cpu");
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto")
     throw UsageError("--backend must be cpu, cuda or auto");
+  const std::string kv = args.valueOr("--kv", "f32");
+  if (kv != "f32" && kv != "f16") throw UsageError("--kv must be f32 or f16");
+  o.kv_f16 = kv == "f16";
   return o;
 }
 

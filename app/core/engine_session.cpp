@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "inference/backend_factory.h"
+#include "inference/cpu/cpu_backend.h"
 #include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "offload/trainer/trace_collector.h"
@@ -29,6 +30,7 @@ int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
 
 EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   backend_ = makeBackend(opts.backend, opts.threads);
+  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get()); cpu && opts.kv_f16) cpu->setKvType(KvType::F16);
   const bool on_cpu = backend_->name().rfind("cpu", 0) == 0;
   model_ = Model::load(openModelFile(opts), *backend_);
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);

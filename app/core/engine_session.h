@@ -32,6 +32,9 @@ struct SessionOptions {
   // uploads every expert once; the offload policies cache them in device memory
   // (a CPU backend of `threads` computes the experts the CPU rule sends to the host).
   std::string backend = "cpu";
+  // The CPU backend's KV cache in F16 (half the memory; values rounded to half, as
+  // the CUDA backend's cache always is). F32 otherwise.
+  bool kv_f16 = false;
 
   // Offloading (docs/offload.md). resident keeps every expert in place.
   OffloadPolicy policy = OffloadPolicy::kResident;
