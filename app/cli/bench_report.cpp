@@ -129,6 +129,16 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
           s.prefetch ? "true" : "false", s.chunking ? "true" : "false", s.early_preemption ? "true" : "false",
           s.reordering ? "true" : "false", s.cpu_fallback ? "true" : "false",
           s.prefill_streaming ? "true" : "false");
+    if (r.prefill_traffic && r.gen.prefill_seconds > 0) {
+      // The whole prompt: weights read once per GEMM pass (once per 32 tokens on the
+      // tensor cores, per 8 by the matvec), activations once per row block.
+      const double read = double(r.prefill_traffic->bytes_read);
+      std::printf(
+          ", \"matmul_prefill\": {\"tokens\": %d, \"weight_bytes\": %.0f, \"bytes_read\": %.0f, "
+          "\"read_vs_weights\": %.4f, \"achieved_gb_s\": %.3f}",
+          r.gen.prompt_tokens, double(r.prefill_traffic->weight_bytes), read,
+          ratio(read, double(r.prefill_traffic->weight_bytes)), read / r.gen.prefill_seconds / 1e9);
+    }
     if (r.decode_traffic && r.gen.decode_steps > 0) {
       // Achieved bandwidth: what the matmuls read per token times tokens per second.
       const double n = r.gen.decode_steps;

@@ -24,7 +24,7 @@ struct BenchRow {
   std::optional<CudaWorkCounters> prefill_work, decode_work;
   // What the backend's matmul kernels read while the reply was decoded (a backend
   // that counts: CUDA), against the bytes of the weights they used.
-  std::optional<Backend::MatmulTraffic> decode_traffic;
+  std::optional<Backend::MatmulTraffic> prefill_traffic, decode_traffic;
 };
 
 struct BenchContext {

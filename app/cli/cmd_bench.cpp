@@ -83,7 +83,8 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   CudaWorkCounters at_start, at_decode, at_end;
   const bool counted = readCudaWorkCounters(&at_start);
   at_decode = at_start;
-  Backend::MatmulTraffic traffic_at_decode;
+  const Backend::MatmulTraffic traffic_at_start = s.backend.matmulTraffic();
+  Backend::MatmulTraffic traffic_at_decode = traffic_at_start;
   t.setBatchObserver([&, prompt_n = int(s.prompt.size()), seen = false](const BatchEvent& ev) mutable {
     if (seen || ev.first_pos < prompt_n) return;
     seen = true;
@@ -95,6 +96,10 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());
   engine.waitIdle();
   const Backend::MatmulTraffic traffic_at_end = s.backend.matmulTraffic();
+  if (traffic_at_decode.weight_bytes > traffic_at_start.weight_bytes)
+    row.prefill_traffic =
+        Backend::MatmulTraffic{traffic_at_decode.weight_bytes - traffic_at_start.weight_bytes,
+                               traffic_at_decode.bytes_read - traffic_at_start.bytes_read};
   if (traffic_at_end.weight_bytes > traffic_at_decode.weight_bytes)
     row.decode_traffic = Backend::MatmulTraffic{traffic_at_end.weight_bytes - traffic_at_decode.weight_bytes,
                                                 traffic_at_end.bytes_read - traffic_at_decode.bytes_read};

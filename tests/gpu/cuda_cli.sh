@@ -11,7 +11,8 @@
 #   cuda_cli.sh bench MOECHAT_CLI
 #       `bench --demo --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
 #       names (the CPU stand-in): every policy row has its device work per prefill
-#       token and per decode token, and the timings are labelled as not meaningful.
+#       token and per decode token and the prefill's matmul bytes, and the timings
+#       are labelled as not meaningful.
 set -uo pipefail
 mode=$1
 cli=$2
@@ -61,6 +62,8 @@ bench)
   [ "$counted" -eq "$rows" ] || fail "$counted of $rows rows count device work per prefill token"
   [ "$decode" -eq "$rows" ] || fail "$decode of $rows rows count kernel launches per decode token"
   grep -q '"timings_meaningful": false, "timings_note": ' <<<"$json" || fail "timings not labelled"
+  prefill=$(grep -c '"matmul_prefill": {"tokens": 16, "weight_bytes": [1-9][0-9]*, "bytes_read": [1-9]' <<<"$json")
+  [ "$prefill" -eq "$rows" ] || fail "$prefill of $rows rows report the prefill's matmul bytes"
   echo "ok: $rows policies with device work per prefill and decode token"
   ;;
 *)
