@@ -107,6 +107,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   load_bar_->setMaximumWidth(160);
   load_bar_->hide();
   model_status_ = new QLabel(this);
+  model_status_->setObjectName("modelStatus");
   statusBar()->addPermanentWidget(model_status_);
   statusBar()->addPermanentWidget(load_bar_);
   buildActions();
@@ -138,11 +139,27 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   connect(&chat_, &ChatController::modelLoading, this, [this](double f, const QString& stage) {
     load_bar_->show();
     load_bar_->setValue(static_cast<int>(f * 100));
-    model_status_->setText("Loading: " + stage);
+    model_status_->setText(reloading_.isEmpty() ? "Loading: " + stage : reloading_);
   });
   connect(&chat_, &ChatController::modelLoaded, this, &MainWindow::onModelLoaded);
+  // Settings that change how the model is loaded (budget, policy) reload it.
+  connect(&chat_, &ChatController::reloadScheduled, this, [this](const QString& what) {
+    if (what.isEmpty()) {
+      if (chat_.model()) showModelStatus(*chat_.model());  // the settings went back: nothing waits
+      return;
+    }
+    model_status_->setText(what);
+    statusBar()->showMessage(what, 15'000);
+  });
+  connect(&chat_, &ChatController::modelReloading, this, [this](const QString& what) {
+    composer_->setEnabled(false);
+    reloading_ = what;
+    model_status_->setText(what);
+    statusBar()->showMessage(what, 15'000);
+  });
   connect(&chat_, &ChatController::modelFailed, this, [this](const QString& why) {
     load_bar_->hide();
+    reloading_.clear();
     model_status_->setText("No model loaded");
     composer_->setEnabled(true);
     QMessageBox::warning(this, "Could not load the model", why);
@@ -466,6 +483,7 @@ void MainWindow::loadModel(const ModelChoice& choice) {
     }
   }
   composer_->setEnabled(false);
+  reloading_.clear();
   model_status_->setText("Loading " + choice.name + "…");
   chat_.loadModel(o);
 }
@@ -475,6 +493,15 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
   composer_->setEnabled(true);
   composer_->editor()->setFocus();
   settings_.setLastModelPath(q(info.path));
+  reloading_.clear();
+  showModelStatus(info);
+  if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);
+  refreshModelList();
+  updateBanner();
+  heat_map_->refresh();
+}
+
+void MainWindow::showModelStatus(const LoadedModelInfo& info) {
   model_status_->setText(QString("%1 · %2 · %3 layers × %4 experts (%5 used) · %6 · %7 backend")
                              .arg(q(info.name), q(info.architecture))
                              .arg(info.n_layer)
@@ -485,10 +512,6 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
                                       : q(info.policy) + " + " + q(info.predictor) + " predictor")
                              .arg(q(info.backend)));
   model_status_->setToolTip(q(info.offload_note));
-  if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);
-  refreshModelList();
-  updateBanner();
-  heat_map_->refresh();
 }
 
 void MainWindow::updateBanner() {
@@ -609,6 +632,8 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
       ctx.n_ctx = chat_.model()->n_ctx;
     } catch (const std::exception&) {
     }
+    ctx.model_loaded = true;
+    ctx.reply_running = chat_.busy();
   }
   ctx.host_available_bytes = HostExpertStore::availableRam();
   return std::make_unique<SettingsDialog>(settings_, ctx, this);

@@ -98,6 +98,7 @@ class MainWindow : public QMainWindow {
   void selectConversationRow(qint64 id);
   void deleteSelected();
   void onModelLoaded(const LoadedModelInfo& info);
+  void showModelStatus(const LoadedModelInfo& info);  // the status bar's model line
   void onReplyFinished(const Message& m);
   void updateBanner();
   void editMessage(qint64 id);
@@ -133,6 +134,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* heat_dock_ = nullptr;
   QProgressBar* load_bar_ = nullptr;
   QLabel* model_status_ = nullptr;
+  QString reloading_;  // "Reloading <model> with …" while a settings reload runs
   qint64 editing_message_ = 0;
   // Learning from use: "enough recorded, train a predictor?" in the status bar.
   std::function<void(const QString&)> launch_retrain_;

@@ -71,11 +71,19 @@ SettingsDialog::SettingsDialog(AppSettings& settings, SettingsContext context, Q
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   connect(buttons, &QDialogButtonBox::accepted, this, &SettingsDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &SettingsDialog::reject);
+  apply_note_ = new QLabel(this);
+  apply_note_->setObjectName("applyNote");
+  apply_note_->setWordWrap(true);
+  apply_note_->setTextFormat(Qt::PlainText);
   auto* v = new QVBoxLayout(this);
   v->addWidget(tabs);
+  v->addWidget(apply_note_);
   v->addWidget(buttons);
   resize(620, 460);
   updateFit();
+  connect(policy_, &QComboBox::currentTextChanged, this, &SettingsDialog::updateApplyNote);
+  connect(data_folder_, &QLineEdit::textChanged, this, &SettingsDialog::updateApplyNote);
+  updateApplyNote();
 }
 
 QWidget* SettingsDialog::buildOffloadTab() {
@@ -244,7 +252,30 @@ quint64 SettingsDialog::effectiveBudget() const {
 
 QString SettingsDialog::fitText() const { return fit_->text(); }
 
+QString SettingsDialog::applyNote() const {
+  return apply_note_->isHidden() ? QString() : apply_note_->text();
+}
+
+void SettingsDialog::updateApplyNote() {
+  if (!apply_note_) return;  // the tabs are still being built
+  QStringList notes;
+  const bool offload_changed =
+      budgetBytes() != settings_.vramBudgetBytes() || policy_->currentText() != settings_.cachePolicy();
+  if (ctx_.model_loaded && offload_changed) {
+    const QString name = ctx_.model_name.isEmpty() ? QString("the model") : ctx_.model_name;
+    notes << (ctx_.reply_running
+                  ? QString("OK reloads %1 with the new budget and policy once the reply in progress ends.")
+                        .arg(name)
+                  : QString("OK reloads %1 with the new budget and policy.").arg(name));
+  }
+  if (data_folder_->text() != settings_.dataFolder())
+    notes << "Chats are read from the new data folder from the next start; the files are not moved.";
+  apply_note_->setText(notes.join(' '));
+  apply_note_->setVisible(!notes.isEmpty());
+}
+
 void SettingsDialog::updateFit() {
+  updateApplyNote();
   if (!ctx_.model) {
     fit_->setText("Load a model to see what fits.");
     return;

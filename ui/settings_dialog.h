@@ -28,6 +28,8 @@ struct SettingsContext {
   quint64 gpu_total_bytes = 0;       // 0: no GPU found
   quint64 host_available_bytes = 0;  // MemAvailable, 0 unknown
   int n_ctx = 4096;
+  bool model_loaded = false;   // OK reloads it when the budget or the policy changed
+  bool reply_running = false;  // ... after the reply in progress
 };
 
 class SettingsDialog : public QDialog {
@@ -39,6 +41,7 @@ class SettingsDialog : public QDialog {
   // The budget the controls show now, in bytes (0 = auto).
   quint64 budgetBytes() const;
   QString fitText() const;
+  QString applyNote() const;  // empty when hidden
   void accept() override;
 
  private:
@@ -49,6 +52,9 @@ class SettingsDialog : public QDialog {
   void updateTraceUsage();
   void updateFit();
   quint64 effectiveBudget() const;
+  // Under the buttons: what OK will do beyond saving (reload the model, a
+  // data folder used from the next start); hidden when nothing.
+  void updateApplyNote();
 
   AppSettings& settings_;
   SettingsContext ctx_;
@@ -65,6 +71,7 @@ class SettingsDialog : public QDialog {
   QCheckBox* learn_from_use_ = nullptr;
   QLabel* trace_usage_ = nullptr;
   QPushButton* delete_traces_ = nullptr;
+  QLabel* apply_note_ = nullptr;
 };
 
 }  // namespace moe

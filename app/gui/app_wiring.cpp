@@ -1,13 +1,26 @@
 #include "app/gui/app_wiring.h"
 
 #include <QDir>
+#include <QDirIterator>
 #include <QFileInfo>
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
 
 namespace moe {
+
+std::vector<QString> ggufFilesIn(const QString& folder, int limit) {
+  std::vector<QString> out;
+  if (folder.isEmpty()) return out;
+  QDirIterator it(folder, {"*.gguf", "*.GGUF"}, QDir::Files | QDir::Readable, QDirIterator::Subdirectories);
+  while (it.hasNext() && static_cast<int>(out.size()) < limit)
+    out.push_back(QFileInfo(it.next()).absoluteFilePath());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db)
     : window_(window),
@@ -19,12 +32,17 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
       catalog_(ModelCatalog::builtIn()) {
   window_.setModelListSource([this] {
     std::vector<ModelChoice> out;
+    std::set<QString> listed;
     for (const auto& m : registry_.list()) {
       const QString path = QString::fromStdString(m.path);
       if (!QFileInfo::exists(path)) continue;  // moved or deleted since it was registered
+      listed.insert(QFileInfo(path).absoluteFilePath());
       out.push_back({m.name.empty() ? QFileInfo(path).fileName() : QString::fromStdString(m.name), path,
                      QString::fromStdString(predictorNote(storedPredictorInfo(db_, m.sha256)))});
     }
+    // GGUF files put into the models folder by hand (not registered: no hash, so no predictor yet).
+    for (const QString& path : ggufFilesIn(settings_.modelsFolder()))
+      if (!listed.count(path)) out.push_back({QFileInfo(path).fileName(), path, QString()});
     // The demo model's note (MainWindow always lists the demo itself).
     out.push_back({QString(), QString(),
                    QString::fromStdString(predictorNote(storedPredictorInfo(db_, demoModelSha256())))});
@@ -57,6 +75,9 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
   });
   QObject::connect(downloads_.get(), &DownloadManager::finished, &window_,
                    [this](qint64, const QString&) { window_.refreshModelList(); });
+  // A new models folder: the model menu lists what it holds (the wizard saves there from now on).
+  QObject::connect(&settings_, &AppSettings::foldersChanged, &window_,
+                   [this] { window_.refreshModelList(); });
 }
 
 AppWiring::~AppWiring() = default;

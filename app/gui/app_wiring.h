@@ -1,11 +1,13 @@
 // Connects the main window to the app's stores: the installed models for the
-// model menu (with their predictor notes), the model wizard (catalog,
+// model menu (with their predictor notes; registered ones and the GGUF files in
+// the models folder, refreshed when the folders change), the model wizard (catalog,
 // downloads, registry) for adding one, and the predictor wizard for training a
 // predictor. Downloads left unfinished by the last run resume when this is built.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "app/core/app_database.h"
 #include "app/core/download_store.h"
@@ -18,6 +20,10 @@
 #include "ui/predictor_wizard.h"
 
 namespace moe {
+
+// The GGUF files under folder (subfolders included), at most `limit`, sorted:
+// models the user put there by hand, listed in the model menu.
+std::vector<QString> ggufFilesIn(const QString& folder, int limit = 200);
 
 class AppWiring {
  public:

@@ -1,7 +1,10 @@
 #include "app/qt/chat_controller.h"
 
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLocale>
+#include <QTimer>
 #include <algorithm>
 #include <random>
 #include <utility>
@@ -10,6 +13,13 @@ namespace moe {
 namespace {
 
 std::string utf8(const QString& s) { return s.toStdString(); }
+
+// 12 GB -> "12.0", 10.5 GB -> "10.5", 10.25 GB -> "10.25".
+QString gigabytes(quint64 bytes) {
+  QString s = QLocale::c().toString(static_cast<double>(bytes) / 1e9, 'f', 2);
+  if (s.endsWith('0')) s.chop(1);
+  return s;
+}
 
 QString titleFrom(const QString& text) {
   QString t = text.simplified();
@@ -60,6 +70,15 @@ ChatController::ChatController(ConversationStore& store, EngineHost& engine, App
   connect(w, &InferenceWorker::textReady, this, &ChatController::onText);
   connect(w, &InferenceWorker::replyFinished, this, &ChatController::onFinished);
   connect(w, &InferenceWorker::replyFailed, this, &ChatController::onFailed);
+  // The settings dialog writes the budget and the policy one after the other:
+  // one reload for both, on the next turn of the event loop.
+  connect(&settings_, &AppSettings::offloadChanged, this, [this] {
+    if (std::exchange(reload_queued_, true)) return;
+    QTimer::singleShot(0, this, [this] {
+      reload_queued_ = false;
+      reloadWithSettings();
+    });
+  });
 }
 
 ChatController::~ChatController() {
@@ -77,6 +96,7 @@ ChatController::~ChatController() {
 void ChatController::loadModel(const EngineLoadOptions& opts) {
   if (busy()) stop();
   model_.reset();
+  reload_pending_ = false;  // this load reads the settings as they are now
   EngineLoadOptions o = opts;
   if (o.model_sha256.empty() && !o.demo && model_hash_) {
     try {
@@ -85,7 +105,48 @@ void ChatController::loadModel(const EngineLoadOptions& opts) {
       // unknown: replies with this model are not recorded
     }
   }
+  load_opts_ = o;
   engine_.loadModel(o);
+}
+
+QString ChatController::reloadChange(const EngineLoadOptions& loaded) const {
+  QStringList parts;
+  const quint64 budget = settings_.vramBudgetBytes();
+  if (budget != loaded.vram_budget_bytes)
+    parts << (budget ? QStringLiteral("a %1 GB budget").arg(gigabytes(budget))
+                     : QStringLiteral("the automatic budget"));
+  const QString policy = settings_.cachePolicy();
+  if (policy.toStdString() != loaded.policy) parts << QStringLiteral("the %1 policy").arg(policy);
+  return parts.join(QStringLiteral(" and "));
+}
+
+bool ChatController::reloadWithSettings() {
+  if (!load_opts_) return false;
+  const QString change = reloadChange(*load_opts_);
+  const QString name = model_ ? QString::fromStdString(model_->name)
+                       : load_opts_->demo
+                           ? QStringLiteral("Demo model")
+                           : QFileInfo(QString::fromStdString(load_opts_->model_path)).fileName();
+  if (change.isEmpty()) {  // back to what is loaded
+    if (std::exchange(reload_pending_, false)) emit reloadScheduled({});
+    return false;
+  }
+  if (busy()) {
+    reload_pending_ = true;
+    emit reloadScheduled(
+        QStringLiteral("%1 reloads with %2 when this reply ends (or stop it)…").arg(name, change));
+    return true;
+  }
+  EngineLoadOptions o = *load_opts_;
+  o.vram_budget_bytes = settings_.vramBudgetBytes();
+  o.policy = settings_.cachePolicy().toStdString();
+  emit modelReloading(QStringLiteral("Reloading %1 with %2…").arg(name, change));
+  loadModel(o);
+  return true;
+}
+
+void ChatController::reloadIfPending() {
+  if (std::exchange(reload_pending_, false)) reloadWithSettings();
 }
 
 void ChatController::setModelHashLookup(std::function<std::string(const std::string&)> lookup) {
@@ -377,6 +438,7 @@ void ChatController::onFinished(qint64 reply_id, const EngineReplyStats& st) {
   const qint64 conversation = reply_conversation_;
   finish(st.stop_reason == "cancelled" ? MessageState::Stopped : MessageState::Complete, s);
   afterRecording(conversation, st);
+  reloadIfPending();
 }
 
 void ChatController::onFailed(qint64 reply_id, const QString& reason) {
@@ -387,6 +449,7 @@ void ChatController::onFailed(qint64 reply_id, const QString& reason) {
   finish(MessageState::Error, s);
   afterRecording(conversation, {});
   emit error(reason);
+  reloadIfPending();
 }
 
 void ChatController::finish(MessageState state, const ReplyStats& stats) {

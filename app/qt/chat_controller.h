@@ -41,6 +41,14 @@ class ChatController : public QObject {
   // ---- model ----
   void loadModel(const EngineLoadOptions& opts);
   bool modelReady() const { return model_.has_value(); }
+  // Reloads the model last asked for with the VRAM budget and caching policy the
+  // settings now hold (AppSettings::offloadChanged calls it, once per change of
+  // the settings dialog): at once when no reply runs, else when the reply in
+  // progress ends or is stopped, so the reply is stored whole. Says so through
+  // reloadScheduled / modelReloading. False when no model was asked for or the
+  // settings match the ones it was loaded with (nothing to do).
+  bool reloadWithSettings();
+  bool reloadPending() const { return reload_pending_; }
   const std::optional<LoadedModelInfo>& model() const { return model_; }
 
   // ---- conversations ----
@@ -95,6 +103,13 @@ class ChatController : public QObject {
   void modelLoading(double fraction, const QString& stage);
   void modelLoaded(const moe::LoadedModelInfo& info);
   void modelFailed(const QString& reason);
+  // A settings change waits for the reply in progress: `what` says so ("Demo
+  // model reloads with a 12.0 GB budget when this reply ends…"); empty: the
+  // settings went back to the loaded ones, no reload waits any more.
+  void reloadScheduled(const QString& what);
+  // The model is being reloaded for a settings change ("Reloading Demo model
+  // with a 12.0 GB budget…"); modelLoaded or modelFailed follows.
+  void modelReloading(const QString& what);
   void conversationsChanged();
   void conversationOpened(qint64 id);  // the view re-reads messages()
   void messageAdded(const moe::Message& m);
@@ -116,6 +131,10 @@ class ChatController : public QObject {
   void onFinished(qint64 reply_id, const EngineReplyStats& stats);
   void onFailed(qint64 reply_id, const QString& reason);
   void finish(MessageState state, const ReplyStats& stats);
+  // The settings changed while a reply ran: reload now that it is over.
+  void reloadIfPending();
+  // What a reload with the current settings changes, in words ("with a 12.0 GB budget").
+  QString reloadChange(const EngineLoadOptions& loaded) const;
   std::vector<ChatMessage> history(qint64 conversation_id) const;
   QString tracePathFor(qint64 conversation_id) const;
   void afterRecording(qint64 conversation_id, const EngineReplyStats& stats);
@@ -128,6 +147,9 @@ class ChatController : public QObject {
   EngineHost& engine_;
   AppSettings& settings_;
   std::optional<LoadedModelInfo> model_;
+  std::optional<EngineLoadOptions> load_opts_;  // the last load asked for (reloads keep all but settings)
+  bool reload_pending_ = false;                 // waits for the reply in progress
+  bool reload_queued_ = false;                  // offloadChanged seen, handled on the next event loop turn
   qint64 current_ = 0;
   qint64 reply_id_ = 0;  // the streaming assistant message (0: idle)
   qint64 reply_conversation_ = 0;
