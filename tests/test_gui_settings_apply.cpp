@@ -214,6 +214,38 @@ class GuiSettingsApplyTest : public QObject {
     QCOMPARE(reloading.count(), 1);
   }
 
+  // A new predictor (imported, or saved by the predictor wizard) reloads the
+  // model the same way: after the reply in progress, with the settings as they
+  // are then.
+  void predictorReloadWaitsForTheReplyToo() {
+    auto engine = std::make_unique<test::FakeChatEngine>();
+    engine->per_token = std::chrono::milliseconds(15);
+    engine->words.assign(40, " word");
+    test::GuiApp app(std::move(engine));
+    app.settings->setCachePolicy("proactive");
+    QVERIFY(app.loadDemo());
+    auto* edit = app.window->composer()->editor();
+    QTest::keyClicks(edit, "Hello");
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_VERIFY(app.chat->busy());
+    const qint64 reply = app.chat->streamingReply();
+    QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);
+    app.window->reloadModel("its new predictor");
+    QVERIFY(app.chat->reloadPending());
+    QVERIFY2(statusText(app).contains("Demo model reloads with its new predictor when this reply ends"),
+             qPrintable(statusText(app)));
+    app.settings->setCachePolicy("static");  // meanwhile
+    QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 30000);
+    QCOMPARE(app.store->message(reply)->state, MessageState::Complete);
+    QCOMPARE(app.store->message(reply)->text.size(), size_t(40 * 5));
+    QTRY_VERIFY(app.chat->modelReady());
+    QCOMPARE(reloading.count(), 1);
+    QCOMPARE(reloading[0][0].toString(), QString("Reloading Demo model with its new predictor…"));
+    QCOMPARE(QString::fromStdString(app.chat->model()->policy), QString("static"));
+    QTest::qWait(50);
+    QCOMPARE(reloading.count(), 1);  // the policy change rode along: no second reload
+  }
+
   void noModelNoReload() {
     test::GuiApp app(std::make_unique<test::FakeChatEngine>());
     QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);

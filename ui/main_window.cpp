@@ -328,7 +328,7 @@ void MainWindow::buildActions() {
         this, "Import a predictor set", QString(), "moechat predictors (*.preds *.moepreds);;All files (*)");
     if (path.isEmpty() || !import_predictor_) return;
     statusBar()->showMessage(import_predictor_(path), 15'000);
-    if (chat_.model()) loadModel({q(chat_.model()->name), q(chat_.model()->path)});  // use it now
+    reloadModel("its new predictor");  // use it now (after the reply in progress)
   });
   import_predictor_action_->setEnabled(false);
   train_predictor_action_ = file->addAction("Train a predictor…", this, [this] {
@@ -470,6 +470,19 @@ void MainWindow::loadInitialModel() {
 }
 
 void MainWindow::loadModel(const ModelChoice& choice) {
+  const EngineLoadOptions o = loadOptionsFor(choice);
+  composer_->setEnabled(false);
+  reloading_.clear();
+  model_status_->setText("Loading " + choice.name + "…");
+  chat_.loadModel(o);
+}
+
+void MainWindow::reloadModel(const QString& what) {
+  if (!chat_.model()) return;
+  chat_.reloadWhenIdle(loadOptionsFor({q(chat_.model()->name), q(chat_.model()->path)}), what);
+}
+
+EngineLoadOptions MainWindow::loadOptionsFor(const ModelChoice& choice) {
   EngineLoadOptions o;
   o.demo = choice.path.isEmpty();
   o.model_path = choice.path.toStdString();
@@ -482,10 +495,7 @@ void MainWindow::loadModel(const ModelChoice& choice) {
       statusBar()->showMessage(QString("The stored predictor could not be read: %1").arg(e.what()), 10'000);
     }
   }
-  composer_->setEnabled(false);
-  reloading_.clear();
-  model_status_->setText("Loading " + choice.name + "…");
-  chat_.loadModel(o);
+  return o;
 }
 
 void MainWindow::onModelLoaded(const LoadedModelInfo& info) {

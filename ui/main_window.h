@@ -65,6 +65,9 @@ class MainWindow : public QMainWindow {
   // The model to load at start: the last one used, or the demo model.
   void loadInitialModel();
   void loadModel(const ModelChoice& choice);
+  // The loaded model again (its new predictor: `what` says so), once the reply
+  // in progress ends or is stopped (ChatController::reloadWhenIdle).
+  void reloadModel(const QString& what);
 
   ChatController& chat() const { return chat_; }
   AppSettings& settings() const { return settings_; }
@@ -97,6 +100,7 @@ class MainWindow : public QMainWindow {
   void showTitle();  // the current conversation's title in the header
   void selectConversationRow(qint64 id);
   void deleteSelected();
+  EngineLoadOptions loadOptionsFor(const ModelChoice& choice);  // from the settings
   void onModelLoaded(const LoadedModelInfo& info);
   void showModelStatus(const LoadedModelInfo& info);  // the status bar's model line
   void onReplyFinished(const Message& m);

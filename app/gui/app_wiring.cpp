@@ -128,7 +128,7 @@ void AppWiring::openPredictorWizard(const QString& retrain_sha256) {
     window_.refreshModelList();
     const auto& loaded = window_.chat().model();
     if (*saved_for && loaded && QString::fromStdString(loaded->path) == **saved_for)
-      window_.loadModel({QString::fromStdString(loaded->name), **saved_for});
+      window_.reloadModel("its new predictor");  // after the reply in progress, if any
   });
   wizard->open();
 }

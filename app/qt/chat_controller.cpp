@@ -97,6 +97,7 @@ void ChatController::loadModel(const EngineLoadOptions& opts) {
   if (busy()) stop();
   model_.reset();
   reload_pending_ = false;  // this load reads the settings as they are now
+  deferred_load_.reset();
   EngineLoadOptions o = opts;
   if (o.model_sha256.empty() && !o.demo && model_hash_) {
     try {
@@ -122,6 +123,7 @@ QString ChatController::reloadChange(const EngineLoadOptions& loaded) const {
 
 bool ChatController::reloadWithSettings() {
   if (!load_opts_) return false;
+  if (deferred_load_ && busy()) return true;  // that reload reads the settings when it runs
   const QString change = reloadChange(*load_opts_);
   const QString name = model_ ? QString::fromStdString(model_->name)
                        : load_opts_->demo
@@ -145,8 +147,31 @@ bool ChatController::reloadWithSettings() {
   return true;
 }
 
+void ChatController::reloadWhenIdle(const EngineLoadOptions& opts, const QString& what) {
+  const QString name = opts.demo ? QStringLiteral("Demo model")
+                                 : QFileInfo(QString::fromStdString(opts.model_path)).fileName();
+  if (!busy()) {
+    emit modelReloading(QStringLiteral("Reloading %1 with %2…").arg(name, what));
+    loadModel(opts);
+    return;
+  }
+  deferred_load_ = opts;
+  deferred_what_ = what;
+  reload_pending_ = true;
+  emit reloadScheduled(
+      QStringLiteral("%1 reloads with %2 when this reply ends (or stop it)…").arg(name, what));
+}
+
 void ChatController::reloadIfPending() {
-  if (std::exchange(reload_pending_, false)) reloadWithSettings();
+  if (!std::exchange(reload_pending_, false)) return;
+  if (!deferred_load_) {
+    reloadWithSettings();
+    return;
+  }
+  EngineLoadOptions o = *std::exchange(deferred_load_, std::nullopt);
+  o.vram_budget_bytes = settings_.vramBudgetBytes();  // changed meanwhile, maybe
+  o.policy = settings_.cachePolicy().toStdString();
+  reloadWhenIdle(o, deferred_what_);  // idle now: loads at once
 }
 
 void ChatController::setModelHashLookup(std::function<std::string(const std::string&)> lookup) {

@@ -48,6 +48,10 @@ class ChatController : public QObject {
   // reloadScheduled / modelReloading. False when no model was asked for or the
   // settings match the ones it was loaded with (nothing to do).
   bool reloadWithSettings();
+  // Loads opts (the loaded model again, e.g. with its new predictor) once no
+  // reply runs: at once when idle, else when the reply in progress ends or is
+  // stopped. `what` names the change for the status bar ("its new predictor").
+  void reloadWhenIdle(const EngineLoadOptions& opts, const QString& what);
   bool reloadPending() const { return reload_pending_; }
   const std::optional<LoadedModelInfo>& model() const { return model_; }
 
@@ -147,9 +151,11 @@ class ChatController : public QObject {
   EngineHost& engine_;
   AppSettings& settings_;
   std::optional<LoadedModelInfo> model_;
-  std::optional<EngineLoadOptions> load_opts_;  // the last load asked for (reloads keep all but settings)
-  bool reload_pending_ = false;                 // waits for the reply in progress
-  bool reload_queued_ = false;                  // offloadChanged seen, handled on the next event loop turn
+  std::optional<EngineLoadOptions> load_opts_;      // the last load asked for (reloads keep all but settings)
+  bool reload_pending_ = false;                     // waits for the reply in progress
+  std::optional<EngineLoadOptions> deferred_load_;  // reloadWhenIdle's, while reload_pending_
+  QString deferred_what_;
+  bool reload_queued_ = false;  // offloadChanged seen, handled on the next event loop turn
   qint64 current_ = 0;
   qint64 reply_id_ = 0;  // the streaming assistant message (0: idle)
   qint64 reply_conversation_ = 0;
