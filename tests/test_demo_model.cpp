@@ -15,7 +15,8 @@
 
 namespace {
 
-const QString kModel = QStringLiteral(MOECHAT_TEST_DATA "/../../resources/models/moechat-demo-brown-q8_0.gguf");
+const QString kModel =
+    QStringLiteral(MOECHAT_TEST_DATA "/../../resources/models/moechat-demo-brown-q8_0.gguf");
 const QString kWordList = QStringLiteral("/usr/share/dict/american-english");  // Debian package wamerican
 
 struct Run {
@@ -69,8 +70,9 @@ class DemoModelTest : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY2(QFile::exists(kModel), qPrintable("missing " + kModel + " (docs/DEMO-MODEL.md)"));
-    QVERIFY2(QFile::exists(kWordList), "missing /usr/share/dict/american-english: apt-get install wamerican "
-                                       "(tools/install-deps.sh)");
+    QVERIFY2(QFile::exists(kWordList),
+             "missing /usr/share/dict/american-english: apt-get install wamerican "
+             "(tools/install-deps.sh)");
   }
 
   // Ids from `spm_encode --output_format=id` with the sentencepiece model the file's
@@ -80,20 +82,22 @@ class DemoModelTest : public QObject {
   void encodesAsTrainingDid_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QList<int>>("ids");
-    QTest::newRow("sentence") << QStringLiteral(
-        "The jury said it did find that many of Georgia's registration and election laws \"are "
-        "outmoded or inadequate and often ambiguous\".")
-                              << QList<int>{339, 503,  1172, 560,  345,  653, 1104, 331,  786,  280,
-                                            2101, 4038, 731,  4051, 4028, 907, 382,  1383, 294,  1275,
-                                            485,  3631, 347,  576,  490,  4035, 375, 278,  377,  288,
-                                            603,  402,  396,  294,  1492, 2663, 335, 3378, 453};
+    QTest::newRow("sentence")
+        << QStringLiteral(
+               "The jury said it did find that many of Georgia's registration and election laws \"are "
+               "outmoded or inadequate and often ambiguous\".")
+        << QList<int>{339,  503,  1172, 560, 345,  653, 1104, 331, 786,  280,  2101, 4038, 731,
+                      4051, 4028, 907,  382, 1383, 294, 1275, 485, 3631, 347,  576,  490,  4035,
+                      375,  278,  377,  288, 603,  402, 396,  294, 1492, 2663, 335,  3378, 453};
     QTest::newRow("chat turn") << QStringLiteral("[INST] Hello there, how are you? [/INST]")
-                               << QList<int>{4021, 3, 441, 308, 4025, 534, 4042, 755, 397, 412, 4064, 4021, 4};
+                               << QList<int>{4021, 3,   441, 308,  4025, 534, 4042,
+                                             755,  397, 412, 4064, 4021, 4};
     // Digits split one by one; bytes outside the vocabulary fall back to <0xXX> pieces.
-    QTest::newRow("digits and bytes") << QStringLiteral("In 1961, 42 men paid $3.50 each -- na\u00efve caf\u00e9.")
-                                      << QList<int>{527,  4021, 4061, 4080, 4087, 4061, 4042, 4021, 4088, 4076,
-                                                    863,  2559, 1074, 4082, 4043, 4079, 4066, 882,  448,  302,
-                                                    4024, 200,  180,  313,  1333, 4036, 200,  174,  4043};
+    QTest::newRow("digits and bytes")
+        << QStringLiteral("In 1961, 42 men paid $3.50 each -- na\u00efve caf\u00e9.")
+        << QList<int>{527,  4021, 4061, 4080, 4087, 4061, 4042, 4021, 4088, 4076,
+                      863,  2559, 1074, 4082, 4043, 4079, 4066, 882,  448,  302,
+                      4024, 200,  180,  313,  1333, 4036, 200,  174,  4043};
   }
 
   void encodesAsTrainingDid() {
