@@ -1,4 +1,4 @@
-// Settings that apply while a model is loaded (issue 18, defect 2): OK with a
+// Settings that apply while a model is loaded: OK with a
 // new VRAM budget or caching policy reloads the model with it, says so in the
 // status bar, and waits for a reply in progress to end (or be stopped), which
 // is stored whole; the dialog says beforehand that OK reloads the model. A new
