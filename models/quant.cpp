@@ -1,26 +1,5 @@
-// Element formats: IEEE half and bfloat conversion, and the ggml blocks the CPU
-// backend computes with. Block layouts follow ggml's block definitions
-// (ggml-common.h: block_q8_0, block_q4_0), summarised in shared/GGUF-NOTES.md:
-//   Q8_0: 34 bytes = { f16 d; int8 q[32] }          value_j = d * q[j]
-//   Q4_0: 18 bytes = { f16 d; uint8 qs[16] }        byte j: low nibble = element j,
-//                                                   high nibble = element j + 16,
-//                                                   value = d * (nibble - 8)
-//   K-quants, 256 elements (QK_K) per block, in 32-element sub-blocks:
-//   Q4_K: 144 bytes = { f16 d; f16 dmin; u8 scales[12]; u8 qs[128] }
-//         sub-block k (0..7): scale/min pair k (6 bits each, packed in scales[12]),
-//         q = nibble of qs[32*(k/2) + l] (low nibble for even k, high for odd),
-//         value = (d*sc)*q - dmin*m
-//   Q5_K: 176 bytes = { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }
-//         as Q4_K, plus bit k of qh[l] as the 5th bit (+16) of sub-block k
-//   Q6_K: 210 bytes = { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }  (d last)
-//         half h (0..1) of 128, group g (0..3) of 32 in it, l = 0..31:
-//         q = (nibble of ql[64h + 32*(g&1) + l], low for g<2) | (2 bits 2g of
-//         qh[32h + l]) << 4, value = (d*scales[8h + 2g + l/16]) * (q - 32)
-//   The K-quant layouts were checked against ggml-common.h (block_q4_K, block_q5_K,
-//   block_q6_K) and llama.cpp gguf-py/gguf/quants.py (Q4_K.get_scale_min and the
-//   dequantize_blocks of Q4_K, Q5_K, Q6_K); tests/test_quant.cpp builds blocks field
-//   by field from this description.
-// Multi-byte fields are little-endian (GGUF files are little-endian).
+// Element formats: IEEE half and bfloat conversion, and the float dot product of
+// a block-encoded row (the decoders and the block layouts are in quant_decode.cpp).
 //
 // dotRow design: every type is decoded 32 elements at a time into exact floats
 // (f16, bf16, d*q and d*(n-8) are all exactly representable in f32; a K-quant
@@ -31,6 +10,7 @@
 // CPU backend relies on that: its batched matmul dequantises a weight row once and dots it as F32, and must
 // agree with the one-token path.
 #include "models/quant.h"
+#include "models/quant_decode.h"
 #include "models/quant_layout.h"
 
 #include <algorithm>
@@ -51,6 +31,7 @@ namespace {
 
 using gguf::TensorType;
 using namespace layout;
+using decode::decodeChunk;
 
 uint32_t floatBits(float f) {
   uint32_t u;
@@ -62,104 +43,6 @@ float bitsFloat(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
-}
-
-// fp16 -> fp32 for all 65536 codes, built once: the portable decode path looks
-// values up instead of branching per element.
-const std::array<float, 65536>& fp16Table() {
-  static const std::array<float, 65536> table = [] {
-    std::array<float, 65536> t{};
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16ToFp32(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table;
-}
-
-// ---------------------------------------------------------------------------
-// Portable decoders: the exact f32 values of 32 consecutive elements.
-
-void decodeF32(const uint8_t* p, float* w, int count) { std::memcpy(w, p, count * sizeof(float)); }
-
-void decodeF16(const uint8_t* p, float* w, int count) {
-  const auto& table = fp16Table();
-  for (int j = 0; j < count; ++j) w[j] = table[loadU16(p + 2 * j)];
-}
-
-void decodeBF16(const uint8_t* p, float* w, int count) {
-  for (int j = 0; j < count; ++j) w[j] = bf16ToFp32(loadU16(p + 2 * j));
-}
-
-void decodeQ8_0(const uint8_t* blk, float* w) {  // w: [32]
-  const float d = fp16Table()[loadU16(blk)];
-  const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-  for (int j = 0; j < kBlockQ8_0; ++j) w[j] = d * static_cast<float>(q[j]);
-}
-
-void decodeQ4_0(const uint8_t* blk, float* w) {  // w: [32]
-  const float d = fp16Table()[loadU16(blk)];
-  const uint8_t* qs = blk + 2;
-  for (int j = 0; j < kBlockQ4_0 / 2; ++j) {
-    w[j] = d * static_cast<float>((qs[j] & 0x0f) - 8);
-    w[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
-  }
-}
-
-void decodeQ4_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
-  const auto& f16 = fp16Table();
-  int sc = 0, m = 0;
-  scaleMinK4(blk + 4, k, sc, m);
-  const float ds = f16[loadU16(blk)] * static_cast<float>(sc);
-  const float dm = f16[loadU16(blk + 2)] * static_cast<float>(m);
-  const uint8_t* qs = blk + 16 + 32 * (k / 2);
-  const int shift = 4 * (k % 2);
-  for (int l = 0; l < kLanes; ++l) w[l] = ds * static_cast<float>((qs[l] >> shift) & 15) - dm;
-}
-
-void decodeQ5_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
-  const auto& f16 = fp16Table();
-  int sc = 0, m = 0;
-  scaleMinK4(blk + 4, k, sc, m);
-  const float ds = f16[loadU16(blk)] * static_cast<float>(sc);
-  const float dm = f16[loadU16(blk + 2)] * static_cast<float>(m);
-  const uint8_t* qh = blk + 16;
-  const uint8_t* qs = blk + 48 + 32 * (k / 2);
-  const int shift = 4 * (k % 2);
-  for (int l = 0; l < kLanes; ++l) {
-    const int q = ((qs[l] >> shift) & 15) | (((qh[l] >> k) & 1) << 4);
-    w[l] = ds * static_cast<float>(q) - dm;
-  }
-}
-
-void decodeQ6_K(const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k of the block
-  const float d = fp16Table()[loadU16(blk + 208)];
-  const Q6Sub s = q6Sub(blk, k);
-  for (int l = 0; l < kLanes; ++l) {
-    const int q = ((s.ql[l] >> s.ql_shift) & 15) | (((s.qh[l] >> s.qh_shift) & 3) << 4);
-    w[l] = (d * static_cast<float>(s.sc[l / 16])) * static_cast<float>(q - 32);
-  }
-}
-
-// Decodes elements [first, first + count) of a row; count <= 32, and for block
-// types first is a block start and count == 32.
-void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count,
-                 float* w) {  // w: [count]
-  switch (t) {
-    case TensorType::F32: decodeF32(row + 4 * first, w, count); return;
-    case TensorType::F16: decodeF16(row + 2 * first, w, count); return;
-    case TensorType::BF16: decodeBF16(row + 2 * first, w, count); return;
-    case TensorType::Q8_0: decodeQ8_0(row + (first / kBlockQ8_0) * kQ8_0Bytes, w); return;
-    case TensorType::Q4_0: decodeQ4_0(row + (first / kBlockQ4_0) * kQ4_0Bytes, w); return;
-    case TensorType::Q4_K:
-      decodeQ4_K(row + (first / kBlockQK) * kQ4_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
-      return;
-    case TensorType::Q5_K:
-      decodeQ5_K(row + (first / kBlockQK) * kQ5_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
-      return;
-    case TensorType::Q6_K:
-      decodeQ6_K(row + (first / kBlockQK) * kQ6_KBytes, static_cast<int>(first % kBlockQK) / kLanes, w);
-      return;
-    default: throwUnsupported(t, "decode");
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -343,6 +226,17 @@ struct DecodeQ6_K {
   }
 };
 
+// The types without a decoder of their own here: the portable decoder's exact
+// values, loaded as F32 (the same values, so the same bits).
+template <TensorType Type>
+struct DecodeViaPortable {
+  MOECHAT_AVX2 static Chunk block(const uint8_t* p, int64_t i) {
+    alignas(32) float w[kLanes];
+    decodeChunk(Type, p, i, kLanes, w);
+    return DecodeF32::block(reinterpret_cast<const uint8_t*>(w), 0);
+  }
+};
+
 struct Acc {
   __m256 a0, a1, a2, a3;
 };
@@ -401,6 +295,14 @@ float dotFast(TensorType t, const uint8_t* row, const float* x, int64_t n) {
     case TensorType::Q4_K: return dotAvx2<DecodeQ4_K>(t, row, x, n);
     case TensorType::Q5_K: return dotAvx2<DecodeQ5_K>(t, row, x, n);
     case TensorType::Q6_K: return dotAvx2<DecodeQ6_K>(t, row, x, n);
+    case TensorType::Q4_1: return dotAvx2<DecodeViaPortable<TensorType::Q4_1>>(t, row, x, n);
+    case TensorType::Q5_0: return dotAvx2<DecodeViaPortable<TensorType::Q5_0>>(t, row, x, n);
+    case TensorType::Q5_1: return dotAvx2<DecodeViaPortable<TensorType::Q5_1>>(t, row, x, n);
+    case TensorType::IQ4_NL: return dotAvx2<DecodeViaPortable<TensorType::IQ4_NL>>(t, row, x, n);
+    case TensorType::MXFP4: return dotAvx2<DecodeViaPortable<TensorType::MXFP4>>(t, row, x, n);
+    case TensorType::Q2_K: return dotAvx2<DecodeViaPortable<TensorType::Q2_K>>(t, row, x, n);
+    case TensorType::Q3_K: return dotAvx2<DecodeViaPortable<TensorType::Q3_K>>(t, row, x, n);
+    case TensorType::IQ4_XS: return dotAvx2<DecodeViaPortable<TensorType::IQ4_XS>>(t, row, x, n);
     default: throwUnsupported(t, "dotRow");
   }
 }
@@ -462,17 +364,7 @@ uint16_t fp32ToBf16(float f) {
 // Row operations.
 
 bool isComputeSupported(gguf::TensorType t) {
-  switch (t) {
-    case TensorType::F32:
-    case TensorType::F16:
-    case TensorType::BF16:
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K: return true;
-    default: return false;
-  }
+  return std::find(std::begin(kComputeTypes), std::end(kComputeTypes), t) != std::end(kComputeTypes);
 }
 
 void dequantizeRow(gguf::TensorType t, const uint8_t* src, float* dst, int64_t n) {

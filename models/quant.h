@@ -1,6 +1,7 @@
 // Element formats of ggml tensors: half/bfloat conversion and the block
-// quantisations the engine computes (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), exactly as the GGUF/ggml
-// block definitions give them (shared/GGUF-NOTES.md, "Block formats").
+// quantisations the engine computes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 in
+// blocks of 32; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS in blocks of 256), exactly as
+// the GGUF/ggml block definitions give them (quant_decode.cpp, shared/GGUF-NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,15 @@ inline constexpr int kBlockQ4_0 = 32;  // elements; 18 bytes: f16 d, u8 qs[16]
 // K-quants (Q4_K 144, Q5_K 176, Q6_K 210 bytes per block): rows are whole blocks of 256.
 inline constexpr int kBlockQK = 256;
 
-// True for the types the CPU backend can compute with (F32, F16, BF16, Q8_0, Q4_0,
-// Q4_K, Q5_K, Q6_K). Q2_K, Q3_K, MXFP4 and the rest are not.
+// The types the engine computes with, in the order tools list them.
+inline constexpr gguf::TensorType kComputeTypes[] = {
+    gguf::TensorType::F32,    gguf::TensorType::F16,   gguf::TensorType::BF16, gguf::TensorType::Q8_0,
+    gguf::TensorType::Q4_0,   gguf::TensorType::Q4_1,  gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
+    gguf::TensorType::IQ4_NL, gguf::TensorType::MXFP4, gguf::TensorType::Q2_K, gguf::TensorType::Q3_K,
+    gguf::TensorType::Q4_K,   gguf::TensorType::Q5_K,  gguf::TensorType::Q6_K, gguf::TensorType::IQ4_XS};
+
+// True for the types in kComputeTypes. I8/I16/I32, the grid-coded IQ types and
+// unknown types are not.
 bool isComputeSupported(gguf::TensorType t);
 
 // dst[0..n) = the n elements encoded at src. n must be a multiple of the block size.

@@ -182,6 +182,132 @@ float pairQ6_K(const uint8_t* row, const uint8_t* act, int64_t n) {
   return acc;
 }
 
+// Q5_0, IQ4_NL and MXFP4: per block the exact total of value(nibble) * x, then one fma
+// with the block scale times the activation's.
+float blockScale(TensorType t, const uint8_t* wb) {
+  return t == TensorType::MXFP4 ? e8m0Half(wb[0]) : fp16ToFp32(loadU16(wb));
+}
+
+template <TensorType Type>
+int signedWeight(const uint8_t* wb, int j) {  // element j (0..31) as an integer
+  const int half = j / 16, i = j % 16;
+  if constexpr (Type == TensorType::Q5_0) {
+    const uint8_t* qh = wb + 2;
+    const int nib = half ? wb[6 + i] >> 4 : wb[6 + i] & 15;
+    return (nib | (((qh[j / 8] >> (j % 8)) & 1) << 4)) - 16;
+  } else if constexpr (Type == TensorType::IQ4_NL) {
+    return kIq4Values[half ? wb[2 + i] >> 4 : wb[2 + i] & 15];
+  } else {
+    return kMxfp4Values[half ? wb[1 + i] >> 4 : wb[1 + i] & 15];
+  }
+}
+
+template <TensorType Type, int kBytes>
+float pairTotals32(const uint8_t* row, const uint8_t* act, int64_t n) {
+  const int64_t nb = n / 32;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = row + b * kBytes;
+    const auto* x = reinterpret_cast<const int8_t*>(act + b * kQ8_0ActBytes + 2);
+    int32_t p = 0;
+    for (int j = 0; j < 32; ++j) p += signedWeight<Type>(wb, j) * x[j];
+    acc = std::fma(static_cast<float>(p), blockScale(Type, wb) * loadF32(q8_0Scales(act, nb) + 4 * b), acc);
+  }
+  return acc;
+}
+
+// Q4_1 / Q5_1: per block P = sum of q * x and the activation's sum S of x, then
+// acc = fma(P, d * dx, acc), acc = fma(S, m * dx, acc).
+float pairQ45_1(const uint8_t* row, const uint8_t* act, int64_t n, bool five) {
+  const int64_t nb = n / 32;
+  const int bytes = five ? kQ5_1Bytes : kQ4_1Bytes;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = row + b * bytes;
+    const uint8_t* qh = wb + 4;  // Q5_1 only
+    const uint8_t* qs = wb + (five ? 8 : 4);
+    const auto* x = reinterpret_cast<const int8_t*>(act + b * kQ8_0ActBytes + 2);
+    int32_t p = 0;
+    for (int j = 0; j < 32; ++j) {
+      int q = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+      if (five) q |= ((qh[j / 8] >> (j % 8)) & 1) << 4;
+      p += q * x[j];
+    }
+    const float dx = loadF32(q8_0Scales(act, nb) + 4 * b);
+    acc = std::fma(static_cast<float>(p), fp16ToFp32(loadU16(wb)) * dx, acc);
+    acc = std::fma(static_cast<float>(loadI32(q8_0Sums(act, nb) + 4 * b)), fp16ToFp32(loadU16(wb + 2)) * dx,
+                   acc);
+  }
+  return acc;
+}
+
+// Q2_K: P = sum over the 16 sub-blocks k of sc_k * (sum of q * x), M = sum of m_k
+// times the activation's sum over sub-block k; acc = fma(P, d*dx, acc), then
+// acc = fma(M, -(dmin*dx), acc).
+float pairQ2_K(const uint8_t* row, const uint8_t* act, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * kQ2_KBytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const int8_t* x = q8kQuants(xb);
+    int32_t p = 0, mins = 0;
+    for (int k = 0; k < 16; ++k) {
+      int s = 0;
+      for (int e = 16 * k; e < 16 * k + 16; ++e)
+        s += ((wb[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) * x[e];
+      p += (wb[k] & 15) * s;
+      mins += (wb[k] >> 4) * loadI16(q8kSums(xb) + 2 * k);
+    }
+    const float dx = q8kScale(xb);
+    acc = std::fma(static_cast<float>(p), fp16ToFp32(loadU16(wb + 80)) * dx, acc);
+    acc = std::fma(static_cast<float>(mins), -(fp16ToFp32(loadU16(wb + 82)) * dx), acc);
+  }
+  return acc;
+}
+
+// Q3_K: P = sum over the 16 sub-blocks k of (sc_k - 32) * (sum of q * x), q in -4..3;
+// acc = fma(P, d*dx, acc).
+float pairQ3_K(const uint8_t* row, const uint8_t* act, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * kQ3_KBytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const int8_t* x = q8kQuants(xb);
+    int32_t p = 0;
+    for (int k = 0; k < 16; ++k) {
+      int s = 0;
+      for (int e = 16 * k; e < 16 * k + 16; ++e) {
+        const int low = (wb[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        s += (low - (((wb[e % 32] >> (e / 32)) & 1) ? 0 : 4)) * x[e];
+      }
+      p += q3KScale(wb + 96, k) * s;
+    }
+    acc = std::fma(static_cast<float>(p), fp16ToFp32(loadU16(wb + 108)) * q8kScale(xb), acc);
+  }
+  return acc;
+}
+
+// IQ4_XS: P = sum over the 8 sub-blocks k of (ls_k - 32) * (sum of value(nibble) * x);
+// acc = fma(P, d*dx, acc).
+float pairIQ4_XS(const uint8_t* row, const uint8_t* act, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * kIQ4_XSBytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const int8_t* x = q8kQuants(xb);
+    int32_t p = 0;
+    for (int k = 0; k < kSubBlocks; ++k) {
+      const uint8_t* qs = wb + 8 + 16 * k;
+      int s = 0;
+      for (int j = 0; j < 16; ++j)
+        s += kIq4Values[qs[j] & 15] * x[32 * k + j] + kIq4Values[qs[j] >> 4] * x[32 * k + j + 16];
+      p += iq4XsScale(wb, k) * s;
+    }
+    acc = std::fma(static_cast<float>(p), fp16ToFp32(loadU16(wb)) * q8kScale(xb), acc);
+  }
+  return acc;
+}
+
 float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
   switch (t) {
     case TensorType::Q8_0: return pairQ8_0(row, act, n);
@@ -189,6 +315,14 @@ float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t
     case TensorType::Q4_K: return pairQ45_K(row, act, n, false);
     case TensorType::Q5_K: return pairQ45_K(row, act, n, true);
     case TensorType::Q6_K: return pairQ6_K(row, act, n);
+    case TensorType::Q4_1: return pairQ45_1(row, act, n, false);
+    case TensorType::Q5_1: return pairQ45_1(row, act, n, true);
+    case TensorType::Q5_0: return pairTotals32<TensorType::Q5_0, kQ5_0Bytes>(row, act, n);
+    case TensorType::IQ4_NL: return pairTotals32<TensorType::IQ4_NL, kIQ4_NLBytes>(row, act, n);
+    case TensorType::MXFP4: return pairTotals32<TensorType::MXFP4, kMXFP4Bytes>(row, act, n);
+    case TensorType::Q2_K: return pairQ2_K(row, act, n);
+    case TensorType::Q3_K: return pairQ3_K(row, act, n);
+    case TensorType::IQ4_XS: return pairIQ4_XS(row, act, n);
     default: throwUnsupported(t, "dotTile");
   }
 }
@@ -224,8 +358,12 @@ constexpr GroupTable portableGroupTableOf() {
 const TileTable* tableFor(DotIsa isa, TensorType t) {
   switch (isa) {
     case DotIsa::Portable: return portableTable(t);
-    case DotIsa::Avx2: return cpuHasAvx2() ? avx2Table(t) : nullptr;
-    case DotIsa::Avx512: return cpuHasAvx512() ? avx512Table(t) : nullptr;
+    case DotIsa::Avx2:
+      if (!cpuHasAvx2()) return nullptr;
+      return avx2Table(t) ? avx2Table(t) : portableTable(t);
+    case DotIsa::Avx512:
+      if (!cpuHasAvx512()) return nullptr;
+      return avx512Table(t) ? avx512Table(t) : tableFor(DotIsa::Avx2, t);
   }
   return nullptr;
 }
@@ -258,12 +396,28 @@ const TileTable* portableTable(TensorType t) {
   static constexpr TileTable q4_k = portableTableOf<TensorType::Q4_K>();
   static constexpr TileTable q5_k = portableTableOf<TensorType::Q5_K>();
   static constexpr TileTable q6_k = portableTableOf<TensorType::Q6_K>();
+  static constexpr TileTable q4_1 = portableTableOf<TensorType::Q4_1>();
+  static constexpr TileTable q5_0 = portableTableOf<TensorType::Q5_0>();
+  static constexpr TileTable q5_1 = portableTableOf<TensorType::Q5_1>();
+  static constexpr TileTable iq4_nl = portableTableOf<TensorType::IQ4_NL>();
+  static constexpr TileTable mxfp4 = portableTableOf<TensorType::MXFP4>();
+  static constexpr TileTable q2_k = portableTableOf<TensorType::Q2_K>();
+  static constexpr TileTable q3_k = portableTableOf<TensorType::Q3_K>();
+  static constexpr TileTable iq4_xs = portableTableOf<TensorType::IQ4_XS>();
   switch (t) {
     case TensorType::Q8_0: return &q8_0;
     case TensorType::Q4_0: return &q4_0;
     case TensorType::Q4_K: return &q4_k;
     case TensorType::Q5_K: return &q5_k;
     case TensorType::Q6_K: return &q6_k;
+    case TensorType::Q4_1: return &q4_1;
+    case TensorType::Q5_0: return &q5_0;
+    case TensorType::Q5_1: return &q5_1;
+    case TensorType::IQ4_NL: return &iq4_nl;
+    case TensorType::MXFP4: return &mxfp4;
+    case TensorType::Q2_K: return &q2_k;
+    case TensorType::Q3_K: return &q3_k;
+    case TensorType::IQ4_XS: return &iq4_xs;
     default: return nullptr;
   }
 }
@@ -275,10 +429,18 @@ ActivationFormat activationFormat(gguf::TensorType weights) {
     case TensorType::F16:
     case TensorType::BF16: return ActivationFormat::None;
     case TensorType::Q8_0:
-    case TensorType::Q4_0: return ActivationFormat::Q8_0;
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::IQ4_NL:
+    case TensorType::MXFP4: return ActivationFormat::Q8_0;
     case TensorType::Q4_K:
     case TensorType::Q5_K:
-    case TensorType::Q6_K: return ActivationFormat::Q8_K;
+    case TensorType::Q6_K:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::IQ4_XS: return ActivationFormat::Q8_K;
     default: throwUnsupported(weights, "activationFormat");
   }
 }

@@ -4,8 +4,10 @@
 // and scaled per block.
 //
 //   weights        activations (ActivationFormat)
-//   Q8_0, Q4_0     Q8_0 blocks of 32: { f16 d; int8 q[32] }, d = amax/127
-//   Q4_K/Q5_K/Q6_K Q8_K blocks of 256: { f32 d; int8 q[256]; int16 bsums[16] },
+//   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
+//                  Q8_0 blocks of 32: { f16 d; int8 q[32] }, d = amax/127
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
+//                  Q8_K blocks of 256: { f32 d; int8 q[256]; int16 bsums[16] },
 //                  d = -max/127 where max is the signed element of largest magnitude
 //                  (the first one), bsums = sums of 16 consecutive q
 //   (ggml-common.h block_q8_0 / block_q8_K and quantize_row_q8_0_ref /
@@ -29,8 +31,18 @@
 //                acc = fma(float(P), d*dx, acc); acc = fma(float(M), -(dmin*dx), acc)
 //     Q6_K:      P = sum over groups g of 16 of sc_g * (sum of (q - 32) * x over g)
 //                acc = fma(float(P), d*dx, acc)
+//     Q5_0, IQ4_NL, MXFP4: as Q4_0 with the block's integer values (q - 16,
+//                kIq4Values[nibble], kMxfp4Values[nibble]) and scale (MXFP4: 2^(e-128))
+//     Q4_1/Q5_1: P = sum of q*x, S = the activation block's sum of x
+//                acc = fma(float(P), dw*dx, acc); acc = fma(float(S), m*dx, acc)
+//     Q2_K:      as Q4_K over 16 sub-blocks of 16 (4-bit sc and m, q in 0..3)
+//     Q3_K:      P = sum over sub-blocks k of 16 of (sc_k - 32) * (sum of q*x), q in -4..3
+//                acc = fma(float(P), d*dx, acc)
+//     IQ4_XS:    P = sum over sub-blocks k of 32 of (ls_k - 32) * (sum of value*x)
+//                acc = fma(float(P), d*dx, acc)
 //          result = acc
-// (float(P) rounds to nearest even where |P| > 2^24, the same on every path.) One
+// (float(P) rounds to nearest even where |P| > 2^24, the same on every path.) A type
+// without a kernel for an instruction set runs the portable one there (the same bits). One
 // total per block is what an interleaved layout's lanes hold (one lane per row);
 // the file-layout kernels add their lanes up per block to match it.
 #pragma once

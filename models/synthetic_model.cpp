@@ -308,11 +308,12 @@ void validate(const SyntheticSpec& s) {
 gguf::TensorType parseWeightType(const std::string& name) {
   std::string up = name;
   for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
-  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
-                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+  std::string known;
+  for (TensorType t : quant::kComputeTypes) {
     if (up == gguf::tensorTypeName(t)) return t;
-  throw std::invalid_argument("unknown weight type '" + name +
-                              "' (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+    known += std::string(known.empty() ? "" : ", ") + gguf::tensorTypeName(t);
+  }
+  throw std::invalid_argument("unknown weight type '" + name + "' (" + known + ")");
 }
 
 SyntheticSpec fitToBlocks(SyntheticSpec s) {

@@ -167,7 +167,7 @@ class CliTest : public QObject {
     const auto bad = runCli({"bench", "--kernels", "--isa", "sse9"});
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("--isa"));
-    QCOMPARE(runCli({"bench", "--kernels", "--types", "Q3_K"}).code, 2);
+    QCOMPARE(runCli({"bench", "--kernels", "--types", "IQ2_XXS"}).code, 2);
   }
 
   void benchAblationOneCommand() {
@@ -262,16 +262,30 @@ class CliTest : public QObject {
     QVERIFY2(a.err.contains("8 tokens generated"), qPrintable(a.err));
     const auto b = runCli({"generate", path, "-n", "8", "--temp", "0", "-p", "hello"});
     QCOMPARE(b.out, a.out);
-    expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "q3_k", "-o", path}), 2,
-                  "unknown weight type 'q3_k'");
+    expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "iq2_xxs", "-o", path}), 2,
+                  "unknown weight type 'iq2_xxs'");
+  }
+
+  void genModelInEachAddedTypeThenGenerate() {
+    // The types of K-quant mixes and gpt-oss, as experts and as the other matrices.
+    for (const char* type : {"q4_1", "q5_0", "q5_1", "iq4_nl", "mxfp4", "q2_k", "q3_k", "iq4_xs"}) {
+      const QString path = dir_.filePath(QString("%1.gguf").arg(type));
+      const auto gen = runCli(
+          {"gen-model", "--arch", "qwen3moe", "--expert-type", type, "--weight-type", type, "-o", path});
+      QVERIFY2(gen.code == 0, qPrintable(gen.err));
+      const auto info = runCli({"info", path});
+      QVERIFY2(info.out.contains(QString(type).toUpper()), qPrintable(info.out));
+      const auto r = runCli({"generate", path, "-n", "4", "--temp", "0", "-p", "hello"});
+      QVERIFY2(r.code == 0 && r.err.contains("4 tokens generated"), qPrintable(type + (": " + r.err)));
+    }
   }
 
   void uncomputedKQuantFileIsDescribedButNotRun() {
-    const QString path = writeFile("q3k.gguf", tinyModelWithUncomputedExperts());
+    const QString path = writeFile("iq2xxs.gguf", tinyModelWithUncomputedExperts());
     const auto info = runCli({"info", path});
     QCOMPARE(info.code, 0);
-    QVERIFY2(info.out.contains("Q3_K"), qPrintable(info.out));
-    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "Q3_K, which moechat cannot compute yet");
+    QVERIFY2(info.out.contains("IQ2_XXS"), qPrintable(info.out));
+    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "IQ2_XXS, which moechat cannot compute yet");
   }
 
   void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {

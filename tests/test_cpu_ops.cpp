@@ -254,14 +254,14 @@ class TestCpuOps : public QObject {
 
   void matmulRejectsUnsupportedType() {
     auto be = moe::makeCpuBackend(1);
-    std::vector<uint8_t> bytes(110 * 2);  // Q3_K: 110 bytes per 256; not computed
-    const WeightView w{TensorType::Q3_K, bytes.data(), 256, 2, 110};
+    std::vector<uint8_t> bytes(66 * 2);  // IQ2_XXS: 66 bytes per 256; not computed
+    const WeightView w{TensorType::IQ2_XXS, bytes.data(), 256, 2, 66};
     std::vector<float> x(256), y(2);
     try {
       be->matmul(w, x.data(), y.data(), 1);
-      QFAIL("matmul of Q3_K accepted");
+      QFAIL("matmul of IQ2_XXS accepted");
     } catch (const std::invalid_argument& e) {
-      QVERIFY2(std::string(e.what()).find("Q3_K") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("IQ2_XXS") != std::string::npos, e.what());
     }
   }
 

@@ -156,18 +156,18 @@ class ModelConfigTest : public QObject {
   }
 
   void uncomputableTypeIsNamed() {
-    // A Q3_K expert tensor opens (the reader knows its layout) but cannot be computed
-    // (Q4_K, Q5_K, Q6_K are; Q2_K, Q3_K, MXFP4 are not).
+    // An IQ2_XXS expert tensor opens (the reader knows its block size) but cannot be
+    // computed (the grid-coded IQ2/IQ3 types are not).
     auto backend = makeCpuBackend(1);
     const auto msg =
         errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend); });
-    QVERIFY2(
-        msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("Q3_K") && msg.contains("cannot compute"),
-        qPrintable(msg));
+    QVERIFY2(msg.contains("blk.0.ffn_gate_exps.weight") && msg.contains("IQ2_XXS") &&
+                 msg.contains("cannot compute"),
+             qPrintable(msg));
     // Described, not run: `info` loads it with Purpose::Describe.
     auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend,
                                  Model::Purpose::Describe);
-    QCOMPARE(described->hostExperts()[0][0].gate.type, gguf::TensorType::Q3_K);
+    QCOMPARE(described->hostExperts()[0][0].gate.type, gguf::TensorType::IQ2_XXS);
   }
 };
 

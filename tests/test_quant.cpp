@@ -615,27 +615,27 @@ class TestQuant : public QObject {
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
                          TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
       QVERIFY(quant::isComputeSupported(t));
-    for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::MXFP4, TensorType::I32})
+    for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ3_XXS, TensorType::I8, TensorType::I32})
       QVERIFY(!quant::isComputeSupported(t));
   }
 
   void unsupportedTypeThrowsNamingIt() {
     std::vector<uint8_t> row(144 * 2, 0);
     std::vector<float> x(512, 1.0f);
-    for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K}) {
+    for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ3_XXS}) {
       try {
         quant::dotRow(t, row.data(), x.data(), 512);
-        QFAIL("dotRow of an uncomputed K-quant did not throw");
+        QFAIL("dotRow of an uncomputed type did not throw");
       } catch (const std::invalid_argument& e) {
         QVERIFY2(std::string(e.what()).find(moe::gguf::tensorTypeName(t)) != std::string::npos, e.what());
       }
     }
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::dequantizeRow(TensorType::Q3_K, row.data(), x.data(), 256));
+                             quant::dequantizeRow(TensorType::IQ3_XXS, row.data(), x.data(), 256));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::quantizeRow(TensorType::Q2_K, x.data(), row.data(), 256));
+                             quant::quantizeRow(TensorType::IQ2_XXS, x.data(), row.data(), 256));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             quant::dequantizeRow(TensorType::MXFP4, row.data(), x.data(), 64));
+                             quant::dequantizeRow(TensorType::I8, row.data(), x.data(), 64));
   }
 
   void partialBlockThrows() {

@@ -25,8 +25,12 @@ using quant::DotIsa;
 
 namespace {
 
-const TensorType kTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K,
-                             TensorType::Q6_K};
+const TensorType kTypes[] = {TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K,   TensorType::Q4_1,  TensorType::Q5_0, TensorType::Q5_1,
+                             TensorType::IQ4_NL, TensorType::MXFP4, TensorType::Q2_K, TensorType::Q3_K,
+                             TensorType::IQ4_XS};
+
+bool isBlock32(TensorType t) { return moe::gguf::typeTraits(uint32_t(t))->block_elems == 32; }
 
 std::vector<DotIsa> availableIsas() {
   std::vector<DotIsa> isas;
@@ -179,7 +183,7 @@ class TestQuantDot : public QObject {
     QCOMPARE(quant::activationFormat(TensorType::F16), ActivationFormat::None);
     QCOMPARE(quant::activationFormat(TensorType::Q4_0), ActivationFormat::Q8_0);
     QCOMPARE(quant::activationFormat(TensorType::Q6_K), ActivationFormat::Q8_K);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::activationFormat(TensorType::Q3_K));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, quant::activationFormat(TensorType::IQ2_XXS));
     std::vector<float> x(100);
     std::vector<uint8_t> out(1000);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
@@ -240,8 +244,7 @@ class TestQuantDot : public QObject {
       QTest::addRow("%s/67x511", name) << int(t) << 67 << 511 << 256;
       QTest::addRow("%s/3x1 wide", name) << int(t) << 3 << 1 << 11 * 256;
       // 11 blocks of 32: kernels that take blocks in fours have a tail of three.
-      if (t == TensorType::Q8_0 || t == TensorType::Q4_0)
-        QTest::addRow("%s/5x3 odd blocks", name) << int(t) << 5 << 3 << 11 * 32;
+      if (isBlock32(t)) QTest::addRow("%s/5x3 odd blocks", name) << int(t) << 5 << 3 << 11 * 32;
     }
   }
 
@@ -292,6 +295,24 @@ class TestQuantDot : public QObject {
       if (t == TensorType::Q6_K) {
         putF16(208);
         std::memset(&o.rows[192], 0x80, 16);  // scales -128
+      }
+      const size_t block_bytes = moe::gguf::typeTraits(uint32_t(t))->block_bytes;
+      for (size_t b = 0; b < o.row_bytes; b += block_bytes) {
+        switch (t) {
+          case TensorType::Q4_1:
+          case TensorType::Q5_1: putF16(b), putF16(b + 2); break;
+          case TensorType::Q5_0:
+          case TensorType::IQ4_NL:
+          case TensorType::IQ4_XS: putF16(b); break;
+          case TensorType::MXFP4: o.rows[b] = 128; break;  // scale 2^(128-128) on the doubled values
+          case TensorType::Q2_K: putF16(b + 80), putF16(b + 82); break;
+          case TensorType::Q3_K:  // hmask clear: every quant at -4; scales at their extreme -32
+            putF16(b + 108);
+            std::memset(&o.rows[b], 0, 32);
+            std::memset(&o.rows[b + 96], 0, 12);
+            break;
+          default: break;
+        }
       }
       const std::vector<float> x(n, 1.0f);  // activations of magnitude 127 after quantisation
       const auto format = quant::activationFormat(t);

@@ -362,7 +362,7 @@ class TestSynthetic : public QObject {
     QCOMPARE(synth::parseWeightType("q4_k"), TensorType::Q4_K);
     QCOMPARE(synth::parseWeightType("Q6_K"), TensorType::Q6_K);
     QCOMPARE(synth::parseWeightType("bf16"), TensorType::BF16);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::parseWeightType("q3_k"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::parseWeightType("iq2_xxs"));
   }
 
   // A medium model (tens of MB, tensors big enough for the multi-threaded fill)

@@ -178,8 +178,7 @@ int runBenchKernels(const std::vector<std::string>& argv) {
       const size_t end = std::min(list->find(',', start), list->size());
       const std::string name = list->substr(start, end - start);
       bool found = false;
-      for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                           TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K})
+      for (TensorType t : quant::kComputeTypes)
         if (name == gguf::tensorTypeName(t)) {
           types.push_back(t);
           found = true;
