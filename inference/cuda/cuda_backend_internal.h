@@ -38,6 +38,14 @@ inline cuda::ElemType elemType(gguf::TensorType t, const char* op) {
     case TensorType::Q4_K: return cuda::ElemType::Q4_K;
     case TensorType::Q5_K: return cuda::ElemType::Q5_K;
     case TensorType::Q6_K: return cuda::ElemType::Q6_K;
+    case TensorType::Q4_1: return cuda::ElemType::Q4_1;
+    case TensorType::Q5_0: return cuda::ElemType::Q5_0;
+    case TensorType::Q5_1: return cuda::ElemType::Q5_1;
+    case TensorType::IQ4_NL: return cuda::ElemType::IQ4_NL;
+    case TensorType::MXFP4: return cuda::ElemType::MXFP4;
+    case TensorType::Q2_K: return cuda::ElemType::Q2_K;
+    case TensorType::Q3_K: return cuda::ElemType::Q3_K;
+    case TensorType::IQ4_XS: return cuda::ElemType::IQ4_XS;
     default:
       throw std::invalid_argument(std::string("cuda backend: ") + op + ": tensor type " +
                                   gguf::tensorTypeName(t) + " is not supported for compute");
@@ -49,7 +57,7 @@ inline bool isQuantised(gguf::TensorType t) {
 }
 // Activations quantised per 256 (Q8_K) rather than per 32 (Q8_0).
 inline bool usesQ8K(gguf::TensorType t) {
-  return t == gguf::TensorType::Q4_K || t == gguf::TensorType::Q5_K || t == gguf::TensorType::Q6_K;
+  return gguf::typeTraits(static_cast<uint32_t>(t))->block_elems == 256;
 }
 
 // The matvec's passes over a weight: one per 8 tokens (cuda_matvec.cu).

@@ -24,9 +24,8 @@ void CudaBackend::checkDeviceWeight(const WeightView& w, const char* op) const {
     throw std::invalid_argument(std::string("cuda backend: ") + op + ": empty weight");
   elemType(w.type, op);
   // The kernels trust the layout: whole blocks per row, rows at least that long.
-  const bool block_type = w.type == TensorType::Q8_0 || w.type == TensorType::Q4_0;
-  const bool k_type = w.type == TensorType::Q4_K || w.type == TensorType::Q5_K || w.type == TensorType::Q6_K;
-  if ((block_type && w.cols % quant::kBlockQ8_0 != 0) || (k_type && w.cols % quant::kBlockQK != 0) ||
+  const auto traits = gguf::typeTraits(static_cast<uint32_t>(w.type));
+  if ((traits && w.cols % traits->block_elems != 0) ||
       w.row_bytes < gguf::rowBytes(w.type, static_cast<uint64_t>(w.cols)))
     throw std::invalid_argument(std::string("cuda backend: ") + op + ": row of " + std::to_string(w.cols) +
                                 " " + gguf::tensorTypeName(w.type) + " elements does not fit its " +

@@ -5,9 +5,9 @@
 // their scales (loadUnit, cuda_quant.cuh) and copies the tokens' 8-bit activations
 // beside them; then each warp multiplies its 16 rows by the tokens with mma.sync
 // (cuda_mma.cuh), one unit of 32 at a time, and scales each unit's integer dot
-// products into float sums by the same unitValue the matvec uses. Q6_K, whose two
-// halves of a unit have their own scales, takes two k16 instructions per unit; the
-// others one k32.
+// products into float sums by the same unitValue the matvec uses. Q6_K, Q3_K and
+// Q2_K, whose two halves of a unit have their own scales, take two k16 instructions
+// per unit; the others one k32.
 //
 // Bytes: each weight byte is read once per kGemmTokens tokens, each activation byte
 // once per kGemmRows weight rows; shared memory holds one chunk of both (39 KB).
@@ -113,7 +113,7 @@ __device__ __forceinline__ void multiplyChunk(const GemmTiles& tiles, GemmAcc& a
       const int8_t* x = tiles.x + (8 * j + g) * kGemmTileStride + 32 * ul + 4 * t;
       const int b[2] = {ldShared32(x), ldShared32(x + 16)};
       int p0[4] = {0, 0, 0, 0}, p1[4] = {0, 0, 0, 0};
-      if constexpr (T == ElemType::Q6_K) {
+      if constexpr (hasHalfScales(T)) {
         const int a0[2] = {a[0], a[1]}, a1[2] = {a[2], a[3]};
         const int b0[1] = {b[0]}, b1[1] = {b[1]};
         mmaS8K16(p0, a0, b0);

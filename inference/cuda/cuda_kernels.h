@@ -13,7 +13,24 @@
 namespace moe::cuda {
 
 // The element types the kernels decode (the GGUF types the engine computes).
-enum class ElemType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+enum class ElemType {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  IQ4_NL,
+  MXFP4,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  IQ4_XS
+};
 
 // Largest head_dim the attention kernel holds in registers.
 inline constexpr int kMaxHeadDim = 256;

@@ -10,6 +10,14 @@
 //   Q4_K/Q5_K  P = sc * sum q*x,  M = m * sum x              r = float(P)*(d*dx) - float(M)*(dmin*dx)
 //   Q6_K       P = sc0 * (sum q*x - 32 sum x)[0..16) + sc1 * (...)[16..32)
 //                                                            r = float(P) * (d*dx)
+//   Q3_K       as Q6_K with q - 4 (q = 2 low bits | high bit << 2), sc = 6-bit scale - 32
+//   Q2_K       P = sc0 * sum q*x [0..16) + sc1 * [16..32), M = m0 * sum x [0..16) + m1 * [16..32)
+//                                                            r = float(P)*(d*dx) - float(M)*(dmin*dx)
+//   Q4_1/Q5_1  P = sum q*x, S = sum x                        r = float(P)*(d*dx) + float(S)*(m*dx)
+//   Q5_0       P = sum q*x - 16*sum x                        r = float(P) * (d*dx)
+//   IQ4_NL, MXFP4, IQ4_XS: the unit's bytes are the table values of its nibbles,
+//              P = sc * sum v*x                              r = float(P) * (d*dx)
+//              (IQ4_XS: sc = 6-bit scale - 32; MXFP4: d = 2^(e-128) on doubled values)
 // The products inside P are exact integers, so a unit's value differs from the CPU
 // backend's (models/quant_dot.h) only in how the float terms of a row are summed.
 //
@@ -19,9 +27,13 @@
 // the K-quants (dx = 1/(-127/x_max), repeated for the block's eight units), the
 // same bytes models/quant_dot.cpp's quantisers write.
 //
-// Block layouts (models/quant.h): Q8_0 34 bytes {f16 d; int8 q[32]}; Q4_0 18 bytes
-// {f16 d; u8 qs[16]}; Q4_K 144 {f16 d, dmin; u8 scales[12]; u8 qs[128]}; Q5_K 176
-// {d, dmin, scales[12], qh[32], qs[128]}; Q6_K 210 {ql[128], qh[64], int8 sc[16], f16 d}.
+// Block layouts (models/quant_decode.cpp, models/quant_layout.h): Q8_0 34 bytes
+// {f16 d; int8 q[32]}; Q4_0 18 bytes {f16 d; u8 qs[16]}; Q4_1 20 {d, m, qs[16]}; Q5_0
+// 22 {d, u32 qh, qs[16]}; Q5_1 24 {d, m, qh, qs[16]}; IQ4_NL 18 {d, qs[16]}; MXFP4 17
+// {u8 e, qs[16]}; Q2_K 84 {scales[16], qs[64], d, dmin}; Q3_K 110 {hmask[32], qs[64],
+// scales[12], d}; Q4_K 144 {f16 d, dmin; u8 scales[12]; u8 qs[128]}; Q5_K 176 {d, dmin,
+// scales[12], qh[32], qs[128]}; Q6_K 210 {ql[128], qh[64], int8 sc[16], f16 d}; IQ4_XS
+// 136 {d, u16 scales_h, scales_l[4], qs[128]}.
 // Every layout is only 2-byte aligned within a row of an expert slot, so words are
 // assembled from 16-bit loads.
 #pragma once
@@ -66,6 +78,38 @@ struct TypeInfo<ElemType::Q4_0> {
   static constexpr int kBlockBytes = 18, kUnitsPerBlock = 1;
 };
 template <>
+struct TypeInfo<ElemType::Q4_1> {
+  static constexpr int kBlockBytes = 20, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::Q5_0> {
+  static constexpr int kBlockBytes = 22, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::Q5_1> {
+  static constexpr int kBlockBytes = 24, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::IQ4_NL> {
+  static constexpr int kBlockBytes = 18, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::MXFP4> {
+  static constexpr int kBlockBytes = 17, kUnitsPerBlock = 1;
+};
+template <>
+struct TypeInfo<ElemType::Q2_K> {
+  static constexpr int kBlockBytes = 84, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::Q3_K> {
+  static constexpr int kBlockBytes = 110, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ4_XS> {
+  static constexpr int kBlockBytes = 136, kUnitsPerBlock = 8;
+};
+template <>
 struct TypeInfo<ElemType::Q4_K> {
   static constexpr int kBlockBytes = 144, kUnitsPerBlock = 8;
 };
@@ -90,6 +134,14 @@ void withType(ElemType t, F&& f) {
     case ElemType::Q4_K: return f(std::integral_constant<ElemType, ElemType::Q4_K>{});
     case ElemType::Q5_K: return f(std::integral_constant<ElemType, ElemType::Q5_K>{});
     case ElemType::Q6_K: return f(std::integral_constant<ElemType, ElemType::Q6_K>{});
+    case ElemType::Q4_1: return f(std::integral_constant<ElemType, ElemType::Q4_1>{});
+    case ElemType::Q5_0: return f(std::integral_constant<ElemType, ElemType::Q5_0>{});
+    case ElemType::Q5_1: return f(std::integral_constant<ElemType, ElemType::Q5_1>{});
+    case ElemType::IQ4_NL: return f(std::integral_constant<ElemType, ElemType::IQ4_NL>{});
+    case ElemType::MXFP4: return f(std::integral_constant<ElemType, ElemType::MXFP4>{});
+    case ElemType::Q2_K: return f(std::integral_constant<ElemType, ElemType::Q2_K>{});
+    case ElemType::Q3_K: return f(std::integral_constant<ElemType, ElemType::Q3_K>{});
+    case ElemType::IQ4_XS: return f(std::integral_constant<ElemType, ElemType::IQ4_XS>{});
   }
 }
 
@@ -97,7 +149,12 @@ __host__ __device__ constexpr bool isFloatType(ElemType t) {
   return t == ElemType::F32 || t == ElemType::F16 || t == ElemType::BF16;
 }
 __host__ __device__ constexpr bool usesQ8K(ElemType t) {
-  return t == ElemType::Q4_K || t == ElemType::Q5_K || t == ElemType::Q6_K;
+  return t == ElemType::Q4_K || t == ElemType::Q5_K || t == ElemType::Q6_K || t == ElemType::Q2_K ||
+         t == ElemType::Q3_K || t == ElemType::IQ4_XS;
+}
+// Types whose two halves of a unit (16 elements each) have scales of their own.
+__host__ __device__ constexpr bool hasHalfScales(ElemType t) {
+  return t == ElemType::Q6_K || t == ElemType::Q3_K || t == ElemType::Q2_K;
 }
 
 // The activation rows of `weights`' format at act (quantised as described above,
@@ -106,7 +163,8 @@ ActRows actRows(ElemType weights, const void* act, int64_t cols, int n_rows);
 
 // One decoded unit: v[i] holds elements 4i..4i+3 as bytes; the value is
 // sc0 * (v.x - bias * sum x)[words 0..3] + sc1 * (...)[words 4..7], scaled by d,
-// minus m * (sum x) scaled by dmin.
+// minus m * (sum x) scaled by dmin (Q2_K: m = m0 | m1 << 8, one min per half;
+// Q4_1/Q5_1: dmin holds the block's m, added).
 struct Unit {
   int v[8];
   int sc0 = 1, sc1 = 1, m = 0, bias = 0;
@@ -122,6 +180,44 @@ __device__ __forceinline__ void scaleMinK4(const uint8_t* s, int k, int& sc, int
     sc = (s[k + 4] & 15) | ((s[k - 4] >> 6) << 4);
     m = (s[k + 4] >> 4) | ((s[k] >> 6) << 4);
   }
+}
+
+// The IQ4_NL values (ggml-common.h kvalues_iq4nl) and the doubled e2m1 values of
+// MXFP4 (kvalues_mxfp4), four bytes to a word.
+__device__ __forceinline__ uint32_t tableWord(ElemType t, int i) {  // i: 0..3
+  constexpr uint32_t kIq4[4] = {0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u};
+  constexpr uint32_t kFp4[4] = {0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu};
+  return t == ElemType::MXFP4 ? kFp4[i] : kIq4[i];
+}
+
+// Four bytes of 4-bit indices (one per byte, 0..15) replaced by the table's values:
+// two byte permutes (selectors of 3 bits, one per nibble) and a choice per byte.
+template <ElemType T>
+__device__ __forceinline__ int lookup4(uint32_t idx) {
+  const uint32_t sel = (idx & 7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+  const uint32_t lo = __byte_perm(tableWord(T, 0), tableWord(T, 1), sel);
+  const uint32_t hi = __byte_perm(tableWord(T, 2), tableWord(T, 3), sel);
+  const uint32_t high_half = ((idx >> 3) & 0x01010101u) * 0xffu;  // 0xff bytes where the index >= 8
+  return static_cast<int>((lo & ~high_half) | (hi & high_half));
+}
+
+// The unit's 32 elements from 16 bytes of nibbles in the Q4_0 order (byte j:
+// element j low, j + 16 high), each nibble replaced by the table value.
+template <ElemType T>
+__device__ __forceinline__ void tableNibbles(const uint8_t* qs, int* v) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = static_cast<uint32_t>(qs[4 * i]) | (static_cast<uint32_t>(qs[4 * i + 1]) << 8) |
+                       (static_cast<uint32_t>(qs[4 * i + 2]) << 16) |
+                       (static_cast<uint32_t>(qs[4 * i + 3]) << 24);
+    v[i] = lookup4<T>(w & 0x0f0f0f0fu);
+    v[i + 4] = lookup4<T>((w >> 4) & 0x0f0f0f0fu);
+  }
+}
+
+// 2^(e-128): the MXFP4 scale halved, exact for every e (ggml GGML_E8M0_TO_FP32_HALF).
+__device__ __forceinline__ float e8m0Half(uint8_t e) {
+  return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
 }
 
 template <ElemType T>
@@ -156,6 +252,61 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) un.v[i] |= ((ld32(blk + 16 + 4 * i) >> j) & 0x01010101) << 4;
     }
+  } else if constexpr (T == ElemType::Q4_1 || T == ElemType::Q5_1 || T == ElemType::Q5_0) {
+    const bool has_m = T != ElemType::Q5_0, has_qh = T != ElemType::Q4_1;
+    un.d = f16At(blk);
+    if (has_m) un.dmin = f16At(blk + 2);
+    if (T == ElemType::Q5_0) un.bias = 16;
+    const uint8_t* qs = blk + (has_m ? 4 : 2) + (has_qh ? 4 : 0);
+    const uint32_t qh = has_qh ? static_cast<uint32_t>(ld32(blk + (has_m ? 4 : 2))) : 0u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int w = ld32(qs + 4 * i);
+      un.v[i] = w & 0x0f0f0f0f;
+      un.v[i + 4] = (w >> 4) & 0x0f0f0f0f;
+      if (has_qh) {  // bits 4i..4i+3 (low nibbles) and 16 + 4i.. (high) as bit 4 of each byte
+        const uint32_t lo = (qh >> (4 * i)) & 15u, hi = (qh >> (16 + 4 * i)) & 15u;
+        un.v[i] |=
+            static_cast<int>(((lo & 1u) | ((lo & 2u) << 7) | ((lo & 4u) << 14) | ((lo & 8u) << 21)) << 4);
+        un.v[i + 4] |=
+            static_cast<int>(((hi & 1u) | ((hi & 2u) << 7) | ((hi & 4u) << 14) | ((hi & 8u) << 21)) << 4);
+      }
+    }
+  } else if constexpr (T == ElemType::IQ4_NL) {
+    un.d = f16At(blk);
+    tableNibbles<T>(blk + 2, un.v);
+  } else if constexpr (T == ElemType::MXFP4) {
+    un.d = e8m0Half(blk[0]);
+    tableNibbles<T>(blk + 1, un.v);
+  } else if constexpr (T == ElemType::IQ4_XS) {
+    const int k = u % 8;
+    un.d = f16At(blk);
+    un.sc0 = un.sc1 =
+        (((blk[4 + k / 2] >> (4 * (k % 2))) & 15) | (((ld16(blk + 2) >> (2 * k)) & 3) << 4)) - 32;
+    tableNibbles<ElemType::IQ4_NL>(blk + 8 + 16 * k, un.v);
+  } else if constexpr (T == ElemType::Q2_K || T == ElemType::Q3_K) {
+    const int k = u % 8, h = k / 4, g = k % 4;  // elements 128h + 32g + l, l < 32
+    const uint8_t* qs = blk + (T == ElemType::Q2_K ? 16 : 32) + 32 * h;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) un.v[i] = (ld32(qs + 4 * i) >> (2 * g)) & 0x03030303;
+    if constexpr (T == ElemType::Q2_K) {
+      un.d = f16At(blk + 80);
+      un.dmin = f16At(blk + 82);
+      const int s0 = blk[2 * k], s1 = blk[2 * k + 1];  // scale | min << 4 of the two halves
+      un.sc0 = s0 & 15, un.sc1 = s1 & 15;
+      un.m = (s0 >> 4) | ((s1 >> 4) << 8);
+    } else {
+      un.d = f16At(blk + 108);
+      un.bias = 4;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) un.v[i] |= ((ld32(blk + 4 * i) >> k) & 0x01010101) << 2;  // hmask bit k
+      const uint8_t* sc = blk + 96;
+      auto scale = [sc](int j) {  // scale j (0..15) minus 32
+        return (((sc[j % 8] >> (4 * (j / 8))) & 15) | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+      };
+      un.sc0 = scale(2 * k);
+      un.sc1 = scale(2 * k + 1);
+    }
   } else if constexpr (T == ElemType::Q6_K) {
     const int h = (u % 8) / 4, g = u % 4;
     const uint8_t* ql = blk + 64 * h + 32 * (g & 1);
@@ -180,9 +331,23 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
 template <ElemType T>
 __device__ __forceinline__ float unitValue(int sc0, int sc1, int m, float d, float dmin, int p0, int p1,
                                            int s0, int s1, float dx) {
-  if constexpr (T == ElemType::Q6_K) {
-    const int total = sc0 * (p0 - 32 * s0) + sc1 * (p1 - 32 * s1);
+  if constexpr (T == ElemType::Q6_K || T == ElemType::Q3_K) {
+    constexpr int kBias = T == ElemType::Q6_K ? 32 : 4;
+    const int total = sc0 * (p0 - kBias * s0) + sc1 * (p1 - kBias * s1);
     return static_cast<float>(total) * (d * dx);
+  } else if constexpr (T == ElemType::Q2_K) {
+    const int total = sc0 * p0 + sc1 * p1;
+    const int mins = (m & 0xff) * s0 + (m >> 8) * s1;
+    return static_cast<float>(total) * (d * dx) - static_cast<float>(mins) * (dmin * dx);
+  } else if constexpr (T == ElemType::Q4_1 || T == ElemType::Q5_1) {
+    (void)sc0, (void)sc1, (void)m;
+    return static_cast<float>(p0 + p1) * (d * dx) + static_cast<float>(s0 + s1) * (dmin * dx);
+  } else if constexpr (T == ElemType::Q5_0) {
+    (void)sc0, (void)sc1, (void)m, (void)dmin;
+    return static_cast<float>(p0 + p1 - 16 * (s0 + s1)) * (d * dx);
+  } else if constexpr (T == ElemType::IQ4_XS) {
+    (void)sc1, (void)m, (void)dmin, (void)s0, (void)s1;
+    return static_cast<float>(sc0 * (p0 + p1)) * (d * dx);
   } else if constexpr (T == ElemType::Q4_0) {
     const int total = p0 + p1 - 8 * (s0 + s1);
     return static_cast<float>(total) * (d * dx);
@@ -208,13 +373,14 @@ __device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64
     p1 = __dp4a(un.v[i + 4], xj, p1);
   }
   int s0 = 0, s1 = 0;
-  if constexpr (T == ElemType::Q6_K) {  // the two halves have their own scales
+  if constexpr (hasHalfScales(T)) {  // the two halves have their own scales
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       s0 = __dp4a(0x01010101, x[i], s0);
       s1 = __dp4a(0x01010101, x[i + 4], s1);
     }
-  } else if constexpr (T != ElemType::Q8_0) {
+  } else if constexpr (T == ElemType::Q4_0 || T == ElemType::Q4_1 || T == ElemType::Q5_0 ||
+                       T == ElemType::Q5_1 || T == ElemType::Q4_K || T == ElemType::Q5_K) {
     s0 = a.s[r * a.units + u];
   }
   return unitValue<T>(un.sc0, un.sc1, un.m, un.d, un.dmin, p0, p1, s0, s1, a.d[r * a.units + u]);

@@ -52,6 +52,21 @@ __device__ __forceinline__ float decodeQ6K(const uint8_t* blk, int j) {  // j: 0
   return (halfBits(load16(blk + 208)) * sc) * static_cast<float>((lo | (hi << 4)) - 32);
 }
 
+// Element c of a type added later, through its unit (cuda_quant.cuh): the same
+// integer values and scales the matvec uses, so the same exact products.
+template <ElemType T>
+__device__ __forceinline__ float decodeViaUnit(const uint8_t* row, int64_t c) {
+  const Unit un = loadUnit<T>(row, static_cast<int>(c / 32));
+  const int j = static_cast<int>(c % 32), half = j / 16;
+  const int q = static_cast<int8_t>(static_cast<uint32_t>(un.v[j / 4]) >> (8 * (j % 4)));
+  const int sc = half ? un.sc1 : un.sc0;
+  if constexpr (T == ElemType::Q4_1 || T == ElemType::Q5_1) return un.d * static_cast<float>(q) + un.dmin;
+  if constexpr (T == ElemType::Q2_K)
+    return (un.d * static_cast<float>(sc)) * static_cast<float>(q) -
+           un.dmin * static_cast<float>(half ? un.m >> 8 : un.m & 0xff);
+  return (un.d * static_cast<float>(sc)) * static_cast<float>(q - un.bias);
+}
+
 // Element c of a row encoded as `type` (c < cols; quantised cols are multiples of
 // 32, of 256 for the K-quants).
 __device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64_t c) {
@@ -79,6 +94,14 @@ __device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64
       return decodeQ45K(blk, blk + 16, blk + 48, static_cast<int>(c % 256));
     }
     case ElemType::Q6_K: return decodeQ6K(row + (c / 256) * 210, static_cast<int>(c % 256));
+    case ElemType::Q4_1: return decodeViaUnit<ElemType::Q4_1>(row, c);
+    case ElemType::Q5_0: return decodeViaUnit<ElemType::Q5_0>(row, c);
+    case ElemType::Q5_1: return decodeViaUnit<ElemType::Q5_1>(row, c);
+    case ElemType::IQ4_NL: return decodeViaUnit<ElemType::IQ4_NL>(row, c);
+    case ElemType::MXFP4: return decodeViaUnit<ElemType::MXFP4>(row, c);
+    case ElemType::Q2_K: return decodeViaUnit<ElemType::Q2_K>(row, c);
+    case ElemType::Q3_K: return decodeViaUnit<ElemType::Q3_K>(row, c);
+    case ElemType::IQ4_XS: return decodeViaUnit<ElemType::IQ4_XS>(row, c);
   }
   return 0.0f;
 }

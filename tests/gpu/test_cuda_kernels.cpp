@@ -133,11 +133,13 @@ struct TestWeight {
 
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                 TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+// The types of K-quant mixes and gpt-oss, checked on fewer shapes (the stand-in's time).
+const TensorType kAddedTypes[] = {TensorType::Q4_1,  TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL,
+                                  TensorType::MXFP4, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_XS};
 
-bool isBlockType(TensorType t) { return t == TensorType::Q8_0 || t == TensorType::Q4_0; }
-bool isKQuant(TensorType t) {
-  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
-}
+int blockElems(TensorType t) { return int(moe::gguf::typeTraits(uint32_t(t))->block_elems); }
+bool isBlockType(TensorType t) { return blockElems(t) == 32; }
+bool isKQuant(TensorType t) { return blockElems(t) == 256; }
 
 std::string label(TensorType t, const std::string& rest) {
   return std::string(moe::gguf::tensorTypeName(t)) + " " + rest;
@@ -191,6 +193,16 @@ TEST_CASE(embedAllTypes) {
     const int32_t bad = 50;
     CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
   }
+  for (TensorType type : kAddedTypes) {
+    const int64_t cols = isKQuant(type) ? 512 : 96;
+    TestWeight table(*gpu_, type, 50, cols, 8);
+    std::vector<float> want(tokens.size() * cols);
+    cpu_->embed(table.host, tokens.data(), int(tokens.size()), want.data());
+    DeviceFloats out(*gpu_, want.size());
+    gpu_->embed(table.dev, tokens.data(), int(tokens.size()), out.p);
+    const auto got = out.read();
+    errors.check(got == want, relMaxDiff(got, want), label(type, "embed differs"));
+  }
   errors.report();
 }
 
@@ -219,6 +231,21 @@ TEST_CASE(matmulAllTypes) {
             label(type, gpu_check::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
       }
   }
+  // One token (matvec), 7 (matvec, a tile of 8) and 33 (the int8 GEMM where the device has it).
+  for (TensorType type : kAddedTypes)
+    for (int n_tokens : {1, 7, 33}) {
+      const int64_t rows = 129, cols = isKQuant(type) ? 768 : 96;
+      TestWeight w(*gpu_, type, rows, cols, uint32_t(rows + n_tokens));
+      const auto x = randomFloats(size_t(n_tokens) * cols, 11 + n_tokens);
+      std::vector<float> want(size_t(n_tokens) * rows);
+      cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
+      DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
+      gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
+      const double err = relMaxDiff(dy.read(), want);
+      errors.check(
+          err < 1e-5, err,
+          label(type, gpu_check::format("%lldx%lld n=%d", (long long)rows, (long long)cols, n_tokens)));
+    }
   errors.report();
 }
 

@@ -227,11 +227,12 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
     TensorType up, down;
     int n_embd, n_ff;
   };
-  const Case cases[] = {{TensorType::Q8_0, TensorType::Q8_0, 96, 160},
-                        {TensorType::Q4_0, TensorType::Q8_0, 64, 96},
-                        {TensorType::Q4_K, TensorType::Q6_K, 256, 256},
-                        {TensorType::Q5_K, TensorType::Q4_K, 256, 256},
-                        {TensorType::F16, TensorType::BF16, 70, 45}};
+  const Case cases[] = {
+      {TensorType::Q8_0, TensorType::Q8_0, 96, 160},   {TensorType::Q4_0, TensorType::Q8_0, 64, 96},
+      {TensorType::Q4_K, TensorType::Q6_K, 256, 256},  {TensorType::Q5_K, TensorType::Q4_K, 256, 256},
+      {TensorType::F16, TensorType::BF16, 70, 45},     {TensorType::MXFP4, TensorType::Q5_0, 64, 96},
+      {TensorType::IQ4_NL, TensorType::Q4_1, 64, 64},  {TensorType::Q3_K, TensorType::Q2_K, 256, 256},
+      {TensorType::IQ4_XS, TensorType::Q5_1, 256, 256}};
   for (const Case& c : cases) {
     const int n_expert = 12;
     Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);

@@ -180,6 +180,15 @@ inline int __dp4a(int a, int b, int c) {
          static_cast<int>(static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i)));
   return c;
 }
+// Byte n of the result is byte (s >> 4n) & 7 of the eight bytes y:x (x the low four);
+// the PTX prmt default mode, the selector's sign bits unused as CUDA's __byte_perm does.
+inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+  const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
+  unsigned int r = 0;
+  for (int n = 0; n < 4; ++n)
+    r |= static_cast<unsigned int>((bytes >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return r;
+}
 // Float to int, rounded to nearest, ties to even (the default rounding mode).
 inline int __float2int_rn(float f) { return static_cast<int>(std::nearbyint(f)); }
 // The integer min / max CUDA declares at global scope.
