@@ -7,6 +7,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+#include <bit>
 #include <cmath>
 #include <type_traits>
 
@@ -30,111 +31,6 @@ using namespace layout;
 using namespace x86;
 
 // ---------------------------------------------------------------------------
-// Q8_0 and Q4_0 weights with Q8_0 activations: per block 32 signed weights.
-
-// One weight row by T activations.
-template <class W, int T>
-MOECHAT_AVX2 void tileBlocks32(const TileArgs& a) {
-  __m256 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t nb = a.n / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = a.row + b * W::kBytes;
-    const __m256i w = W::load(blk);
-    const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as unsigned bytes (128 for -128)
-    const float dw = f16(blk);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_0ActBytes;
-      // sign(x, w) * |w| = w * x; pairs of products fit int16 (<= 2 * 128 * 127).
-      const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(load32(xb + 2), w));
-      const __m256i p = _mm256_madd_epi16(p16, ones);  // lane l: elements 4l..4l+3
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16(xb)), _mm256_cvtepi32_ps(p), acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = reduce8(acc[t]);
-}
-
-// The exact block totals of p0..p3 (each the eight lanes of one block), in order.
-MOECHAT_AVX2_INLINE __m128i blockTotals4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
-// acc + p[0] * s[0] + ... + p[3] * s[3]: four fmas in lane order, each rounded once.
-MOECHAT_AVX2_INLINE float fmaLanes4(__m128 p, __m128 s, float acc) {
-  __m128 a = _mm_set_ss(acc);
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    a = _mm_fmadd_ss(p, s, a);
-    p = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(p), 4));
-    s = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(s), 4));
-  }
-  return _mm_cvtss_f32(a);
-}
-
-// One Q4_0 row by T Q8_0 activations: per block the exact total of the eight
-// lanes, then one fma (quant_dot.h). Four blocks share one horizontal sum (three
-// hadds) and one vector product of scales; their fmas stay in block order.
-template <int T>
-MOECHAT_AVX2 void tileQ4_0(const TileArgs& a) {
-  float acc[T] = {};
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t nb = a.n / 32;
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const uint8_t* blk = a.row + b * kQ4_0Bytes;
-    __m256i w[4], aw[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      w[k] = WeightsQ4_0::load(blk + k * kQ4_0Bytes);
-      aw[k] = _mm256_sign_epi8(w[k], w[k]);
-    }
-    const __m128 dw = _mm_cvtph_ps(
-        _mm_setr_epi16(static_cast<int16_t>(loadU16(blk)), static_cast<int16_t>(loadU16(blk + kQ4_0Bytes)),
-                       static_cast<int16_t>(loadU16(blk + 2 * kQ4_0Bytes)),
-                       static_cast<int16_t>(loadU16(blk + 3 * kQ4_0Bytes)), 0, 0, 0, 0));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* x = a.act + t * a.act_stride;
-      __m256i p[4];
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i xk = load32(x + (b + k) * kQ8_0ActBytes + 2);
-        p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k], _mm256_sign_epi8(xk, w[k])), ones);
-      }
-      const __m128 pf = _mm_cvtepi32_ps(blockTotals4(p[0], p[1], p[2], p[3]));
-      const __m128 sc =
-          _mm_mul_ps(dw, _mm_loadu_ps(reinterpret_cast<const float*>(q8_0Scales(x, nb) + 4 * b)));
-      acc[t] = fmaLanes4(pf, sc, acc[t]);
-    }
-  }
-  for (; b < nb; ++b) {
-    const uint8_t* blk = a.row + b * kQ4_0Bytes;
-    const __m256i w = WeightsQ4_0::load(blk);
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    const float dw = f16(blk);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* x = a.act + t * a.act_stride;
-      const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(load32(x + b * kQ8_0ActBytes + 2), w));
-      const int32_t p = sumLanes(_mm256_madd_epi16(p16, ones));
-      acc[t] = fma1(static_cast<float>(p), dw * loadF32(q8_0Scales(x, nb) + 4 * b), acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = acc[t];
-}
-
-template <int T>
-struct RowsQ4_0 {
-  static void run(const TileArgs& a) { tileQ4_0<T>(a); }
-};
-
-// ---------------------------------------------------------------------------
 // K-quants with Q8_K activations.
 
 // Word j of every 128-bit half of v, in all eight words of that half.
@@ -142,8 +38,19 @@ MOECHAT_AVX2_INLINE __m256i broadcastWord(__m256i v, int j) {
   return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
 }
 
+// The weights of a 256-element block for tileBlocksK: quants(b, j) gives sub-block
+// j's 32 quants as bytes (unsigned unless kSigned), scale(b, j) their scales as
+// words (one per pair of products); the block total is then taken as quant_dot.h
+// says: kBias > 0 subtracts kBias * (scale of each 16 x the activations' sum over
+// it) (b.all: the 16 scales as words); kMins adds -(dmin*dx) * (b.mins . sums).
+struct KTraits {
+  static constexpr int kBias = 0;
+  static constexpr bool kMins = false, kSigned = false;
+};
+
 template <bool kFive>
-struct WeightsQ45_K {
+struct WeightsQ45_K : KTraits {
+  static constexpr bool kMins = true;
   static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
   // Per row and block: the scales as words (sub-block j in word j of both halves)
   // and the min terms' multipliers (m_l in words 2l, 2l+1).
@@ -166,32 +73,109 @@ struct WeightsQ45_K {
   MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return broadcastWord(b.scales, j); }
 };
 
-struct WeightsQ6_K {
-  static constexpr int kBytes = kQ6_KBytes;
-  struct Block {
-    const uint8_t* blk;
-    __m256i lo, hi;  // scales 0..7 / 8..15 as words, in both halves
-    __m256i all;     // the 16 scales as words
-    float d;
-  };
-  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
-    return {blk, _mm256_permute2x128_si256(s16, s16, 0x00), _mm256_permute2x128_si256(s16, s16, 0x11), s16,
-            f16(blk + 208)};
+// A block with one scale per 16 elements (Q6_K, Q3_K, Q2_K): the 16 scales as words.
+struct Scales16 {
+  __m256i lo, hi;  // scales 0..7 / 8..15 as words, in both halves
+  __m256i all;     // the 16 scales as words
+  MOECHAT_AVX2_INLINE static Scales16 of(__m256i s16) {
+    return {_mm256_permute2x128_si256(s16, s16, 0x00), _mm256_permute2x128_si256(s16, s16, 0x11), s16};
   }
-  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) { return quantsQ6_K(b.blk, j); }
   // Words 0..7 = scale 2j (elements 0..15), words 8..15 = scale 2j + 1.
-  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) {
-    const __m256i src = j < 4 ? b.lo : b.hi;
+  MOECHAT_AVX2_INLINE __m256i forSubBlock(int j) const {
+    const __m256i src = j < 4 ? lo : hi;
     const int w = 2 * (j % 4);
     return _mm256_blend_epi32(broadcastWord(src, w), broadcastWord(src, w + 1), 0xf0);
   }
 };
 
+struct WeightsQ6_K : KTraits {
+  static constexpr int kBias = 32;
+  static constexpr int kBytes = kQ6_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    Scales16 s;
+    __m256i all;
+    float d;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+    return {blk, Scales16::of(s16), s16, f16(blk + 208)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) { return quantsQ6_K(b.blk, j); }
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return b.s.forSubBlock(j); }
+};
+
+// Q3_K: quants q + 4 = 2 low bits | the hmask bit << 2 (0..7), scales 6-bit - 32.
+struct WeightsQ3_K : KTraits {
+  static constexpr int kBias = 4;
+  static constexpr int kBytes = kQ3_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    Scales16 s;
+    __m256i all;
+    float d;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    alignas(32) int16_t sc[16];
+    for (int k = 0; k < 16; ++k) sc[k] = static_cast<int16_t>(q3KScale(blk + 96, k));
+    const __m256i s16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+    return {blk, Scales16::of(s16), s16, f16(blk + 108)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {  // j = 4h + g
+    const __m256i low = bitsOf(b.blk + 32 + 32 * (j / 4), 2 * (j % 4), 3);
+    return _mm256_or_si256(low, _mm256_slli_epi16(bitsOf(b.blk, j, 1), 2));
+  }
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return b.s.forSubBlock(j); }
+};
+
+// Q2_K: quants 0..3, 4-bit scales and mins per 16.
+struct WeightsQ2_K : KTraits {
+  static constexpr bool kMins = true;
+  static constexpr int kBytes = kQ2_KBytes;
+  struct Block {
+    const uint8_t* blk;
+    Scales16 s;
+    __m256i mins;
+    float d, dmin;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    const __m256i packed = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256i s16 = _mm256_and_si256(packed, _mm256_set1_epi16(15));
+    return {blk, Scales16::of(s16), _mm256_srli_epi16(packed, 4), f16(blk + 80), f16(blk + 82)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {
+    return bitsOf(b.blk + 16 + 32 * (j / 4), 2 * (j % 4), 3);
+  }
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return b.s.forSubBlock(j); }
+};
+
+// IQ4_XS: signed table values, one 6-bit scale - 32 per 32.
+struct WeightsIQ4_XS : KTraits {
+  static constexpr bool kSigned = true;
+  static constexpr int kBytes = kIQ4_XSBytes;
+  struct Block {
+    const uint8_t* blk;
+    __m256i scales;  // sub-block j in word j of both halves
+    float d;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    alignas(16) int16_t sc[8];
+    for (int k = 0; k < 8; ++k) sc[k] = static_cast<int16_t>(iq4XsScale(blk, k));
+    return {blk, _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))), f16(blk)};
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int j) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.blk + 8 + 16 * j));
+    const __m256i idx =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0x0f));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+  }
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return broadcastWord(b.scales, j); }
+};
+
 // One weight row by T activations: a block's quants and scales are unpacked once.
 template <class W, int T>
 MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
-  constexpr bool kQ6 = std::is_same_v<W, WeightsQ6_K>;
   float acc[T] = {};
   const int64_t nb = a.n / kBlockQK;
   for (int64_t b = 0; b < nb; ++b) {
@@ -203,9 +187,14 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
     for (int j = 0; j < kSubBlocks; ++j) {
       const __m256i q = W::quants(blk, j), sc = W::scale(blk, j);
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {  // q <= 63: pairs of products fit int16
+      for (int t = 0; t < T; ++t) {  // |q| <= 127 (63 unsigned): pairs of products fit int16
         const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
-        p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), sc));
+        __m256i prod;
+        if constexpr (W::kSigned)
+          prod = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+        else
+          prod = _mm256_maddubs_epi16(q, x);
+        p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(prod, sc));
       }
     }
 #pragma GCC unroll 8
@@ -213,24 +202,22 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
       const uint8_t* xb = a.act + t * a.act_stride + b * kQ8_KActBytes;
       const __m256i sums = load32(q8kSums(xb));
       const float dx = q8kScale(xb);
-      if constexpr (kQ6) {
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk.all, sums), 5);
+      if constexpr (W::kBias > 0) {
+        constexpr int kShift = std::countr_zero(static_cast<unsigned>(W::kBias));  // kBias: 4 or 32
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(blk.all, sums), kShift);
         acc[t] = fma1(static_cast<float>(sumLanes(_mm256_sub_epi32(p[t], offset))), blk.d * dx, acc[t]);
       } else {
         acc[t] = fma1(static_cast<float>(sumLanes(p[t])), blk.d * dx, acc[t]);
-        const int32_t mn = sumLanes(_mm256_madd_epi16(blk.mins, sums));
-        acc[t] = fma1(static_cast<float>(mn), -(blk.dmin * dx), acc[t]);
+        if constexpr (W::kMins) {
+          const int32_t mn = sumLanes(_mm256_madd_epi16(blk.mins, sums));
+          acc[t] = fma1(static_cast<float>(mn), -(blk.dmin * dx), acc[t]);
+        }
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) a.y[t * a.y_stride] = acc[t];
 }
-
-template <class W, int T>
-struct Blocks32 {
-  static void run(const TileArgs& a) { tileBlocks32<W, T>(a); }
-};
 
 template <class W, int T>
 struct BlocksK {
@@ -323,14 +310,14 @@ bool cpuHasAvx2() {
 }
 
 const TileTable* avx2Table(TensorType t) {
-  static constexpr TileTable rowsQ4_0 = {
-      {RowsQ4_0<1>::run, RowsQ4_0<2>::run, RowsQ4_0<4>::run, RowsQ4_0<8>::run}};
+  if (const TileTable* blocks32 = avx2Blocks32Table(t)) return blocks32;
   switch (t) {
-    case TensorType::Q8_0: return &TableOf<Blocks32, WeightsQ8_0>::value;
-    case TensorType::Q4_0: return &rowsQ4_0;
     case TensorType::Q4_K: return &TableOf<BlocksK, WeightsQ45_K<false>>::value;
     case TensorType::Q5_K: return &TableOf<BlocksK, WeightsQ45_K<true>>::value;
     case TensorType::Q6_K: return &TableOf<BlocksK, WeightsQ6_K>::value;
+    case TensorType::Q3_K: return &TableOf<BlocksK, WeightsQ3_K>::value;
+    case TensorType::Q2_K: return &TableOf<BlocksK, WeightsQ2_K>::value;
+    case TensorType::IQ4_XS: return &TableOf<BlocksK, WeightsIQ4_XS>::value;
     default: return nullptr;
   }
 }

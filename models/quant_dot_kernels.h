@@ -131,6 +131,8 @@ inline const uint8_t* q8kSums(const uint8_t* blk) { return blk + 260; }  // int1
 // Tables per type; null where the instruction set is absent from this build.
 const TileTable* portableTable(TensorType t);
 const TileTable* avx2Table(TensorType t);
+// The AVX2 kernels of the types in blocks of 32 (quant_dot_avx2_blocks32.cpp); null for others.
+const TileTable* avx2Blocks32Table(TensorType t);
 const TileTable* avx512Table(TensorType t);
 const GroupTable* portableGroupTable(TensorType t);
 const GroupTable* avx2GroupTable(TensorType t);
