@@ -25,6 +25,11 @@ struct AttentionShape {
   int n_head_kv = 0;  // GQA: query head h reads kv head h / (n_head / n_head_kv)
   int head_dim = 0;
   float scale = 0.0f;  // usually 1/sqrt(head_dim)
+  // gpt-oss: per head a learned logit that joins the softmax's denominator ("sink"):
+  // [n_head] in backend memory, or null.
+  const float* sinks = nullptr;
+  // > 0: the query at position p sees only keys p - window + 1 .. p (sliding window).
+  int window = 0;
 };
 
 // The element type a KV cache stores: F32 (the CPU backend) or IEEE half, F16
@@ -101,6 +106,9 @@ class Backend {
   // by positions[t] * base^(-2i/n_rot).
   virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
                     float freq_base, RopeStyle style) = 0;
+  // rope with YaRN scaling (RopeYarn). Backends without it throw std::invalid_argument.
+  virtual void ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                        const int32_t* positions, float freq_base, RopeStyle style, const RopeYarn& yarn);
   // Causal attention of n_tokens queries at positions pos0.. over the cache rows 0..pos0+t.
   // q: [n_tokens][n_head][head_dim]; k_cache, v_cache: [n_ctx][n_head_kv][head_dim] of
   // the type allocKv gives (a backend may refuse another: std::invalid_argument), at
@@ -109,6 +117,10 @@ class Backend {
                          int n_tokens, const AttentionShape& shape, float* out) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, float* out, size_t n) = 0;
+  // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+  // out = g * sigmoid(alpha * g) * (u + 1). Backends without it throw std::invalid_argument.
+  virtual void swigluClamped(const float* gate, const float* up, float* out, size_t n, float alpha,
+                             float limit);
   // y[i] += x[i]
   virtual void add(float* y, const float* x, size_t n) = 0;
   // y[i] += a * x[i]
@@ -184,6 +196,14 @@ inline void Backend::sigmoidGatedAdd(float* y, const float* x, const float* gate
     const float gate = 1.0f / (1.0f + std::exp(-gates[t]));
     axpy(y + size_t(t) * width, x + size_t(t) * width, gate, width);
   }
+}
+
+inline void Backend::ropeYarn(float*, int, int, int, int, const int32_t*, float, RopeStyle, const RopeYarn&) {
+  throw std::invalid_argument(name() + ": YaRN RoPE scaling is not implemented on this backend yet");
+}
+
+inline void Backend::swigluClamped(const float*, const float*, float*, size_t, float, float) {
+  throw std::invalid_argument(name() + ": the clamped SwiGLU is not implemented on this backend yet");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -19,6 +19,13 @@ std::string expectText(const std::vector<uint64_t>& dims) {
   return s + "}";
 }
 
+std::string computeTypeList() {
+  std::string s;
+  for (gguf::TensorType t : quant::kComputeTypes)
+    s += (s.empty() ? "" : ", ") + std::string(gguf::tensorTypeName(t));
+  return s;
+}
+
 }  // namespace
 
 // Looks tensors up by name, checks their shapes and types against the config,
@@ -43,6 +50,8 @@ class Model::Loader {
       w.output = w.token_embd;  // tied output projection (GGUF-NOTES.md)
       w.output_tied = true;
     }
+    // GLM-4.5 (355B) normalises q and k per head, GLM-4.5-Air does not: the file tells.
+    if (c_.arch == Arch::Glm4Moe && f_.findTensor("blk.0.attn_q_norm.weight")) c_.qk_norm = QkNorm::PerHead;
     m_.host_experts_.resize(c_.n_layer);
     for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(layer(il));
     m_.sizes_.other_bytes = countedBytes_;
@@ -87,9 +96,8 @@ class Model::Loader {
 
   void checkComputable(const gguf::TensorInfo& t, bool always = false) const {
     if ((require_computable_ || always) && !quant::isComputeSupported(t.type))
-      throw ModelError(
-          "tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
-          ", which moechat cannot compute yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+      throw ModelError("tensor '" + t.name + "' has type " + gguf::tensorTypeName(t.type) +
+                       ", which moechat cannot compute yet (supported: " + computeTypeList() + ")");
   }
 
   // A 1-D tensor of `n` elements, converted to F32 in backend memory.
@@ -99,8 +107,28 @@ class Model::Loader {
     return t ? toBackend(*t, n) : nullptr;
   }
 
-  const float* toBackend(const gguf::TensorInfo& t, uint64_t n) {
+  // A 1-D tensor of `n` elements as F32 on the host (what the host's routing reads).
+  std::vector<float> hostVector(const std::string& name, uint64_t n) {
+    const auto& t = find(name);
     if (t.nElements() != n || t.dims.size() != 1)
+      throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected {" +
+                       std::to_string(n) + "}");
+    checkComputable(t, /*always=*/true);
+    countedBytes_ += t.nbytes;
+    std::vector<float> host(n);
+    quant::dequantizeRow(t.type, f_.tensorData(t).data(), host.data(), static_cast<int64_t>(n));
+    return host;
+  }
+
+  // A small tensor of the given shape as F32 in backend memory, rows one after another.
+  const float* vectorOfShape(const std::string& name, const std::vector<uint64_t>& dims) {
+    const auto& t = find(name);
+    checkDims(t, dims);
+    return toBackend(t, t.nElements(), /*any_shape=*/true);
+  }
+
+  const float* toBackend(const gguf::TensorInfo& t, uint64_t n, bool any_shape = false) {
+    if (t.nElements() != n || (t.dims.size() != 1 && !any_shape))
       throw ModelError("tensor '" + t.name + "' has shape " + dimsText(t) + ", expected {" +
                        std::to_string(n) + "}");
     checkComputable(t, /*always=*/true);  // converted to F32 right here
@@ -118,7 +146,9 @@ class Model::Loader {
     const uint64_t E = c_.n_embd, Q = c_.qWidth(), KV = c_.kvWidth();
     L.attn_norm = vector(blk(il, "attn_norm.weight"), E);
     attention(il, L);
-    L.ffn_norm = vector(blk(il, "ffn_norm.weight"), E);
+    // glm4moe and gpt-oss name the FFN's input norm after its place (HF post_attention_layernorm).
+    const bool post_attention_name = c_.arch == Arch::Glm4Moe || c_.arch == Arch::GptOss;
+    L.ffn_norm = vector(blk(il, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     if (c_.qk_norm == QkNorm::PerHead) {
       L.q_norm = vector(blk(il, "attn_q_norm.weight"), c_.head_dim);
       L.k_norm = vector(blk(il, "attn_k_norm.weight"), c_.head_dim);
@@ -134,6 +164,15 @@ class Model::Loader {
       return L;
     }
     L.router = matrix(blk(il, "ffn_gate_inp.weight"), {E, uint64_t(c_.n_expert)});
+    L.router_bias = optionalVector(blk(il, "ffn_gate_inp.bias"), uint64_t(c_.n_expert));
+    if (c_.expert_biases) {
+      const uint64_t F = c_.n_ff_exp, N = c_.n_expert;
+      L.exp_gate_bias = vectorOfShape(blk(il, "ffn_gate_exps.bias"), {F, N});
+      L.exp_up_bias = vectorOfShape(blk(il, "ffn_up_exps.bias"), {F, N});
+      L.exp_down_bias = vectorOfShape(blk(il, "ffn_down_exps.bias"), {E, N});
+    }
+    if (c_.arch == Arch::Glm4Moe)
+      L.expert_bias = hostVector(blk(il, "exp_probs_b.bias"), uint64_t(c_.n_expert));
     if (c_.n_ff_shexp > 0) {
       const uint64_t S = c_.n_ff_shexp;
       L.shexp_gate = matrix(blk(il, "ffn_gate_shexp.weight"), {E, S});
@@ -167,6 +206,8 @@ class Model::Loader {
       L.bv = optionalVector(blk(il, "attn_v.bias"), KV);
     }
     L.wo = matrix(blk(il, "attn_output.weight"), {Q, E});
+    L.bo = optionalVector(blk(il, "attn_output.bias"), E);
+    if (c_.arch == Arch::GptOss) L.attn_sinks = vector(blk(il, "attn_sinks.weight"), uint64_t(c_.n_head));
   }
 
   static WeightView rowSlice(const WeightView& w, uint64_t first, uint64_t count) {

@@ -19,26 +19,34 @@ namespace moe {
 // Weights of one transformer block. Views are prepared for the backend; vectors
 // (norms, biases) are F32 in backend memory. Optional parts are empty / nullptr.
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd]
-  WeightView wq;                     // rows q_width, cols n_embd
-  WeightView wk, wv;                 // rows kv_width, cols n_embd
-  WeightView wo;                     // rows n_embd, cols q_width
-  const float* bq = nullptr;         // [q_width] (Qwen2-family files)
-  const float* bk = nullptr;         // [kv_width]
-  const float* bv = nullptr;         // [kv_width]
-  const float* q_norm = nullptr;     // [head_dim] (PerHead) or [q_width] (Whole)
-  const float* k_norm = nullptr;     // [head_dim] (PerHead) or [kv_width] (Whole)
-  const float* ffn_norm = nullptr;   // [n_embd]
+  const float* attn_norm = nullptr;   // [n_embd]
+  WeightView wq;                      // rows q_width, cols n_embd
+  WeightView wk, wv;                  // rows kv_width, cols n_embd
+  WeightView wo;                      // rows n_embd, cols q_width
+  const float* bo = nullptr;          // [n_embd] (gpt-oss)
+  const float* attn_sinks = nullptr;  // [n_head] (gpt-oss)
+  const float* bq = nullptr;          // [q_width] (Qwen2-family files)
+  const float* bk = nullptr;          // [kv_width]
+  const float* bv = nullptr;          // [kv_width]
+  const float* q_norm = nullptr;      // [head_dim] (PerHead) or [q_width] (Whole)
+  const float* k_norm = nullptr;      // [head_dim] (PerHead) or [kv_width] (Whole)
+  const float* ffn_norm = nullptr;    // [n_embd]
 
   // Dense FFN (deepseek's leading layers).
   WeightView ffn_gate, ffn_up;  // rows n_ff, cols n_embd
   WeightView ffn_down;          // rows n_embd, cols n_ff
 
   // MoE: the router; routed experts are reached through an ExpertSource.
-  WeightView router;                // rows n_expert, cols n_embd
+  WeightView router;                   // rows n_expert, cols n_embd
+  const float* router_bias = nullptr;  // [n_expert] (gpt-oss)
+  // gpt-oss: every routed expert's biases, [n_expert][n_ff_exp] and [n_expert][n_embd].
+  const float* exp_gate_bias = nullptr;
+  const float* exp_up_bias = nullptr;
+  const float* exp_down_bias = nullptr;
   WeightView shexp_gate, shexp_up;  // rows n_ff_shexp, cols n_embd
   WeightView shexp_down;            // rows n_embd, cols n_ff_shexp
   WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
+  std::vector<float> expert_bias;   // [n_expert] host: glm4moe's exp_probs_b (RoutingRule)
 };
 
 struct ModelWeights {

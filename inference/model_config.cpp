@@ -17,7 +17,8 @@ struct ArchInfo {
 constexpr ArchInfo kArchs[] = {
     {"llama", Arch::Llama, RopeStyle::Norm, true},       {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
     {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true}, {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
-    {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},
+    {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},      {"glm4moe", Arch::Glm4Moe, RopeStyle::Neox, true},
+    {"gpt-oss", Arch::GptOss, RopeStyle::Neox, true},
 };
 
 const ArchInfo* findArch(const std::string& name) {
@@ -124,6 +125,11 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
 
   const KeyReader k(file, *arch);
   c.n_layer = k.required("block_count");
+  // glm4moe files end with next-token-prediction (MTP) layers that only speculative
+  // decoding runs (llama.cpp's glm4_moe graph skips them too).
+  c.n_nextn = k.optional("nextn_predict_layers").value_or(0);
+  require(c.n_nextn < c.n_layer, "nextn_predict_layers must be below block_count");
+  c.n_layer -= c.n_nextn;
   c.n_embd = k.required("embedding_length");
   c.n_head = k.required("attention.head_count");
   c.n_head_kv = k.optional("attention.head_count_kv").value_or(c.n_head);
@@ -136,6 +142,16 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_rot = k.optional("rope.dimension_count").value_or(c.head_dim);
   c.rms_eps = k.optionalFloat("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   c.rope_freq_base = k.optionalFloat("rope.freq_base").value_or(10000.0f);
+  if (auto scaling = file.getString(k.key("rope.scaling.type")); scaling && *scaling == "yarn") {
+    c.yarn.factor = k.optionalFloat("rope.scaling.factor").value_or(1.0f);
+    c.yarn.orig_ctx = k.optional("rope.scaling.original_context_length").value_or(0);
+    c.yarn.beta_fast = k.optionalFloat("rope.scaling.yarn_beta_fast").value_or(c.yarn.beta_fast);
+    c.yarn.beta_slow = k.optionalFloat("rope.scaling.yarn_beta_slow").value_or(c.yarn.beta_slow);
+    require(c.yarn.factor >= 1.0f && c.yarn.orig_ctx > 0,
+            "YaRN scaling needs rope.scaling.factor >= 1 and rope.scaling.original_context_length");
+  } else if (scaling && *scaling != "none") {
+    throw ModelError("rope.scaling.type '" + *scaling + "' is not supported (none, yarn)");
+  }
 
   c.n_ff = k.optional("feed_forward_length").value_or(0);
   c.n_expert = k.optional("expert_count").value_or(0);
@@ -144,6 +160,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_leading_dense = k.optional("leading_dense_block_count").value_or(0);
   c.expert_weights_scale = k.optionalFloat("expert_weights_scale").value_or(1.0f);
   if (auto norm = k.optionalBool("expert_weights_norm")) c.norm_topk_weights = *norm;
+  if (c.arch == Arch::Glm4Moe) c.gating = GatingFunc::Sigmoid;  // its default when the key is absent
   if (auto g = k.optional("expert_gating_func")) {
     require(*g == 1 || *g == 2, "expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
     c.gating = *g == 2 ? GatingFunc::Sigmoid : GatingFunc::Softmax;
@@ -156,7 +173,8 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.n_ff_shexp = k.optional("expert_shared_feed_forward_length").value_or(c.n_ff);
       c.shared_expert_gated = true;
       break;
-    case Arch::Deepseek: {
+    case Arch::Deepseek:
+    case Arch::Glm4Moe: {
       // n_shared experts of width n_ff_exp, stored fused as one FFN (GGUF-NOTES.md).
       c.n_expert_shared = k.optional("expert_shared_count").value_or(0);
       const int64_t fused = int64_t{c.n_expert_shared} * c.n_ff_exp;
@@ -165,6 +183,13 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       break;
     }
     case Arch::Qwen3Moe: c.qk_norm = QkNorm::PerHead; break;
+    case Arch::GptOss:
+      // Its router picks the k largest logits and softmaxes over them: softmax over
+      // all experts, renormalised over the chosen k, is the same distribution.
+      c.sliding_window = k.optional("attention.sliding_window").value_or(0);
+      c.expert_biases = true;
+      c.clamped_swiglu = true;
+      break;
     case Arch::Olmoe: c.qk_norm = QkNorm::Whole; break;
     case Arch::Llama: break;
   }

@@ -15,12 +15,23 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Olmoe };
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Olmoe, Glm4Moe, GptOss };
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
 enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe: whole projection
 
 const char* archName(Arch a);
+
+// YaRN RoPE scaling (`rope.scaling.type` "yarn"; Peng et al. 2023, as ggml computes
+// it): the rotation frequencies interpolated by `factor` outside the band of
+// dimensions the original context resolved, and cos/sin scaled by
+// attn_factor * (1 + 0.1 ln factor).
+struct RopeYarn {
+  float factor = 1.0f;                                            // rope.scaling.factor; 1: no scaling
+  int orig_ctx = 0;                                               // rope.scaling.original_context_length
+  float beta_fast = 32.0f, beta_slow = 1.0f, attn_factor = 1.0f;  // the llama.cpp defaults
+  bool active() const { return factor > 1.0f; }
+};
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -29,7 +40,8 @@ struct ModelConfig {
 
   int n_vocab = 0;
   int n_ctx_train = 0;
-  int n_layer = 0;
+  int n_layer = 0;  // layers the forward pass runs
+  int n_nextn = 0;  // glm4moe: next-token-prediction layers after them in the file, not run
   int n_embd = 0;
   int n_head = 0;
   int n_head_kv = 0;
@@ -38,7 +50,11 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   RopeStyle rope_style = RopeStyle::Norm;
+  RopeYarn yarn;  // rope.scaling.type "yarn" (gpt-oss)
   QkNorm qk_norm = QkNorm::None;
+  // gpt-oss: attention.sliding_window; the even layers attend within it, the odd
+  // ones to the whole context.
+  int sliding_window = 0;
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
@@ -46,13 +62,21 @@ struct ModelConfig {
   int n_ff_exp = 0;                  // one routed expert's FFN width
   int n_expert_shared = 0;           // deepseek: shared experts (fused into one FFN)
   int n_ff_shexp = 0;                // width of the shared-expert FFN (fused)
-  int n_leading_dense = 0;           // deepseek: first layers are dense
+  int n_leading_dense = 0;           // deepseek, glm4moe: first layers are dense
   bool shared_expert_gated = false;  // qwen2moe: sigmoid(ffn_gate_inp_shexp . x)
   GatingFunc gating = GatingFunc::Softmax;
   bool norm_topk_weights = false;  // renormalise the chosen experts' weights to sum 1
   float expert_weights_scale = 1.0f;
 
+  // gpt-oss: biases on the experts' gate, up and down projections, and the clamped
+  // SwiGLU g * sigmoid(alpha g) * (u + 1) with g, u clamped at +-limit (the
+  // swiglu_limit 7.0 and alpha 1.702 of its config and reference code).
+  bool expert_biases = false;
+  bool clamped_swiglu = false;
+  static constexpr float kSwigluAlpha = 1.702f, kSwigluLimit = 7.0f;
+
   bool isMoeLayer(int layer) const { return n_expert > 0 && layer >= n_leading_dense; }
+  int windowOf(int layer) const { return sliding_window > 0 && layer % 2 == 0 ? sliding_window : 0; }
   int qWidth() const { return n_head * head_dim; }
   int kvWidth() const { return n_head_kv * head_dim; }
 

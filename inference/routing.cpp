@@ -18,11 +18,14 @@ void routeToken(const float* logits, const RoutingRule& rule, int* ids, float* w
   } else {
     for (int e = 0; e < n_expert; ++e) p[e] = 1.0 / (1.0 + std::exp(-double(logits[e])));
   }
+  std::vector<double> choice = p;
+  if (rule.selection_bias)
+    for (int e = 0; e < n_expert; ++e) choice[e] += double(rule.selection_bias[e]);
   std::vector<int> order(n_expert);
   std::iota(order.begin(), order.end(), 0);
   const int k = rule.k;
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+                    [&](int a, int b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
   double sum = 0;
   for (int i = 0; i < k; ++i) sum += p[order[i]];
   for (int i = 0; i < k; ++i) {

@@ -1,7 +1,8 @@
 // Top-k expert routing of one token, as the GGUF MoE family defines it
 // (GGUF-NOTES.md, MoE table): the gating function over all experts, the k most
-// probable (ties: the lower id), optional renormalisation over the k, then the
-// scale. The CPU path routes with it; the CUDA kernel (cuda_moe.cu) computes the
+// probable (ties: the lower id; with a selection bias, the k largest biased
+// scores, weighted by their unbiased ones), optional renormalisation over the k,
+// then the scale. The CPU path routes with it; the CUDA kernel (cuda_moe.cu) computes the
 // same, in double, and the CUDA backend falls back to it for very wide routers.
 #pragma once
 
@@ -15,6 +16,9 @@ struct RoutingRule {
   GatingFunc gating = GatingFunc::Softmax;
   bool norm_topk = false;
   float scale = 1.0f;
+  // [n_expert] host values added to the gate scores for choosing the experts only
+  // (glm4moe's exp_probs_b, DeepSeek-V3's e_score_correction_bias); null: none.
+  const float* selection_bias = nullptr;
 
   static RoutingRule of(const ModelConfig& c) {
     return {c.n_expert, c.n_expert_used, c.gating, c.norm_topk_weights, c.expert_weights_scale};

@@ -93,6 +93,9 @@ struct Transformer::HostScratch {
 Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx)
     : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
+  if (cfg_.expert_biases && backend_.computesMoe())
+    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
+                                " yet (biased experts); use the CPU backend");
   for (int il = 0; il < cfg_.n_layer; ++il) {
     k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
     v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
@@ -212,17 +215,34 @@ void Transformer::attentionBlock(int il, int n) {
     backend_.rmsNorm(s_->q, L.q_norm, s_->q, n, Q, cfg_.rms_eps);
     backend_.rmsNorm(s_->k, L.k_norm, s_->k, n, KV, cfg_.rms_eps);
   }
-  backend_.rope(s_->q, n, cfg_.n_head, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
-                cfg_.rope_style);
-  backend_.rope(s_->k, n, cfg_.n_head_kv, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
-                cfg_.rope_style);
+  rope(s_->q, n, cfg_.n_head);
+  rope(s_->k, n, cfg_.n_head_kv);
   backend_.storeKv(k_cache_[il], size_t(n_past_) * KV, s_->k, size_t(n) * KV);
   backend_.storeKv(v_cache_[il], size_t(n_past_) * KV, s_->v, size_t(n) * KV);
 
   AttentionShape shape{cfg_.n_head, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
+  shape.sinks = L.attn_sinks;
+  shape.window = cfg_.windowOf(il);
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
   backend_.matmul(L.wo, s_->attn, s_->out, n);
+  addBias(s_->out, L.bo, n, E);
   backend_.add(s_->x, s_->out, size_t(n) * E);
+}
+
+void Transformer::rope(float* x, int n, int n_heads) {
+  if (cfg_.yarn.active())
+    backend_.ropeYarn(x, n, n_heads, cfg_.head_dim, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
+                      cfg_.rope_style, cfg_.yarn);
+  else
+    backend_.rope(x, n, n_heads, cfg_.head_dim, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
+                  cfg_.rope_style);
+}
+
+void Transformer::activate(Backend& be, const float* gate, const float* up, float* out, size_t n) const {
+  if (cfg_.clamped_swiglu)
+    be.swigluClamped(gate, up, out, n, ModelConfig::kSwigluAlpha, ModelConfig::kSwigluLimit);
+  else
+    be.swiglu(gate, up, out, n);
 }
 
 void Transformer::denseFfn(int il, int n) {
@@ -231,7 +251,7 @@ void Transformer::denseFfn(int il, int n) {
   backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
   const Backend::MatmulJob gate_up[] = {{L.ffn_gate, s_->xn, s_->ff_a, n}, {L.ffn_up, s_->xn, s_->ff_b, n}};
   backend_.matmulMany(gate_up);
-  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * F);
+  activate(backend_, s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * F);
   backend_.matmul(L.ffn_down, s_->ff_a, s_->out, n);
   backend_.add(s_->x, s_->out, size_t(n) * E);
 }
@@ -250,7 +270,9 @@ void Transformer::moeBlock(int il, int n) {
                         n);
 
   backend_.matmul(L.router, s_->xn, s_->router, n);
-  const RoutingRule rule = RoutingRule::of(cfg_);
+  addBias(s_->router, L.router_bias, n, NE);
+  RoutingRule rule = RoutingRule::of(cfg_);
+  if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   if (backend_.computesMoe()) {
     backend_.routeTopK(s_->router, n, rule, s_->routing, s_->chosen.data(), s_->chosen_w.data());
   } else {
@@ -342,24 +364,38 @@ void Transformer::expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>
     }
     const ExpertRef* one = &ref;
     if (one_by_one) {  // right after its waitFor: the next expert's copy overlaps it
-      expertsTogether({&one, 1}, served);
+      expertsTogether(il, {&one, 1}, served);
       continue;
     }
     const int m = static_cast<int>(served.at(ref.expert).size());
     if (together_rows + m > kMaxBatch) {  // the scratch holds kMaxBatch rows
-      expertsTogether(together, served);
+      expertsTogether(il, together, served);
       together.clear();
       together_rows = 0;
     }
     together.push_back(one);
     together_rows += m;
   }
-  if (!together.empty()) expertsTogether(together, served);
+  if (!together.empty()) expertsTogether(il, together, served);
   if (!on_host.empty()) hostExperts(on_host, served);
 }
 
-void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
+// gpt-oss: each expert's bias row added to the rows it computed (rows of `width`
+// from `first[i]` for refs[i]).
+void Transformer::addExpertBiases(std::span<const ExpertRef* const> refs,
+                                  const std::vector<std::vector<int>>& served, const std::vector<int>& first,
+                                  const float* biases, float* rows, int width) {
+  if (!biases) return;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const float* bias = biases + size_t(refs[i]->expert) * width;
+    for (size_t r = 0; r < served.at(refs[i]->expert).size(); ++r)
+      backend_.add(rows + (size_t(first[i]) + r) * width, bias, size_t(width));
+  }
+}
+
+void Transformer::expertsTogether(int il, std::span<const ExpertRef* const> refs,
                                   const std::vector<std::vector<int>>& served) {
+  const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, F = cfg_.n_ff_exp;
   // Expert after expert, its tokens' rows in gathered / ff_a / ff_b from `first`.
   std::vector<int> first;
@@ -377,7 +413,9 @@ void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
     jobs.push_back({refs[i]->weights.up, x, s_->ff_b + size_t(first[i]) * F, m});
   }
   backend_.matmulMany(jobs);
-  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(rows) * F);
+  addExpertBiases(refs, served, first, L.exp_gate_bias, s_->ff_a, F);
+  addExpertBiases(refs, served, first, L.exp_up_bias, s_->ff_b, F);
+  activate(backend_, s_->ff_a, s_->ff_b, s_->ff_a, size_t(rows) * F);
   jobs.clear();
   for (size_t i = 0; i < refs.size(); ++i) {
     const int m = static_cast<int>(served.at(refs[i]->expert).size());
@@ -385,6 +423,7 @@ void Transformer::expertsTogether(std::span<const ExpertRef* const> refs,
         {refs[i]->weights.down, s_->ff_a + size_t(first[i]) * F, s_->gathered + size_t(first[i]) * E, m});
   }
   backend_.matmulMany(jobs);
+  addExpertBiases(refs, served, first, L.exp_down_bias, s_->gathered, E);
   for (size_t i = 0; i < refs.size(); ++i) {
     const auto& slots = served.at(refs[i]->expert);
     for (size_t r = 0; r < slots.size(); ++r)
@@ -415,7 +454,7 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
       std::copy_n(s_->host_hidden.data() + size_t(slots[i] / K) * E, E, h.gathered.data() + size_t(i) * E);
     host_->matmul(ref->weights.gate, h.gathered.data(), h.ff_a.data(), m);
     host_->matmul(ref->weights.up, h.gathered.data(), h.ff_b.data(), m);
-    host_->swiglu(h.ff_a.data(), h.ff_b.data(), h.ff_a.data(), size_t(m) * F);
+    activate(*host_, h.ff_a.data(), h.ff_b.data(), h.ff_a.data(), size_t(m) * F);
     host_->matmul(ref->weights.down, h.ff_a.data(), h.rows.data() + row * E, m);
     row += size_t(m);
   }
@@ -434,7 +473,7 @@ void Transformer::sharedExperts(int il, int n, float* moe_out) {
   const Backend::MatmulJob gate_up[] = {{L.shexp_gate, s_->xn, s_->ff_a, n},
                                         {L.shexp_up, s_->xn, s_->ff_b, n}};
   backend_.matmulMany(gate_up);
-  backend_.swiglu(s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * S);
+  activate(backend_, s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * S);
   backend_.matmul(L.shexp_down, s_->ff_a, s_->gathered, n);
   if (L.shexp_router.empty()) {
     backend_.add(moe_out, s_->gathered, size_t(n) * E);

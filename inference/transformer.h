@@ -95,8 +95,15 @@ class Transformer {
                                  const std::vector<std::vector<int>>& served);
   void hostExperts(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
   // Experts on backend_ whose tokens fit the scratch together: all their gate and
-  // up projections in one matmulMany, one swiglu, all down projections in another.
-  void expertsTogether(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
+  // up projections in one matmulMany, one activation, all down projections in another.
+  void expertsTogether(int il, std::span<const ExpertRef* const> refs,
+                       const std::vector<std::vector<int>>& served);
+  void addExpertBiases(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served,
+                       const std::vector<int>& first, const float* biases, float* rows, int width);
+  // RoPE of n tokens' heads at positions_, YaRN-scaled where the model says so.
+  void rope(float* x, int n, int n_heads);
+  // The FFN activation of the model: SwiGLU, or gpt-oss's clamped SwiGLU.
+  void activate(Backend& be, const float* gate, const float* up, float* out, size_t n) const;
   void addBias(float* x, const float* bias, int n_rows, int width);
   void checkCancel() const;
   void reportHidden(int index, int n);

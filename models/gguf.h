@@ -220,6 +220,10 @@ class GgufWriter {
   std::vector<uint8_t> toBytes() const;
   // Writes to path + ".tmp" and renames, so a crash never leaves a half file.
   void writeFile(const std::string& path) const;
+  // The header (metadata, tensor infos) and a data section of the right size left
+  // unwritten (a sparse file of zeros): a full-size model's layout, for describing
+  // shapes and sizes without generating hundreds of GB.
+  void writeLayoutOnly(const std::string& path) const;
 
  private:
   struct PendingTensor {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <unordered_set>
 
@@ -395,6 +396,19 @@ void GgufWriter::writeFile(const std::string& path) const {
   }
   file.writeZeros(alignUpTo(written, alignment_) - written);
   file.commit();
+}
+
+void GgufWriter::writeLayoutOnly(const std::string& path) const {
+  const auto offsets = layoutOffsets(tensors_, alignment_);
+  const std::vector<uint8_t> head = encodeHead(kv_, tensors_, offsets, alignment_);
+  {
+    TempFile file(path);
+    file.write(head.data(), head.size());
+    file.commit();
+  }
+  std::error_code ec;
+  std::filesystem::resize_file(path, head.size() + dataSectionBytes(), ec);
+  if (ec) throw GgufError("cannot size " + path + ": " + ec.message());
 }
 
 }  // namespace moe::gguf

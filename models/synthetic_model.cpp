@@ -140,7 +140,7 @@ class ModelBuilder {
     const double embd_sigma = s_.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
     tensor("token_embd.weight", {d, n_vocab}, s_.weight_type,
            {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
-    for (int l = 0; l < s_.n_layer; ++l) layer(l);
+    for (int l = 0; l < s_.n_layer + s_.n_nextn; ++l) layer(l);
     norm("output_norm.weight", d);
     if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
   }
@@ -152,11 +152,24 @@ class ModelBuilder {
 
   void layer(int l) {
     attention(l);
-    norm(blk(l, "ffn_norm.weight"), uint64_t(s_.n_embd));
+    // glm4moe and gpt-oss name the FFN's input norm after its place (HF post_attention_layernorm).
+    const bool post_attention_name = s_.arch == "glm4moe" || s_.arch == "gpt-oss";
+    norm(blk(l, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), uint64_t(s_.n_embd));
     if (l < s_.n_leading_dense)
       denseFfn(l);
     else
       moeFfn(l);
+    if (l >= s_.n_layer) nextn(l);
+  }
+
+  // A glm4moe next-token-prediction layer's own tensors (GLM-4.5's layout; engines
+  // that do not speculate load them and skip the layer).
+  void nextn(int l) {
+    const uint64_t d = uint64_t(s_.n_embd);
+    matrix(blk(l, "nextn.eh_proj.weight"), {2 * d, d}, s_.weight_type);
+    norm(blk(l, "nextn.enorm.weight"), d);
+    norm(blk(l, "nextn.hnorm.weight"), d);
+    norm(blk(l, "nextn.shared_head_norm.weight"), d);
   }
 
   void attention(int l) {
@@ -168,7 +181,12 @@ class ModelBuilder {
     matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
     matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
     matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());  // [n_embd][n_head*head_dim]
-    if (s_.qkv_bias) {                                                   // Qwen2 family; 1-D, F32
+    if (s_.arch == "gpt-oss") {  // biases on every projection, a sink logit per head
+      const InitSpec small{Init::Normal, 0.1};
+      tensor(blk(l, "attn_output.bias"), {d}, TensorType::F32, small);
+      tensor(blk(l, "attn_sinks.weight"), {uint64_t(s_.n_head)}, TensorType::F32, {Init::Normal, 1.0});
+    }
+    if (s_.qkv_bias) {  // Qwen2 family; 1-D, F32
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "attn_q.bias"), {q_w}, TensorType::F32, small);
       tensor(blk(l, "attn_k.bias"), {kv_w}, TensorType::F32, small);
@@ -200,6 +218,15 @@ class ModelBuilder {
     matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);                  // [n_expert][n_ff_exp][n_embd]
     matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);                    // [n_expert][n_ff_exp][n_embd]
     matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, et, residualGain());  // [n_expert][n_embd][n_ff_exp]
+    if (s_.arch == "gpt-oss") {  // biases of the router and of every expert's projections, F32
+      const InitSpec small{Init::Normal, 0.1};
+      tensor(blk(l, "ffn_gate_inp.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
+      tensor(blk(l, "ffn_gate_exps.bias"), {ff, ne}, TensorType::F32, small);
+      tensor(blk(l, "ffn_up_exps.bias"), {ff, ne}, TensorType::F32, small);
+      tensor(blk(l, "ffn_down_exps.bias"), {d, ne}, TensorType::F32, small);
+    }
+    if (s_.arch == "glm4moe")  // the selection bias of the sigmoid router, {n_expert}, F32
+      tensor(blk(l, "exp_probs_b.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
     if (s_.n_expert_shared <= 0) return;
     const uint64_t sh = uint64_t(s_.n_ff_shexp);
     if (s_.arch == "qwen2moe")  // the shared expert's sigmoid gate, {n_embd}, F32
@@ -223,7 +250,7 @@ float rmsEps(const std::string& arch) { return (arch == "llama" || arch == "olmo
 void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   const std::string a = s.arch + ".";
   auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
-  u32("block_count", s.n_layer);
+  u32("block_count", s.n_layer + s.n_nextn);
   u32("context_length", s.n_ctx);
   u32("embedding_length", s.n_embd);
   // Dense FFN width; MoE-only models carry their configs' intermediate_size here.
@@ -238,15 +265,28 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   }
   w.setFloat32(a + "attention.layer_norm_rms_epsilon", rmsEps(s.arch));
   w.setFloat32(a + "rope.freq_base", s.rope_freq_base);
-  u32("rope.dimension_count", s.head_dim);
+  u32("rope.dimension_count", s.n_rot > 0 ? s.n_rot : s.head_dim);
   u32("expert_count", s.n_expert);
   u32("expert_used_count", s.n_expert_used);
   u32("expert_feed_forward_length", s.n_ff_exp);
   if (s.arch == "qwen2moe") u32("expert_shared_feed_forward_length", s.n_ff_shexp);
-  if (s.arch == "deepseek") {
+  if (s.arch == "deepseek" || s.arch == "glm4moe") {
     u32("expert_shared_count", s.n_expert_shared);
     u32("leading_dense_block_count", s.n_leading_dense);
-    w.setFloat32(a + "expert_weights_scale", 1.0f);
+    w.setFloat32(a + "expert_weights_scale", s.expert_weights_scale);
+  }
+  if (s.arch == "gpt-oss") {
+    u32("attention.sliding_window", s.sliding_window);
+    if (s.yarn_factor > 1.0f) {
+      w.setString(a + "rope.scaling.type", "yarn");
+      w.setFloat32(a + "rope.scaling.factor", s.yarn_factor);
+      u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
+    }
+  }
+  if (s.arch == "glm4moe") {  // as GLM-4.5's files: sigmoid gating, renormalised top-k
+    u32("expert_gating_func", 2);
+    w.setBool(a + "expert_weights_norm", true);
+    u32("nextn_predict_layers", s.n_nextn);
   }
 }
 
@@ -284,14 +324,18 @@ void validate(const SyntheticSpec& s) {
   require(s.n_expert > 0 && s.n_expert_used > 0 && s.n_expert_used <= s.n_expert,
           "need 0 < n_expert_used <= n_expert");
   require(s.n_ff_exp > 0, "n_ff_exp must be positive");
-  require(s.n_leading_dense == 0 || s.arch == "deepseek", "leading dense layers are deepseek only");
+  require(s.n_leading_dense == 0 || s.arch == "deepseek" || s.arch == "glm4moe",
+          "leading dense layers are deepseek/glm4moe only");
+  require(s.n_nextn == 0 || s.arch == "glm4moe", "next-token-prediction layers are glm4moe only");
+  require(s.n_rot >= 0 && s.n_rot <= s.head_dim && s.n_rot % 2 == 0, "n_rot must be even and <= head_dim");
   require(s.n_leading_dense < s.n_layer, "at least one MoE layer");
   require(s.n_leading_dense == 0 || s.n_ff > 0, "dense layers need n_ff");
   require(s.n_vocab_target > 0, "n_vocab_target must be positive");
   if (s.n_expert_shared > 0) {
-    require(s.arch == "deepseek" || s.arch == "qwen2moe", "shared experts: deepseek/qwen2moe only");
+    require(s.arch == "deepseek" || s.arch == "qwen2moe" || s.arch == "glm4moe",
+            "shared experts: deepseek/qwen2moe/glm4moe only");
     require(s.n_ff_shexp > 0, "shared experts need n_ff_shexp");
-    if (s.arch == "deepseek")  // GGUF-NOTES: one SwiGLU of n_ff_exp x expert_shared_count
+    if (s.arch == "deepseek" || s.arch == "glm4moe")  // one SwiGLU of n_ff_exp x expert_shared_count
       require(s.n_ff_shexp == s.n_ff_exp * s.n_expert_shared, "deepseek n_ff_shexp != n_shared x n_ff_exp");
   }
   const TensorType wt = s.weight_type, et = s.expert_type;
@@ -327,7 +371,7 @@ SyntheticSpec fitToBlocks(SyntheticSpec s) {
   s.n_embd = up(s.n_embd, both);  // ne0 of token_embd, attn_q/k/v, gate/up (experts and shared)
   s.n_ff_exp = up(s.n_ff_exp, eb);
   s.n_ff = up(s.n_ff, wb);
-  if (s.arch == "deepseek" && s.n_expert_shared > 0)
+  if ((s.arch == "deepseek" || s.arch == "glm4moe") && s.n_expert_shared > 0)
     s.n_ff_shexp = s.n_ff_exp * s.n_expert_shared;
   else
     s.n_ff_shexp = up(s.n_ff_shexp, wb);
@@ -351,6 +395,10 @@ gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
 }
 
 void writeModel(const SyntheticSpec& spec, const std::string& path) { buildModel(spec).writeFile(path); }
+
+void writeModelLayout(const SyntheticSpec& spec, const std::string& path) {
+  buildModel(spec).writeLayoutOnly(path);
+}
 
 std::vector<uint8_t> demoModelBytes() { return buildModel(demoSpec()).toBytes(); }
 

@@ -15,8 +15,10 @@ enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
   std::string name;  // general.name
-  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | olmoe
-  int n_layer = 2;
+  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | olmoe | glm4moe | gpt-oss
+  int n_layer = 2;   // layers the forward pass runs
+  int n_nextn = 0;   // glm4moe: next-token-prediction layers written after them
+  int n_rot = 0;     // rotary dimensions per head; 0: all (head_dim)
   int n_embd = 64;
   int n_head = 4;
   int n_head_kv = 2;
@@ -25,7 +27,7 @@ struct SyntheticSpec {
   int n_expert = 8;
   int n_expert_used = 2;
   int n_ff_exp = 32;
-  int n_expert_shared = 0;  // deepseek: shared experts; qwen2moe: 1 (gated)
+  int n_expert_shared = 0;  // deepseek, glm4moe: shared experts; qwen2moe: 1 (gated)
   int n_ff_shexp = 0;       // total width of the shared-expert FFN
   int n_leading_dense = 0;
   int n_ctx = 512;
@@ -36,7 +38,11 @@ struct SyntheticSpec {
   gguf::TensorType expert_type = gguf::TensorType::F16;  // routed experts
   gguf::TensorType weight_type = gguf::TensorType::F16;  // other matrices
   bool tied_output = false;                              // omit output.weight (tied to token_embd)
-  bool qkv_bias = false;                                 // Qwen2-family attn_{q,k,v}.bias
+  bool qkv_bias = false;                                 // Qwen2 family, glm4moe: attn_{q,k,v}.bias
+  float expert_weights_scale = 1.0f;                     // deepseek, glm4moe: routed_scaling_factor
+  int sliding_window = 0;                                // gpt-oss: the even layers' window
+  float yarn_factor = 0.0f;                              // > 1: YaRN RoPE scaling (gpt-oss)
+  int yarn_orig_ctx = 0;
   uint64_t seed = 1;
 };
 
@@ -47,12 +53,13 @@ std::vector<std::string> supportedArchs();
 SyntheticSpec demoSpec();
 
 // Shape presets of real models (shared/MODEL-SHAPES.md) at full size, for
-// benchmarks on a machine with room. short names: DS-1, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE.
+// benchmarks on a machine with room. short names: DS-1, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE, GLM-Air,
+// OSS-20B, OSS-120B.
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 
 // The weight types a synthetic model can be written in, by name, case-insensitive:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Throws std::invalid_argument naming them.
+// the types of quant::kComputeTypes. Throws std::invalid_argument naming them.
 gguf::TensorType parseWeightType(const std::string& name);
 
 // `spec` widened so every matrix row is a whole number of blocks of its type: for
@@ -65,6 +72,9 @@ SyntheticSpec fitToBlocks(SyntheticSpec spec);
 // Builds the writer for a spec (tensors filled lazily while writing).
 gguf::GgufWriter buildModel(const SyntheticSpec& spec);
 void writeModel(const SyntheticSpec& spec, const std::string& path);
+// The model's GGUF layout with its tensor data left as a sparse run of zeros
+// (GgufWriter::writeLayoutOnly): for describing full-size presets.
+void writeModelLayout(const SyntheticSpec& spec, const std::string& path);
 // Tensor bytes of the file writeModel would write (metadata adds a few MB at most).
 uint64_t plannedFileBytes(const SyntheticSpec& spec);
 // The demo model's GGUF bytes, generated in memory (deterministic).

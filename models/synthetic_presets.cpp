@@ -121,6 +121,61 @@ SyntheticSpec tinyOlmoe() {
   return s;
 }
 
+// GLM-4.5 style: the first layer dense, a sigmoid router whose selection bias
+// (exp_probs_b) changes which experts win, one ungated shared expert, q/k/v biases,
+// partial rotary dimensions (8 of 16, as GLM's 64 of 128), routed weights scaled by
+// 1.5, and one next-token-prediction layer at the end that the engine must skip.
+// Q8_0 experts beside F16 matrices.
+SyntheticSpec tinyGlm4Moe() {
+  SyntheticSpec s = tinyBase("glm4moe");
+  s.n_layer = 3;
+  s.n_nextn = 1;
+  s.n_rot = 8;
+  s.n_leading_dense = 1;
+  s.n_ff = 96;
+  s.n_expert = 8;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 32;
+  s.n_expert_shared = 1;
+  s.n_ff_shexp = 32;  // = n_expert_shared x n_ff_exp
+  s.expert_weights_scale = 1.5f;
+  s.qkv_bias = true;
+  s.rope_freq_base = 1000000.0f;
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "qwen2";  // GLM's own pre-tokenizer ("glm4") is close to Qwen2's; ours is Qwen2's
+  s.expert_type = TensorType::Q8_0;
+  s.weight_type = TensorType::F16;
+  s.seed = 606;
+  return s;
+}
+
+// gpt-oss style: MXFP4 experts with biases, Q8_0 other matrices, biased q/k/v/o
+// and router, a sink logit per head, the even layers attending within a window of
+// 4 (the goldens' 16-token sequences cross it), YaRN RoPE scaled 4x over an
+// original 64 positions, the clamped SwiGLU; 3 layers so both attention kinds
+// repeat.
+SyntheticSpec tinyGptOss() {
+  SyntheticSpec s = tinyBase("gpt-oss");
+  s.n_layer = 3;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 64;
+  s.n_ff = 64;
+  s.qkv_bias = true;
+  s.sliding_window = 4;
+  s.yarn_factor = 4.0f;
+  s.yarn_orig_ctx = 64;
+  s.rope_freq_base = 150000.0f;
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "qwen2";  // gpt-oss files carry "gpt-4o" (o200k), not written here yet
+  s.expert_type = TensorType::MXFP4;
+  s.weight_type = TensorType::Q8_0;
+  s.seed = 708;
+  return s;
+}
+
 // Full-size presets. Layers, widths, experts, heads and vocabularies: MODEL-SHAPES.md.
 // Not in that table, taken from the models' published configs (they do not change
 // the work per token): n_ff of MoE-only models (feed_forward_length as the GGUF files
@@ -152,7 +207,9 @@ SyntheticSpec preset(const std::string& short_name, const std::string& arch, int
 
 }  // namespace
 
-std::vector<std::string> supportedArchs() { return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe"}; }
+std::vector<std::string> supportedArchs() {
+  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe", "glm4moe", "gpt-oss"};
+}
 
 SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "llama") return tinyLlama();
@@ -160,6 +217,8 @@ SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "qwen3moe") return tinyQwen3Moe();
   if (arch == "deepseek") return tinyDeepseek();
   if (arch == "olmoe") return tinyOlmoe();
+  if (arch == "glm4moe") return tinyGlm4Moe();
+  if (arch == "gpt-oss") return tinyGptOss();
   throw std::invalid_argument("tinySpec: unsupported architecture '" + arch + "'");
 }
 
@@ -181,7 +240,7 @@ SyntheticSpec demoSpec() {
 // (compressed kv, decoupled rope heads) has tensors and a forward pass the engine does
 // not implement, so a file of that shape could not be run.
 std::vector<std::string> presetNames() {
-  return {"DS-1", "QW-1", "QW-2", "Mixt", "Q3-30B", "Q3-235B", "OLMoE"};
+  return {"DS-1", "QW-1", "QW-2", "Mixt", "Q3-30B", "Q3-235B", "OLMoE", "GLM-Air", "OSS-20B", "OSS-120B"};
 }
 
 SyntheticSpec presetSpec(const std::string& n) {
@@ -230,6 +289,34 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.n_ctx = 4096;
     s.rope_freq_base = 10000.0f;
     s.bpe_pre = "olmo";
+  } else if (n == "GLM-Air") {  // GLM-4.5-Air (zai-org/GLM-4.5-Air config.json)
+    // 46 layers (the first dense, n_ff 10944) + 1 next-token-prediction layer; attention
+    // 96 x 128 = 12288 wide, 8 kv heads; half of each head rotary; 1 shared expert.
+    s = preset(n, "glm4moe", 46, 4096, 1408, 128, 8, 96, 8, 128, 151552);
+    s.n_nextn = 1;
+    s.n_rot = 64;
+    s.n_leading_dense = 1;
+    s.n_ff = 10944;
+    s.n_expert_shared = 1;
+    s.n_ff_shexp = 1408;
+    s.qkv_bias = true;
+    s.n_ctx = 131072;
+    s.bpe_pre = "qwen2";
+  } else if (n == "OSS-20B" || n == "OSS-120B") {  // openai/gpt-oss-20b and -120b config.json
+    // 2880 wide, 64 query heads of 64 (attention 4096 wide), 8 kv heads; experts of
+    // 2880; 24 layers x 32 experts or 36 x 128, top-4; window 128 on the even layers;
+    // YaRN x32 over 4096 positions, base 150000.
+    const bool big = n == "OSS-120B";
+    s = preset(n, "gpt-oss", big ? 36 : 24, 2880, 2880, big ? 128 : 32, 4, 64, 8, 64, 201088);
+    s.qkv_bias = true;
+    s.sliding_window = 128;
+    s.yarn_factor = 32.0f;
+    s.yarn_orig_ctx = 4096;
+    s.rope_freq_base = 150000.0f;
+    s.n_ctx = 131072;
+    s.bpe_pre = "qwen2";
+    s.expert_type = TensorType::MXFP4;
+    s.weight_type = TensorType::Q8_0;
   } else {
     throw std::invalid_argument("presetSpec: unknown preset '" + n +
                                 "' (DS-2 is not supported: MLA attention)");

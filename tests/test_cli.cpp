@@ -205,7 +205,7 @@ class CliTest : public QObject {
     QVERIFY2(second.err.contains("reusing"), qPrintable(second.err));
     expectFailure(runCli({"bench", "--preset", "DS-9", "--cache-dir", cache}), 2, "unknown --preset 'DS-9'");
     expectFailure(runCli({"bench", "--preset", "DS-1", "--quant", "q2", "--cache-dir", cache}), 2,
-                  "unknown --quant");
+                  "--quant: unknown weight type 'q2'");
     expectFailure(runCli({"bench", "--demo", "--quant", "f16"}), 2, "--quant goes with --preset");
   }
 
@@ -264,6 +264,29 @@ class CliTest : public QObject {
     QCOMPARE(b.out, a.out);
     expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "iq2_xxs", "-o", path}), 2,
                   "unknown weight type 'iq2_xxs'");
+  }
+
+  void infoDescribesAFullSizePresetWithoutItsWeights() {
+    // Published totals (model cards): GLM-4.5-Air 106B / 12B active; gpt-oss-20b 21B /
+    // 3.6B; gpt-oss-120b 117B / 5.1B. Counted here from the shapes, the input embedding
+    // (a lookup) not active: 106.85B in GLM-Air's 46 layers run (+2.38B for its
+    // next-token-prediction layer) with 12.80B active (12.18B without the output
+    // matrix too, as GLM's card seems to count); 20.91B / 3.61B; 116.83B / 5.13B.
+    const auto r = runCli({"info", "--preset", "GLM-Air"});
+    QCOMPARE(r.code, 0);
+    for (const char* want :
+         {"architecture:    glm4moe", "46 (45 MoE, 1 dense) + 1 next-token-prediction layer",
+          "parameters:      109.23B in the file, 106.85B in the layers run, 12.80B active per token",
+          "128 per layer, 8 used per token, ffn 1408", "expert types:    Q8_0", "one expert:      18.38 MB"})
+      QVERIFY2(r.out.contains(want), qPrintable(want + ("\n" + r.out)));
+    expectFailure(runCli({"info", "--preset", "GLM-Air", "--quant", "q4_k"}), 2, "not whole q4_k blocks");
+    for (auto [preset, want] :
+         {std::pair{"OSS-20B", "20.91B in the file, 20.91B in the layers run, 3.61B active"},
+          std::pair{"OSS-120B", "116.83B in the file, 116.83B in the layers run, 5.13B active"}}) {
+      const auto oss = runCli({"info", "--preset", preset, "--quant", "mxfp4"});
+      QVERIFY2(oss.code == 0 && oss.out.contains(want) && oss.out.contains("architecture:    gpt-oss"),
+               qPrintable(oss.out + oss.err));
+    }
   }
 
   void genModelInEachAddedTypeThenGenerate() {

@@ -11,6 +11,7 @@
 #include "app/core/predictor_store.h"
 #include "demo_predictor.h"
 #include "gui_fixture.h"
+#include "models/synthetic_model.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/expert_heat_map.h"
@@ -58,6 +59,34 @@ class GuiEndToEndTest : public QObject {
     QVERIFY(!app.window->findChild<QLabel*>("perfDecode")->text().startsWith("–"));
     app.window->heatMap()->refresh();
     QVERIFY(app.window->heatMap()->readyCount() > 0);
+  }
+
+  // Every architecture the engine runs, opened from a file by the window and chatted
+  // with: the reply comes back stored and complete, in the model's chat template.
+  void chatsWithAModelOfEveryArchitecture_data() {
+    QTest::addColumn<QString>("arch");
+    for (const auto& a : synth::supportedArchs()) QTest::newRow(a.c_str()) << QString::fromStdString(a);
+  }
+  void chatsWithAModelOfEveryArchitecture() {
+    QFETCH(QString, arch);
+    test::GuiApp app(std::make_unique<LocalChatEngine>());
+    const QString path = app.dir.filePath(arch + ".gguf");
+    synth::writeModel(synth::tinySpec(arch.toStdString()), path.toStdString());
+    SamplingDefaults s = app.settings->sampling();
+    s.max_tokens = 8;
+    app.settings->setSampling(s);
+    app.window->loadModel({arch, path});
+    QTRY_VERIFY_WITH_TIMEOUT(app.chat->modelReady(), 60000);
+    QCOMPARE(QString::fromStdString(app.chat->model()->architecture), arch);
+    auto* edit = app.window->composer()->editor();
+    QTest::keyClicks(edit, "Hello");
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_VERIFY(app.chat->current() != 0);
+    QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 60000);
+    const auto msgs = app.store->messages(app.chat->current());
+    QCOMPARE(msgs.size(), size_t(2));
+    QCOMPARE(msgs[1].state, MessageState::Complete);
+    QVERIFY(*msgs[1].stats.completion_tokens >= 1 && *msgs[1].stats.completion_tokens <= 8);
   }
 
   void storedPredictorIsFoundAndUsedWhenTheModelOpens() {

@@ -3,6 +3,7 @@
 #include <QtTest>
 
 #include "engine_fixture.h"
+#include "inference/routing.h"
 #include "models/quant.h"
 
 using namespace moe;
@@ -68,6 +69,72 @@ class ModelConfigTest : public QObject {
     QCOMPARE(c.n_expert_shared, spec.n_expert_shared);
     QCOMPARE(c.n_ff_shexp, spec.n_expert_shared * spec.n_ff_exp);
     QCOMPARE(c.n_leading_dense, spec.n_leading_dense);
+  }
+
+  void glm4moeSkipsItsPredictionLayerAndBiasesTheRouter() {
+    auto backend = makeCpuBackend(1);
+    const auto model = Model::load(
+        gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("glm4moe")).toBytes()), *backend);
+    const ModelConfig& c = model->config();
+    QCOMPARE(c.n_layer, 3);  // block_count 4 = 3 run + 1 next-token-prediction layer
+    QCOMPARE(c.n_nextn, 1);
+    QCOMPARE(int(c.gating), int(GatingFunc::Sigmoid));
+    QVERIFY(c.norm_topk_weights);
+    QCOMPARE(c.expert_weights_scale, 1.5f);
+    QCOMPARE(c.n_leading_dense, 1);
+    QCOMPARE(c.n_ff_shexp, 32);
+    QCOMPARE(c.n_rot, 8);
+    QCOMPARE(int(c.rope_style), int(RopeStyle::Neox));
+    QCOMPARE(int(model->weights().layers.size()), 3);
+    QVERIFY(model->weights().layers[0].expert_bias.empty());  // the dense layer
+    QCOMPARE(int(model->weights().layers[1].expert_bias.size()), 8);
+    QCOMPARE(int(model->hostExperts().size()), 3);
+  }
+
+  void gptOssAlternatesWindowsAndScalesRope() {
+    auto backend = makeCpuBackend(1);
+    const auto model = Model::load(
+        gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("gpt-oss")).toBytes()), *backend);
+    const ModelConfig& c = model->config();
+    QCOMPARE(c.sliding_window, 4);
+    QCOMPARE(c.windowOf(0), 4);  // even layers in the window, odd ones see everything
+    QCOMPARE(c.windowOf(1), 0);
+    QCOMPARE(c.windowOf(2), 4);
+    QVERIFY(c.yarn.active());
+    QCOMPARE(c.yarn.factor, 4.0f);
+    QCOMPARE(c.yarn.orig_ctx, 64);
+    QVERIFY(c.expert_biases && c.clamped_swiglu);
+    QVERIFY(c.norm_topk_weights);  // softmax over the chosen k
+    const auto& L = model->weights().layers[1];
+    QVERIFY(L.attn_sinks && L.bo && L.router_bias && L.exp_gate_bias && L.exp_up_bias && L.exp_down_bias);
+    QCOMPARE(QString(chatFamilyName(model->chatFamily())), QString("harmony"));
+  }
+
+  void unknownRopeScalingIsNamed() {
+    auto w = synth::buildModel(synth::tinySpec("llama"));
+    w.setString("llama.rope.scaling.type", "longrope");
+    auto backend = makeCpuBackend(1);
+    const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(w.toBytes()), *backend); });
+    QVERIFY2(msg.contains("longrope") && msg.contains("not supported"), qPrintable(msg));
+  }
+
+  void selectionBiasChoosesButDoesNotWeigh() {
+    // Sigmoid scores of logits {2, 1, 0, -1}: expert 0 and 1 lead; a bias of +1 on
+    // expert 3 makes it chosen, with its unbiased score as weight.
+    const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+    const float bias[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    RoutingRule rule{4, 2, GatingFunc::Sigmoid, false, 2.0f};
+    int ids[2];
+    float w[2];
+    routeToken(logits, rule, ids, w);
+    QCOMPARE(ids[0], 0);
+    QCOMPARE(ids[1], 1);
+    rule.selection_bias = bias;
+    routeToken(logits, rule, ids, w);
+    QCOMPARE(ids[0], 3);  // 1/(1+e) + 1 = 1.269 > sigmoid(2) = 0.881
+    QCOMPARE(ids[1], 0);
+    QCOMPARE(w[0], float(2.0 / (1.0 + std::exp(1.0))));
+    QCOMPARE(w[1], float(2.0 / (1.0 + std::exp(-2.0))));
   }
 
   void unsupportedArchitectureIsNamed() {

@@ -37,13 +37,22 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
   m["token_embd.weight"] = {{d, n_vocab}, wt};
   m["output_norm.weight"] = {{d}, F32};
   if (!s.tied_output) m["output.weight"] = {{d, n_vocab}, wt};
-  for (int l = 0; l < s.n_layer; ++l) {
+  for (int l = 0; l < s.n_layer + s.n_nextn; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
+    if (l >= s.n_layer) {  // glm4moe's next-token-prediction layer adds its own four
+      m[b + "nextn.eh_proj.weight"] = {{2 * d, d}, wt};
+      for (const char* n : {"nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"})
+        m[b + n] = {{d}, F32};
+    }
     m[b + "attn_norm.weight"] = {{d}, F32};
     m[b + "attn_q.weight"] = {{d, q}, wt};
     m[b + "attn_k.weight"] = {{d, kv}, wt};
     m[b + "attn_v.weight"] = {{d, kv}, wt};
     m[b + "attn_output.weight"] = {{q, d}, wt};
+    if (s.arch == "gpt-oss") {
+      m[b + "attn_output.bias"] = {{d}, F32};
+      m[b + "attn_sinks.weight"] = {{uint64_t(s.n_head)}, F32};
+    }
     if (s.qkv_bias) {
       m[b + "attn_q.bias"] = {{q}, F32};
       m[b + "attn_k.bias"] = {{kv}, F32};
@@ -57,7 +66,8 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
       m[b + "attn_q_norm.weight"] = {{q}, F32};
       m[b + "attn_k_norm.weight"] = {{kv}, F32};
     }
-    m[b + "ffn_norm.weight"] = {{d}, F32};
+    m[b + (s.arch == "glm4moe" || s.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight")] = {
+        {d}, F32};
     if (l < s.n_leading_dense) {
       m[b + "ffn_gate.weight"] = {{d, uint64_t(s.n_ff)}, wt};
       m[b + "ffn_up.weight"] = {{d, uint64_t(s.n_ff)}, wt};
@@ -68,6 +78,13 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
     m[b + "ffn_gate_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_up_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_down_exps.weight"] = {{ff, d, ne}, et};
+    if (s.arch == "glm4moe") m[b + "exp_probs_b.bias"] = {{ne}, F32};
+    if (s.arch == "gpt-oss") {
+      m[b + "ffn_gate_inp.bias"] = {{ne}, F32};
+      m[b + "ffn_gate_exps.bias"] = {{ff, ne}, F32};
+      m[b + "ffn_up_exps.bias"] = {{ff, ne}, F32};
+      m[b + "ffn_down_exps.bias"] = {{d, ne}, F32};
+    }
     if (s.n_expert_shared > 0) {
       const uint64_t sh = s.n_ff_shexp;
       m[b + "ffn_gate_shexp.weight"] = {{d, sh}, wt};
@@ -176,13 +193,13 @@ class TestSynthetic : public QObject {
     QCOMPARE(*f.getString("general.architecture"), s.arch);
     QCOMPARE(*f.getString("general.name"), s.name);
     const std::string a = s.arch + ".";
-    QCOMPARE(u(f, a + "block_count"), uint64_t(s.n_layer));
+    QCOMPARE(u(f, a + "block_count"), uint64_t(s.n_layer + s.n_nextn));
     QCOMPARE(u(f, a + "embedding_length"), uint64_t(s.n_embd));
     QCOMPARE(u(f, a + "context_length"), uint64_t(s.n_ctx));
     QVERIFY(u(f, a + "feed_forward_length") > 0);
     QCOMPARE(u(f, a + "attention.head_count"), uint64_t(s.n_head));
     QCOMPARE(u(f, a + "attention.head_count_kv"), uint64_t(s.n_head_kv));
-    QCOMPARE(u(f, a + "rope.dimension_count"), uint64_t(s.head_dim));
+    QCOMPARE(u(f, a + "rope.dimension_count"), uint64_t(s.n_rot > 0 ? s.n_rot : s.head_dim));
     QCOMPARE(u(f, a + "expert_count"), uint64_t(s.n_expert));
     QCOMPARE(u(f, a + "expert_used_count"), uint64_t(s.n_expert_used));
     QCOMPARE(u(f, a + "expert_feed_forward_length"), uint64_t(s.n_ff_exp));
@@ -204,6 +221,18 @@ class TestSynthetic : public QObject {
       QCOMPARE(*f.getFloat(a + "expert_weights_scale"), 1.0);
       QCOMPARE(s.n_layer, 3);
       QCOMPARE(u(f, a + "feed_forward_length"), uint64_t(s.n_ff));
+    }
+    if (s.arch == "gpt-oss") {
+      QCOMPARE(u(f, a + "attention.sliding_window"), 4ull);
+      QCOMPARE(*f.getString(a + "rope.scaling.type"), std::string("yarn"));
+      QCOMPARE(u(f, a + "rope.scaling.original_context_length"), 64ull);
+    }
+    if (s.arch == "glm4moe") {
+      QCOMPARE(u(f, a + "nextn_predict_layers"), 1ull);
+      QCOMPARE(u(f, a + "expert_gating_func"), 2ull);
+      QVERIFY(s.n_rot < s.head_dim);  // partial rotary dimensions
+      QVERIFY(f.findTensor("blk.3.nextn.eh_proj.weight") && f.findTensor("blk.1.exp_probs_b.bias"));
+      QVERIFY(f.findTensor("blk.0.post_attention_norm.weight") && !f.findTensor("blk.0.ffn_norm.weight"));
     }
 
     // Vocabulary.
@@ -248,7 +277,7 @@ class TestSynthetic : public QObject {
   }
 
   void presets() {
-    QCOMPARE(synth::presetNames().size(), size_t(7));
+    QCOMPARE(synth::presetNames().size(), size_t(10));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::presetSpec("DS-2"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::tinySpec("deepseek2"));
     // Rows of MODEL-SHAPES.md.

@@ -518,6 +518,19 @@ class TestTokenizer : public QObject {
              std::string("[INST] Hi [/INST]"));
     QCOMPARE(chatStopStrings(ChatFamily::ChatML).front(), std::string("<|im_end|>"));
     QCOMPARE(std::string(chatFamilyName(ChatFamily::Olmoe)), std::string("olmoe"));
+    QCOMPARE(applyChatTemplate(ChatFamily::Glm, conv, true),
+             std::string("[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello.<|user|>\nWhy?"
+                         "<|assistant|>"));
+    QCOMPARE(chatStopStrings(ChatFamily::Glm).front(), std::string("<|user|>"));
+    const std::string h = applyChatTemplate(ChatFamily::Harmony, conv, true);
+    QVERIFY(h.rfind("<|start|>system<|message|>", 0) == 0);
+    QVERIFY(h.find("<|start|>developer<|message|># Instructions\n\nBe brief.<|end|>") != std::string::npos);
+    QVERIFY(
+        h.find("<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|end|>"
+               "<|start|>user<|message|>Why?<|end|><|start|>assistant") != std::string::npos);
+    const std::string prompt = "<|start|>assistant";
+    QVERIFY(h.size() >= prompt.size() && h.compare(h.size() - prompt.size(), prompt.size(), prompt) == 0);
+    QCOMPARE(chatStopStrings(ChatFamily::Harmony).front(), std::string("<|return|>"));
   }
 
   void chatFamilyFromGguf_data() {
@@ -532,6 +545,12 @@ class TestTokenizer : public QObject {
                                << "" << int(ChatFamily::DeepSeek);
     QTest::newRow("olmoe") << "olmoe"
                            << "" << int(ChatFamily::Olmoe);
+    QTest::newRow("glm4moe") << "glm4moe"
+                             << "" << int(ChatFamily::Glm);
+    QTest::newRow("gpt-oss") << "gpt-oss"
+                             << "" << int(ChatFamily::Harmony);
+    QTest::newRow("glm template") << "qwen2moe"
+                                  << "[gMASK]<sop>{% for m in messages %}" << int(ChatFamily::Glm);
     QTest::newRow("llama with chatml template") << "llama"
                                                 << "{{'<|im_start|>' + role}}" << int(ChatFamily::ChatML);
   }

@@ -1,6 +1,7 @@
 #include "app/cli/bench_model.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,14 +16,12 @@
 namespace moe::cli {
 namespace {
 
-gguf::TensorType parseQuant(std::string q) {
-  std::transform(q.begin(), q.end(), q.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (q == "f32") return gguf::TensorType::F32;
-  if (q == "f16") return gguf::TensorType::F16;
-  if (q == "bf16") return gguf::TensorType::BF16;
-  if (q == "q8_0") return gguf::TensorType::Q8_0;
-  if (q == "q4_0") return gguf::TensorType::Q4_0;
-  throw UsageError("unknown --quant '" + q + "' (f32, f16, bf16, q8_0, q4_0)");
+gguf::TensorType parseQuant(const std::string& q) {
+  try {
+    return synth::parseWeightType(q);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--quant: ") + e.what());
+  }
 }
 
 synth::SyntheticSpec specFor(const std::string& preset) {
@@ -61,11 +60,35 @@ std::string defaultModelCacheDir() {
   return ".moechat-cache";
 }
 
+PresetLayoutFile::PresetLayoutFile(const std::string& preset, const std::string& quant) {
+  synth::SyntheticSpec spec = specFor(preset);
+  spec.expert_type = spec.weight_type = parseQuant(quant);
+  // The real shape or nothing: a width that is not whole blocks of the type is what
+  // real mixes store in another type (e.g. GLM's expert width 1408 in Q5_0 or Q8_0
+  // within a Q4_K_M file).
+  const synth::SyntheticSpec fitted = synth::fitToBlocks(spec);
+  if (fitted.n_embd != spec.n_embd || fitted.n_ff_exp != spec.n_ff_exp || fitted.n_ff != spec.n_ff ||
+      fitted.head_dim != spec.head_dim || fitted.n_ff_shexp != spec.n_ff_shexp)
+    throw UsageError(
+        "the " + preset + " shape has widths that are not whole " + quant +
+        " blocks; describe it in a type of 32-element blocks (--quant q8_0, q4_0, q5_0, mxfp4, ...)");
+  path_ = (std::filesystem::temp_directory_path() /
+           ("moechat-layout-" + std::to_string(::getpid()) + "-" + preset + ".gguf"))
+              .string();
+  synth::writeModelLayout(spec, path_);
+}
+
+PresetLayoutFile::~PresetLayoutFile() {
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+}
+
 std::string ensurePresetModel(const std::string& preset, const std::string& quant, const std::string& dir) {
   synth::SyntheticSpec spec = specFor(preset);
   const gguf::TensorType type = parseQuant(quant);
   spec.expert_type = type;
   spec.weight_type = type;
+  spec = synth::fitToBlocks(spec);
   std::string q = quant;
   std::transform(q.begin(), q.end(), q.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   const std::filesystem::path folder(dir);

@@ -13,8 +13,23 @@ std::string defaultModelCacheDir();
 
 // Path of the model file for (preset, quant) in `dir`, generated first when it is
 // missing (after checking the folder's free space; a clear error when it does not
-// fit). quant: f32, f16, bf16, q8_0, q4_0 (any case). Throws UsageError for an
+// fit). quant: any type of quant::kComputeTypes (any case); widths are rounded up
+// to whole blocks (synth::fitToBlocks). Throws UsageError for an
 // unknown preset or quant, std::runtime_error for too little disk space.
 std::string ensurePresetModel(const std::string& preset, const std::string& quant, const std::string& dir);
+
+// A preset's layout (header and a sparse data section) written to a temporary
+// file for `info --preset`; removed when the returned object goes.
+class PresetLayoutFile {
+ public:
+  PresetLayoutFile(const std::string& preset, const std::string& quant);
+  ~PresetLayoutFile();
+  PresetLayoutFile(const PresetLayoutFile&) = delete;
+  PresetLayoutFile& operator=(const PresetLayoutFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace moe::cli

@@ -1,7 +1,11 @@
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 
+#include "app/cli/bench_model.h"
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "inference/backend.h"
@@ -24,6 +28,56 @@ std::string humanBytes(uint64_t b) {
   else
     std::snprintf(buf, sizeof buf, "%.1f KB", x / 1e3);
   return buf;
+}
+
+// Parameters (elements) of the model: everything in the file; without the layers
+// the forward pass skips (next-token prediction); and active per token (the routed
+// experts only n_expert_used of n_expert; the input embedding, a lookup, not at all),
+// as model cards count them.
+struct ParameterCounts {
+  double in_file = 0, run = 0, active = 0;
+};
+
+std::string countText(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.0fK", n / 1e3);
+  return buf;
+}
+
+// Stacked experts (ffn_gate_exps) or old Mixtral files' one tensor per expert
+// (ffn_gate.3.weight).
+bool isRoutedExpertTensor(const std::string& name) {
+  if (name.find("_exps.") != std::string::npos) return true;
+  for (const char* part : {".ffn_gate.", ".ffn_up.", ".ffn_down."}) {
+    const size_t at = name.find(part);
+    if (at != std::string::npos && std::isdigit(static_cast<unsigned char>(name[at + std::strlen(part)])))
+      return true;
+  }
+  return false;
+}
+
+ParameterCounts countParameters(const Model& m) {
+  const auto& c = m.config();
+  ParameterCounts p;
+  for (const auto& t : m.file().tensors()) {
+    const double n = static_cast<double>(t.nElements());
+    p.in_file += n;
+    int layer = -1;
+    if (t.name.rfind("blk.", 0) == 0) layer = std::atoi(t.name.c_str() + 4);
+    if (layer >= c.n_layer) continue;
+    p.run += n;
+    const bool routed = isRoutedExpertTensor(t.name);
+    // The input embedding is a lookup of one row per token, not computed with;
+    // tied to the output projection it is read whole.
+    const bool lookup_only = t.name == "token_embd.weight" && !m.weights().output_tied;
+    if (!lookup_only) p.active += routed ? n * c.n_expert_used / c.n_expert : n;
+  }
+  return p;
 }
 
 std::string expertTypes(const Model& m) {
@@ -52,8 +106,28 @@ std::string computeLine(const std::string& requested) {
 int runInfo(const std::vector<std::string>& argv) {
   auto value_opts = modelValueOptions();
   value_opts.insert("--vram");
+  value_opts.insert("--preset");
+  value_opts.insert("--quant");
   const Args args(argv, value_opts, modelFlags());
-  SessionOptions so = sessionOptions(args);
+  // A full-size preset is described from its layout, never generated.
+  std::unique_ptr<PresetLayoutFile> layout;
+  if (auto preset = args.value("--preset")) {
+    if (!args.positionals().empty() || args.flag("--demo"))
+      throw UsageError("--preset and a model are exclusive");
+    layout = std::make_unique<PresetLayoutFile>(*preset, args.valueOr("--quant", "q8_0"));
+  } else if (args.value("--quant")) {
+    throw UsageError("--quant goes with --preset");
+  }
+  std::vector<std::string> model_argv;  // the arguments with the layout file as the model
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--preset" || argv[i] == "--quant") {
+      ++i;
+      continue;
+    }
+    model_argv.push_back(argv[i]);
+  }
+  if (layout) model_argv.push_back(layout->path());
+  SessionOptions so = sessionOptions(Args(model_argv, value_opts, modelFlags()));
   const double vram_gb = args.doubleOr("--vram", 24.0);
   if (!(vram_gb > 0 && vram_gb <= 1e6)) throw UsageError("--vram must be in (0, 1e6] (GB)");
 
@@ -64,13 +138,20 @@ int runInfo(const std::vector<std::string>& argv) {
   const auto& c = model->config();
   const auto& s = model->sizes();
 
-  std::printf("file:            %s (%s)\n", so.demo ? "(embedded demo model)" : so.model_path.c_str(),
-              humanBytes(file_size).c_str());
+  if (layout)
+    std::printf("preset:          %s in %s (its layout only; the weights were not written): %s\n",
+                args.valueOr("--preset", "").c_str(), args.valueOr("--quant", "q8_0").c_str(),
+                humanBytes(file_size).c_str());
+  else
+    std::printf("file:            %s (%s)\n", so.demo ? "(embedded demo model)" : so.model_path.c_str(),
+                humanBytes(file_size).c_str());
   if (so.demo || model->isSynthetic()) std::printf("note:            %s\n", kDemoNotice);
   std::printf("name:            %s\n", c.model_name.c_str());
   std::printf("compute:         %s\n", computeLine(so.backend).c_str());
   std::printf("architecture:    %s\n", c.arch_name.c_str());
-  std::printf("layers:          %d (%d MoE, %d dense)\n", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
+  std::printf("layers:          %d (%d MoE, %d dense)", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
+  if (c.n_nextn > 0) std::printf(" + %d next-token-prediction layer(s) in the file, not run", c.n_nextn);
+  std::printf("\n");
   std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
               c.n_head_kv, c.head_dim, c.rope_style == RopeStyle::Norm ? "norm" : "neox", c.rope_freq_base);
   std::printf("experts:         %d per layer, %d used per token, ffn %d\n", c.n_expert, c.n_expert_used,
@@ -79,6 +160,10 @@ int runInfo(const std::vector<std::string>& argv) {
     std::printf("shared experts:  ffn %d%s\n", c.n_ff_shexp, c.shared_expert_gated ? " (sigmoid-gated)" : "");
   std::printf("vocabulary:      %d tokens; context %d; chat template %s\n", c.n_vocab, c.n_ctx_train,
               chatFamilyName(model->chatFamily()));
+  const ParameterCounts params = countParameters(*model);
+  std::printf("parameters:      %s in the file, %s in the layers run, %s active per token\n",
+              countText(params.in_file).c_str(), countText(params.run).c_str(),
+              countText(params.active).c_str());
   std::printf("expert types:    %s\n", expertTypes(*model).c_str());
   std::printf("one expert:      %s\n", humanBytes(s.expert_bytes).c_str());
   std::printf("routed experts:  %s (%d layers x %d)\n", humanBytes(s.routed_expert_bytes).c_str(),

@@ -18,8 +18,10 @@ struct CommandHelp {
 };
 
 const CommandHelp kCommands[] = {
-    {"info", R"(  info (FILE | --demo) [--vram GB] [--ctx N]
-      architecture, sizes, expert bytes, and what fits a VRAM budget
+    {"info", R"(  info (FILE | --demo | --preset P [--quant T]) [--vram GB] [--ctx N]
+      architecture, sizes, parameters, expert bytes, and what fits a VRAM budget;
+      --preset describes a full-size shape (gen-model's presets) in type T (q8_0)
+      without writing its weights
 )",
      true},
     {"generate", R"(  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]

@@ -66,10 +66,14 @@ class CpuBackend final : public Backend {
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
+  void ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                float freq_base, RopeStyle style, const RopeYarn& yarn) override;
   // F32 or F16 caches (both of one type): std::invalid_argument for another.
   void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,
                  const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, size_t n) override;
+  void swigluClamped(const float* gate, const float* up, float* out, size_t n, float alpha,
+                     float limit) override;
   void add(float* y, const float* x, size_t n) override;
   void axpy(float* y, const float* x, float a, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;

@@ -46,6 +46,7 @@ void CudaBackend::release() noexcept {
   if (stream_) cudaStreamSynchronize(stream_);
   for (float* p : allocations_) cudaFree(p);
   allocations_.clear();
+  selection_biases_.clear();  // their device copies were among allocations_
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
   for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_})
@@ -307,6 +308,8 @@ void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_
 
 void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,
                             int n_tokens, const AttentionShape& shape, float* out) {
+  if (shape.sinks || shape.window > 0)
+    throw std::invalid_argument("cuda backend: attention sinks and sliding windows are not implemented yet");
   const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
   if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
     throw std::invalid_argument("cuda backend: attention: bad shape n_head " + std::to_string(n_head) +

@@ -113,6 +113,7 @@ class CudaBackend final : public Backend {
              int64_t ldy);
   const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base);
   void release() noexcept;
+  const float* deviceSelectionBias(const float* host, int n);
   void freeAfterQueuedWork(void* p) noexcept;
 
   std::string device_name_;
@@ -130,6 +131,11 @@ class CudaBackend final : public Backend {
   size_t float_tile_bytes_ = 0;  // the dequantisation tile the F16/BF16 weights prepared so far need
   Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
   Scratch attn_;  // attention's per-chunk partials (decode)
+  struct SelectionBias {
+    std::vector<float> values;  // as uploaded, compared with the host values at each use
+    float* device = nullptr;    // freed with the backend's other allocations
+  };
+  std::unordered_map<const float*, SelectionBias> selection_biases_;
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   cudaEvent_t readback_done_ = nullptr;

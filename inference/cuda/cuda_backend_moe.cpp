@@ -19,6 +19,22 @@ void CudaBackend::sigmoidGatedAdd(float* y, const float* x, const float* gate_lo
   cuda::launchSigmoidGatedAdd(y, x, gate_logits, n_rows, width, stream_);
 }
 
+// The device copy of a layer's selection bias, uploaded on first use and again
+// whenever the host values at that address differ from what was uploaded.
+const float* CudaBackend::deviceSelectionBias(const float* host, int n) {
+  SelectionBias& b = selection_biases_[host];
+  if (!b.device || b.values.size() != size_t(n) || !std::equal(b.values.begin(), b.values.end(), host)) {
+    if (!b.device || b.values.size() != size_t(n)) {
+      if (b.device) freeFloats(b.device);
+      b.device = nullptr;
+      b.device = allocFloats(size_t(n));
+    }
+    b.values.assign(host, host + n);
+    fromHost(b.device, b.values.data(), size_t(n));
+  }
+  return b.device;
+}
+
 void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
                             int32_t* host_ids, float* host_weights) {
   if (n_tokens <= 0) return;
@@ -28,7 +44,9 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
   const size_t n = static_cast<size_t>(n_tokens) * rule.k;
   auto* ids = reinterpret_cast<int*>(routing);
   if (rule.n_expert <= cuda::kMaxRouteExperts && rule.k <= cuda::kMaxRouteK) {
-    cuda::launchRouteTopK(logits, n_tokens, rule.n_expert, rule.k, rule.gating == GatingFunc::Softmax,
+    const float* bias =
+        rule.selection_bias ? deviceSelectionBias(rule.selection_bias, rule.n_expert) : nullptr;
+    cuda::launchRouteTopK(logits, bias, n_tokens, rule.n_expert, rule.k, rule.gating == GatingFunc::Softmax,
                           rule.norm_topk, rule.scale, ids, routing + n, stream_);
     // ids and weights are adjacent: one read back of both.
     std::vector<int32_t> both(2 * n);

@@ -91,9 +91,10 @@ struct MoeLaunch {
   float* outputs = nullptr;              // [n_slots][n_embd] each (token, rank)'s expert output
 };
 // logits: [n_tokens][n_expert] -> ids, weights: [n_tokens][k] (ties to the lower id;
-// softmax or sigmoid gating; norm: weights renormalised over the k; then * scale).
-void launchRouteTopK(const float* logits, int n_tokens, int n_expert, int k, bool softmax, bool norm,
-                     float scale, int* ids, float* weights, cudaStream_t stream);
+// softmax or sigmoid gating; bias: [n_expert] added for choosing only, or null;
+// norm: weights renormalised over the k; then * scale).
+void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n_expert, int k, bool softmax,
+                     bool norm, float scale, int* ids, float* weights, cudaStream_t stream);
 // Fills the slots of every (token, rank) routed to the table's experts.
 void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream);
 // out[t] = sum over j ascending of weights[t][j] * slots[t * k + j]; out: [n_tokens][n_embd].

@@ -26,11 +26,13 @@ constexpr int kWarps = 4;  // weight rows per block
 constexpr int kTokenTile = 8;
 constexpr int kRouteThreads = 64;  // a token's experts are few (<= kMaxRouteExperts): 8 each at most
 
-// One block per token. Probabilities in double, top-k by probability with ties to
-// the lower id, optional renormalisation, then the scale: the CPU's routeToken.
-__global__ void routeTopKKernel(const float* logits, int n_expert, int k, bool softmax, bool norm,
-                                float scale, int* ids, float* weights) {
+// One block per token. Probabilities in double, top-k by probability (plus the
+// selection bias, when given) with ties to the lower id, weights the unbiased
+// probabilities, optional renormalisation, then the scale: the CPU's routeToken.
+__global__ void routeTopKKernel(const float* logits, const float* bias, int n_expert, int k, bool softmax,
+                                bool norm, float scale, int* ids, float* weights) {
   __shared__ double p[kMaxRouteExperts];
+  __shared__ double choice[kMaxRouteExperts];
   __shared__ double chosen_p[kMaxRouteK];
   __shared__ double total;
   const int t = blockIdx.x;
@@ -59,25 +61,29 @@ __global__ void routeTopKKernel(const float* logits, int n_expert, int k, bool s
       p[e] = 1.0 / (1.0 + exp(-static_cast<double>(row[e])));
   }
   __syncthreads();
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) choice[e] = bias ? p[e] + double(bias[e]) : p[e];
+  __syncthreads();
   if (threadIdx.x >= 32) return;  // warp 0 picks the k largest
   // Every lane ends each round knowing the winner; the lane that owns its entry
   // (e % 32 == lane) marks it taken, and only that lane ever reads it again.
   const int lane = threadIdx.x;
   int* out_ids = ids + static_cast<int64_t>(t) * k;
   double chosen_sum = 0;
+  constexpr double kTaken = -1e300;  // below every (biased) probability
   for (int i = 0; i < k; ++i) {
-    double best = -1.0;
+    double best = kTaken;
     int best_id = n_expert;
     for (int e = lane; e < n_expert; e += 32)
-      if (p[e] > best || (p[e] == best && e < best_id)) best = p[e], best_id = e;
+      if (choice[e] > best || (choice[e] == best && e < best_id)) best = choice[e], best_id = e;
     for (int off = 16; off > 0; off /= 2) {
       const double ob = __shfl_xor_sync(0xffffffffu, best, off);
       const int oid = __shfl_xor_sync(0xffffffffu, best_id, off);
       if (ob > best || (ob == best && oid < best_id)) best = ob, best_id = oid;
     }
-    if (best_id % 32 == lane) p[best_id] = -2.0;  // below every probability
-    if (lane == 0) out_ids[i] = best_id, chosen_p[i] = best;
-    chosen_sum += best;
+    if (best_id % 32 == lane) choice[best_id] = kTaken;
+    const double prob = p[best_id];  // the owning lane changed only choice[]
+    if (lane == 0) out_ids[i] = best_id, chosen_p[i] = prob;
+    chosen_sum += prob;
   }
   if (lane == 0)
     for (int i = 0; i < k; ++i) {
@@ -279,11 +285,11 @@ void launchDownT(const MoeLaunch& m, cudaStream_t stream) {
 
 }  // namespace
 
-void launchRouteTopK(const float* logits, int n_tokens, int n_expert, int k, bool softmax, bool norm,
-                     float scale, int* ids, float* weights, cudaStream_t stream) {
+void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n_expert, int k, bool softmax,
+                     bool norm, float scale, int* ids, float* weights, cudaStream_t stream) {
   if (n_tokens <= 0) return;
-  launchKernel(routeTopKKernel, static_cast<unsigned>(n_tokens), kRouteThreads, 0, stream, logits, n_expert,
-               k, softmax, norm, scale, ids, weights);
+  launchKernel(routeTopKKernel, static_cast<unsigned>(n_tokens), kRouteThreads, 0, stream, logits, bias,
+               n_expert, k, softmax, norm, scale, ids, weights);
   checkLaunch("MoE routing kernel");
 }
 

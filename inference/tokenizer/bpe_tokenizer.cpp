@@ -132,6 +132,14 @@ constexpr const char* kLlama3Regex =
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// GPT-4o / gpt-oss (tiktoken o200k_base pat_str; GGUF pre "gpt-4o"): cased words
+// split at case changes, contractions attached, up to 3 digits, "/" kept with
+// punctuation runs.
+constexpr const char* kO200kRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // DeepSeek LLM / DeepSeekMoE v1 tokenizer.json: a Sequence of Split
 // (Isolated) regexes. The published second regex lists the cased letters of
 // Unicode as explicit ranges (A-Za-z, µ, À-Ö, ...); we write that set as PCRE2's
@@ -155,6 +163,7 @@ std::vector<std::string> regexesFor(std::string_view name) {
   if (name == "default" || name == "gpt2" || name == "olmo") return {kGpt2Regex};
   if (name == "llama-bpe" || name == "llama3") return {kLlama3Regex};
   if (name == "qwen2") return {kQwen2Regex};
+  if (name == "gpt-4o") return {kO200kRegex};
   if (name == "deepseek-llm") return deepseekLlmRegexes();
   return {};
 }
@@ -217,7 +226,7 @@ PreTokenizer::PreTokenizer(std::string_view pre_name) {
 PreTokenizer::~PreTokenizer() = default;
 
 std::vector<std::string> PreTokenizer::knownNames() {
-  return {"default", "gpt2", "olmo", "llama-bpe", "llama3", "qwen2", "deepseek-llm"};
+  return {"default", "gpt2", "olmo", "llama-bpe", "llama3", "qwen2", "gpt-4o", "deepseek-llm"};
 }
 
 std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {

@@ -88,10 +88,51 @@ std::string olmoe(const std::vector<ChatMessage>& messages, bool add_generation_
   return out;
 }
 
+// zai-org/GLM-4.5 and GLM-4.5-Air (chat_template.jinja): "[gMASK]<sop>", then
+// "<|system|>\n", "<|user|>\n" or "<|assistant|>\n" + content per message; the
+// generation prompt is "<|assistant|>" (the model writes its "\n<think>" itself).
+// Tools and thinking options are not templated.
+std::string glm(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out = "[gMASK]<sop>";
+  for (const auto& m : messages)
+    if (m.role == "system" || m.role == "user" || m.role == "assistant")
+      out += "<|" + m.role + "|>\n" + m.content;
+  if (add_generation_prompt) out += "<|assistant|>";
+  return out;
+}
+
+// gpt-oss's "harmony" format (openai/harmony, the model's chat_template.jinja):
+// "<|start|>" + role + "<|message|>" + content + "<|end|>"; first a system message
+// naming the reasoning effort and the channels, the app's system prompt as the
+// developer's instructions, earlier replies on the final channel, and the
+// generation prompt "<|start|>assistant". The model answers on its analysis
+// channel, then "<|start|>assistant<|channel|>final<|message|>" ... "<|return|>".
+std::string harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out =
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+      "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
+      "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>";
+  std::string instructions;
+  for (const auto& m : messages)
+    if (m.role == "system") instructions += (instructions.empty() ? "" : "\n\n") + m.content;
+  if (!instructions.empty())
+    out += "<|start|>developer<|message|># Instructions\n\n" + instructions + "<|end|>";
+  for (const auto& m : messages) {
+    if (m.role == "user")
+      out += "<|start|>user<|message|>" + m.content + "<|end|>";
+    else if (m.role == "assistant")
+      out += "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>";
+  }
+  if (add_generation_prompt) out += "<|start|>assistant";
+  return out;
+}
+
 bool contains(const std::string& s, std::string_view needle) { return s.find(needle) != std::string::npos; }
 
 // The family a Jinja template text is written for, if its markers tell.
 std::optional<ChatFamily> familyFromTemplate(const std::string& t) {
+  if (contains(t, "[gMASK]")) return ChatFamily::Glm;
+  if (contains(t, "<|channel|>")) return ChatFamily::Harmony;
   if (contains(t, "<|im_start|>")) return ChatFamily::ChatML;
   if (contains(t, "[INST]")) return ChatFamily::Mixtral;
   if (contains(t, "<|user|>") && contains(t, "<|assistant|>")) return ChatFamily::Olmoe;
@@ -103,6 +144,8 @@ ChatFamily familyFromArch(const std::string& arch) {
   if (arch == "llama") return ChatFamily::Mixtral;
   if (arch == "deepseek" || arch == "deepseek2") return ChatFamily::DeepSeek;
   if (arch == "olmoe") return ChatFamily::Olmoe;
+  if (arch == "glm4moe") return ChatFamily::Glm;
+  if (arch == "gpt-oss") return ChatFamily::Harmony;
   return ChatFamily::ChatML;  // qwen2moe, qwen3moe and anything unknown
 }
 
@@ -114,6 +157,8 @@ const char* chatFamilyName(ChatFamily f) {
     case ChatFamily::ChatML: return "chatml";
     case ChatFamily::DeepSeek: return "deepseek";
     case ChatFamily::Olmoe: return "olmoe";
+    case ChatFamily::Glm: return "glm";
+    case ChatFamily::Harmony: return "harmony";
   }
   return "unknown";
 }
@@ -131,6 +176,8 @@ std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>&
     case ChatFamily::ChatML: return chatml(messages, add_generation_prompt);
     case ChatFamily::DeepSeek: return deepseek(messages, add_generation_prompt);
     case ChatFamily::Olmoe: return olmoe(messages, add_generation_prompt);
+    case ChatFamily::Glm: return glm(messages, add_generation_prompt);
+    case ChatFamily::Harmony: return harmony(messages, add_generation_prompt);
   }
   return {};
 }
@@ -141,6 +188,8 @@ std::vector<std::string> chatStopStrings(ChatFamily family) {
     case ChatFamily::ChatML: return {"<|im_end|>", "<|endoftext|>", "<|im_start|>"};
     case ChatFamily::DeepSeek: return {kDeepSeekEos, "\n\nUser:"};
     case ChatFamily::Olmoe: return {"<|endoftext|>", "<|user|>"};
+    case ChatFamily::Glm: return {"<|user|>", "<|observation|>", "<|endoftext|>"};
+    case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user"};
   }
   return {};
 }

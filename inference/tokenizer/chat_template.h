@@ -9,7 +9,7 @@
 
 namespace moe {
 
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe };
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"

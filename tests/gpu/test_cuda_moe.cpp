@@ -198,12 +198,16 @@ TEST_CASE(initTestCase) {
 TEST_CASE(routingEqualsTheCpusExactly) {
   for (moe::GatingFunc gating : {moe::GatingFunc::Softmax, moe::GatingFunc::Sigmoid})
     for (auto [n_expert, k] : {std::pair{8, 2}, std::pair{60, 4}, std::pair{128, 8}, std::pair{512, 1}})
-      for (bool norm : {false, true}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool norm = variant & 1, biased = variant & 2;
         const int n_tokens = 37;
         auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_expert + k), -4.0f, 4.0f);
         // Token 0's two largest logits tie (experts 5 and 6): the lower id ranks first.
         logits[5] = logits[6] = *std::max_element(logits.begin(), logits.begin() + n_expert) + 1.0f;
-        const moe::RoutingRule rule{n_expert, k, gating, norm, 2.5f};
+        // A selection bias (glm4moe's exp_probs_b) of the scores' size: it changes the choice.
+        const auto bias = randomFloats(size_t(n_expert), uint32_t(3 * n_expert), -0.5f, 0.5f);
+        moe::RoutingRule rule{n_expert, k, gating, norm, 2.5f};
+        if (biased) rule.selection_bias = bias.data();
         std::vector<int> ids(size_t(n_tokens) * k), want_ids(ids.size());
         std::vector<float> w(ids.size()), want_w(ids.size());
         DeviceFloats dlogits(logits), routing(2 * ids.size());
@@ -211,8 +215,8 @@ TEST_CASE(routingEqualsTheCpusExactly) {
         for (int t = 0; t < n_tokens; ++t)
           moe::routeToken(&logits[size_t(t) * n_expert], rule, &want_ids[size_t(t) * k],
                           &want_w[size_t(t) * k]);
-        const std::string what =
-            gpu_check::format("%d experts top-%d gating %d norm %d", n_expert, k, int(gating), int(norm));
+        const std::string what = gpu_check::format("%d experts top-%d gating %d norm %d bias %d", n_expert, k,
+                                                   int(gating), int(norm), int(biased));
         CHECK_MSG(ids == want_ids, what + ": ids");
         CHECK_MSG(w == want_w, what + ": weights");
         // The device copy holds the same ids and weights.

@@ -114,8 +114,9 @@ TEST_CASE(policiesMatchCpu) {
         const auto s = engine.snapshot();
         CHECK_MSG(s.bytes_h2d > 0, what);
         CHECK_MSG(s.expert_uses > 0, what);
-        CHECK_EQ(s.cpu_computed, uint64_t(0));           // no CPU backend given: no CPU fallback
-        CHECK_MSG(s.link_bytes_per_second > 0, what);  // measured at start; a rate on a loaded CI host has no floor
+        CHECK_EQ(s.cpu_computed, uint64_t(0));  // no CPU backend given: no CPU fallback
+        CHECK_MSG(s.link_bytes_per_second > 0,
+                  what);  // measured at start; a rate on a loaded CI host has no floor
         INFO("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
              100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
              s.link_bytes_per_second / 1e9);

@@ -47,6 +47,7 @@ _SCALAR_NP = {
 # tensor types: id -> (name, elements per block, bytes per block)
 T_F32, T_F16, T_Q4_0, T_Q8_0 = 0, 1, 2, 8
 T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 12, 13, 14, 30
+T_MXFP4 = 39
 TENSOR_TYPES = {
     T_F32: ("F32", 1, 4),
     T_F16: ("F16", 1, 2),
@@ -56,7 +57,14 @@ TENSOR_TYPES = {
     T_Q5_K: ("Q5_K", 256, 176),
     T_Q6_K: ("Q6_K", 256, 210),
     T_BF16: ("BF16", 1, 2),
+    T_MXFP4: ("MXFP4", 32, 17),
 }
+
+# MXFP4 (OCP Microscaling Formats v1.0): per 32 elements one E8M0 exponent byte e
+# (scale 2^(e-127)) and 16 bytes of E2M1 codes, element j in the low nibble of byte
+# j and element j+16 in the high nibble (ggml's block_mxfp4). E2M1: sign bit 3,
+# exponent bits 1-2, mantissa bit 0, values 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
 
 class GGUFError(Exception):
@@ -244,6 +252,12 @@ def dequantize(data: bytes, ttype: int, n: int) -> np.ndarray:
         lo = (qs & 0x0F).astype(np.float64) - 8.0              # elements 0..15
         hi = (qs >> 4).astype(np.float64) - 8.0                # elements 16..31
         return (d * np.concatenate([lo, hi], axis=1)).reshape(-1)[:n]
+    if ttype == T_MXFP4:
+        b = raw.reshape(-1, 17)
+        scale = np.ldexp(1.0, b[:, 0:1].astype(np.int64) - 127)     # (nb, 1)
+        qs = b[:, 1:17]
+        lo, hi = _E2M1[qs & 0x0F], _E2M1[qs >> 4]
+        return (scale * np.concatenate([lo, hi], axis=1)).reshape(-1)[:n]
     if ttype in (T_Q4_K, T_Q5_K):
         return _dequant_q45k(raw, ttype == T_Q5_K)[:n]
     if ttype == T_Q6_K:

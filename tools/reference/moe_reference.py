@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Plain PyTorch reference forward pass of the GGUF SwiGLU-MoE family
-(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1), written from the
-specification (/work/shared/GGUF-NOTES.md), independently of moechat's C++
-engine.  Readable over fast: whole sequence at once, no KV cache, one
+(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1, glm4moe), written from the
+specification (/work/shared/GGUF-NOTES.md; glm4moe from llama.cpp's glm4_moe graph
+and the GLM-4.5 model cards), independently of moechat's C++ engine.  Readable over fast: whole sequence at once, no KV cache, one
 function per block, float64 by default.
 
 Activations (the `activations` argument, CLI --activations): "float" feeds every
@@ -24,6 +24,8 @@ Mapping to Hugging Face transformers (for the later HF cross-check)
   blk.N.attn_output.weight         layers.N.self_attn.o_proj.weight
   blk.N.attn_{q,k}_norm.weight     layers.N.self_attn.{q,k}_norm.weight  (qwen3moe: per head; olmoe: whole vector)
   blk.N.ffn_norm.weight            layers.N.post_attention_layernorm.weight
+  blk.N.post_attention_norm.weight the same, as glm4moe files name it
+  blk.N.exp_probs_b.bias           mlp.gate.e_score_correction_bias (glm4moe)
   blk.N.ffn_gate_inp.weight        layers.N.{block_sparse_moe,mlp}.gate.weight   (router)
   blk.N.ffn_{gate,up,down}_exps    experts[e].{w1,w3,w2} (Mixtral) / experts[e].{gate,up,down}_proj, stacked on dim 0
   blk.N.ffn_{gate,up,down}_shexp   mlp.shared_expert(s).{gate,up,down}_proj
@@ -65,8 +67,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_read import (GGUFReader, T_BF16, T_F16, T_Q4_0, T_Q4_K, T_Q5_K, T_Q6_K,  # noqa: E402
-                       T_Q8_0)
+from gguf_read import (GGUFReader, T_BF16, T_F16, T_MXFP4, T_Q4_0, T_Q4_K, T_Q5_K,  # noqa: E402
+                       T_Q6_K, T_Q8_0)
 
 ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
 ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
@@ -79,6 +81,13 @@ ARCH_TABLE = {
     "qwen3moe": (ROPE_NEOX, True,  None,        "per_head"),
     "olmoe":    (ROPE_NEOX, False, None,        "whole"),
     "deepseek": (ROPE_NORM, False, "ungated",   None),
+    # GLM-4.5: sigmoid router with a selection bias, last nextn_predict_layers blocks
+    # not run, q/k norm per head only where the file has the tensors.
+    "glm4moe":  (ROPE_NEOX, True,  "ungated",   "per_head_if_present"),
+    # gpt-oss (OpenAI's model card and reference code, llama.cpp's openai_moe graph):
+    # biases everywhere, sink logits, even layers in a sliding window, YaRN, the
+    # router's softmax over its top-k logits, the clamped SwiGLU.
+    "gpt-oss":  (ROPE_NEOX, True,  None,        None),
 }
 
 
@@ -172,7 +181,7 @@ round_q8_k = _torch_rows(quantize_q8_k, dequantize_q8_k)
 # activations mode -> weight type -> rounding of the matmul's input rows (absent: exact)
 ACTIVATION_MODES = {
     "float": {},
-    "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0,
+    "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0, T_MXFP4: round_q8_0,
            T_Q4_K: round_q8_k, T_Q5_K: round_q8_k, T_Q6_K: round_q8_k},
 }
 # "ggml": also rounds the input of F16/BF16 matmuls to f16/bf16, as ggml's CPU
@@ -200,6 +209,11 @@ class Config:
     n_leading_dense: int
     shared_kind: Optional[str]
     qk_norm_kind: Optional[str]
+    sigmoid_gating: bool = False
+    n_nextn: int = 0
+    sliding_window: int = 0          # gpt-oss: even layers see the last `sliding_window` keys
+    yarn_factor: float = 1.0         # > 1: YaRN RoPE
+    yarn_orig_ctx: int = 0
     warnings: List[str] = field(default_factory=list)
 
 
@@ -230,23 +244,30 @@ def config_from_gguf(r: GGUFReader) -> Config:
     n_rot = int(r.metadata.get(f"{arch}.rope.dimension_count", head_dim))
     n_vocab = int(r.tensors["token_embd.weight"].ne[1])
 
-    # Metadata that could contradict the per-arch table: report, follow the table.
+    # Metadata that could contradict the per-arch table: report, follow the table
+    # (glm4moe: the file's keys decide, as GLM-4.5's converter writes them).
     gating = r.metadata.get(f"{arch}.expert_gating_func")
-    if gating is not None and int(gating) != 1:
+    sigmoid = False
+    if arch == "glm4moe":
+        sigmoid = gating is None or int(gating) == 2
+        renorm = bool(r.metadata.get("glm4moe.expert_weights_norm", True))
+    elif gating is not None and int(gating) != 1:
         warnings.append(f"{arch}.expert_gating_func={gating} (not softmax); reference uses softmax")
     wnorm = r.metadata.get(f"{arch}.expert_weights_norm")
-    if wnorm is not None and bool(wnorm) != renorm:
+    if arch != "glm4moe" and wnorm is not None and bool(wnorm) != renorm:
         warnings.append(f"{arch}.expert_weights_norm={wnorm} but arch table says renorm={renorm}; using table")
 
     scale = 1.0
-    if arch == "deepseek":
-        scale = float(r.metadata.get("deepseek.expert_weights_scale", 1.0))
+    if arch in ("deepseek", "glm4moe"):
+        scale = float(r.metadata.get(f"{arch}.expert_weights_scale", 1.0))
     elif f"{arch}.expert_weights_scale" in r.metadata:
         warnings.append(f"{arch}.expert_weights_scale present but unused by this arch")
 
+    n_nextn = int(r.metadata.get(f"{arch}.nextn_predict_layers", 0))
+    yarn = r.metadata.get(f"{arch}.rope.scaling.type") == "yarn"
     return Config(
         arch=arch,
-        n_layer=int(key("block_count", required=True)),
+        n_layer=int(key("block_count", required=True)) - n_nextn,
         n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
         n_rot=n_rot, n_vocab=n_vocab,
         eps=float(key("attention.layer_norm_rms_epsilon", required=True)),
@@ -259,6 +280,11 @@ def config_from_gguf(r: GGUFReader) -> Config:
         n_leading_dense=int(r.metadata.get(f"{arch}.leading_dense_block_count", 0)),
         shared_kind=shared_kind,
         qk_norm_kind=qk_kind,
+        sigmoid_gating=sigmoid,
+        n_nextn=n_nextn,
+        sliding_window=int(r.metadata.get(f"{arch}.attention.sliding_window", 0)) if arch == "gpt-oss" else 0,
+        yarn_factor=float(r.metadata.get(f"{arch}.rope.scaling.factor", 1.0)) if yarn else 1.0,
+        yarn_orig_ctx=int(r.metadata.get(f"{arch}.rope.scaling.original_context_length", 0)) if yarn else 0,
         warnings=warnings,
     )
 
@@ -324,16 +350,41 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor] = None,
     return y + b if b is not None else y
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, style: str) -> torch.Tensor:
+def yarn_frequencies(n_rot: int, base: float, factor: float, orig_ctx: int,
+                     beta_fast: float = 32.0, beta_slow: float = 1.0):
+    """YaRN (Peng et al. 2023) as GGUF engines compute it: dimension pair i turns
+    orig_ctx * freq_i / (2 pi) times over the original context; pairs turning more
+    than beta_fast times keep freq_i, pairs turning fewer than beta_slow times use
+    freq_i / factor, a linear ramp between (its ends floored / ceiled to whole pairs);
+    cos and sin are scaled by 1 + 0.1 ln(factor). Returns (freqs (half,), mscale)."""
+    half = n_rot // 2
+    i = torch.arange(half, dtype=torch.float64)
+    freq = base ** (-2.0 * i / n_rot)
+
+    def pair_turning(beta):  # the pair index whose frequency turns `beta` times
+        return n_rot * math.log(orig_ctx / (beta * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(0.0, math.floor(pair_turning(beta_fast)))
+    high = min(n_rot - 1.0, math.ceil(pair_turning(beta_slow)))
+    keep = 1.0 - torch.clamp((i - low) / max(0.001, high - low), 0.0, 1.0)   # 1: original frequency
+    return freq * keep + freq / factor * (1.0 - keep), 1.0 + 0.1 * math.log(factor)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, style: str,
+         yarn: Optional[tuple] = None) -> torch.Tensor:
     """x: (T, H, D). Rotates the first n_rot dims of each head; the rest pass through.
-    theta_i = pos * base^(-2i/n_rot), i = 0..n_rot/2-1."""
+    theta_i = pos * base^(-2i/n_rot), i = 0..n_rot/2-1 (yarn: (factor, orig_ctx),
+    see yarn_frequencies)."""
     T, H, D = x.shape
     half = n_rot // 2
     i = torch.arange(half, dtype=torch.float64)
     inv_freq = base ** (-2.0 * i / n_rot)                       # (half,)
+    mscale = 1.0
+    if yarn is not None:
+        inv_freq, mscale = yarn_frequencies(n_rot, base, yarn[0], yarn[1])
     theta = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (T, half)
-    cos = torch.cos(theta).to(x.dtype)[:, None, :]              # (T, 1, half)
-    sin = torch.sin(theta).to(x.dtype)[:, None, :]
+    cos = (torch.cos(theta) * mscale).to(x.dtype)[:, None, :]   # (T, 1, half)
+    sin = (torch.sin(theta) * mscale).to(x.dtype)[:, None, :]
     rot, rest = x[..., :n_rot], x[..., n_rot:]
     if style == ROPE_NORM:
         x0, x1 = rot[..., 0::2], rot[..., 1::2]
@@ -370,30 +421,46 @@ def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch
     q = q.reshape(T, cfg.n_head, cfg.head_dim)
     k = k.reshape(T, cfg.n_head_kv, cfg.head_dim)
     v = v.reshape(T, cfg.n_head_kv, cfg.head_dim)
-    if cfg.qk_norm_kind == "per_head":         # qwen3moe: per head, weight of size head_dim
+    per_head = cfg.qk_norm_kind == "per_head" or (
+        cfg.qk_norm_kind == "per_head_if_present" and W.has(p + "attn_q_norm.weight"))
+    if per_head:                               # qwen3moe, GLM-4.5: per head, weight of size head_dim
         q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
         k = rms_norm(k, W[p + "attn_k_norm.weight"], cfg.eps)
 
-    q = rope(q, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style)
-    k = rope(k, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style)
+    yarn = (cfg.yarn_factor, cfg.yarn_orig_ctx) if cfg.yarn_factor > 1.0 else None
+    q = rope(q, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style, yarn)
+    k = rope(k, positions, cfg.n_rot, cfg.rope_base, cfg.rope_style, yarn)
 
     group = cfg.n_head // cfg.n_head_kv        # query head h uses kv head h // group
     k = k.repeat_interleave(group, dim=1)      # (T, n_head, D)
     v = v.repeat_interleave(group, dim=1)
     scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(cfg.head_dim)   # (H, T, S)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    if cfg.sliding_window > 0 and L % 2 == 0:  # gpt-oss: key s visible from t when t - s < window
+        visible &= torch.ones(T, T, dtype=torch.bool).triu(-(cfg.sliding_window - 1))
+    scores = scores.masked_fill(~visible, float("-inf"))
+    sinks = W.get(p + "attn_sinks.weight")
+    if sinks is not None:  # one more logit per head in the softmax, with no value
+        sink_col = sinks.reshape(-1, 1, 1).expand(cfg.n_head, T, 1)
+        probs = torch.softmax(torch.cat([scores, sink_col], dim=-1), dim=-1)[..., :T]
+    else:
+        probs = torch.softmax(scores, dim=-1)
     ctx = torch.einsum("hts,shd->thd", probs, v).reshape(T, n_q)
     return linear(ctx, W[p + "attn_output.weight"], W.get(p + "attn_output.bias"), W.act(p + "attn_output.weight"))
 
 
 def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor,
-               acts=(None, None, None)) -> torch.Tensor:
-    """down(silu(gate x) * up x).  acts: activation rounding per matmul (gate, up, down)."""
-    g = linear(x, gate, act=acts[0])
-    u = linear(x, up, act=acts[1])
-    return linear(torch.nn.functional.silu(g) * u, down, act=acts[2])
+               acts=(None, None, None), biases=(None, None, None), clamped: bool = False) -> torch.Tensor:
+    """down(silu(gate x) * up x).  acts: activation rounding per matmul (gate, up, down).
+    clamped (gpt-oss): g = min(gate x, 7), u = clamp(up x, -7, 7), g sigmoid(1.702 g) (u + 1)."""
+    g = linear(x, gate, biases[0], act=acts[0])
+    u = linear(x, up, biases[1], act=acts[1])
+    if clamped:
+        g = torch.clamp(g, max=7.0)
+        h = g * torch.sigmoid(1.702 * g) * (torch.clamp(u, -7.0, 7.0) + 1.0)
+    else:
+        h = torch.nn.functional.silu(g) * u
+    return linear(h, down, biases[2], act=acts[2])
 
 
 def ffn_acts(W: "Weights", prefix: str, suffix: str):
@@ -417,27 +484,41 @@ class RoutingInfo:
 def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
     """x: (T, n_embd) normalised. Returns (out, RoutingInfo)."""
     p = f"blk.{L}."
-    router_logits = linear(x, W[p + "ffn_gate_inp.weight"], act=W.act(p + "ffn_gate_inp.weight"))      # (T, n_expert)
-    router_probs = torch.softmax(router_logits, dim=-1)
+    router_logits = linear(x, W[p + "ffn_gate_inp.weight"], W.get(p + "ffn_gate_inp.bias"),
+                           act=W.act(p + "ffn_gate_inp.weight"))      # (T, n_expert)
+    if cfg.sigmoid_gating:
+        router_probs = torch.sigmoid(router_logits)
+    else:
+        router_probs = torch.softmax(router_logits, dim=-1)
+    # glm4moe: the experts are chosen by probability + exp_probs_b, weighted by probability.
+    bias = W.get(p + "exp_probs_b.bias")
+    choice = router_probs + bias if bias is not None else router_probs
     gate_e = W.experts(L, "gate")
     up_e = W.experts(L, "up")
     down_e = W.experts(L, "down")
     exp_acts = ffn_acts(W, p, "_exps.weight")
+    gpt_oss = cfg.arch == "gpt-oss"
+    exp_bias = [W.get(f"{p}ffn_{w}_exps.bias") for w in ("gate", "up", "down")]  # (n_expert, width)
 
     out = torch.zeros_like(x)
     info = RoutingInfo([], [], [], router_probs.to(torch.float64).numpy())
     for t in range(x.shape[0]):
-        sel = topk_lowest_index_ties(router_probs[t], cfg.n_expert_used)
-        w = router_probs[t, sel]
-        if cfg.renorm_topk:
-            w = w / w.sum()
+        if gpt_oss:  # the k largest logits, then a softmax over those k alone
+            sel = topk_lowest_index_ties(router_logits[t], cfg.n_expert_used)
+            w = torch.softmax(router_logits[t, sel], dim=-1)
+        else:
+            sel = topk_lowest_index_ties(choice[t], cfg.n_expert_used)
+            w = router_probs[t, sel]
+            if cfg.renorm_topk:
+                w = w / w.sum()
         w = w * cfg.expert_weights_scale
         for e, we in zip(sel, w):
-            out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e], exp_acts)
-        rest = [router_probs[t, e].item() for e in range(cfg.n_expert) if e not in sel]
+            bias_e = tuple(b[e] if b is not None else None for b in exp_bias)
+            out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e], exp_acts, bias_e, clamped=gpt_oss)
+        rest = [choice[t, e].item() for e in range(cfg.n_expert) if e not in sel]
         info.experts.append(sel)
         info.weights.append(w.tolist())
-        info.margin.append(router_probs[t, sel[-1]].item() - (max(rest) if rest else 0.0))
+        info.margin.append(choice[t, sel[-1]].item() - (max(rest) if rest else 0.0))
 
     if cfg.shared_kind is not None and W.has(p + "ffn_gate_shexp.weight"):
         shared = swiglu_ffn(x, W[p + "ffn_gate_shexp.weight"], W[p + "ffn_up_shexp.weight"],
@@ -460,8 +541,9 @@ def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, position
     p = f"blk.{L}."
     attn_in = rms_norm(h, W[p + "attn_norm.weight"], cfg.eps)
     h = h + attention(cfg, W, L, attn_in, positions)
-    ffn_in = rms_norm(h, W[p + "ffn_norm.weight"], cfg.eps)
-    is_dense = cfg.arch == "deepseek" and L < cfg.n_leading_dense
+    norm_name = "post_attention_norm.weight" if cfg.arch in ("glm4moe", "gpt-oss") else "ffn_norm.weight"
+    ffn_in = rms_norm(h, W[p + norm_name], cfg.eps)
+    is_dense = cfg.arch in ("deepseek", "glm4moe") and L < cfg.n_leading_dense
     if is_dense or not W.has(p + "ffn_gate_inp.weight"):
         ffn_out, info = dense_ffn(W, L, ffn_in), None
     else:

@@ -181,7 +181,9 @@ class TestModels(Base):
     toks = [3, 17, 5, 42, 0, 9, 9]
 
     def test_causal_all_archs(self):
-        for arch in M.ARCH_TABLE:
+        # make_model writes the tensors of the first five families; glm4moe and gpt-oss
+        # (their own norm names, biases, sinks) are covered by the goldens against the engine.
+        for arch in ("llama", "qwen2moe", "qwen3moe", "olmoe", "deepseek"):
             kw = dict(n_shared=1) if arch in ("qwen2moe", "deepseek") else {}
             if arch == "deepseek":
                 kw["n_dense"] = 1
