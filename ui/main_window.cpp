@@ -25,8 +25,8 @@
 #include <QVBoxLayout>
 
 #include "app/core/chat_export.h"
+#include "app/core/fit_words.h"
 #include "app/core/model_shape.h"
-#include "offload/host_expert_store.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"
@@ -645,7 +645,7 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
     ctx.model_loaded = true;
     ctx.reply_running = chat_.busy();
   }
-  ctx.host_available_bytes = HostExpertStore::availableRam();
+  ctx.host_available_bytes = availableHostRam();
   return std::make_unique<SettingsDialog>(settings_, ctx, this);
 }
 

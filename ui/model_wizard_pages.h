@@ -27,7 +27,8 @@ class ChooseModelPage : public QWizardPage {
 
  private:
   void fillCatalog();
-  void showError(const QString& message);
+  void showError(const QString& message);  // under the chosen section
+  void hideErrors();
   bool chooseCatalog();
   bool chooseUrl();
   bool chooseLocal();
@@ -37,8 +38,10 @@ class ChooseModelPage : public QWizardPage {
   QTreeWidget* catalog_list_;
   QLineEdit *url_edit_, *sha_edit_, *local_edit_;
   QPushButton* browse_;
-  QLabel* details_;  // the selected catalog entry: needs, fit, size, checksum, licence
-  QLabel* error_label_;
+  QLabel* details_;      // the selected catalog entry: needs, fit, size, checksum, licence
+  QLabel* error_label_;  // the catalog's
+  QLabel* url_error_;    // under the URL and SHA-256 fields
+  QLabel* local_error_;  // under the local file field
 };
 
 // Progress of the wizard's download; complete when the file is verified and registered.
