@@ -31,6 +31,7 @@
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"
 #include "ui/conversation_settings_dialog.h"
+#include "ui/elided_label.h"
 #include "ui/expert_heat_map.h"
 #include "ui/perf_strip.h"
 #include "ui/settings_dialog.h"
@@ -76,6 +77,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
     : QMainWindow(parent), settings_(settings), store_(store), chat_(chat), engine_(engine) {
   setWindowTitle("moechat");
   setObjectName("mainWindow");
+  setStatusBar(new ElidingStatusBar(this));  // messages stop short of the model line
   list_model_ = new ConversationListModel(store_, this);
 
   auto* split = new QSplitter(this);
@@ -106,7 +108,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   load_bar_->setRange(0, 100);
   load_bar_->setMaximumWidth(160);
   load_bar_->hide();
-  model_status_ = new QLabel(this);
+  model_status_ = new ElidedLabel(this);  // shortened, never pushing the window wider
   model_status_->setObjectName("modelStatus");
   statusBar()->addPermanentWidget(model_status_);
   statusBar()->addPermanentWidget(load_bar_);
@@ -248,7 +250,7 @@ QWidget* MainWindow::buildChatPane() {
   v->setContentsMargins(0, 8, 8, 0);
   v->setSpacing(4);
   auto* top = new QHBoxLayout;
-  title_ = new QLabel(pane);
+  title_ = new ElidedLabel(pane);
   title_->setObjectName("chatTitle");
   title_->setTextFormat(Qt::PlainText);
   QFont tf = title_->font();
@@ -257,7 +259,9 @@ QWidget* MainWindow::buildChatPane() {
   title_->setFont(tf);
   model_combo_ = new QComboBox(pane);
   model_combo_->setObjectName("modelCombo");
-  model_combo_->setMinimumWidth(220);
+  // As wide as its longest entry when there is room, never wider than 220 px of minimum.
+  model_combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  model_combo_->setMinimumContentsLength(22);
   model_combo_->setToolTip("The model replies come from");
   connect(model_combo_, &QComboBox::activated, this, [this](int i) {
     loadModel({model_combo_->itemData(i, kNameRole).toString(), model_combo_->itemData(i).toString()});

@@ -4,6 +4,9 @@
 #include <QHBoxLayout>
 #include <QPainter>
 #include <QVBoxLayout>
+#include <algorithm>
+
+#include "ui/elided_label.h"
 
 namespace moe {
 namespace {
@@ -51,36 +54,43 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   auto* row = new QHBoxLayout(this);
   row->setContentsMargins(8, 4, 8, 4);
   row->setSpacing(14);
-  experts_ = addTile("Expert cache", "perfExperts",
+  // Each tile's share of the strip is fixed by the widest text it shows (not the
+  // text of the moment), so no column moves between idle and a streaming reply.
+  experts_ = addTile("Expert cache", "perfExperts", "last reply: 100% hit · 100% prefetched · 100% missed",
                      "Experts the gates chose in the last interval: green cached, blue prefetched by the "
                      "predictor, amber still copying, red missed");
   split_ = new HitSplitBar(this);
   static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
   predictor_ =
-      addTile("Predictor", "perfPredictor",
+      addTile("Predictor", "perfPredictor", "last reply: GoodPred 100% · accuracy 100%",
               "GoodPred: share of the experts the gates chose that the predictor named AND had copied "
               "in time; accuracy: share it named at all");
-  pcie_ = addTile("PCIe host→GPU", "perfPcie",
+  pcie_ = addTile("PCIe host→GPU", "perfPcie", "25.00 GB/s (100% of link)",
                   "Expert bytes copied to the GPU per second, and the share of "
                   "the link bandwidth measured at start");
-  prefill_ = addTile("Prefill", "perfPrefill", "Prompt tokens per second of the current (or last) reply");
-  decode_ = addTile("Decode", "perfDecode", "Generated tokens per second of the current (or last) reply");
-  ttft_ = addTile("First token", "perfTtft", "Time from sending to the first token of the reply");
-  blocked_ = addTile("Blocked", "perfBlocked", "Share of time the compute waited for experts to arrive");
+  prefill_ = addTile("Prefill", "perfPrefill", "9999 tok/s",
+                     "Prompt tokens per second of the current (or last) reply");
+  decode_ = addTile("Decode", "perfDecode", "9999 tok/s",
+                    "Generated tokens per second of the current (or last) reply");
+  ttft_ = addTile("First token", "perfTtft", "99999 ms", "Time from sending to the first token of the reply");
+  blocked_ =
+      addTile("Blocked", "perfBlocked", "100%", "Share of time the compute waited for experts to arrive");
   experts_.spark->setFixedMaximum(1.0);
   predictor_.spark->setFixedMaximum(1.0);
   blocked_.spark->setFixedMaximum(1.0);
   experts_.spark->setColor(kCached);
   blocked_.spark->setColor(kMissed);
-  row->addStretch(1);
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   timer_.setInterval(kPollMs);
   connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
   show(figures_, false);
 }
 
-PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& tip) {
+PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& widest,
+                                   const QString& tip) {
   auto* box = new QWidget(this);
+  box->setObjectName(object_name + "Tile");
+  box->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   box->setToolTip(tip);
   auto* col = new QVBoxLayout(box);
   col->setContentsMargins(0, 0, 0, 0);
@@ -90,16 +100,18 @@ PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_n
   small.setPointSizeF(small.pointSizeF() * 0.85);
   caption->setFont(small);
   caption->setForegroundRole(QPalette::PlaceholderText);
-  auto* value = new QLabel(box);
+  auto* value = new ElidedLabel(box);
   value->setObjectName(object_name);
   QFont bold = value->font();
   bold.setBold(true);
   value->setFont(bold);
+  value->setToolTip(tip);
   auto* spark = new Sparkline(kHistory, box);
   col->addWidget(caption);
   col->addWidget(value);
   col->addWidget(spark);
-  static_cast<QHBoxLayout*>(layout())->addWidget(box);
+  const int stretch = std::max(QFontMetrics(bold).horizontalAdvance(widest), spark->minimumWidth());
+  static_cast<QHBoxLayout*>(layout())->addWidget(box, stretch);
   return {value, spark};
 }
 

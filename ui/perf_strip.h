@@ -54,7 +54,8 @@ class PerfStrip : public QWidget {
     QLabel* value;
     Sparkline* spark;
   };
-  Tile addTile(const QString& title, const QString& object_name, const QString& tip);
+  // widest: the longest text the tile shows; it sets the tile's share of the strip.
+  Tile addTile(const QString& title, const QString& object_name, const QString& widest, const QString& tip);
   void show(const PerfFigures& f, bool whole_reply);
   void showExperts(const PerfFigures& f, bool whole_reply);
 

@@ -28,7 +28,7 @@ QPalette darkPalette() {
   p.setColor(QPalette::BrightText, Qt::white);
   p.setColor(QPalette::Highlight, QColor(0x3d, 0x8b, 0xd9));
   p.setColor(QPalette::HighlightedText, Qt::white);
-  p.setColor(QPalette::Link, QColor(0x6c, 0xb0, 0xf0));
+  p.setColor(QPalette::Link, QColor(0x8e, 0xc6, 0xff));
   p.setColor(QPalette::Mid, QColor(0x4a, 0x4e, 0x55));
   p.setColor(QPalette::Midlight, QColor(0x36, 0x39, 0x3f));
   p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x70, 0x74, 0x7a));
