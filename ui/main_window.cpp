@@ -327,6 +327,11 @@ void MainWindow::buildActions() {
   file->addAction("Add a model…", this, [this] {
     if (launch_wizard_) launch_wizard_();
   });
+  models_view_action_ = file->addAction("Models…", this, [this] {
+    if (launch_models_view_) launch_models_view_();
+  });
+  models_view_action_->setObjectName("modelsViewAction");
+  models_view_action_->setEnabled(false);
   import_predictor_action_ = file->addAction("Import a predictor…", this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, "Import a predictor set", QString(), "moechat predictors (*.preds *.moepreds);;All files (*)");
@@ -380,6 +385,11 @@ void MainWindow::buildActions() {
 void MainWindow::setModelWizardLauncher(std::function<void()> launch) {
   launch_wizard_ = std::move(launch);
   updateBanner();
+}
+
+void MainWindow::setModelsViewLauncher(std::function<void()> launch) {
+  launch_models_view_ = std::move(launch);
+  models_view_action_->setEnabled(static_cast<bool>(launch_models_view_));
 }
 
 void MainWindow::setPredictorWizardLauncher(std::function<void()> launch) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "app/core/fit_words.h"
+#include "app/core/installed_models.h"
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
 
@@ -50,6 +52,11 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
   window_.setPredictorWizardLauncher([this] { openPredictorWizard(); });
+  window_.setModelsViewLauncher([this] {
+    auto* view = makeModelsView(&window_).release();
+    view->setAttribute(Qt::WA_DeleteOnClose);
+    view->open();
+  });
   recorded_traces_ = [this](const QString& sha) { return window_.chat().recordedTracesFor(sha); };
   window_.setRetrainLauncher([this](const QString& sha) { openPredictorWizard(sha); });
   window_.setPredictorSource([this](const ModelChoice& choice) {
@@ -97,6 +104,28 @@ void AppWiring::openWizard() {
   wizard->exec();
   window_.refreshModelList();
   if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
+}
+
+std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
+  const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
+  auto view = std::make_unique<ModelsView>(
+      [this, budget] {
+        std::vector<std::string> files;
+        for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
+        return listInstalledModels(db_, registry_, files, budget);
+      },
+      [this](const InstalledModel& m) {
+        const auto& loaded = window_.chat().model();
+        if (loaded && loaded->path == m.path) return std::string("it is loaded; load another model first");
+        return removeInstalledModel(db_, registry_, m);
+      },
+      QString::fromStdString(formatBytes(budget)), parent);
+  QObject::connect(view.get(), &ModelsView::loadRequested, &window_,
+                   [this](const QString& name, const QString& path) {
+                     window_.loadModel({name, path});
+                   });
+  QObject::connect(view.get(), &ModelsView::modelRemoved, &window_, [this] { window_.refreshModelList(); });
+  return view;
 }
 
 std::unique_ptr<PredictorWizard> AppWiring::makePredictorWizard(QWidget* parent) {
