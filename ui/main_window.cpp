@@ -332,6 +332,11 @@ void MainWindow::buildActions() {
   });
   models_view_action_->setObjectName("modelsViewAction");
   models_view_action_->setEnabled(false);
+  downloads_view_action_ = file->addAction("Downloads…", this, [this] {
+    if (launch_downloads_view_) launch_downloads_view_();
+  });
+  downloads_view_action_->setObjectName("downloadsViewAction");
+  downloads_view_action_->setEnabled(false);
   import_predictor_action_ = file->addAction("Import a predictor…", this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, "Import a predictor set", QString(), "moechat predictors (*.preds *.moepreds);;All files (*)");
@@ -390,6 +395,11 @@ void MainWindow::setModelWizardLauncher(std::function<void()> launch) {
 void MainWindow::setModelsViewLauncher(std::function<void()> launch) {
   launch_models_view_ = std::move(launch);
   models_view_action_->setEnabled(static_cast<bool>(launch_models_view_));
+}
+
+void MainWindow::setDownloadsViewLauncher(std::function<void()> launch) {
+  launch_downloads_view_ = std::move(launch);
+  downloads_view_action_->setEnabled(static_cast<bool>(launch_downloads_view_));
 }
 
 void MainWindow::setPredictorWizardLauncher(std::function<void()> launch) {

@@ -48,6 +48,8 @@ class MainWindow : public QMainWindow {
   void setModelWizardLauncher(std::function<void()> launch);
   // Enables File > Models (the models view).
   void setModelsViewLauncher(std::function<void()> launch);
+  // Enables File > Downloads (the downloads view).
+  void setDownloadsViewLauncher(std::function<void()> launch);
   // Enables File > Train a predictor.
   void setPredictorWizardLauncher(std::function<void()> launch);
   // The installed models for the model menu. An entry with an empty path gives
@@ -118,6 +120,8 @@ class MainWindow : public QMainWindow {
   std::function<void()> launch_predictor_wizard_;
   std::function<void()> launch_models_view_;
   QAction* models_view_action_ = nullptr;
+  std::function<void()> launch_downloads_view_;
+  QAction* downloads_view_action_ = nullptr;
   QAction* train_predictor_action_ = nullptr;
   std::function<std::vector<ModelChoice>()> model_source_;
   std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> predictor_source_;

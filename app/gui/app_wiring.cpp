@@ -11,6 +11,7 @@
 #include "app/core/installed_models.h"
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
+#include "ui/downloads_view.h"
 
 namespace moe {
 
@@ -52,6 +53,11 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
   window_.setPredictorWizardLauncher([this] { openPredictorWizard(); });
+  window_.setDownloadsViewLauncher([this] {
+    auto* view = new DownloadsView(*downloads_, &window_);
+    view->setAttribute(Qt::WA_DeleteOnClose);
+    view->show();
+  });
   window_.setModelsViewLauncher([this] {
     auto* view = makeModelsView(&window_).release();
     view->setAttribute(Qt::WA_DeleteOnClose);
