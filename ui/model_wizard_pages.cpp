@@ -73,12 +73,15 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
 
   catalog_radio_ = new QRadioButton(tr("From the catalog"), this);
   catalog_radio_->setObjectName(QStringLiteral("catalogRadio"));
+  hub_radio_ = new QRadioButton(tr("Search Hugging Face for a GGUF file (on the next page)"), this);
+  hub_radio_->setObjectName(QStringLiteral("hubRadio"));
   url_radio_ = new QRadioButton(tr("From a URL"), this);
   url_radio_->setObjectName(QStringLiteral("urlRadio"));
   local_radio_ = new QRadioButton(tr("A GGUF file on this computer"), this);
   local_radio_->setObjectName(QStringLiteral("localRadio"));
   auto* group = new QButtonGroup(this);
   group->addButton(catalog_radio_);
+  group->addButton(hub_radio_);
   group->addButton(url_radio_);
   group->addButton(local_radio_);
   catalog_radio_->setChecked(true);
@@ -122,6 +125,7 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   layout->addWidget(catalog_list_, 1);
   layout->addWidget(details_);
   layout->addWidget(error_label_);  // the catalog's errors, under its details
+  layout->addWidget(hub_radio_);
   layout->addWidget(url_radio_);
   layout->addLayout(url_form);
   layout->addWidget(url_error_);
@@ -189,6 +193,7 @@ void ChooseModelPage::fillCatalog() {
 }
 
 bool ChooseModelPage::isComplete() const {
+  if (hub_radio_->isChecked()) return true;
   if (catalog_radio_->isChecked()) return !catalog_list_->selectedItems().isEmpty();
   if (url_radio_->isChecked()) return !url_edit_->text().trimmed().isEmpty();
   return !local_edit_->text().trimmed().isEmpty();
@@ -209,6 +214,8 @@ void ChooseModelPage::hideErrors() {
 
 bool ChooseModelPage::validatePage() {
   hideErrors();
+  wizard_.chooseHub(hub_radio_->isChecked());
+  if (hub_radio_->isChecked()) return true;
   if (catalog_radio_->isChecked()) return chooseCatalog();
   if (url_radio_->isChecked()) return chooseUrl();
   return chooseLocal();

@@ -16,7 +16,8 @@ namespace moe {
 
 class ModelWizard;
 
-// Catalog | URL | local file. validatePage() starts the download or installs the file.
+// Catalog | Hugging Face search (the next page) | URL | local file. validatePage()
+// starts the download or installs the file.
 class ChooseModelPage : public QWizardPage {
   Q_OBJECT
 
@@ -34,7 +35,7 @@ class ChooseModelPage : public QWizardPage {
   bool chooseLocal();
 
   ModelWizard& wizard_;
-  QRadioButton *catalog_radio_, *url_radio_, *local_radio_;
+  QRadioButton *catalog_radio_, *hub_radio_, *url_radio_, *local_radio_;
   QTreeWidget* catalog_list_;
   QLineEdit *url_edit_, *sha_edit_, *local_edit_;
   QPushButton* browse_;
