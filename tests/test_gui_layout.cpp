@@ -69,10 +69,24 @@ class GuiLayoutTest : public QObject {
     MainWindow& w = *app.window;
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QVERIFY2(w.minimumSizeHint().width() <= 1024, qPrintable(QString::number(w.minimumSizeHint().width())));
-    w.resize(1024, 700);
-    QTest::qWait(50);
-    QCOMPARE(w.width(), 1024);
-    QCOMPARE(w.height(), 700);
+    for (QSize screen : {QSize(1280, 800), QSize(1024, 700)}) {
+      w.resize(screen);
+      QTest::qWait(50);
+      QCOMPARE(w.size(), screen);
+      // The strip's tiles side by side, none squeezed below what it needs nor over its neighbour.
+      QList<QRect> tiles = tileGeometry(w);
+      tiles.removeLast();  // the dock
+      for (int i = 0; i < tiles.size(); ++i) {
+        auto* tile = w.perfStrip()->findChild<QWidget*>(kTiles[i]);
+        QVERIFY2(tile->width() >= tile->minimumWidth(), kTiles[i]);
+        if (i > 0)
+          QVERIFY2(
+              tiles[i].left() > tiles[i - 1].right(),
+              qPrintable(
+                  QString("%1 overlaps the tile before it at %2 px").arg(kTiles[i]).arg(screen.width())));
+      }
+      QVERIFY(tiles.last().right() <= w.perfStrip()->mapTo(&w, QPoint(w.perfStrip()->width(), 0)).x());
+    }
   }
 
   void statusMessagesStopShortOfTheModelLine() {
@@ -134,7 +148,7 @@ class GuiLayoutTest : public QObject {
     w.perfStrip()->pollNow();
     w.perfStrip()->pollNow();  // idle again: "last reply: ..."
     QTest::qWait(20);
-    QVERIFY(w.perfStrip()->findChild<QLabel*>("perfExperts")->text().startsWith("last reply"));
+    QVERIFY(w.perfStrip()->findChild<QLabel*>("perfExpertsCaption")->text().endsWith("last reply"));
     QCOMPARE(tileGeometry(w), idle);
   }
 
@@ -161,6 +175,35 @@ class GuiLayoutTest : public QObject {
         QVERIFY2(page->minimumSizeHint().width() <= area.width() && box->sizeHint().width() <= area.width(),
                  qPrintable(box->objectName()));
     }
+  }
+
+  // The demo banner's link, switched to the dark theme while the window is open:
+  // drawn in the dark palette's link colour, not the light one's blue.
+  void bannerLinkFollowsTheTheme() {
+    auto* app = qobject_cast<QApplication*>(QApplication::instance());
+    applyTheme(*app, "light");
+    const QColor light_link = QApplication::palette().color(QPalette::Link);
+    test::GuiApp gui(std::make_unique<test::FakeChatEngine>());
+    gui.window->setModelWizardLauncher([] {});
+    QVERIFY(gui.loadDemo());
+    QVERIFY(QTest::qWaitForWindowExposed(gui.window.get()));
+    auto* banner = gui.window->findChild<QLabel*>("demoBanner");
+    QVERIFY(banner && banner->isVisible());
+    auto count = [&](const QColor& c) {
+      const QImage image = banner->grab().toImage();
+      int n = 0;
+      for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) n += image.pixelColor(x, y).rgb() == c.rgb();
+      return n;
+    };
+    QVERIFY(count(light_link) > 10);  // the link is there, in the light theme's colour
+    applyTheme(*app, "dark");
+    QTest::qWait(50);
+    const QColor dark_link = QApplication::palette().color(QPalette::Link);
+    QVERIFY(dark_link != light_link);
+    QCOMPARE(count(light_link), 0);
+    QVERIFY2(count(dark_link) > 10, qPrintable(dark_link.name()));
+    applyTheme(*app, "light");
   }
 
   void darkThemeTextAndIndicatorsRead() {

@@ -102,7 +102,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   heat_dock_->setObjectName("heatDock");
   heat_dock_->setWidget(heat_map_);
   addDockWidget(Qt::RightDockWidgetArea, heat_dock_);
-  resizeDocks({heat_dock_}, {260}, Qt::Horizontal);
+  resizeDocks({heat_dock_}, {200}, Qt::Horizontal);
 
   load_bar_ = new QProgressBar(this);
   load_bar_->setRange(0, 100);
@@ -551,9 +551,20 @@ void MainWindow::showModelStatus(const LoadedModelInfo& info) {
 void MainWindow::updateBanner() {
   const bool demo = chat_.model() && chat_.model()->demo;
   QString text = kDemoBanner;
-  if (launch_wizard_) text += "<a href=\"wizard\">Get a real model…</a>";
+  // The link's colour is written into the text: QLabel keeps the colour of the
+  // palette it first laid the text out with, so a theme change re-sets it.
+  if (launch_wizard_)
+    text += QString("<a href=\"wizard\" style=\"color: %1\">Get a real model…</a>")
+                .arg(palette().color(QPalette::Link).name());
   banner_->setText(text);
   banner_->setVisible(demo);
+}
+
+void MainWindow::changeEvent(QEvent* event) {
+  QMainWindow::changeEvent(event);
+  if ((event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) &&
+      banner_)
+    updateBanner();
 }
 
 QWidget* MainWindow::buildNoticeBar(QWidget* parent) {

@@ -95,6 +95,10 @@ class MainWindow : public QMainWindow {
   // The save dialog, suggesting a file named after the chat's title.
   QString askExportPath(const QString& extension, const QString& filter);
 
+ protected:
+  // A new palette (theme) re-renders the banner, whose link colour is set in its text.
+  void changeEvent(QEvent* event) override;
+
  private:
   void buildActions();
   QWidget* buildSidebar();

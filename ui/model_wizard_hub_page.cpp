@@ -33,8 +33,9 @@ HubSearchPage::HubSearchPage(ModelWizard& wizard) : wizard_(wizard) {
   results_->setColumnCount(ColCount);
   results_->setHeaderLabels({tr("Repository / file"), tr("Quant"), tr("Size"),
                              tr("Fits %1?").arg(humanBytes(wizard.vramBudget())), tr("Checksum")});
-  results_->header()->setSectionResizeMode(ColName, QHeaderView::Stretch);
+  results_->header()->setSectionResizeMode(ColFit, QHeaderView::Stretch);
   results_->header()->setStretchLastSection(false);
+  results_->setColumnWidth(ColName, 380);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("hubStatus"));
   status_->setWordWrap(true);

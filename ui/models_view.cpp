@@ -98,7 +98,7 @@ void ModelsView::reload() {
   }
   table_->resizeColumnsToContents();
   for (int c = 0; c < ColCount; ++c)
-    table_->setColumnWidth(c, std::min(table_->columnWidth(c), c == ColLocation ? 320 : 220));
+    table_->setColumnWidth(c, std::min(table_->columnWidth(c), c == ColLocation ? 240 : 220));
   updateButtons();
 }
 

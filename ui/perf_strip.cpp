@@ -11,6 +11,8 @@
 namespace moe {
 namespace {
 
+constexpr int kFixedTileMaxPx = 120;  // tiles whose widest text is narrower keep that width
+
 const QColor kCached(0x2e, 0x9d, 0x5b);
 const QColor kPrefetched(0x3d, 0x8b, 0xd9);
 const QColor kInflight(0xe0, 0xa3, 0x2e);
@@ -53,16 +55,16 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   setObjectName("perfStrip");
   auto* row = new QHBoxLayout(this);
   row->setContentsMargins(8, 4, 8, 4);
-  row->setSpacing(14);
+  row->setSpacing(10);
   // Each tile's share of the strip is fixed by the widest text it shows (not the
   // text of the moment), so no column moves between idle and a streaming reply.
-  experts_ = addTile("Expert cache", "perfExperts", "last reply: 100% hit · 100% prefetched · 100% missed",
+  experts_ = addTile("Expert cache", "perfExperts", "100% hit · 100% prefetched · 100% missed",
                      "Experts the gates chose in the last interval: green cached, blue prefetched by the "
                      "predictor, amber still copying, red missed");
   split_ = new HitSplitBar(this);
   static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
   predictor_ =
-      addTile("Predictor", "perfPredictor", "last reply: GoodPred 100% · accuracy 100%",
+      addTile("Predictor", "perfPredictor", "GoodPred 100% · accuracy 100%",
               "GoodPred: share of the experts the gates chose that the predictor named AND had copied "
               "in time; accuracy: share it named at all");
   pcie_ = addTile("PCIe host→GPU", "perfPcie", "25.00 GB/s (100% of link)",
@@ -95,7 +97,8 @@ PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_n
   auto* col = new QVBoxLayout(box);
   col->setContentsMargins(0, 0, 0, 0);
   col->setSpacing(1);
-  auto* caption = new QLabel(title, box);
+  auto* caption = new ElidedLabel(title, box);
+  caption->setObjectName(object_name + "Caption");
   QFont small = caption->font();
   small.setPointSizeF(small.pointSizeF() * 0.85);
   caption->setFont(small);
@@ -110,9 +113,22 @@ PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_n
   col->addWidget(caption);
   col->addWidget(value);
   col->addWidget(spark);
-  const int stretch = std::max(QFontMetrics(bold).horizontalAdvance(widest), spark->minimumWidth());
-  static_cast<QHBoxLayout*>(layout())->addWidget(box, stretch);
-  return {value, spark};
+  // Never narrower than its caption and a short figure, so a narrow window elides
+  // the long texts (the expert split, the predictor) and keeps the numbers whole.
+  box->setMinimumWidth(std::max(QFontMetrics(bold).horizontalAdvance(QStringLiteral("9999 tok/s")),
+                                QFontMetrics(small).horizontalAdvance(title)) +
+                       4);
+  // A figure (a number and its unit) keeps the width of its widest text; the two
+  // long texts (the expert split, the predictor) share what is left.
+  const int widest_px = QFontMetrics(bold).horizontalAdvance(widest) + 4;
+  if (widest_px <= kFixedTileMaxPx) {
+    box->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Preferred);
+    box->setFixedWidth(std::max(box->minimumWidth(), widest_px));
+    static_cast<QHBoxLayout*>(layout())->addWidget(box);
+  } else {
+    static_cast<QHBoxLayout*>(layout())->addWidget(box, widest_px);
+  }
+  return {caption, value, spark, title};
 }
 
 void PerfStrip::pollNow() {
@@ -149,18 +165,20 @@ void PerfStrip::pollNow() {
 void PerfStrip::showExperts(const PerfFigures& f, bool whole_reply) {
   split_->setFigures(f);
   const double hit = f.cached_share + f.prefetched_share;
-  const QString prefix = whole_reply ? "last reply: " : QString();
+  // Over the whole last reply when idle: the caption says so (the figures keep their room).
+  for (const Tile* t : {&experts_, &predictor_})
+    t->caption->setText(whole_reply ? t->title + " · last reply" : t->title);
   if (f.expert_uses > 0)
-    experts_.value->setText(prefix + QString("%1% hit · %2% prefetched · %3% missed")
-                                         .arg(qRound(100 * hit))
-                                         .arg(qRound(100 * f.prefetched_share))
-                                         .arg(qRound(100 * (f.missed_share + f.inflight_share))));
+    experts_.value->setText(QString("%1% hit · %2% prefetched · %3% missed")
+                                .arg(qRound(100 * hit))
+                                .arg(qRound(100 * f.prefetched_share))
+                                .arg(qRound(100 * (f.missed_share + f.inflight_share))));
   else
     experts_.value->setText(f.experts_resident ? "all experts resident" : "idle");
   if (f.predicted_truth > 0)
-    predictor_.value->setText(prefix + QString("GoodPred %1% · accuracy %2%")
-                                           .arg(qRound(100 * f.pred_good))
-                                           .arg(qRound(100 * f.pred_accuracy)));
+    predictor_.value->setText(QString("GoodPred %1% · accuracy %2%")
+                                  .arg(qRound(100 * f.pred_good))
+                                  .arg(qRound(100 * f.pred_accuracy)));
   else
     predictor_.value->setText(f.experts_resident ? "not needed" : "–");
 }

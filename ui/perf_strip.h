@@ -51,8 +51,10 @@ class PerfStrip : public QWidget {
 
  private:
   struct Tile {
+    QLabel* caption;
     QLabel* value;
     Sparkline* spark;
+    QString title;
   };
   // widest: the longest text the tile shows; it sets the tile's share of the strip.
   Tile addTile(const QString& title, const QString& object_name, const QString& widest, const QString& tip);

@@ -98,8 +98,12 @@ AppWiring::~AppWiring() = default;
 std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
   // "auto" has no number before a GPU is probed: show the fit for the reference card.
   const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
-  return std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget, settings_.modelsFolder(),
-                                       parent);
+  auto wizard = std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget,
+                                              settings_.modelsFolder(), parent);
+  // A Hugging Face mirror (or, for the screenshots, a local server of recorded answers).
+  if (const QString hub = qEnvironmentVariable("MOECHAT_HUB_URL"); !hub.isEmpty())
+    wizard->setHubBase(QUrl(hub));
+  return wizard;
 }
 
 void AppWiring::openWizard() {

@@ -121,11 +121,13 @@ int run(int argc, char** argv) {
             .arg(recovered));
 
   window.loadInitialModel();
-  if (cli.isSet(screenshot))
-    return moe::renderScreenshots(
-        window, settings, cli.value(screenshot),
-        [&] { return std::unique_ptr<QWidget>(wiring.makeWizard(&window)); },
-        [&] { return wiring.makePredictorWizard(&window); });
+  if (cli.isSet(screenshot)) {
+    moe::ScreenshotSources sources;
+    sources.model_wizard = [&] { return wiring.makeWizard(&window); };
+    sources.predictor_wizard = [&] { return wiring.makePredictorWizard(&window); };
+    sources.models_view = [&] { return std::unique_ptr<QWidget>(wiring.makeModelsView(&window)); };
+    return moe::renderScreenshots(window, settings, cli.value(screenshot), sources);
+  }
   window.show();
   const int rc = app.exec();
   // Quitting: the controller saves a streaming reply as stopped, the engine thread
