@@ -100,6 +100,8 @@ class MainWindow : public QMainWindow {
   void changeEvent(QEvent* event) override;
 
  private:
+  static constexpr int kModelNameRole = Qt::UserRole + 1;  // the model combo: the name without its note
+
   void buildActions();
   QWidget* buildSidebar();
   QWidget* buildChatPane();
