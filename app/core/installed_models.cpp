@@ -48,8 +48,11 @@ void describe(InstalledModel& m, uint64_t vram_budget, int n_ctx, uint64_t ram) 
 
 std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& registry,
                                                 const std::vector<std::string>& folder_files,
-                                                uint64_t vram_budget, int n_ctx) {
-  const uint64_t ram = availableHostRam();
+                                                uint64_t vram_budget, int n_ctx, bool read_files) {
+  const uint64_t ram = read_files ? availableHostRam() : 0;
+  auto describeIf = [&](InstalledModel& m) {
+    if (read_files) describe(m, vram_budget, n_ctx, ram);
+  };
   std::vector<InstalledModel> out;
   InstalledModel demo;
   demo.demo = true;
@@ -57,7 +60,7 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
   demo.quant = "F32";
   demo.sha256 = demoModelSha256();
   demo.predictor = predictorNote(storedPredictorInfo(db, demo.sha256));
-  describe(demo, vram_budget, n_ctx, ram);
+  describeIf(demo);
   out.push_back(demo);
 
   std::set<std::string> listed;
@@ -75,7 +78,7 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
     m.sha256 = r.sha256;
     m.registry_id = r.id;
     m.predictor = predictorNote(storedPredictorInfo(db, r.sha256));
-    describe(m, vram_budget, n_ctx, ram);
+    describeIf(m);
     out.push_back(m);
   }
   for (const std::string& path : folder_files) {
@@ -84,7 +87,7 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
     InstalledModel m;
     m.path = path;
     m.name = std::filesystem::path(path).filename().string();
-    describe(m, vram_budget, n_ctx, ram);
+    describeIf(m);
     out.push_back(m);
   }
   return out;

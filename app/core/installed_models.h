@@ -30,9 +30,11 @@ struct InstalledModel {
 // The demo model first, then the registered files that still exist, then the
 // GGUF files of `folder_files` not registered, each described from its header at
 // `vram_budget` bytes and an `n_ctx` context (host RAM from this machine).
+// read_files false: names, paths and predictors only, no file opened (the model menu).
 std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& registry,
                                                 const std::vector<std::string>& folder_files,
-                                                uint64_t vram_budget, int n_ctx = 4096);
+                                                uint64_t vram_budget, int n_ctx = 4096,
+                                                bool read_files = true);
 
 // Deletes the model's file, its registry rows and the predictors stored for its
 // SHA-256 (unless another registered file has the same content). The demo model

@@ -5,7 +5,6 @@
 #include <QFileInfo>
 #include <algorithm>
 #include <optional>
-#include <set>
 
 #include "app/core/fit_words.h"
 #include "app/core/installed_models.h"
@@ -33,22 +32,15 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
       download_store_(db),
       downloads_(std::make_unique<DownloadManager>(download_store_, &registry_)),
       catalog_(ModelCatalog::builtIn()) {
+  // The model menu: the same list as the models view (app/core/installed_models), without
+  // opening the files. The demo entry (empty path) carries the demo's predictor note.
   window_.setModelListSource([this] {
+    std::vector<std::string> files;
+    for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
     std::vector<ModelChoice> out;
-    std::set<QString> listed;
-    for (const auto& m : registry_.list()) {
-      const QString path = QString::fromStdString(m.path);
-      if (!QFileInfo::exists(path)) continue;  // moved or deleted since it was registered
-      listed.insert(QFileInfo(path).absoluteFilePath());
-      out.push_back({m.name.empty() ? QFileInfo(path).fileName() : QString::fromStdString(m.name), path,
-                     QString::fromStdString(predictorNote(storedPredictorInfo(db_, m.sha256)))});
-    }
-    // GGUF files put into the models folder by hand (not registered: no hash, so no predictor yet).
-    for (const QString& path : ggufFilesIn(settings_.modelsFolder()))
-      if (!listed.count(path)) out.push_back({QFileInfo(path).fileName(), path, QString()});
-    // The demo model's note (MainWindow always lists the demo itself).
-    out.push_back({QString(), QString(),
-                   QString::fromStdString(predictorNote(storedPredictorInfo(db_, demoModelSha256())))});
+    for (const InstalledModel& m : listInstalledModels(db_, registry_, files, 0, 4096, false))
+      out.push_back({m.demo ? QString() : QString::fromStdString(m.name), QString::fromStdString(m.path),
+                     QString::fromStdString(m.predictor)});
     return out;
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
