@@ -96,7 +96,11 @@ class TestDownloadCatalog : public QObject {
     const CatalogFit mid = estimateCatalogFit(*e, 12'000'000'000ull, 4096, 64ull << 30);
     const CatalogFit big = estimateCatalogFit(*e, 80'000'000'000ull, 4096, 64ull << 30);
     QVERIFY(!small.fit.fits_gpu);
-    QVERIFY(small.summary().startsWith(QStringLiteral("does not fit")));
+    QVERIFY(small.summary().startsWith(QStringLiteral("Does not fit")));
+    // 1 GB is below what stays on the GPU: the words say that, the same as the settings panel's.
+    QVERIFY2(small.summary().contains(QStringLiteral("more than the 1.00 GB budget")),
+             qPrintable(small.summary()));
+    QVERIFY2(small.shortSummary().startsWith(QStringLiteral("no: needs ")), qPrintable(small.shortSummary()));
     QVERIFY(mid.fit.fits_gpu && !mid.fit.all_experts_fit);
     QVERIFY(mid.fit.cache_slots > 2 && mid.fit.cache_slots < mid.fit.total_experts);
     QVERIFY(big.fit.all_experts_fit);

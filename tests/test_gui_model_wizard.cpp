@@ -23,6 +23,7 @@
 #include "synthetic_gguf.h"
 #include "ui/model_wizard.h"
 #include "ui/model_wizard_pages.h"
+#include "ui/theme.h"
 
 using namespace moe;
 using moe::test::HttpTestServer;
@@ -115,7 +116,7 @@ class TestGuiModelWizard : public QObject {
     QTest::keyClicks(w.findChild<QLineEdit*>("localEdit"), path);
     clickNext(w);
     QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
-    auto* error = w.findChild<QWizardPage*>()->findChild<QLabel*>("errorLabel");
+    auto* error = w.findChild<QLabel*>("localErrorLabel");
     QVERIFY(error);
     QVERIFY(error->isVisible());
     QCOMPARE(error->text(), QStringLiteral("Not a usable model: ") + reason);
@@ -196,6 +197,7 @@ class TestGuiModelWizard : public QObject {
     QCOMPARE(installed.at(0).at(0).toString(), dest);
     auto* bar = w.findChild<QProgressBar*>("progressBar");
     QCOMPARE(bar->value(), bar->maximum());
+    QCOMPARE(w.currentPage()->title(), QStringLiteral("Downloaded"));  // not "Downloading" any more
     QVERIFY(w.button(QWizard::NextButton)->isEnabled());
     clickNext(w);
     QCOMPARE(w.currentId(), int(ModelWizard::DonePage));
@@ -265,8 +267,91 @@ class TestGuiModelWizard : public QObject {
     QTest::keyClicks(w.findChild<QLineEdit*>("urlEdit"), "https://example.org/readme.txt");
     clickNext(w);
     QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
-    QVERIFY(w.findChild<QWizardPage*>()->findChild<QLabel*>("errorLabel")->text().contains(".gguf"));
+    QVERIFY(w.findChild<QLabel*>("urlErrorLabel")->text().contains(".gguf"));
     QVERIFY(e->store.all().empty());
+  }
+
+  // Showing an error moves nothing on the page, and it shows under the fields it is about.
+  void errorsShowUnderTheirFieldsAndMoveNothing() {
+    auto e = env();
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models5");
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* url = w.findChild<QLineEdit*>("urlEdit");
+    auto* sha = w.findChild<QLineEdit*>("shaEdit");
+    auto* local = w.findChild<QLineEdit*>("localEdit");
+    auto* local_radio = w.findChild<QRadioButton*>("localRadio");
+    auto y = [&w](QWidget* x) { return x->mapTo(&w, QPoint(0, 0)).y(); };
+    const int url_y = y(url), local_y = y(local);
+
+    QTest::keyClicks(url, "https://example.org/model.gguf");
+    QTest::keyClicks(sha, "not-a-checksum");
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
+    QLabel* shown = nullptr;
+    for (QLabel* l : w.currentPage()->findChildren<QLabel*>())
+      if (l->isVisible() && l->objectName().endsWith("rrorLabel") && l->text().contains("SHA-256")) shown = l;
+    QVERIFY2(shown, "no visible error names the SHA-256");
+    QVERIFY2(
+        y(shown) > y(sha) && y(shown) < y(local_radio),
+        qPrintable(QString("the SHA-256 error is at y=%1, not between the SHA-256 field (%2) and the local "
+                           "file section (%3)")
+                       .arg(y(shown))
+                       .arg(y(sha))
+                       .arg(y(local_radio))));
+    QCOMPARE(y(url), url_y);
+    QCOMPARE(y(local), local_y);
+    QVERIFY(e->store.all().empty());
+
+    // A folder is called a folder, under the local file field.
+    QTest::keyClicks(local, dir_.path());
+    QVERIFY(local_radio->isChecked());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::ChoosePage));
+    auto* local_error = w.findChild<QLabel*>("localErrorLabel");
+    QVERIFY(local_error && local_error->isVisible());
+    QVERIFY2(local_error->text().contains("is a folder"), qPrintable(local_error->text()));
+    QVERIFY(y(local_error) > y(local));
+    QCOMPARE(y(url), url_y);
+    QCOMPARE(y(local), local_y);
+  }
+
+  // A download that fails its checksum: the page says so in its title, and the bar
+  // is no longer a full blue bar (the corrupt file is removed: nothing is kept).
+  void failedDownloadLooksFailed() {
+    HttpTestServer server(body_);
+    QVERIFY(server.start());
+    auto e = env();
+    ModelCatalog catalog = ModelCatalog::builtIn();
+    CatalogEntry bad;
+    bad.id = "bad-sha";
+    bad.name = "Wrong checksum";
+    bad.family = "qwen3moe";
+    bad.quant = "Q8_0";
+    bad.shape = "Q3-30B";
+    bad.url = server.url("/bad-sha.gguf").toString();
+    bad.sha256 = QString(64, QChar('0'));
+    bad.size_bytes = body_.size();
+    bad.licence = "test";
+    catalog.add(bad);
+    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models6");
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* list = w.findChild<QTreeWidget*>("catalogList");
+    QTreeWidgetItem* item = list->topLevelItem(list->topLevelItemCount() - 1);
+    QCOMPARE(item->text(0), QStringLiteral("Wrong checksum"));
+    list->scrollToItem(item);
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(item).center());
+    clickNext(w);
+    QCOMPARE(w.currentId(), int(ModelWizard::DownloadPage));
+    QTRY_COMPARE_WITH_TIMEOUT(e->dm.status(w.downloadId()).state, QStringLiteral("failed"), 20000);
+    QCOMPARE(w.currentPage()->title(), QStringLiteral("Download failed"));
+    QCOMPARE(w.findChild<QLabel*>("stateLabel")->text(), QStringLiteral("Failed"));
+    auto* bar = w.findChild<QProgressBar*>("progressBar");
+    QVERIFY2(bar->value() < bar->maximum(), qPrintable(bar->text()));
+    QVERIFY(bar->text().startsWith("Failed"));
+    QCOMPARE(bar->palette().color(QPalette::Highlight), errorColor(w.palette()));
+    QCOMPARE(w.findChild<QPushButton*>("pauseButton")->text(), QStringLiteral("Retry"));
   }
 
   void speedAndEtaTexts() {

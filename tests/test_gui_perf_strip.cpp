@@ -107,13 +107,16 @@ class GuiPerfStripTest : public QObject {
     strip.pollNow();
     QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
              QString("100% hit · 0% prefetched · 0% missed"));
+    QCOMPARE(strip.findChild<QLabel*>("perfExpertsCaption")->text(),
+             QString("Expert cache"));  // while it runs
     c.generating = false;
     strip.pollNow();
     strip.pollNow();  // idle: nothing moved
     QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
-             QString("last reply: 75% hit · 0% prefetched · 25% missed"));
-    QCOMPARE(strip.findChild<QLabel*>("perfPredictor")->text(),
-             QString("last reply: GoodPred 25% · accuracy 50%"));
+             QString("75% hit · 0% prefetched · 25% missed"));
+    QCOMPARE(strip.findChild<QLabel*>("perfExpertsCaption")->text(), QString("Expert cache · last reply"));
+    QCOMPARE(strip.findChild<QLabel*>("perfPredictor")->text(), QString("GoodPred 25% · accuracy 50%"));
+    QCOMPARE(strip.findChild<QLabel*>("perfPredictorCaption")->text(), QString("Predictor · last reply"));
   }
 
   void aReplyBetweenTwoPollsIsStillTheLastReply() {
@@ -129,7 +132,8 @@ class GuiPerfStripTest : public QObject {
     strip.pollNow();
     strip.pollNow();
     QCOMPARE(strip.findChild<QLabel*>("perfExperts")->text(),
-             QString("last reply: 40% hit · 0% prefetched · 60% missed"));
+             QString("40% hit · 0% prefetched · 60% missed"));
+    QCOMPARE(strip.findChild<QLabel*>("perfExpertsCaption")->text(), QString("Expert cache · last reply"));
   }
 
   void residentModelSaysSo() {

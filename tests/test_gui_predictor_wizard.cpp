@@ -7,6 +7,7 @@
 // main window (the app's real wiring): File > Train a predictor, after which
 // the model menu shows the predictor and the loaded model uses it at once.
 #include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QLabel>
@@ -60,7 +61,14 @@ T* child(QWidget& w, const char* name) {
   return c;
 }
 
-void click(QAbstractButton* b) { QTest::mouseClick(b, Qt::LeftButton); }
+// A radio button or check box is clicked on its indicator (it takes clicks on its
+// indicator and text, not on the empty rest of a wide row).
+void click(QAbstractButton* b) {
+  if (qobject_cast<QRadioButton*>(b) || qobject_cast<QCheckBox*>(b))
+    QTest::mouseClick(b, Qt::LeftButton, {}, QPoint(8, b->height() / 2));
+  else
+    QTest::mouseClick(b, Qt::LeftButton);
+}
 void clickNext(QWizard& w) { click(w.button(QWizard::NextButton)); }
 
 void setSpin(QSpinBox* spin, int value) {
@@ -189,6 +197,13 @@ class TestGuiPredictorWizard : public QObject {
     // The model page now shows the stored predictor and its accuracy.
     const auto info = storedPredictorInfo(e.db, demoModelSha256());
     QVERIFY(info && info->mean_accuracy >= 0);
+    // The saved page names the figure the model menu shows (not only the test prompts' one).
+    const QString save_text = child<QLabel>(w, "saveResult")->text();
+    QVERIFY2(save_text.contains("Mean validation Accuracy " + percentText(info->mean_accuracy) +
+                                " (the figure the model menu shows)"),
+             qPrintable(save_text));
+    QCOMPARE(QString::fromStdString(predictorNote(info)),
+             QString("predictor %1%").arg(std::lround(info->mean_accuracy * 100)));
     w.restart();
     QCOMPARE(w.currentId(), int(PredictorWizard::ModelStep));
     QCOMPARE(models->item(0, 1)->text(), QString("distance 2, %1 layers").arg(layers));

@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "app/core/fit_words.h"
 #include "app/core/model_shape.h"
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
@@ -98,6 +99,14 @@ class GuiSettingsTest : public QObject {
     ctx.n_ctx = 1 << 20;
     SettingsDialog dlg(settings, ctx);
     QVERIFY2(dlg.fitText().contains("Does not fit"), qPrintable(dlg.fitText()));
+    // The budget is below what stays on the GPU whatever it is: said so, with the figure,
+    // not as "room for fewer than 2 expert slots".
+    const FitEstimate fit = fitAt(*ctx.model, 250'000'000, ctx.n_ctx);
+    QVERIFY(fixedGpuBytes(fit) > 250'000'000);
+    const QString need = QString::fromStdString(formatBytes(fixedGpuBytes(fit)));
+    QVERIFY2(dlg.fitText().contains("need " + need + ", more than the 250.0 MB budget"),
+             qPrintable(dlg.fitText()));
+    QVERIFY2(!dlg.fitText().contains("fewer than 2"), qPrintable(dlg.fitText()));
   }
 
   void autoWithoutAGpuSaysSo() {

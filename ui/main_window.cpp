@@ -25,12 +25,13 @@
 #include <QVBoxLayout>
 
 #include "app/core/chat_export.h"
+#include "app/core/fit_words.h"
 #include "app/core/model_shape.h"
-#include "offload/host_expert_store.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"
 #include "ui/conversation_settings_dialog.h"
+#include "ui/elided_label.h"
 #include "ui/expert_heat_map.h"
 #include "ui/perf_strip.h"
 #include "ui/settings_dialog.h"
@@ -40,7 +41,6 @@ namespace moe {
 namespace {
 
 constexpr int kUndoMs = 10'000;
-constexpr int kNameRole = Qt::UserRole + 1;  // the model combo: the name without its note
 const char* kDemoBanner =
     "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not "
     "language. ";
@@ -76,6 +76,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
     : QMainWindow(parent), settings_(settings), store_(store), chat_(chat), engine_(engine) {
   setWindowTitle("moechat");
   setObjectName("mainWindow");
+  setStatusBar(new ElidingStatusBar(this));  // messages stop short of the model line
   list_model_ = new ConversationListModel(store_, this);
 
   auto* split = new QSplitter(this);
@@ -100,13 +101,13 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   heat_dock_->setObjectName("heatDock");
   heat_dock_->setWidget(heat_map_);
   addDockWidget(Qt::RightDockWidgetArea, heat_dock_);
-  resizeDocks({heat_dock_}, {260}, Qt::Horizontal);
+  resizeDocks({heat_dock_}, {200}, Qt::Horizontal);
 
   load_bar_ = new QProgressBar(this);
   load_bar_->setRange(0, 100);
   load_bar_->setMaximumWidth(160);
   load_bar_->hide();
-  model_status_ = new QLabel(this);
+  model_status_ = new ElidedLabel(this);  // shortened, never pushing the window wider
   model_status_->setObjectName("modelStatus");
   statusBar()->addPermanentWidget(model_status_);
   statusBar()->addPermanentWidget(load_bar_);
@@ -248,7 +249,7 @@ QWidget* MainWindow::buildChatPane() {
   v->setContentsMargins(0, 8, 8, 0);
   v->setSpacing(4);
   auto* top = new QHBoxLayout;
-  title_ = new QLabel(pane);
+  title_ = new ElidedLabel(pane);
   title_->setObjectName("chatTitle");
   title_->setTextFormat(Qt::PlainText);
   QFont tf = title_->font();
@@ -257,10 +258,12 @@ QWidget* MainWindow::buildChatPane() {
   title_->setFont(tf);
   model_combo_ = new QComboBox(pane);
   model_combo_->setObjectName("modelCombo");
-  model_combo_->setMinimumWidth(220);
+  // As wide as its longest entry when there is room, never wider than 220 px of minimum.
+  model_combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  model_combo_->setMinimumContentsLength(22);
   model_combo_->setToolTip("The model replies come from");
   connect(model_combo_, &QComboBox::activated, this, [this](int i) {
-    loadModel({model_combo_->itemData(i, kNameRole).toString(), model_combo_->itemData(i).toString()});
+    loadModel({model_combo_->itemData(i, kModelNameRole).toString(), model_combo_->itemData(i).toString()});
   });
   auto* chat_settings = new QToolButton(pane);
   chat_settings->setObjectName("chatSettingsButton");
@@ -316,220 +319,23 @@ QWidget* MainWindow::buildChatPane() {
   return pane;
 }
 
-void MainWindow::buildActions() {
-  auto* file = menuBar()->addMenu("&File");
-  auto* new_chat = file->addAction("New chat", this, [this] { chat_.newConversation(); });
-  new_chat->setShortcut(QKeySequence::New);
-  file->addAction("Add a model…", this, [this] {
-    if (launch_wizard_) launch_wizard_();
-  });
-  import_predictor_action_ = file->addAction("Import a predictor…", this, [this] {
-    const QString path = QFileDialog::getOpenFileName(
-        this, "Import a predictor set", QString(), "moechat predictors (*.preds *.moepreds);;All files (*)");
-    if (path.isEmpty() || !import_predictor_) return;
-    statusBar()->showMessage(import_predictor_(path), 15'000);
-    reloadModel("its new predictor");  // use it now (after the reply in progress)
-  });
-  import_predictor_action_->setEnabled(false);
-  train_predictor_action_ = file->addAction("Train a predictor…", this, [this] {
-    if (launch_predictor_wizard_) launch_predictor_wizard_();
-  });
-  train_predictor_action_->setObjectName("trainPredictorAction");
-  train_predictor_action_->setEnabled(false);
-  file->addAction("Export chat as Markdown…", this,
-                  [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
-  file->addAction("Export chat as JSON…", this,
-                  [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
-  file->addSeparator();
-  auto* quit = file->addAction("Quit", this, &QWidget::close);
-  quit->setShortcut(QKeySequence::Quit);
-
-  auto* edit = menuBar()->addMenu("&Edit");
-  auto* find = edit->addAction("Search chats", this, [this] {
-    search_->setFocus();
-    search_->selectAll();
-  });
-  find->setShortcut(QKeySequence::Find);
-  auto* stop = edit->addAction("Stop the reply", this, [this] {
-    if (chat_.busy())
-      chat_.stop();
-    else if (editing_message_) {
-      editing_message_ = 0;
-      composer_->setText({});
-    }
-  });
-  stop->setShortcut(Qt::Key_Escape);
-  auto* regen = edit->addAction("Regenerate the last reply", this, [this] { chat_.regenerate(); });
-  regen->setShortcut(QKeySequence("Ctrl+R"));
-  auto* del = edit->addAction("Delete chat", this, &MainWindow::deleteSelected);
-  del->setShortcut(QKeySequence("Ctrl+Shift+Backspace"));
-  auto* prefs = edit->addAction("Settings…", this, &MainWindow::openSettings);
-  prefs->setShortcut(QKeySequence("Ctrl+,"));
-
-  auto* view = menuBar()->addMenu("&View");
-  view->addAction(heat_dock_->toggleViewAction());
-  auto* theme = view->addMenu("Theme");
-  for (const char* t : {"system", "light", "dark"})
-    theme->addAction(t, this, [this, t] { settings_.setTheme(t); });
-}
-
-void MainWindow::setModelWizardLauncher(std::function<void()> launch) {
-  launch_wizard_ = std::move(launch);
-  updateBanner();
-}
-
-void MainWindow::setPredictorWizardLauncher(std::function<void()> launch) {
-  launch_predictor_wizard_ = std::move(launch);
-  train_predictor_action_->setEnabled(static_cast<bool>(launch_predictor_wizard_));
-}
-
-void MainWindow::setModelListSource(std::function<std::vector<ModelChoice>()> source) {
-  model_source_ = std::move(source);
-  refreshModelList();
-}
-
-void MainWindow::setPredictorImporter(std::function<QString(const QString&)> import) {
-  import_predictor_ = std::move(import);
-  import_predictor_action_->setEnabled(static_cast<bool>(import_predictor_));
-}
-
-void MainWindow::setPredictorSource(
-    std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> source) {
-  predictor_source_ = std::move(source);
-}
-
-void MainWindow::setRetrainLauncher(std::function<void(const QString&)> launch) {
-  launch_retrain_ = std::move(launch);
-  retrain_button_->setVisible(static_cast<bool>(launch_retrain_));
-}
-
-void MainWindow::buildRetrainOffer() {
-  retrain_bar_ = new QWidget(this);
-  retrain_bar_->setObjectName("retrainBar");
-  auto* h = new QHBoxLayout(retrain_bar_);
-  h->setContentsMargins(0, 0, 0, 0);
-  retrain_label_ = new QLabel(retrain_bar_);
-  retrain_button_ = new QPushButton("Train a predictor…", retrain_bar_);
-  retrain_button_->setObjectName("retrainButton");
-  retrain_button_->hide();
-  auto* dismiss = new QToolButton(retrain_bar_);
-  dismiss->setText("Not now");
-  h->addWidget(retrain_label_);
-  h->addWidget(retrain_button_);
-  h->addWidget(dismiss);
-  statusBar()->addWidget(retrain_bar_, 1);
-  retrain_bar_->hide();
-  connect(dismiss, &QToolButton::clicked, retrain_bar_, &QWidget::hide);
-  connect(retrain_button_, &QPushButton::clicked, this, [this] {
-    retrain_bar_->hide();
-    if (launch_retrain_) launch_retrain_(retrain_sha_);
-  });
-  connect(&chat_, &ChatController::retrainSuggested, this, [this](const QString& sha, qint64 tokens) {
-    retrain_sha_ = sha;
-    QString text = QString("%1 tokens of your chats are recorded: enough to train a predictor for this model")
-                       .arg(tokens);
-    text += launch_retrain_ ? QString(".") : QString(" (moechat-cli train).");
-    retrain_label_->setText(text);
-    retrain_bar_->show();
-  });
-}
-
-void MainWindow::refreshModelList() {
-  const QSignalBlocker block(model_combo_);
-  const QString current = chat_.model() ? q(chat_.model()->path) : settings_.lastModelPath();
-  model_combo_->clear();
-  auto add = [this](const ModelChoice& m) {
-    // The note shows in the menu; the name alone is what a load reports.
-    model_combo_->addItem(m.predictor_note.isEmpty() ? m.name : m.name + " · " + m.predictor_note, m.path);
-    const int i = model_combo_->count() - 1;
-    model_combo_->setItemData(i, m.name, kNameRole);
-    model_combo_->setItemData(
-        i,
-        m.predictor_note.isEmpty()
-            ? QString("No trained predictor (File > Train a predictor)")
-            : QString("Has a trained predictor (%1), used under the proactive policy").arg(m.predictor_note),
-        Qt::ToolTipRole);
-  };
-  std::vector<ModelChoice> models = model_source_ ? model_source_() : std::vector<ModelChoice>{};
-  ModelChoice demo{"Demo model (random weights)", QString(), QString()};
-  for (const auto& m : models)
-    if (m.path.isEmpty()) demo.predictor_note = m.predictor_note;
-  add(demo);
-  for (const auto& m : models)
-    if (!m.path.isEmpty()) add(m);
-  const int i = model_combo_->findData(current);
-  model_combo_->setCurrentIndex(i < 0 ? 0 : i);
-}
-
-void MainWindow::loadInitialModel() {
-  const QString last = settings_.lastModelPath();
-  if (!last.isEmpty() && QFile::exists(last))
-    loadModel({QFileInfo(last).fileName(), last});
-  else
-    loadModel({"Demo model", QString()});
-}
-
-void MainWindow::loadModel(const ModelChoice& choice) {
-  const EngineLoadOptions o = loadOptionsFor(choice);
-  composer_->setEnabled(false);
-  reloading_.clear();
-  model_status_->setText("Loading " + choice.name + "…");
-  chat_.loadModel(o);
-}
-
-void MainWindow::reloadModel(const QString& what) {
-  if (!chat_.model()) return;
-  chat_.reloadWhenIdle(loadOptionsFor({q(chat_.model()->name), q(chat_.model()->path)}), what);
-}
-
-EngineLoadOptions MainWindow::loadOptionsFor(const ModelChoice& choice) {
-  EngineLoadOptions o;
-  o.demo = choice.path.isEmpty();
-  o.model_path = choice.path.toStdString();
-  o.policy = settings_.cachePolicy().toStdString();
-  o.vram_budget_bytes = settings_.vramBudgetBytes();
-  if (predictor_source_) {
-    try {
-      o.predictor_set = predictor_source_(choice);
-    } catch (const std::exception& e) {
-      statusBar()->showMessage(QString("The stored predictor could not be read: %1").arg(e.what()), 10'000);
-    }
-  }
-  return o;
-}
-
-void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
-  load_bar_->hide();
-  composer_->setEnabled(true);
-  composer_->editor()->setFocus();
-  settings_.setLastModelPath(q(info.path));
-  reloading_.clear();
-  showModelStatus(info);
-  if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);
-  refreshModelList();
-  updateBanner();
-  heat_map_->refresh();
-}
-
-void MainWindow::showModelStatus(const LoadedModelInfo& info) {
-  model_status_->setText(QString("%1 · %2 · %3 layers × %4 experts (%5 used) · %6 · %7 backend")
-                             .arg(q(info.name), q(info.architecture))
-                             .arg(info.n_layer)
-                             .arg(info.n_expert)
-                             .arg(info.n_expert_used)
-                             .arg(info.predictor.empty()
-                                      ? q(info.policy)
-                                      : q(info.policy) + " + " + q(info.predictor) + " predictor")
-                             .arg(q(info.backend)));
-  model_status_->setToolTip(q(info.offload_note));
-}
-
 void MainWindow::updateBanner() {
   const bool demo = chat_.model() && chat_.model()->demo;
   QString text = kDemoBanner;
-  if (launch_wizard_) text += "<a href=\"wizard\">Get a real model…</a>";
+  // The link's colour is written into the text: QLabel keeps the colour of the
+  // palette it first laid the text out with, so a theme change re-sets it.
+  if (launch_wizard_)
+    text += QString("<a href=\"wizard\" style=\"color: %1\">Get a real model…</a>")
+                .arg(palette().color(QPalette::Link).name());
   banner_->setText(text);
   banner_->setVisible(demo);
+}
+
+void MainWindow::changeEvent(QEvent* event) {
+  QMainWindow::changeEvent(event);
+  if ((event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) &&
+      banner_)
+    updateBanner();
 }
 
 QWidget* MainWindow::buildNoticeBar(QWidget* parent) {
@@ -645,7 +451,7 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
     ctx.model_loaded = true;
     ctx.reply_running = chat_.busy();
   }
-  ctx.host_available_bytes = HostExpertStore::availableRam();
+  ctx.host_available_bytes = availableHostRam();
   return std::make_unique<SettingsDialog>(settings_, ctx, this);
 }
 

@@ -46,6 +46,10 @@ class MainWindow : public QMainWindow {
 
   // Optional collaborators the app wires in (tests may leave them unset).
   void setModelWizardLauncher(std::function<void()> launch);
+  // Enables File > Models (the models view).
+  void setModelsViewLauncher(std::function<void()> launch);
+  // Enables File > Downloads (the downloads view).
+  void setDownloadsViewLauncher(std::function<void()> launch);
   // Enables File > Train a predictor.
   void setPredictorWizardLauncher(std::function<void()> launch);
   // The installed models for the model menu. An entry with an empty path gives
@@ -91,7 +95,13 @@ class MainWindow : public QMainWindow {
   // The save dialog, suggesting a file named after the chat's title.
   QString askExportPath(const QString& extension, const QString& filter);
 
+ protected:
+  // A new palette (theme) re-renders the banner, whose link colour is set in its text.
+  void changeEvent(QEvent* event) override;
+
  private:
+  static constexpr int kModelNameRole = Qt::UserRole + 1;  // the model combo: the name without its note
+
   void buildActions();
   QWidget* buildSidebar();
   QWidget* buildChatPane();
@@ -114,6 +124,10 @@ class MainWindow : public QMainWindow {
   EngineHost& engine_;
   std::function<void()> launch_wizard_;
   std::function<void()> launch_predictor_wizard_;
+  std::function<void()> launch_models_view_;
+  QAction* models_view_action_ = nullptr;
+  std::function<void()> launch_downloads_view_;
+  QAction* downloads_view_action_ = nullptr;
   QAction* train_predictor_action_ = nullptr;
   std::function<std::vector<ModelChoice>()> model_source_;
   std::function<std::shared_ptr<const PredictorSet>(const ModelChoice&)> predictor_source_;

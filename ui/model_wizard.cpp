@@ -8,6 +8,7 @@
 #include "app/qt/download_manager.h"
 #include "app/qt/download_verify.h"
 #include "app/qt/file_hasher.h"
+#include "ui/model_wizard_hub_page.h"
 #include "ui/model_wizard_pages.h"
 
 namespace moe {
@@ -24,6 +25,7 @@ ModelWizard::ModelWizard(DownloadManager& downloads, ModelRegistry& registry, co
   setPage(ChoosePage, new ChooseModelPage(*this));
   setPage(DownloadPage, new DownloadModelPage(*this));
   setPage(DonePage, new InstalledModelPage(*this));
+  setPage(HubPage, new HubSearchPage(*this));
   setStartId(ChoosePage);
   setOption(QWizard::NoBackButtonOnLastPage);
   setOption(QWizard::NoBackButtonOnStartPage);
@@ -34,7 +36,8 @@ ModelWizard::~ModelWizard() { hash_.cancelAndWait(); }
 
 int ModelWizard::nextId() const {
   switch (currentId()) {
-    case ChoosePage: return local_ ? DonePage : DownloadPage;
+    case ChoosePage: return hub_ ? HubPage : local_ ? DonePage : DownloadPage;
+    case HubPage: return DownloadPage;
     case DownloadPage: return DonePage;
     default: return -1;
   }

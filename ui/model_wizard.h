@@ -2,11 +2,13 @@
 // checksum status and whether it fits the current VRAM budget; from a pasted URL;
 // or a local GGUF, accepted only if the engine's GGUF reader and config parser
 // accept it) -> download (progress, speed, ETA, pause/resume, errors) -> done
-// (registered in the ModelRegistry). Every dependency comes in through the
+// (registered in the ModelRegistry). A fourth way in: search the Hugging Face hub
+// (HubSearchPage) for a GGUF file of a supported MoE model. Every dependency comes in through the
 // constructor; the wizard owns none of them.
 #pragma once
 
 #include <QString>
+#include <QUrl>
 #include <QWizard>
 
 #include "app/qt/file_hasher.h"
@@ -19,12 +21,13 @@ class ModelRegistry;
 class ChooseModelPage;
 class DownloadModelPage;
 class InstalledModelPage;
+class HubSearchPage;
 
 class ModelWizard : public QWizard {
   Q_OBJECT
 
  public:
-  enum PageId { ChoosePage, DownloadPage, DonePage };
+  enum PageId { ChoosePage, DownloadPage, DonePage, HubPage };
 
   // `models_dir`: where downloads go (created when missing).
   ModelWizard(DownloadManager& downloads, ModelRegistry& registry, const ModelCatalog& catalog,
@@ -37,6 +40,10 @@ class ModelWizard : public QWizard {
   quint64 vramBudget() const { return vram_budget_; }
   const QString& modelsDir() const { return models_dir_; }
 
+  // Where the Hugging Face page searches (tests point it at a local server).
+  const QUrl& hubBase() const { return hub_base_; }
+  void setHubBase(const QUrl& base) { hub_base_ = base; }
+
   qint64 downloadId() const { return download_id_; }
   QString installedPath() const { return installed_path_; }
 
@@ -46,6 +53,8 @@ class ModelWizard : public QWizard {
                         const QString& catalog_id);
   QString installLocal(const QString& path);
   void markInstalled(const QString& path);
+  // The choose page's "search Hugging Face": Next goes to the hub page.
+  void chooseHub(bool hub) { hub_ = hub; }
 
   int nextId() const override;
 
@@ -61,6 +70,8 @@ class ModelWizard : public QWizard {
   qint64 download_id_ = 0;
   QString installed_path_;
   bool local_ = false;
+  bool hub_ = false;
+  QUrl hub_base_{QStringLiteral("https://huggingface.co")};
   HashJob hash_;  // a local file's SHA-256, computed after it is registered
 };
 

@@ -17,6 +17,7 @@
 
 #include "app/qt/download_manager.h"
 #include "ui/model_wizard.h"
+#include "ui/theme.h"
 
 namespace moe {
 
@@ -25,12 +26,22 @@ namespace {
 enum CatalogColumn { ColName, ColQuant, ColSize, ColLicence, ColFit, ColChecksum, ColCount };
 constexpr int kDetailsRole = Qt::UserRole + 1;  // the selected row's full description
 
-QLabel* errorLabel(QWidget* parent) {
+// An error line that keeps its place (two lines tall) while hidden, so showing it
+// moves nothing else on the page. Its colour follows the theme (errorColor).
+QLabel* errorLabel(QWidget* parent, const QString& name = QStringLiteral("errorLabel")) {
   auto* l = new QLabel(parent);
-  l->setObjectName(QStringLiteral("errorLabel"));
+  l->setObjectName(name);
   l->setWordWrap(true);
-  l->setStyleSheet(QStringLiteral("color: #b00020;"));
+  QPalette pal = l->palette();
+  pal.setColor(QPalette::WindowText, errorColor(pal));
+  l->setPalette(pal);
   l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  l->setMinimumHeight(2 * l->fontMetrics().lineSpacing());
+  l->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  QSizePolicy keep = l->sizePolicy();
+  keep.setRetainSizeWhenHidden(true);
+  keep.setVerticalPolicy(QSizePolicy::Fixed);
+  l->setSizePolicy(keep);
   l->hide();
   return l;
 }
@@ -62,12 +73,15 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
 
   catalog_radio_ = new QRadioButton(tr("From the catalog"), this);
   catalog_radio_->setObjectName(QStringLiteral("catalogRadio"));
+  hub_radio_ = new QRadioButton(tr("Search Hugging Face for a GGUF file (on the next page)"), this);
+  hub_radio_->setObjectName(QStringLiteral("hubRadio"));
   url_radio_ = new QRadioButton(tr("From a URL"), this);
   url_radio_->setObjectName(QStringLiteral("urlRadio"));
   local_radio_ = new QRadioButton(tr("A GGUF file on this computer"), this);
   local_radio_->setObjectName(QStringLiteral("localRadio"));
   auto* group = new QButtonGroup(this);
   group->addButton(catalog_radio_);
+  group->addButton(hub_radio_);
   group->addButton(url_radio_);
   group->addButton(local_radio_);
   catalog_radio_->setChecked(true);
@@ -96,6 +110,8 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   local_edit_->setObjectName(QStringLiteral("localEdit"));
   browse_ = new QPushButton(tr("Browse..."), this);
   error_label_ = errorLabel(this);
+  url_error_ = errorLabel(this, QStringLiteral("urlErrorLabel"));
+  local_error_ = errorLabel(this, QStringLiteral("localErrorLabel"));
 
   auto* url_form = new QFormLayout;
   url_form->addRow(tr("URL"), url_edit_);
@@ -108,11 +124,14 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   layout->addWidget(catalog_radio_);
   layout->addWidget(catalog_list_, 1);
   layout->addWidget(details_);
+  layout->addWidget(error_label_);  // the catalog's errors, under its details
+  layout->addWidget(hub_radio_);
   layout->addWidget(url_radio_);
   layout->addLayout(url_form);
+  layout->addWidget(url_error_);
   layout->addWidget(local_radio_);
   layout->addLayout(local_row);
-  layout->addWidget(error_label_);
+  layout->addWidget(local_error_);
 
   // Typing or choosing in a section selects that section.
   connect(catalog_list_, &QTreeWidget::itemSelectionChanged, this, [this] {
@@ -128,7 +147,7 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   for (QLineEdit* e : {url_edit_, local_edit_})
     connect(e, &QLineEdit::textChanged, this, &ChooseModelPage::completeChanged);
   connect(group, &QButtonGroup::buttonToggled, this, [this] {
-    error_label_->hide();
+    hideErrors();
     emit completeChanged();
   });
   connect(browse_, &QPushButton::clicked, this, [this] {
@@ -174,18 +193,29 @@ void ChooseModelPage::fillCatalog() {
 }
 
 bool ChooseModelPage::isComplete() const {
+  if (hub_radio_->isChecked()) return true;
   if (catalog_radio_->isChecked()) return !catalog_list_->selectedItems().isEmpty();
   if (url_radio_->isChecked()) return !url_edit_->text().trimmed().isEmpty();
   return !local_edit_->text().trimmed().isEmpty();
 }
 
 void ChooseModelPage::showError(const QString& message) {
-  error_label_->setText(message);
-  error_label_->show();
+  // Under the section the user chose, so it sits next to the field it is about.
+  QLabel* label = url_radio_->isChecked()     ? url_error_
+                  : local_radio_->isChecked() ? local_error_
+                                              : error_label_;
+  label->setText(message);
+  label->show();
+}
+
+void ChooseModelPage::hideErrors() {
+  for (QLabel* l : {error_label_, url_error_, local_error_}) l->hide();
 }
 
 bool ChooseModelPage::validatePage() {
-  error_label_->hide();
+  hideErrors();
+  wizard_.chooseHub(hub_radio_->isChecked());
+  if (hub_radio_->isChecked()) return true;
   if (catalog_radio_->isChecked()) return chooseCatalog();
   if (url_radio_->isChecked()) return chooseUrl();
   return chooseLocal();
@@ -219,7 +249,12 @@ bool ChooseModelPage::chooseUrl() {
 
 bool ChooseModelPage::chooseLocal() {
   const QString path = local_edit_->text().trimmed();
-  if (!QFileInfo(path).isFile()) {
+  const QFileInfo info(path);
+  if (info.isDir()) {
+    showError(tr("%1 is a folder: choose a .gguf file in it.").arg(path));
+    return false;
+  }
+  if (!info.isFile()) {
     showError(tr("No such file: %1").arg(path));
     return false;
   }
@@ -231,7 +266,7 @@ bool ChooseModelPage::chooseLocal() {
 // ---- download -------------------------------------------------------------
 
 DownloadModelPage::DownloadModelPage(ModelWizard& wizard) : wizard_(wizard) {
-  setTitle(tr("Downloading"));
+  setTitle(tr("Downloading"));  // then the state's title (onState)
   title_ = new QLabel(this);
   title_->setWordWrap(true);
   progress_ = new QProgressBar(this);
@@ -294,6 +329,7 @@ void DownloadModelPage::initializePage() {
 
 void DownloadModelPage::onProgress(qint64 id, qint64 done, qint64 total, double bytes_per_sec, qint64 eta_s) {
   if (id != wizard_.downloadId()) return;
+  if (wizard_.downloads().status(id).state == QStringLiteral("failed")) return;  // onState drew it
   if (total > 0) {
     progress_->setRange(0, 1000);
     progress_->setValue(int(1000.0 * double(done) / double(total)));
@@ -315,7 +351,31 @@ void DownloadModelPage::onState(qint64 id, const QString& state) {
                                                  {QStringLiteral("verifying"), tr("Checking the file")},
                                                  {QStringLiteral("done"), tr("Downloaded and checked")},
                                                  {QStringLiteral("failed"), tr("Failed")}};
+  static const QHash<QString, QString> kTitles = {{QStringLiteral("queued"), tr("Waiting to download")},
+                                                  {QStringLiteral("paused"), tr("Download paused")},
+                                                  {QStringLiteral("verifying"), tr("Checking the download")},
+                                                  {QStringLiteral("done"), tr("Downloaded")},
+                                                  {QStringLiteral("failed"), tr("Download failed")}};
+  setTitle(kTitles.value(state, tr("Downloading")));
   state_label_->setText(kWords.value(state, state));
+  // A failed download's bar shows what is kept (a corrupt file is removed: empty) in the error colour.
+  const bool failed = state == QStringLiteral("failed");
+  QPalette bar = progress_->palette();
+  bar.setColor(QPalette::Highlight, failed ? errorColor(bar) : palette().color(QPalette::Highlight));
+  progress_->setPalette(bar);
+  if (failed) {
+    const DownloadStatus st = wizard_.downloads().status(id);
+    if (st.total > 0) {
+      progress_->setRange(0, 1000);
+      progress_->setValue(int(1000.0 * double(st.bytes_done) / double(st.total)));
+      progress_->setFormat(tr("Failed: %1 of %2 kept")
+                               .arg(humanBytes(uint64_t(st.bytes_done)), humanBytes(uint64_t(st.total))));
+    } else {
+      progress_->setRange(0, 1);
+      progress_->setValue(0);
+      progress_->setFormat(tr("Failed"));
+    }
+  }
   const bool resumable = state == QStringLiteral("paused") || state == QStringLiteral("failed");
   pause_button_->setText(resumable ? (state == QStringLiteral("failed") ? tr("Retry") : tr("Resume"))
                                    : tr("Pause"));

@@ -16,7 +16,8 @@ namespace moe {
 
 class ModelWizard;
 
-// Catalog | URL | local file. validatePage() starts the download or installs the file.
+// Catalog | Hugging Face search (the next page) | URL | local file. validatePage()
+// starts the download or installs the file.
 class ChooseModelPage : public QWizardPage {
   Q_OBJECT
 
@@ -27,18 +28,21 @@ class ChooseModelPage : public QWizardPage {
 
  private:
   void fillCatalog();
-  void showError(const QString& message);
+  void showError(const QString& message);  // under the chosen section
+  void hideErrors();
   bool chooseCatalog();
   bool chooseUrl();
   bool chooseLocal();
 
   ModelWizard& wizard_;
-  QRadioButton *catalog_radio_, *url_radio_, *local_radio_;
+  QRadioButton *catalog_radio_, *hub_radio_, *url_radio_, *local_radio_;
   QTreeWidget* catalog_list_;
   QLineEdit *url_edit_, *sha_edit_, *local_edit_;
   QPushButton* browse_;
-  QLabel* details_;  // the selected catalog entry: needs, fit, size, checksum, licence
-  QLabel* error_label_;
+  QLabel* details_;      // the selected catalog entry: needs, fit, size, checksum, licence
+  QLabel* error_label_;  // the catalog's
+  QLabel* url_error_;    // under the URL and SHA-256 fields
+  QLabel* local_error_;  // under the local file field
 };
 
 // Progress of the wizard's download; complete when the file is verified and registered.

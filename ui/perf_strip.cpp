@@ -4,9 +4,14 @@
 #include <QHBoxLayout>
 #include <QPainter>
 #include <QVBoxLayout>
+#include <algorithm>
+
+#include "ui/elided_label.h"
 
 namespace moe {
 namespace {
+
+constexpr int kFixedTileMaxPx = 120;  // tiles whose widest text is narrower keep that width
 
 const QColor kCached(0x2e, 0x9d, 0x5b);
 const QColor kPrefetched(0x3d, 0x8b, 0xd9);
@@ -50,57 +55,80 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   setObjectName("perfStrip");
   auto* row = new QHBoxLayout(this);
   row->setContentsMargins(8, 4, 8, 4);
-  row->setSpacing(14);
-  experts_ = addTile("Expert cache", "perfExperts",
+  row->setSpacing(10);
+  // Each tile's share of the strip is fixed by the widest text it shows (not the
+  // text of the moment), so no column moves between idle and a streaming reply.
+  experts_ = addTile("Expert cache", "perfExperts", "100% hit · 100% prefetched · 100% missed",
                      "Experts the gates chose in the last interval: green cached, blue prefetched by the "
                      "predictor, amber still copying, red missed");
   split_ = new HitSplitBar(this);
   static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
   predictor_ =
-      addTile("Predictor", "perfPredictor",
+      addTile("Predictor", "perfPredictor", "GoodPred 100% · accuracy 100%",
               "GoodPred: share of the experts the gates chose that the predictor named AND had copied "
               "in time; accuracy: share it named at all");
-  pcie_ = addTile("PCIe host→GPU", "perfPcie",
+  pcie_ = addTile("PCIe host→GPU", "perfPcie", "25.00 GB/s (100% of link)",
                   "Expert bytes copied to the GPU per second, and the share of "
                   "the link bandwidth measured at start");
-  prefill_ = addTile("Prefill", "perfPrefill", "Prompt tokens per second of the current (or last) reply");
-  decode_ = addTile("Decode", "perfDecode", "Generated tokens per second of the current (or last) reply");
-  ttft_ = addTile("First token", "perfTtft", "Time from sending to the first token of the reply");
-  blocked_ = addTile("Blocked", "perfBlocked", "Share of time the compute waited for experts to arrive");
+  prefill_ = addTile("Prefill", "perfPrefill", "9999 tok/s",
+                     "Prompt tokens per second of the current (or last) reply");
+  decode_ = addTile("Decode", "perfDecode", "9999 tok/s",
+                    "Generated tokens per second of the current (or last) reply");
+  ttft_ = addTile("First token", "perfTtft", "99999 ms", "Time from sending to the first token of the reply");
+  blocked_ =
+      addTile("Blocked", "perfBlocked", "100%", "Share of time the compute waited for experts to arrive");
   experts_.spark->setFixedMaximum(1.0);
   predictor_.spark->setFixedMaximum(1.0);
   blocked_.spark->setFixedMaximum(1.0);
   experts_.spark->setColor(kCached);
   blocked_.spark->setColor(kMissed);
-  row->addStretch(1);
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   timer_.setInterval(kPollMs);
   connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
   show(figures_, false);
 }
 
-PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& tip) {
+PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& widest,
+                                   const QString& tip) {
   auto* box = new QWidget(this);
+  box->setObjectName(object_name + "Tile");
+  box->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   box->setToolTip(tip);
   auto* col = new QVBoxLayout(box);
   col->setContentsMargins(0, 0, 0, 0);
   col->setSpacing(1);
-  auto* caption = new QLabel(title, box);
+  auto* caption = new ElidedLabel(title, box);
+  caption->setObjectName(object_name + "Caption");
   QFont small = caption->font();
   small.setPointSizeF(small.pointSizeF() * 0.85);
   caption->setFont(small);
   caption->setForegroundRole(QPalette::PlaceholderText);
-  auto* value = new QLabel(box);
+  auto* value = new ElidedLabel(box);
   value->setObjectName(object_name);
   QFont bold = value->font();
   bold.setBold(true);
   value->setFont(bold);
+  value->setToolTip(tip);
   auto* spark = new Sparkline(kHistory, box);
   col->addWidget(caption);
   col->addWidget(value);
   col->addWidget(spark);
-  static_cast<QHBoxLayout*>(layout())->addWidget(box);
-  return {value, spark};
+  // Never narrower than its caption and a short figure, so a narrow window elides
+  // the long texts (the expert split, the predictor) and keeps the numbers whole.
+  box->setMinimumWidth(std::max(QFontMetrics(bold).horizontalAdvance(QStringLiteral("9999 tok/s")),
+                                QFontMetrics(small).horizontalAdvance(title)) +
+                       4);
+  // A figure (a number and its unit) keeps the width of its widest text; the two
+  // long texts (the expert split, the predictor) share what is left.
+  const int widest_px = QFontMetrics(bold).horizontalAdvance(widest) + 4;
+  if (widest_px <= kFixedTileMaxPx) {
+    box->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Preferred);
+    box->setFixedWidth(std::max(box->minimumWidth(), widest_px));
+    static_cast<QHBoxLayout*>(layout())->addWidget(box);
+  } else {
+    static_cast<QHBoxLayout*>(layout())->addWidget(box, widest_px);
+  }
+  return {caption, value, spark, title};
 }
 
 void PerfStrip::pollNow() {
@@ -137,18 +165,20 @@ void PerfStrip::pollNow() {
 void PerfStrip::showExperts(const PerfFigures& f, bool whole_reply) {
   split_->setFigures(f);
   const double hit = f.cached_share + f.prefetched_share;
-  const QString prefix = whole_reply ? "last reply: " : QString();
+  // Over the whole last reply when idle: the caption says so (the figures keep their room).
+  for (const Tile* t : {&experts_, &predictor_})
+    t->caption->setText(whole_reply ? t->title + " · last reply" : t->title);
   if (f.expert_uses > 0)
-    experts_.value->setText(prefix + QString("%1% hit · %2% prefetched · %3% missed")
-                                         .arg(qRound(100 * hit))
-                                         .arg(qRound(100 * f.prefetched_share))
-                                         .arg(qRound(100 * (f.missed_share + f.inflight_share))));
+    experts_.value->setText(QString("%1% hit · %2% prefetched · %3% missed")
+                                .arg(qRound(100 * hit))
+                                .arg(qRound(100 * f.prefetched_share))
+                                .arg(qRound(100 * (f.missed_share + f.inflight_share))));
   else
     experts_.value->setText(f.experts_resident ? "all experts resident" : "idle");
   if (f.predicted_truth > 0)
-    predictor_.value->setText(prefix + QString("GoodPred %1% · accuracy %2%")
-                                           .arg(qRound(100 * f.pred_good))
-                                           .arg(qRound(100 * f.pred_accuracy)));
+    predictor_.value->setText(QString("GoodPred %1% · accuracy %2%")
+                                  .arg(qRound(100 * f.pred_good))
+                                  .arg(qRound(100 * f.pred_accuracy)));
   else
     predictor_.value->setText(f.experts_resident ? "not needed" : "–");
 }

@@ -51,10 +51,13 @@ class PerfStrip : public QWidget {
 
  private:
   struct Tile {
+    QLabel* caption;
     QLabel* value;
     Sparkline* spark;
+    QString title;
   };
-  Tile addTile(const QString& title, const QString& object_name, const QString& tip);
+  // widest: the longest text the tile shows; it sets the tile's share of the strip.
+  Tile addTile(const QString& title, const QString& object_name, const QString& widest, const QString& tip);
   void show(const PerfFigures& f, bool whole_reply);
   void showExperts(const PerfFigures& f, bool whole_reply);
 

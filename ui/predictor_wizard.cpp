@@ -29,6 +29,11 @@ PredictorWizard::PredictorWizard(AppDatabase& db, ModelRegistry& registry, const
   setPage(TrainStep, new TrainPage(*this));
   setPage(EvaluationStep, new EvaluationPage(*this));
   setPage(SaveStep, new SavePage(*this));
+  // Big enough for the widest page (the source page's form, the evaluation table)
+  // without clipping text or squashing the spin boxes; never smaller than it needs.
+  QSize need(880, 640);
+  for (int id : pageIds()) need = need.expandedTo(page(id)->sizeHint() + QSize(48, 160));
+  resize(need);
 
   connect(&trainer_, &PredictorTrainer::opened, this,
           [this](const QString& sha, const QString& name, const TraceRates& rates) {

@@ -17,6 +17,7 @@
 
 #include "app/core/conversation_prompts.h"
 #include "ui/predictor_wizard.h"
+#include "ui/theme.h"
 
 namespace moe {
 namespace {
@@ -125,7 +126,9 @@ PromptSourcePage::PromptSourcePage(PredictorWizard& wizard) : wizard_(wizard) {
   available_ = wrapped({}, "availableLabel", this);
   estimate_ = wrapped({}, "estimateLabel", this);
   error_ = wrapped({}, "errorLabel", this);
-  error_->setStyleSheet("color: #c0392b");
+  QPalette error_palette = error_->palette();
+  error_palette.setColor(QPalette::WindowText, errorColor(error_palette));
+  error_->setPalette(error_palette);
 
   auto* file_row = new QHBoxLayout;
   file_row->addSpacing(24);

@@ -7,6 +7,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "app/core/model_predictor.h"
 #include "ui/predictor_wizard.h"
 #include "ui/predictor_wizard_pages.h"
 #include "ui/training_chart.h"
@@ -255,14 +256,19 @@ void SavePage::initializePage() {
   }
   setTitle("Saved");
   const auto& set = *wizard_.trained;
+  // The model menu and the model page show the stored mean validation Accuracy:
+  // name that figure, and the test prompts' one beside it, so no two places disagree unexplained.
+  const auto stored = storedPredictorInfo(wizard_.db(), set.model_sha256, set.distance);
+  const QString menu_figure = stored ? percentText(stored->mean_accuracy) : QString::fromUtf8("—");
   result_->setText(
       QString("The predictor for %1 is stored in the app's database (%2 layers, distance %3, "
-              "trained on %4; test Accuracy %5). It is used under the proactive policy when the "
-              "model is next opened.")
+              "trained on %4). Mean validation Accuracy %5 (the figure the model menu shows); on the "
+              "test prompts %6. It is used under the proactive policy when the model is next opened.")
           .arg(wizard_.model().name)
           .arg(set.layers.size())
           .arg(set.distance)
-          .arg(QString::fromStdString(set.trained_on), percentText(wizard_.report.overall.acc.learned)));
+          .arg(QString::fromStdString(set.trained_on), menu_figure,
+               percentText(wizard_.report.overall.acc.learned)));
 }
 
 }  // namespace moe

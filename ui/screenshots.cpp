@@ -5,13 +5,17 @@
 #include <QDeadlineTimer>
 #include <QDialog>
 #include <QDir>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
 #include <QTabWidget>
+#include <QTreeWidget>
 #include <cstdio>
 
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 #include "ui/composer.h"
 #include "ui/main_window.h"
+#include "ui/model_wizard.h"
 #include "ui/predictor_wizard.h"
 #include "ui/theme.h"
 
@@ -63,11 +67,92 @@ bool renderPredictorWizard(PredictorWizard& w, const QString& dir) {
   return ok;
 }
 
+// The chat following a long reply, the dark theme, the settings at 80 GB, the
+// models view and the hub search, on a screen of `screen` pixels.
+bool renderAtSize(MainWindow& window, AppSettings& settings, const QString& dir, QSize screen,
+                  const ScreenshotSources& sources) {
+  const QString suffix = QStringLiteral("-%1x%2.png").arg(screen.width()).arg(screen.height());
+  auto path = [&](const char* name) { return QDir(dir).filePath(QString::fromLatin1(name) + suffix); };
+  auto fit = [&](QWidget& w, QSize want) {  // a dialog as big as it asks, within the screen
+    w.resize(want.boundedTo(screen - QSize(40, 60)));
+    w.show();
+    pumpUntil([] { return false; }, 300);
+  };
+  auto& chat = window.chat();
+  window.resize(screen);
+  pumpUntil([] { return false; }, 200);
+  bool ok = true;
+
+  // A long reply, caught while it streams: the view follows its end.
+  chat.newConversation();
+  SamplingDefaults long_reply = settings.sampling();
+  long_reply.max_tokens = 600;
+  chat.setSampling(long_reply);
+  chat.send("Tell me a long story about the experts of every layer.");
+  pumpUntil([&] { return !chat.busy() || chat.streamingConversation() == 0; }, 2000);
+  pumpUntil([] { return false; }, 2500);  // several hundred tokens in, the strip polled
+  ok &= save(window, path("chat-following"));
+  pumpUntil([&] { return !chat.busy(); }, 120'000);
+
+  const QString theme = settings.theme();
+  auto* app = qobject_cast<QApplication*>(QApplication::instance());
+  applyTheme(*app, "dark");
+  pumpUntil([] { return false; }, 300);
+  ok &= save(window, path("dark"));
+  applyTheme(*app, theme == "dark" ? "light" : theme);
+  pumpUntil([] { return false; }, 100);
+
+  auto settings_dialog = window.makeSettingsDialog();
+  if (auto* auto_budget = settings_dialog->findChild<QAbstractButton*>("autoBudget"))
+    auto_budget->setChecked(false);
+  if (auto* gb = settings_dialog->findChild<QDoubleSpinBox*>("budgetGb")) gb->setValue(80.0);
+  fit(*settings_dialog, settings_dialog->sizeHint().expandedTo(QSize(760, 640)));
+  ok &= save(*settings_dialog, path("settings-80gb"));
+  settings_dialog->close();
+
+  if (sources.models_view) {
+    auto view = sources.models_view();
+    fit(*view, QSize(1000, 420));
+    ok &= save(*view, path("models"));
+    view->close();
+  }
+  if (sources.model_wizard) {
+    auto wizard = sources.model_wizard();
+    fit(*wizard, QSize(980, 680));
+    if (auto* hub = wizard->findChild<QAbstractButton*>("hubRadio")) hub->setChecked(true);
+    wizard->next();
+    auto* query = wizard->findChild<QLineEdit*>("hubQuery");
+    auto* results = wizard->findChild<QTreeWidget*>("hubResults");
+    if (wizard->currentId() == ModelWizard::HubPage && query && results) {
+      query->setText(sources.hub_query);
+      emit query->returnPressed();
+      if (pumpUntil([&] { return results->topLevelItemCount() > 0; }, 20'000)) {
+        QTreeWidgetItem* repo = results->topLevelItem(0);
+        for (int i = 0; i < results->topLevelItemCount(); ++i)
+          if (results->topLevelItem(i)->text(0).contains("30B-A3B")) repo = results->topLevelItem(i);
+        results->setCurrentItem(repo);
+        if (pumpUntil([&] { return repo->childCount() > 0; }, 20'000)) {
+          for (int i = 0; i < repo->childCount(); ++i)
+            if (repo->child(i)->flags() & Qt::ItemIsSelectable) {
+              results->setCurrentItem(repo->child(i));
+              break;
+            }
+          pumpUntil([] { return false; }, 300);
+          ok &= save(*wizard, path("hub-search"));
+        }
+      } else {
+        std::fprintf(stderr, "screenshots: the hub did not answer; no hub-search picture\n");
+      }
+    }
+    wizard->reject();
+  }
+  return ok;
+}
+
 }  // namespace
 
 int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
-                      const std::function<std::unique_ptr<QWidget>()>& make_wizard,
-                      const std::function<std::unique_ptr<PredictorWizard>()>& make_predictor_wizard) {
+                      const ScreenshotSources& sources) {
   QDir().mkpath(dir);
   auto& chat = window.chat();
   window.resize(1280, 800);
@@ -99,16 +184,19 @@ int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& 
   pumpUntil([] { return false; }, 200);
   ok &= save(*settings_dialog, QDir(dir).filePath("settings.png"));
   settings_dialog->close();
-  if (make_wizard) {
-    auto wizard = make_wizard();
+  if (sources.model_wizard) {
+    auto wizard = sources.model_wizard();
     wizard->resize(900, 620);
     wizard->show();
     pumpUntil([] { return false; }, 300);
     ok &= save(*wizard, QDir(dir).filePath("model-wizard.png"));
     wizard->close();
   }
-  if (make_predictor_wizard) {
-    auto wizard = make_predictor_wizard();
+  for (QSize screen : {QSize(1280, 800), QSize(1024, 700)})
+    ok &= renderAtSize(window, settings, dir, screen, sources);
+  window.resize(1280, 800);
+  if (sources.predictor_wizard) {
+    auto wizard = sources.predictor_wizard();
     ok &= renderPredictorWizard(*wizard, dir);
   }
   return ok ? 0 : 1;

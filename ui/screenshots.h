@@ -1,7 +1,10 @@
 // Renders the app's main views to PNG files (used by `moechat --screenshot DIR`
 // and committed under docs/screenshots/): the main window in the middle of a
 // demo chat, in the light and dark themes, the settings dialog, the model
-// wizard and the predictor wizard (training and evaluation on the demo model).
+// wizard and the predictor wizard (training and evaluation on the demo model);
+// then, on a 1280x800 and a 1024x700 screen each (name-WxH.png): the chat
+// following a long reply, the dark theme, the settings with an 80 GB budget, the
+// models view and the model wizard's Hugging Face search (when its hub answers).
 #pragma once
 
 #include <QString>
@@ -15,13 +18,19 @@ class AppSettings;
 class MainWindow;
 class PredictorWizard;
 
-// Returns the process exit code: 0 when every picture was written. make_wizard
-// (optional) builds the model wizard, whose first page is rendered too.
-// make_predictor_wizard (optional) builds the predictor wizard, driven here
-// through a real run on the demo model (nothing is saved).
-int renderScreenshots(
-    MainWindow& window, AppSettings& settings, const QString& dir,
-    const std::function<std::unique_ptr<QWidget>()>& make_wizard = nullptr,
-    const std::function<std::unique_ptr<PredictorWizard>()>& make_predictor_wizard = nullptr);
+class ModelWizard;
+
+// What builds the dialogs (each optional: a missing one is not rendered).
+struct ScreenshotSources {
+  std::function<std::unique_ptr<ModelWizard>()> model_wizard;  // its first page and its hub search
+  // Driven through a real run on the demo model (nothing is saved).
+  std::function<std::unique_ptr<PredictorWizard>()> predictor_wizard;
+  std::function<std::unique_ptr<QWidget>()> models_view;
+  QString hub_query = QStringLiteral("qwen3 moe");  // what the hub search picture searches for
+};
+
+// Returns the process exit code: 0 when every picture was written.
+int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& dir,
+                      const ScreenshotSources& sources);
 
 }  // namespace moe

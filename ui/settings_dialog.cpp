@@ -15,8 +15,8 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
+#include "app/core/fit_words.h"
 #include "app/core/use_traces.h"
-#include "ui/fit_text.h"
 #include "ui/number_box.h"
 #include "ui/sampling_form.h"
 
@@ -286,9 +286,8 @@ void SettingsDialog::updateFit() {
         "fit on a card with that much memory.");
     return;
   }
-  auto fit = estimateFit(ctx_.model->config, ctx_.model->sizes, effectiveBudget(), ctx_.n_ctx);
-  fit.host_pinned_bytes = ctx_.model->host_store_bytes;
-  fit_->setText(fitSummary(fit, ctx_.host_available_bytes));
+  const FitEstimate fit = fitAt(*ctx_.model, effectiveBudget(), ctx_.n_ctx);
+  fit_->setText(QString::fromStdString(fitSummary(fit, ctx_.host_available_bytes)));
 }
 
 void SettingsDialog::accept() {

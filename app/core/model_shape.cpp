@@ -19,4 +19,10 @@ ModelShape describeModel(const std::string& path, bool demo) {
   return s;
 }
 
+FitEstimate fitAt(const ModelShape& shape, uint64_t vram_budget, int n_ctx) {
+  FitEstimate f = estimateFit(shape.config, shape.sizes, vram_budget, n_ctx);
+  f.host_pinned_bytes = shape.host_store_bytes;
+  return f;
+}
+
 }  // namespace moe

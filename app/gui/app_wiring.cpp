@@ -5,10 +5,12 @@
 #include <QFileInfo>
 #include <algorithm>
 #include <optional>
-#include <set>
 
+#include "app/core/fit_words.h"
+#include "app/core/installed_models.h"
 #include "app/core/model_predictor.h"
 #include "app/core/predictor_store.h"
+#include "ui/downloads_view.h"
 
 namespace moe {
 
@@ -30,26 +32,29 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
       download_store_(db),
       downloads_(std::make_unique<DownloadManager>(download_store_, &registry_)),
       catalog_(ModelCatalog::builtIn()) {
+  // The model menu: the same list as the models view (app/core/installed_models), without
+  // opening the files. The demo entry (empty path) carries the demo's predictor note.
   window_.setModelListSource([this] {
+    std::vector<std::string> files;
+    for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
     std::vector<ModelChoice> out;
-    std::set<QString> listed;
-    for (const auto& m : registry_.list()) {
-      const QString path = QString::fromStdString(m.path);
-      if (!QFileInfo::exists(path)) continue;  // moved or deleted since it was registered
-      listed.insert(QFileInfo(path).absoluteFilePath());
-      out.push_back({m.name.empty() ? QFileInfo(path).fileName() : QString::fromStdString(m.name), path,
-                     QString::fromStdString(predictorNote(storedPredictorInfo(db_, m.sha256)))});
-    }
-    // GGUF files put into the models folder by hand (not registered: no hash, so no predictor yet).
-    for (const QString& path : ggufFilesIn(settings_.modelsFolder()))
-      if (!listed.count(path)) out.push_back({QFileInfo(path).fileName(), path, QString()});
-    // The demo model's note (MainWindow always lists the demo itself).
-    out.push_back({QString(), QString(),
-                   QString::fromStdString(predictorNote(storedPredictorInfo(db_, demoModelSha256())))});
+    for (const InstalledModel& m : listInstalledModels(db_, registry_, files, 0, 4096, false))
+      out.push_back({m.demo ? QString() : QString::fromStdString(m.name), QString::fromStdString(m.path),
+                     QString::fromStdString(m.predictor)});
     return out;
   });
   window_.setModelWizardLauncher([this] { openWizard(); });
   window_.setPredictorWizardLauncher([this] { openPredictorWizard(); });
+  window_.setDownloadsViewLauncher([this] {
+    auto* view = new DownloadsView(*downloads_, &window_);
+    view->setAttribute(Qt::WA_DeleteOnClose);
+    view->show();
+  });
+  window_.setModelsViewLauncher([this] {
+    auto* view = makeModelsView(&window_).release();
+    view->setAttribute(Qt::WA_DeleteOnClose);
+    view->open();
+  });
   recorded_traces_ = [this](const QString& sha) { return window_.chat().recordedTracesFor(sha); };
   window_.setRetrainLauncher([this](const QString& sha) { openPredictorWizard(sha); });
   window_.setPredictorSource([this](const ModelChoice& choice) {
@@ -85,8 +90,12 @@ AppWiring::~AppWiring() = default;
 std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
   // "auto" has no number before a GPU is probed: show the fit for the reference card.
   const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
-  return std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget, settings_.modelsFolder(),
-                                       parent);
+  auto wizard = std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget,
+                                              settings_.modelsFolder(), parent);
+  // A Hugging Face mirror (or, for the screenshots, a local server of recorded answers).
+  if (const QString hub = qEnvironmentVariable("MOECHAT_HUB_URL"); !hub.isEmpty())
+    wizard->setHubBase(QUrl(hub));
+  return wizard;
 }
 
 void AppWiring::openWizard() {
@@ -97,6 +106,28 @@ void AppWiring::openWizard() {
   wizard->exec();
   window_.refreshModelList();
   if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
+}
+
+std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
+  const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
+  auto view = std::make_unique<ModelsView>(
+      [this, budget] {
+        std::vector<std::string> files;
+        for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
+        return listInstalledModels(db_, registry_, files, budget);
+      },
+      [this](const InstalledModel& m) {
+        const auto& loaded = window_.chat().model();
+        if (loaded && loaded->path == m.path) return std::string("it is loaded; load another model first");
+        return removeInstalledModel(db_, registry_, m);
+      },
+      QString::fromStdString(formatBytes(budget)), parent);
+  QObject::connect(view.get(), &ModelsView::loadRequested, &window_,
+                   [this](const QString& name, const QString& path) {
+                     window_.loadModel({name, path});
+                   });
+  QObject::connect(view.get(), &ModelsView::modelRemoved, &window_, [this] { window_.refreshModelList(); });
+  return view;
 }
 
 std::unique_ptr<PredictorWizard> AppWiring::makePredictorWizard(QWidget* parent) {

@@ -17,6 +17,7 @@
 #include "app/qt/model_catalog.h"
 #include "ui/main_window.h"
 #include "ui/model_wizard.h"
+#include "ui/models_view.h"
 #include "ui/predictor_wizard.h"
 
 namespace moe {
@@ -34,6 +35,9 @@ class AppWiring {
 
   // The wizard at the current VRAM budget and models folder, not yet shown.
   std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);
+  // The models view at the current budget and models folder, not yet shown:
+  // Load loads the model, Remove deletes it and its predictor.
+  std::unique_ptr<ModelsView> makeModelsView(QWidget* parent);
   // The predictor wizard (traces under the data folder's "traces"), not yet shown.
   std::unique_ptr<PredictorWizard> makePredictorWizard(QWidget* parent);
   // Where the predictor wizard finds traces recorded while chatting (see

@@ -34,9 +34,7 @@ bool displayReachable() {
   return qEnvironmentVariableIsSet("DISPLAY") || qEnvironmentVariableIsSet("WAYLAND_DISPLAY");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (!displayReachable()) {
     std::fprintf(
         stderr,
@@ -123,11 +121,28 @@ int main(int argc, char** argv) {
             .arg(recovered));
 
   window.loadInitialModel();
-  if (cli.isSet(screenshot))
-    return moe::renderScreenshots(
-        window, settings, cli.value(screenshot),
-        [&] { return std::unique_ptr<QWidget>(wiring.makeWizard(&window)); },
-        [&] { return wiring.makePredictorWizard(&window); });
+  if (cli.isSet(screenshot)) {
+    moe::ScreenshotSources sources;
+    sources.model_wizard = [&] { return wiring.makeWizard(&window); };
+    sources.predictor_wizard = [&] { return wiring.makePredictorWizard(&window); };
+    sources.models_view = [&] { return std::unique_ptr<QWidget>(wiring.makeModelsView(&window)); };
+    return moe::renderScreenshots(window, settings, cli.value(screenshot), sources);
+  }
   window.show();
-  return app.exec();
+  const int rc = app.exec();
+  // Quitting: the controller saves a streaming reply as stopped, the engine thread
+  // stops and is joined, and the model's memory is left to the exit (seconds saved).
+  engine.leaveEngineToExit();
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = run(argc, argv);
+  // Everything the app owns is saved and closed by now (database, settings, the
+  // instance lock). What is left is the engine's memory and its idle threads:
+  // end here rather than run static destructors beside those threads.
+  std::fflush(nullptr);
+  std::_Exit(rc);
 }

@@ -16,7 +16,9 @@ void registerEngineMetaTypes() {
 
 InferenceWorker::InferenceWorker(std::unique_ptr<ChatEngine> engine) : engine_(std::move(engine)) {}
 
-InferenceWorker::~InferenceWorker() = default;
+InferenceWorker::~InferenceWorker() {
+  if (keep_engine_) (void)engine_.release();  // the process exits next: the OS frees it at once
+}
 
 void InferenceWorker::requestStop(qint64 reply_id) {
   qint64 seen = stop_up_to_.load();

@@ -34,6 +34,8 @@ class InferenceWorker : public QObject {
   void requestStop(qint64 reply_id);
   EngineCounters counters() const { return engine_->counters(); }
   ExpertResidency residency() const { return engine_->residency(); }
+  // Thread-safe: the engine is not destroyed with the worker (see EngineHost::leaveEngineToExit).
+  void keepEngineAtDestruction() { keep_engine_ = true; }
 
  public slots:
   void loadModel(const moe::EngineLoadOptions& opts);
@@ -54,6 +56,7 @@ class InferenceWorker : public QObject {
   std::atomic<bool> cancel_{false};
   std::atomic<qint64> current_reply_{0};
   std::atomic<qint64> stop_up_to_{0};  // highest reply id asked to stop
+  std::atomic<bool> keep_engine_{false};
 };
 
 // Starts the worker's thread on construction; stops any reply and joins the
@@ -66,6 +69,12 @@ class EngineHost : public QObject {
   ~EngineHost() override;
 
   InferenceWorker* worker() const { return worker_; }
+  // For a process about to exit: the destructor still stops the reply and joins
+  // the thread (the reply's text is saved, its trace file closed), but leaves the
+  // engine (the model's weights and expert store, gigabytes) for the operating
+  // system to reclaim at exit; freeing them piece by piece kept the process alive
+  // for seconds after the window closed, and a new moechat was refused meanwhile.
+  void leaveEngineToExit() { worker_->keepEngineAtDestruction(); }
   // Queued calls into the worker's thread.
   void loadModel(const EngineLoadOptions& opts);
   void generate(qint64 reply_id, const std::vector<ChatMessage>& messages, const GenerationParams& params,

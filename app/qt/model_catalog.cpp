@@ -8,6 +8,7 @@
 #include <QSet>
 #include <QUrl>
 
+#include "app/core/fit_words.h"
 #include "models/synthetic_model.h"
 #include "offload/host_expert_store.h"
 
@@ -125,13 +126,7 @@ ModelSizes sizesOf(const synth::SyntheticSpec& s, const QuantTypes& q) {
 
 }  // namespace
 
-QString humanBytes(uint64_t b) {
-  const double x = double(b);
-  if (x >= 1e9) return QStringLiteral("%1 GB").arg(x / 1e9, 0, 'f', 2);
-  if (x >= 1e6) return QStringLiteral("%1 MB").arg(x / 1e6, 0, 'f', 1);
-  if (x >= 1e3) return QStringLiteral("%1 KB").arg(x / 1e3, 0, 'f', 1);
-  return QStringLiteral("%1 B").arg(b);
-}
+QString humanBytes(uint64_t b) { return QString::fromStdString(formatBytes(b)); }
 
 QString CatalogEntry::fileName() const { return QUrl(url).fileName(); }
 
@@ -206,21 +201,13 @@ CatalogFit estimateCatalogFit(const CatalogEntry& entry, uint64_t vram_budget, i
 }
 
 QString CatalogFit::shortSummary() const {
-  QString s;
-  if (!fit.fits_gpu)
-    s = QStringLiteral("no: under 2 expert slots");
-  else if (fit.all_experts_fit)
-    s = QStringLiteral("yes, every expert on the GPU");
-  else
-    s = QStringLiteral("yes, %1% of experts cached").arg(100.0 * fit.cacheShare(), 0, 'f', 0);
+  QString s = QString::fromStdString(fitShort(fit));
   if (!ram_ok) s += QStringLiteral("; RAM too small");
   return s;
 }
 
 QString CatalogFit::summary() const {
-  if (!fit.fits_gpu)
-    return QStringLiteral("does not fit: %1 on the GPU leaves < 2 expert slots")
-        .arg(humanBytes(fit.resident_bytes + fit.kv_cache_bytes + fit.workspace_bytes));
+  if (!fit.fits_gpu) return QString::fromStdString(whyItDoesNotFit(fit));
   QString s = QStringLiteral("GPU %1 + cache %2 of %3 experts (%4%)")
                   .arg(humanBytes(fit.resident_bytes + fit.kv_cache_bytes + fit.workspace_bytes))
                   .arg(fit.cache_slots)

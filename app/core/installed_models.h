@@ -1,0 +1,44 @@
+// The models the user has, described once for every view that lists them (the
+// models view, the model menu): each registered file and each GGUF file in the
+// models folder, plus the embedded demo model, once. Qt-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/core/app_database.h"
+#include "app/core/model_registry.h"
+
+namespace moe {
+
+struct InstalledModel {
+  std::string name;
+  std::string path;  // empty: the embedded demo model
+  std::string architecture, quant;
+  uint64_t size_bytes = 0;
+  int n_ctx = 0;            // the context it was trained for
+  std::string sha256;       // empty until hashed (files put into the folder by hand)
+  int64_t registry_id = 0;  // 0: not registered
+  std::string predictor;    // "predictor 87%", "" without one
+  std::string fit;          // at the budget: fitShort(), or why the file could not be read
+  std::string fit_detail;   // fitSummary()
+  bool demo = false;
+  bool readable = true;  // false: the file is not a model this engine opens (fit says why)
+};
+
+// The demo model first, then the registered files that still exist, then the
+// GGUF files of `folder_files` not registered, each described from its header at
+// `vram_budget` bytes and an `n_ctx` context (host RAM from this machine).
+// read_files false: names, paths and predictors only, no file opened (the model menu).
+std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& registry,
+                                                const std::vector<std::string>& folder_files,
+                                                uint64_t vram_budget, int n_ctx = 4096,
+                                                bool read_files = true);
+
+// Deletes the model's file, its registry rows and the predictors stored for its
+// SHA-256 (unless another registered file has the same content). The demo model
+// cannot be removed. Returns what went wrong, empty on success.
+std::string removeInstalledModel(AppDatabase& db, ModelRegistry& registry, const InstalledModel& model);
+
+}  // namespace moe

@@ -1,0 +1,76 @@
+// The layers' include rules, read from the source tree: widgets (ui/) include no
+// engine header (inference/, offload/, models/) and reach the engine only through
+// app/; app/core and the engine include no Qt header.
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QRegularExpression>
+#include <QtTest>
+
+namespace {
+
+const QString kRoot = QStringLiteral(MOECHAT_TEST_DATA "/../..");
+
+// "file:line: #include ..." for every include in `folder` (recursive) that matches `pattern`.
+QStringList includesMatching(const QString& folder, const QRegularExpression& pattern) {
+  QStringList hits;
+  QDirIterator it(QDir(kRoot).filePath(folder), {"*.h", "*.cpp", "*.cu", "*.cuh"}, QDir::Files,
+                  QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString path = it.next();
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+      hits << path + ": unreadable";
+      continue;
+    }
+    int line = 0;
+    while (!f.atEnd()) {
+      const QString text = QString::fromUtf8(f.readLine()).trimmed();
+      ++line;
+      if (text.startsWith("#include") && pattern.match(text).hasMatch())
+        hits << QString("%1:%2: %3").arg(QDir(kRoot).relativeFilePath(path)).arg(line).arg(text);
+    }
+  }
+  return hits;
+}
+
+int sourceFiles(const QString& folder) {
+  int n = 0;
+  QDirIterator it(QDir(kRoot).filePath(folder), {"*.h", "*.cpp"}, QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    it.next();
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+class LayeringTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void theRuleSeesTheTree() {
+    // The checks below would pass on an empty folder: make sure they read the real one.
+    QVERIFY2(sourceFiles("ui") > 20, qPrintable(kRoot));
+    QVERIFY(sourceFiles("app/core") > 20);
+    const QRegularExpression any("^#include\\s+\"app/");
+    QVERIFY(!includesMatching("ui", any).isEmpty());
+  }
+
+  void widgetsIncludeNoEngineHeader() {
+    const QStringList hits =
+        includesMatching("ui", QRegularExpression("^#include\\s+\"(inference|offload|models)/"));
+    QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
+  }
+
+  void coreAndEngineIncludeNoQt() {
+    const QRegularExpression qt("^#include\\s+<Q[A-Za-z]+");
+    QStringList hits;
+    for (const char* folder : {"app/core", "inference", "offload"}) hits << includesMatching(folder, qt);
+    QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
+  }
+};
+
+QTEST_GUILESS_MAIN(LayeringTest)
+#include "test_layering.moc"

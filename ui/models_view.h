@@ -1,0 +1,68 @@
+// The models view: every model the user has (the demo model once, registered
+// files, GGUF files in the models folder) with its name, architecture, quant,
+// size, context, location, predictor and whether it fits the VRAM budget; Load
+// one, or Remove one (its file and its trained predictor, after a confirmation).
+// The list and the removal come from app/core (InstalledModel) through the
+// functions it is given.
+#pragma once
+
+#include <QDialog>
+#include <functional>
+#include <vector>
+
+#include "app/core/installed_models.h"
+
+class QLabel;
+class QPushButton;
+class QTableWidget;
+
+namespace moe {
+
+class ModelsView : public QDialog {
+  Q_OBJECT
+
+ public:
+  enum Column {
+    ColName,
+    ColArch,
+    ColQuant,
+    ColSize,
+    ColContext,
+    ColLocation,
+    ColPredictor,
+    ColFit,
+    ColCount
+  };
+  using Source = std::function<std::vector<InstalledModel>()>;
+  using Remover = std::function<std::string(const InstalledModel&)>;  // the error, empty on success
+  using Confirm = std::function<bool(const QString& question)>;
+
+  // budget_text: "24.00 GB", shown in the fit column's header.
+  ModelsView(Source source, Remover remover, const QString& budget_text, QWidget* parent = nullptr);
+
+  void reload();
+  QTableWidget* table() const { return table_; }
+  const std::vector<InstalledModel>& models() const { return models_; }
+  // Asked before a removal (a message box unless set; tests answer it).
+  void setConfirm(Confirm confirm) { confirm_ = std::move(confirm); }
+  void removeSelected();
+
+ signals:
+  void loadRequested(const QString& name, const QString& path);  // path empty: the demo model
+  void modelRemoved(const QString& path);
+
+ private:
+  void updateButtons();
+  int selectedRow() const;
+
+  Source source_;
+  Remover remover_;
+  Confirm confirm_;
+  std::vector<InstalledModel> models_;
+  QTableWidget* table_ = nullptr;
+  QPushButton* load_ = nullptr;
+  QPushButton* remove_ = nullptr;
+  QLabel* status_ = nullptr;
+};
+
+}  // namespace moe
