@@ -83,8 +83,9 @@ class CachedExpertSource final : public ExpertSource {
   // Static policy: holds the most-used experts seen so far (slots minus staging of
   // them), copying the missing ones; blocks until they are READY. Returns how many.
   int pinMostUsed();
-  // Static policy: per-token routing (Transformer's routing observer), a finer
-  // count than acquire()'s one per expert per batch, which it replaces once seen.
+  // Static policy: per-token routing, a finer count than acquire()'s one per
+  // expert per batch, which it replaces once seen.
+  void onRouting(const RoutingEvent& ev) override { countRouting(ev.layer, ev.experts); }
   void countRouting(int layer, std::span<const int> experts_per_token);
   bool pinned() const { return pinned_; }
   // Async prediction: blocks until no prediction is waiting or running.

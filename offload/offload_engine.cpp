@@ -61,7 +61,7 @@ int OffloadEngine::slotsForShare(const Model& model, double share) {
 OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
     : config_(std::move(config)) {
   if (config_.policy == OffloadPolicy::kResident) {
-    if (cpu.name().rfind("cpu", 0) == 0) {  // a device backend's resident experts are its caller's
+    if (cpu.device() == Device::kCpu) {  // a device backend's resident experts are its caller's
       prepared_.backend = &cpu;
       for (const auto& row : model.hostExperts()) {
         auto& out = prepared_.table.emplace_back();
@@ -82,7 +82,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   const auto& c = model.config();
   OffloadDevice* device = config_.device.get();
   // With a device, CPU-computed experts need a CPU backend to run on (and to time).
-  const bool cpu_usable = !device || cpu.name().rfind("cpu", 0) == 0;
+  const bool cpu_usable = !device || cpu.device() == Device::kCpu;
   if (config_.policy == OffloadPolicy::kCpuExperts && !cpu_usable)
     throw std::invalid_argument("cpu-experts computes misses on the CPU: give the " + device->name() +
                                 " offload path a CPU backend (it was given " + cpu.name() + ")");
@@ -175,10 +175,6 @@ OffloadSnapshot OffloadEngine::snapshot() const {
 }
 
 std::string OffloadEngine::predictorName() const { return predictor_ ? predictor_->name() : "none"; }
-
-void OffloadEngine::observeRouting(const RoutingEvent& ev) {
-  if (cached_ && config_.policy == OffloadPolicy::kStatic) cached_->countRouting(ev.layer, ev.experts);
-}
 
 void OffloadEngine::setInterrupt(const std::atomic<bool>* flag) {
   if (host_link_) host_link_->setInterrupt(flag);

@@ -101,8 +101,6 @@ class OffloadEngine {
   // A cancelled reply's flag: while it is set, the CPU path's paced copies stop
   // waiting for the simulated link (HostCopyEngine::setInterrupt). Null: none.
   void setInterrupt(const std::atomic<bool>* flag);
-  // Feed the Transformer's routing observer here (the static policy counts per token).
-  void observeRouting(const RoutingEvent& ev);
 
   // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
   static int slotsForShare(const Model& model, double share);

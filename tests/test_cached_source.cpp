@@ -140,7 +140,6 @@ class CachedSourceTest : public QObject {
     sw.prefill_streaming = switch_off != "streaming";
     OffloadEngine engine(*f.model, *f.backend, oc);
     auto t = f.transformer(64, &engine.source());
-    t->setRoutingObserver([&](const RoutingEvent& ev) { engine.observeRouting(ev); });
     std::vector<float> got, step;
     const int32_t prompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61};
     t->forward(prompt, step, true);

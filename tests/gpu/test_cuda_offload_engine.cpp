@@ -69,7 +69,7 @@ constexpr double kLogitsBoundF32Reference = 1e-3;
 TEST_CASE(initTestCase) {
   std::string why;
   if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = moe::makeBackend("cuda", 2);
+  gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
   // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
   // matvec quantises to the same bytes, with an F16 KV cache as the GPU's.
   auto cpu = std::make_unique<moe::CpuBackend>(2);
@@ -102,8 +102,6 @@ TEST_CASE(policiesMatchCpu) {
         CHECK(oc.device);
         moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
         moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
-        if (policy == moe::OffloadPolicy::kStatic)
-          tf.setRoutingObserver([&engine](const moe::RoutingEvent& ev) { engine.observeRouting(ev); });
         const Run got = runSteps(tf, gpu_model->config().n_vocab);
         engine.waitIdle();
         for (size_t i = 0; i < want.logits.size(); ++i) {
@@ -114,8 +112,9 @@ TEST_CASE(policiesMatchCpu) {
         const auto s = engine.snapshot();
         CHECK_MSG(s.bytes_h2d > 0, what);
         CHECK_MSG(s.expert_uses > 0, what);
-        CHECK_EQ(s.cpu_computed, uint64_t(0));           // no CPU backend given: no CPU fallback
-        CHECK_MSG(s.link_bytes_per_second > 0, what);  // measured at start; a rate on a loaded CI host has no floor
+        CHECK_EQ(s.cpu_computed, uint64_t(0));  // no CPU backend given: no CPU fallback
+        CHECK_MSG(s.link_bytes_per_second > 0,
+                  what);  // measured at start; a rate on a loaded CI host has no floor
         INFO("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
              100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
              s.link_bytes_per_second / 1e9);
@@ -185,7 +184,7 @@ TEST_CASE(sessionOnCuda) {
   so.threads = 2;
   so.n_ctx = 256;
   moe::EngineSession cpu(so);
-  so.backend = "cuda";
+  so.device = moe::DeviceChoice::kCuda;
   so.policy = moe::OffloadPolicy::kProactive;
   so.cache_share = 0.25;
   moe::EngineSession gpu(so);
