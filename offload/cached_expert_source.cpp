@@ -8,24 +8,18 @@
 namespace moe {
 
 CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
-                                       TransferWorker& worker, int n_expert_used, PrefetchOptions prefetch)
+                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
+                                       SourcePolicy policy)
     : store_(store),
       cache_(cache),
       worker_(worker),
+      metrics_(metrics),
+      policy_(std::move(policy)),
       n_expert_used_(n_expert_used),
-      budget_(prefetch.budget > 0 ? prefetch.budget : 2 * n_expert_used),
+      budget_(policy_.prefetch.budget > 0 ? policy_.prefetch.budget : 2 * n_expert_used),
       from_host_(store.experts(), 0),
       predicted_(store.layers()),
       gates_(size_t(store.layers()), 0) {
-  policy_.prefetch = prefetch;
-}
-
-CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
-                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
-                                       SourcePolicy policy)
-    : CachedExpertSource(store, cache, worker, n_expert_used, policy.prefetch) {
-  metrics_ = &metrics;
-  policy_ = std::move(policy);
   if (policy_.static_pins) uses_.assign(size_t(store.layers()) * store.experts(), 0);
   if (policy_.cpu.enabled && policy_.cpu.link_bytes_per_second <= 0)
     throw std::invalid_argument("CPU fallback needs the link bandwidth");
@@ -34,7 +28,7 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
         *policy_.prefetch.predictor, [this](const PredictionRequest& r, std::vector<int> experts) {
           std::lock_guard lock(pred_mutex_);
           if (gates_.at(size_t(r.target)) != r.ticket) {  // its gate ran meanwhile: too late to help
-            metrics_->predictions_late.fetch_add(1, std::memory_order_relaxed);
+            metrics_.predictions_late.fetch_add(1, std::memory_order_relaxed);
             return;
           }
           pushPrediction(r.target, std::move(experts));
@@ -47,7 +41,7 @@ void CachedExpertSource::waitPredictions() {
 
 void CachedExpertSource::pushPrediction(int target, std::vector<int> predicted) {
   worker_.pushPredicted(target, predicted);
-  if (metrics_) metrics_->predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
+  metrics_.predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
   predicted_.at(target) = std::move(predicted);
 }
 
@@ -68,7 +62,7 @@ void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, 
       ticket = gates_.at(size_t(target));
     }
     if (prediction_thread_->submit(layer, target, hidden, n_tokens, budget_, ticket))
-      metrics_->predictions_replaced.fetch_add(1, std::memory_order_relaxed);
+      metrics_.predictions_replaced.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   auto predicted = prefetch.predictor->predict(layer, target, hidden, n_tokens, budget_);
@@ -87,11 +81,11 @@ MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_e
     d.cpu_seconds = (on_cpu + 1) * policy_.cpu.cost.estimate(tokens_per_expert);
     d.copy_seconds = double(m.queued_high_bytes + store_.expertBytes()) / policy_.cpu.link_bytes_per_second;
     d.on_cpu = d.cpu_seconds < d.copy_seconds;
-    metrics_->cpu_decisions.fetch_add(1, std::memory_order_relaxed);
+    metrics_.cpu_decisions.fetch_add(1, std::memory_order_relaxed);
     if (policy_.cpu.on_decision) policy_.cpu.on_decision(d);
     if (d.on_cpu) {
       ++on_cpu;
-      metrics_->cpu_computed.fetch_add(1, std::memory_order_relaxed);
+      metrics_.cpu_computed.fetch_add(1, std::memory_order_relaxed);
       return MissAction::kHost;
     }
   }
@@ -112,7 +106,7 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
       std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
                       static_cast<int>(experts.size()));
   int copies = 0, on_cpu = 0;
-  const bool custom = metrics_ && (streaming || policy_.cpu.enabled);
+  const bool custom = streaming || policy_.cpu.enabled;
   // The gate and its scoring against the prediction happen as one step for a
   // prediction arriving from the prediction thread (pred_mutex_ before the worker's).
   std::lock_guard pred_lock(pred_mutex_);
@@ -123,7 +117,7 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
                                      return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
                                    })
              : worker_.pushPrecise(layer, experts);
-  if (metrics_) scorePrediction(layer, experts, order);
+  scorePrediction(layer, experts, order);
 
   std::vector<ExpertRef> refs;
   refs.reserve(order.size());
@@ -148,9 +142,9 @@ void CachedExpertSource::scorePrediction(int layer, std::span<const int> experts
     ++correct;
     timely += o.residency == Residency::kReady;
   }
-  metrics_->pred_truth.fetch_add(experts.size(), std::memory_order_relaxed);
-  metrics_->pred_correct.fetch_add(correct, std::memory_order_relaxed);
-  metrics_->pred_timely.fetch_add(timely, std::memory_order_relaxed);
+  metrics_.pred_truth.fetch_add(experts.size(), std::memory_order_relaxed);
+  metrics_.pred_correct.fetch_add(correct, std::memory_order_relaxed);
+  metrics_.pred_timely.fetch_add(timely, std::memory_order_relaxed);
   predicted.clear();
 }
 
@@ -164,16 +158,16 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
     waited = w.waited;
     if (!w.ready) {
       copy_wait_->computeWaitsFor(cache_.slotData(w.slot), cache_.slotBytes());
-      if (metrics_) metrics_->device_waits.fetch_add(1, std::memory_order_relaxed);
+      metrics_.device_waits.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
     waited = worker_.waitReady(layer, ref.expert);
   }
-  if (waited && metrics_) {
+  if (waited) {
     const auto ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
             .count();
-    metrics_->blocked_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+    metrics_.blocked_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
   }
 }
 
@@ -212,7 +206,7 @@ int CachedExpertSource::pinMostUsed() {
   }
   for (size_t id : missing) held += worker_.hold(int(id / n_expert), int(id % n_expert));
   worker_.waitIdle();
-  if (metrics_) metrics_->held_slots.store(uint64_t(held), std::memory_order_relaxed);
+  metrics_.held_slots.store(uint64_t(held), std::memory_order_relaxed);
   return held;
 }
 

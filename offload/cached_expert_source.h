@@ -67,8 +67,6 @@ class CachedExpertSource final : public ExpertSource {
  public:
   // All references must outlive this object. metrics: the worker's.
   CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
-                     int n_expert_used, PrefetchOptions prefetch = {});
-  CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
                      OffloadMetrics& metrics, int n_expert_used, SourcePolicy policy);
 
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
@@ -103,7 +101,7 @@ class CachedExpertSource final : public ExpertSource {
   const HostExpertStore& store_;
   ExpertCache& cache_;
   TransferWorker& worker_;
-  OffloadMetrics* metrics_ = nullptr;  // null: the legacy constructor (no source-side counters)
+  OffloadMetrics& metrics_;
   CopyWait* copy_wait_ = nullptr;
   SourcePolicy policy_;
   int n_expert_used_;

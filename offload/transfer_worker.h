@@ -17,7 +17,7 @@
 // layer still needs is ever evicted. A kCopy miss with no evictable slot streams
 // when the cache has staging slots, else is kUnavailable (host-computed).
 //
-// Asynchronous copies (a GPU's copy stream, AsyncHostCopyEngine): the worker
+// Asynchronous copies (a GPU's copy stream; in tests AsyncHostCopyEngine): the worker
 // issues a chunk and goes on; it notes the chunk done (LOADING -> READY) when the
 // engine reports the copy complete, oldest first. High chunks are issued back to
 // back (up to kMaxInFlight), so the link never idles between the gate's experts; a

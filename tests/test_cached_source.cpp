@@ -75,9 +75,9 @@ class CachedSourceTest : public QObject {
     TransferWorker worker(cache, store, link, metrics, TransferMode::kThreaded,
                           TransferOptions{chunking, preemption, reordering});
     SkipGatePredictor skip_gate(*f.model);
-    PrefetchOptions prefetch;
-    prefetch.predictor = predict ? &skip_gate : nullptr;
-    CachedExpertSource source(store, cache, worker, c.n_expert_used, prefetch);
+    SourcePolicy policy;
+    policy.prefetch.predictor = predict ? &skip_gate : nullptr;
+    CachedExpertSource source(store, cache, worker, metrics, c.n_expert_used, policy);
 
     const auto got = run(f, source);
     QVERIFY(got == expected);  // bit-identical
