@@ -20,9 +20,9 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
       from_host_(store.experts(), 0),
       predicted_(store.layers()),
       gates_(size_t(store.layers()), 0) {
-  if (policy_.static_pins) uses_.assign(size_t(store.layers()) * store.experts(), 0);
-  if (policy_.cpu.enabled && policy_.cpu.link_bytes_per_second <= 0)
-    throw std::invalid_argument("CPU fallback needs the link bandwidth");
+  if (policy_.static_pins)
+    static_pins_ = std::make_unique<StaticPins>(store.layers(), store.experts(), cache, worker, metrics);
+  if (policy_.cpu.enabled) cpu_rule_ = std::make_unique<CpuRule>(policy_.cpu, store.expertBytes(), metrics);
   if (policy_.prefetch.predictor && policy_.prefetch.async)
     prediction_thread_ = std::make_unique<PredictionThread>(
         *policy_.prefetch.predictor, [this](const PredictionRequest& r, std::vector<int> experts) {
@@ -48,9 +48,7 @@ void CachedExpertSource::pushPrediction(int target, std::vector<int> predicted) 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
   n_tokens_ = std::max(1, n_tokens);
   // Static: the prompt's routing decides what stays; pinned at the first decode step.
-  if (policy_.static_pins && !pinned_ && n_tokens == 1 &&
-      std::any_of(uses_.begin(), uses_.end(), [](uint64_t u) { return u > 0; }))
-    pinMostUsed();
+  if (static_pins_) static_pins_->onLayerInput(n_tokens);
   const auto& prefetch = policy_.prefetch;
   if (!prefetch.predictor) return;
   const int target = layer + prefetch.stride;
@@ -73,21 +71,10 @@ void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, 
 
 MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
                                           int allowance, int& on_cpu) {
-  if (policy_.cpu.enabled) {
-    CpuDecision d;
-    d.layer = m.layer;
-    d.expert = m.expert;
-    d.tokens = tokens_per_expert;
-    d.cpu_seconds = (on_cpu + 1) * policy_.cpu.cost.estimate(tokens_per_expert);
-    d.copy_seconds = double(m.queued_high_bytes + store_.expertBytes()) / policy_.cpu.link_bytes_per_second;
-    d.on_cpu = d.cpu_seconds < d.copy_seconds;
-    metrics_.cpu_decisions.fetch_add(1, std::memory_order_relaxed);
-    if (policy_.cpu.on_decision) policy_.cpu.on_decision(d);
-    if (d.on_cpu) {
-      ++on_cpu;
-      metrics_.cpu_computed.fetch_add(1, std::memory_order_relaxed);
-      return MissAction::kHost;
-    }
+  if (cpu_rule_ &&
+      cpu_rule_->computeOnCpu(m.layer, m.expert, tokens_per_expert, m.queued_high_bytes, on_cpu)) {
+    ++on_cpu;
+    return MissAction::kHost;
   }
   if (copies >= allowance) return MissAction::kStream;
   ++copies;
@@ -95,8 +82,7 @@ MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_e
 }
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
-  if (!uses_.empty() && !routing_counted_)
-    for (int e : experts) ++uses_[size_t(layer) * store_.experts() + e];
+  if (static_pins_) static_pins_->countGate(layer, experts);
   // Prefill streaming: past its share, a layer's misses go through the staging slots.
   const int share = cache_.layerShare();
   const bool streaming =
@@ -173,41 +159,8 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
 
-void CachedExpertSource::countRouting(int layer, std::span<const int> experts_per_token) {
-  if (uses_.empty() || pinned_) return;
-  if (!routing_counted_) std::fill(uses_.begin(), uses_.end(), 0);  // per-token counts from now on
-  routing_counted_ = true;
-  for (int e : experts_per_token) ++uses_[size_t(layer) * store_.experts() + e];
-}
-
-int CachedExpertSource::pinMostUsed() {
-  pinned_ = true;
-  if (uses_.empty()) return 0;
-  const int n_expert = store_.experts();
-  std::vector<size_t> ids(uses_.size());
-  std::iota(ids.begin(), ids.end(), size_t(0));
-  // Most used first; ties by (layer, expert) so the choice is deterministic.
-  std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return uses_[a] > uses_[b]; });
-  const size_t capacity = size_t(std::max(0, cache_.slotCount() - cache_.stagingCount()));
-  std::vector<size_t> chosen;
-  for (size_t id : ids)
-    if (uses_[id] > 0 && chosen.size() < capacity) chosen.push_back(id);
-  worker_.releaseHolds();
-  // Already resident first, so that reserving the others cannot evict them.
-  int held = 0;
-  std::vector<size_t> missing;
-  for (size_t id : chosen) {
-    const int layer = int(id / n_expert), expert = int(id % n_expert);
-    const int slot = cache_.find(layer, expert);
-    if (slot >= 0 && !cache_.info(slot).staging && worker_.hold(layer, expert))
-      ++held;
-    else
-      missing.push_back(id);
-  }
-  for (size_t id : missing) held += worker_.hold(int(id / n_expert), int(id % n_expert));
-  worker_.waitIdle();
-  metrics_.held_slots.store(uint64_t(held), std::memory_order_relaxed);
-  return held;
+void CachedExpertSource::onRouting(const RoutingEvent& ev) {
+  if (static_pins_) static_pins_->countRouting(ev.layer, ev.experts);
 }
 
 }  // namespace moe

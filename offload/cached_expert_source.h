@@ -20,12 +20,13 @@
 #include <vector>
 
 #include "inference/expert_source.h"
-#include "offload/cpu_expert_cost.h"
+#include "offload/cpu_rule.h"
 #include "offload/expert_cache.h"
 #include "offload/expert_predictor.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_metrics.h"
 #include "offload/prediction_thread.h"
+#include "offload/static_pins.h"
 #include "offload/transfer_worker.h"
 
 namespace moe {
@@ -38,22 +39,6 @@ struct PrefetchOptions {
   // the host's time between kernels is the critical path). A result whose target
   // layer's gate has run meanwhile is dropped (`predictions_late`).
   bool async = false;
-};
-
-// One CPU-versus-copy decision of the cpu-experts rule, as logged.
-struct CpuDecision {
-  int layer = -1, expert = -1;
-  int tokens = 0;           // tokens the expert serves (estimated: batch x top-k / experts chosen)
-  double cpu_seconds = 0;   // CPU finish: (experts already sent to the CPU this layer + 1) x cost(tokens)
-  double copy_seconds = 0;  // link finish: (bytes queued ahead + this expert) / link bandwidth
-  bool on_cpu = false;      // cpu_seconds < copy_seconds
-};
-
-struct CpuFallbackOptions {
-  bool enabled = false;
-  double link_bytes_per_second = 0;                     // bandwidth the copy estimate uses (> 0 when enabled)
-  CpuExpertCost cost;                                   // measured CPU time of one expert
-  std::function<void(const CpuDecision&)> on_decision;  // optional log (called on the compute thread)
 };
 
 struct SourcePolicy {
@@ -78,14 +63,11 @@ class CachedExpertSource final : public ExpertSource {
 
   // Experts computed from host memory (no slot could hold them, or the CPU rule chose it).
   uint64_t hostComputed() const { return host_computed_; }
-  // Static policy: holds the most-used experts seen so far (slots minus staging of
-  // them), copying the missing ones; blocks until they are READY. Returns how many.
-  int pinMostUsed();
-  // Static policy: per-token routing, a finer count than acquire()'s one per
-  // expert per batch, which it replaces once seen.
-  void onRouting(const RoutingEvent& ev) override { countRouting(ev.layer, ev.experts); }
-  void countRouting(int layer, std::span<const int> experts_per_token);
-  bool pinned() const { return pinned_; }
+  // Static policy (StaticPins): counts the per-token routing; pins the most-used
+  // experts (returns how many; 0 for another policy).
+  void onRouting(const RoutingEvent& ev) override;
+  int pinMostUsed() { return static_pins_ ? static_pins_->pinMostUsed() : 0; }
+  bool pinned() const { return static_pins_ && static_pins_->pinned(); }
   // Async prediction: blocks until no prediction is waiting or running.
   void waitPredictions();
   // A device that computes asynchronously: waitFor() waits on the host only until
@@ -109,9 +91,8 @@ class CachedExpertSource final : public ExpertSource {
   int n_tokens_ = 1;                         // batch size of the current forward step
   std::vector<char> from_host_;              // [n_expert] of the current layer: served from the host copy
   std::vector<std::vector<int>> predicted_;  // [n_layer] the last prediction for the layer
-  std::vector<uint64_t> uses_;               // [n_layer * n_expert] gate choices (static policy)
-  bool pinned_ = false;
-  bool routing_counted_ = false;  // countRouting() feeds uses_
+  std::unique_ptr<StaticPins> static_pins_;  // the static policy
+  std::unique_ptr<CpuRule> cpu_rule_;        // cpu-experts, proactive's CPU fallback
   uint64_t host_computed_ = 0;
   // Async prediction. pred_mutex_ guards predicted_ and gates_ (taken before the worker's).
   std::mutex pred_mutex_;

@@ -215,4 +215,26 @@ class TransferWorker {
   std::thread thread_;
 };
 
+// Blocks (kManual: steps) until done() holds; returns whether it had to wait.
+template <class Done>
+bool TransferWorker::waitLocked(std::unique_lock<std::mutex>& lock, Done done) {
+  if (done()) return false;
+  if (mode_ == TransferMode::kManual) {
+    do {
+      lock.unlock();
+      const bool worked = step().did_work;
+      lock.lock();
+      if (!worked && !done()) throw std::logic_error("TransferWorker: waiting for a copy that is not queued");
+    } while (!done());
+  } else {
+    ready_cv_.wait(lock, [&] {
+      if (failure_) std::rethrow_exception(failure_);
+      if (done()) return true;
+      if (stop_) throw std::logic_error("TransferWorker: worker stopped while waited for");
+      return false;
+    });
+  }
+  return true;
+}
+
 }  // namespace moe
