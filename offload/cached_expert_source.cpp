@@ -16,57 +16,23 @@ CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache
       metrics_(metrics),
       policy_(std::move(policy)),
       n_expert_used_(n_expert_used),
-      budget_(policy_.prefetch.budget > 0 ? policy_.prefetch.budget : 2 * n_expert_used),
-      from_host_(store.experts(), 0),
-      predicted_(store.layers()),
-      gates_(size_t(store.layers()), 0) {
+      from_host_(store.experts(), 0) {
   if (policy_.static_pins)
     static_pins_ = std::make_unique<StaticPins>(store.layers(), store.experts(), cache, worker, metrics);
   if (policy_.cpu.enabled) cpu_rule_ = std::make_unique<CpuRule>(policy_.cpu, store.expertBytes(), metrics);
-  if (policy_.prefetch.predictor && policy_.prefetch.async)
-    prediction_thread_ = std::make_unique<PredictionThread>(
-        *policy_.prefetch.predictor, [this](const PredictionRequest& r, std::vector<int> experts) {
-          std::lock_guard lock(pred_mutex_);
-          if (gates_.at(size_t(r.target)) != r.ticket) {  // its gate ran meanwhile: too late to help
-            metrics_.predictions_late.fetch_add(1, std::memory_order_relaxed);
-            return;
-          }
-          pushPrediction(r.target, std::move(experts));
-        });
+  if (policy_.prefetch.predictor)
+    prefetcher_ = std::make_unique<Prefetcher>(policy_.prefetch, store, worker, metrics, n_expert_used);
 }
 
 void CachedExpertSource::waitPredictions() {
-  if (prediction_thread_) prediction_thread_->waitIdle();
-}
-
-void CachedExpertSource::pushPrediction(int target, std::vector<int> predicted) {
-  worker_.pushPredicted(target, predicted);
-  metrics_.predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
-  predicted_.at(target) = std::move(predicted);
+  if (prefetcher_) prefetcher_->waitIdle();
 }
 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
   n_tokens_ = std::max(1, n_tokens);
   // Static: the prompt's routing decides what stays; pinned at the first decode step.
   if (static_pins_) static_pins_->onLayerInput(n_tokens);
-  const auto& prefetch = policy_.prefetch;
-  if (!prefetch.predictor) return;
-  const int target = layer + prefetch.stride;
-  if (!store_.hasLayer(target)) return;
-  if (prediction_thread_) {
-    uint64_t ticket;
-    {
-      std::lock_guard lock(pred_mutex_);
-      ticket = gates_.at(size_t(target));
-    }
-    if (prediction_thread_->submit(layer, target, hidden, n_tokens, budget_, ticket))
-      metrics_.predictions_replaced.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  auto predicted = prefetch.predictor->predict(layer, target, hidden, n_tokens, budget_);
-  if (predicted.empty()) return;
-  std::lock_guard lock(pred_mutex_);
-  pushPrediction(target, std::move(predicted));
+  if (prefetcher_) prefetcher_->onLayerInput(layer, hidden, n_tokens);
 }
 
 MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
@@ -93,17 +59,14 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
                       static_cast<int>(experts.size()));
   int copies = 0, on_cpu = 0;
   const bool custom = streaming || policy_.cpu.enabled;
-  // The gate and its scoring against the prediction happen as one step for a
-  // prediction arriving from the prediction thread (pred_mutex_ before the worker's).
-  std::lock_guard pred_lock(pred_mutex_);
-  ++gates_.at(size_t(layer));
-  const ExecutionOrder order =
-      custom ? worker_.pushPrecise(layer, experts,
-                                   [&](const MissContext& m) {
-                                     return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
-                                   })
-             : worker_.pushPrecise(layer, experts);
-  scorePrediction(layer, experts, order);
+  const auto push = [&] {
+    return custom ? worker_.pushPrecise(layer, experts,
+                                        [&](const MissContext& m) {
+                                          return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
+                                        })
+                  : worker_.pushPrecise(layer, experts);
+  };
+  const ExecutionOrder order = prefetcher_ ? prefetcher_->gate(layer, experts, push) : push();
 
   std::vector<ExpertRef> refs;
   refs.reserve(order.size());
@@ -115,23 +78,6 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
     host_computed_ += host;
   }
   return refs;
-}
-
-// ProMoE's Accuracy / FetchRate / GoodPred inputs, for layers that had a prediction.
-void CachedExpertSource::scorePrediction(int layer, std::span<const int> experts,
-                                         const ExecutionOrder& order) {
-  std::vector<int>& predicted = predicted_.at(layer);
-  if (predicted.empty()) return;
-  uint64_t correct = 0, timely = 0;
-  for (const OrderedExpert& o : order) {
-    if (std::find(predicted.begin(), predicted.end(), o.expert) == predicted.end()) continue;
-    ++correct;
-    timely += o.residency == Residency::kReady;
-  }
-  metrics_.pred_truth.fetch_add(experts.size(), std::memory_order_relaxed);
-  metrics_.pred_correct.fetch_add(correct, std::memory_order_relaxed);
-  metrics_.pred_timely.fetch_add(timely, std::memory_order_relaxed);
-  predicted.clear();
 }
 
 void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {

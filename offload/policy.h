@@ -8,7 +8,7 @@
 //   reactive-lru  whole experts, no, no                      no       -
 //   static        chunks, no, yes                            yes      StaticPins (routing statistics),
 //                                                                     prefill streaming
-//   proactive     each a switch                              switch   prefetch (a predictor at each
+//   proactive     each a switch                              switch   Prefetcher (a predictor at each
 //                                                                     layer input), prefill streaming,
 //                                                                     CpuRule (on a miss), each a switch
 //   cpu-experts   whole experts, no, yes                     no       CpuRule (on a miss)
@@ -47,7 +47,7 @@ struct PolicyParts {
   bool stream_prefill = false;  // a layer past its share streams through the staging slots
   bool static_pins = false;     // StaticPins: the prompt's most-used experts held from the first decode step
   bool cpu_rule = false;        // CpuRule: a miss may be computed on the CPU (where a CPU backend can)
-  bool prefetch = false;        // a predictor at each layer input copies layer L + stride's experts ahead
+  bool prefetch = false;        // Prefetcher: at each layer input, layer L + stride's experts ahead
 };
 PolicyParts policyParts(OffloadPolicy policy, const ProactiveSwitches& switches = {});
 
