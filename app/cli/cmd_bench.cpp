@@ -208,10 +208,9 @@ int runBench(const std::vector<std::string>& argv) {
     });
     if (rows.empty()) throw UsageError("no policy left to bench on the cuda backend");
   }
-  Backend* backend = &compute.backend();
-  Backend& host =
-      compute.hostBackend() ? *compute.hostBackend() : *backend;  // where CPU-computed experts run
-  auto model = Model::load(openModelFile(so), *backend);
+  Backend& backend = compute.backend();
+  Backend& host = compute.hostBackend() ? *compute.hostBackend() : backend;  // where CPU-computed experts run
+  auto model = Model::load(openModelFile(so), backend);
   const auto& c = model->config();
   so.cache_share = cache_share;
   so.cache_bytes = static_cast<uint64_t>(args.doubleOr("--cache-mb", 0) * 1e6);
@@ -240,7 +239,7 @@ int runBench(const std::vector<std::string>& argv) {
                c.model_name.c_str(), slots, total, 100.0 * slots / total, int(prompt.size()), decode_tokens);
   if (device)
     std::fprintf(stderr, "bench: compute %s; link: measured pinned host->device %.1f GB/s\n",
-                 backend->name().c_str(), link_bps / 1e9);
+                 backend.name().c_str(), link_bps / 1e9);
   else
     std::fprintf(stderr, "bench: compute CPU backend; link: simulated %.1f GB/s%s\n", link_gbps,
                  link.paced ? " (paced)" : " (virtual clock)");
@@ -277,7 +276,7 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.prompt_tokens = int(prompt.size());
   ctx.decode_tokens = decode_tokens;
   ctx.threads = so.threads;
-  ctx.compute = backend->name();
+  ctx.compute = backend.name();
   ctx.link = device ? "measured" : "simulated";
   ctx.link_bytes_per_second = link_bps;
   ctx.paced = link.paced;

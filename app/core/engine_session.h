@@ -103,8 +103,6 @@ class EngineSession {
   const FitEstimate& fitEstimate() const { return fit_; }
   OffloadEngine& offload() { return runtime_->offload(); }
   const OffloadEngine& offload() const { return runtime_->offload(); }
-  // What the transformer computes its experts with (the recorder passes through to it).
-  ExpertSource& expertSource() { return runtime_->source(); }
 
  private:
   bool demo_ = false;
