@@ -54,10 +54,14 @@ inline bool kvHoldsRows(const KvCache& kv, int pos0, int n_tokens, const Attenti
   return rows >= 0 && uint64_t(rows) * uint64_t(shape.n_head_kv) * uint64_t(shape.head_dim) <= kv.n_elems;
 }
 
+// Where a backend computes: the host CPU or a CUDA device.
+enum class Device { kCpu, kCuda };
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual Device device() const = 0;
 
   // Allocation of activations, zero-filled.
   virtual float* allocFloats(size_t n) = 0;

@@ -22,10 +22,23 @@ bool cudaMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes, std::string* wh
   return false;
 }
 
-std::unique_ptr<Backend> makeBackend(const std::string& name, int threads, std::string* why_not_cuda) {
-  if (name == "cpu") return makeCpuBackend(threads);
-  if (name != "cuda" && name != "auto")
-    throw std::invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
+DeviceChoice parseDeviceChoice(const std::string& name) {
+  for (DeviceChoice c : {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda})
+    if (name == deviceChoiceName(c)) return c;
+  throw std::invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
+}
+
+const char* deviceChoiceName(DeviceChoice choice) {
+  switch (choice) {
+    case DeviceChoice::kAuto: return "auto";
+    case DeviceChoice::kCpu: return "cpu";
+    case DeviceChoice::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+std::unique_ptr<Backend> makeBackend(DeviceChoice choice, int threads, std::string* why_not_cuda) {
+  if (choice == DeviceChoice::kCpu) return makeCpuBackend(threads);
   std::string why;
   if (cudaDeviceAvailable(&why)) {
     try {
@@ -35,7 +48,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, int threads, std::
     }
   }
   if (why_not_cuda) *why_not_cuda = why;
-  if (name == "cuda") throw std::runtime_error("cuda backend unavailable: " + why);
+  if (choice == DeviceChoice::kCuda) throw std::runtime_error("cuda backend unavailable: " + why);
   return makeCpuBackend(threads);
 }
 

@@ -20,11 +20,19 @@ bool cudaDeviceAvailable(std::string* why = nullptr);
 // reason in *why) where no device is usable.
 bool cudaMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);
 
-// name: "cpu", "cuda" or "auto" (CUDA when available, else the CPU backend with the
-// reason CUDA was not used in *why_not_cuda). "cuda" without a usable device throws
-// std::runtime_error naming the reason; any other name throws std::invalid_argument.
-// threads: the CPU backend's thread count (<= 0: one per hardware thread).
-std::unique_ptr<Backend> makeBackend(const std::string& name, int threads = 0,
+// What to compute on: the GPU when one is usable else the CPU (kAuto), or one of them.
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+// The one parser of a device name ("auto", "cpu", "cuda"; settings, command lines).
+// Throws std::invalid_argument for any other name.
+DeviceChoice parseDeviceChoice(const std::string& name);
+const char* deviceChoiceName(DeviceChoice choice);
+
+// kAuto: CUDA when available, else the CPU backend, with the reason CUDA was not
+// used in *why_not_cuda. kCuda without a usable device throws std::runtime_error
+// naming the reason. threads: the CPU backend's thread count (<= 0: one per
+// hardware thread).
+std::unique_ptr<Backend> makeBackend(DeviceChoice choice, int threads = 0,
                                      std::string* why_not_cuda = nullptr);
 
 // Every routed expert of `table` ([n_layer][n_expert], e.g. Model::hostExperts())

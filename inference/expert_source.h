@@ -27,6 +27,14 @@ struct ExpertRef {
   bool on_host = false;
 };
 
+// Routing decision of one MoE layer for one batch: what the gate chose per token.
+struct RoutingEvent {
+  int layer = 0;
+  int n_tokens = 0;
+  std::span<const int> experts;    // [n_tokens][n_expert_used]
+  std::span<const float> weights;  // [n_tokens][n_expert_used]
+};
+
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -41,6 +49,10 @@ class ExpertSource {
   // Whether onLayerInput reads `hidden`: when not, the MoE block saves the copy of
   // the layer's input to the host (a device round trip per layer).
   virtual bool wantsLayerInput() const { return true; }
+
+  // The gate of `layer` has chosen, per token (before acquire). A policy that keeps
+  // routing statistics counts here; a wrapping source passes it on. Default: ignored.
+  virtual void onRouting(const RoutingEvent& ev) { (void)ev; }
 
   // The gate of `layer` chose `experts` (unique ids, any order). Returns the same
   // experts in the order the MoE block must compute them; their weights stay

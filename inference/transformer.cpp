@@ -281,9 +281,10 @@ void Transformer::moeBlock(int il, int n) {
       routeToken(&s_->host_router[size_t(t) * NE], rule, &s_->chosen[size_t(t) * K],
                  &s_->chosen_w[size_t(t) * K]);
   }
-  if (on_routing_)
-    on_routing_({il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
-                 std::span<const float>(s_->chosen_w.data(), size_t(n) * K)});
+  const RoutingEvent routed{il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
+                            std::span<const float>(s_->chosen_w.data(), size_t(n) * K)};
+  experts_.onRouting(routed);
+  if (on_routing_) on_routing_(routed);
 
   // Which (token, rank) pairs each expert serves: slot t*K + j of expert_out.
   std::vector<std::vector<int>> served(NE);

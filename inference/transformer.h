@@ -21,15 +21,6 @@ class Cancelled : public std::runtime_error {
   Cancelled() : std::runtime_error("cancelled") {}
 };
 
-// Routing decision of one MoE layer for one batch, reported to observers
-// (tests, trace collection, the metrics of later issues).
-struct RoutingEvent {
-  int layer = 0;
-  int n_tokens = 0;
-  std::span<const int> experts;    // [n_tokens][n_expert_used]
-  std::span<const float> weights;  // [n_tokens][n_expert_used]
-};
-
 // One forward batch about to run (a prompt is split into batches of at most
 // kMaxBatch tokens; a decode step is a batch of one), reported before its layers.
 struct BatchEvent {

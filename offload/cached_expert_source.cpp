@@ -8,92 +8,39 @@
 namespace moe {
 
 CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
-                                       TransferWorker& worker, int n_expert_used, PrefetchOptions prefetch)
+                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
+                                       SourcePolicy policy)
     : store_(store),
       cache_(cache),
       worker_(worker),
+      metrics_(metrics),
+      policy_(std::move(policy)),
       n_expert_used_(n_expert_used),
-      budget_(prefetch.budget > 0 ? prefetch.budget : 2 * n_expert_used),
-      from_host_(store.experts(), 0),
-      predicted_(store.layers()),
-      gates_(size_t(store.layers()), 0) {
-  policy_.prefetch = prefetch;
-}
-
-CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
-                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
-                                       SourcePolicy policy)
-    : CachedExpertSource(store, cache, worker, n_expert_used, policy.prefetch) {
-  metrics_ = &metrics;
-  policy_ = std::move(policy);
-  if (policy_.static_pins) uses_.assign(size_t(store.layers()) * store.experts(), 0);
-  if (policy_.cpu.enabled && policy_.cpu.link_bytes_per_second <= 0)
-    throw std::invalid_argument("CPU fallback needs the link bandwidth");
-  if (policy_.prefetch.predictor && policy_.prefetch.async)
-    prediction_thread_ = std::make_unique<PredictionThread>(
-        *policy_.prefetch.predictor, [this](const PredictionRequest& r, std::vector<int> experts) {
-          std::lock_guard lock(pred_mutex_);
-          if (gates_.at(size_t(r.target)) != r.ticket) {  // its gate ran meanwhile: too late to help
-            metrics_->predictions_late.fetch_add(1, std::memory_order_relaxed);
-            return;
-          }
-          pushPrediction(r.target, std::move(experts));
-        });
+      from_host_(store.experts(), 0) {
+  if (policy_.static_pins)
+    static_pins_ = std::make_unique<StaticPins>(store.layers(), store.experts(), cache, worker, metrics);
+  if (policy_.cpu.enabled) cpu_rule_ = std::make_unique<CpuRule>(policy_.cpu, store.expertBytes(), metrics);
+  if (policy_.prefetch.predictor)
+    prefetcher_ = std::make_unique<Prefetcher>(policy_.prefetch, store, worker, metrics, n_expert_used);
 }
 
 void CachedExpertSource::waitPredictions() {
-  if (prediction_thread_) prediction_thread_->waitIdle();
-}
-
-void CachedExpertSource::pushPrediction(int target, std::vector<int> predicted) {
-  worker_.pushPredicted(target, predicted);
-  if (metrics_) metrics_->predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
-  predicted_.at(target) = std::move(predicted);
+  if (prefetcher_) prefetcher_->waitIdle();
 }
 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
   n_tokens_ = std::max(1, n_tokens);
   // Static: the prompt's routing decides what stays; pinned at the first decode step.
-  if (policy_.static_pins && !pinned_ && n_tokens == 1 &&
-      std::any_of(uses_.begin(), uses_.end(), [](uint64_t u) { return u > 0; }))
-    pinMostUsed();
-  const auto& prefetch = policy_.prefetch;
-  if (!prefetch.predictor) return;
-  const int target = layer + prefetch.stride;
-  if (!store_.hasLayer(target)) return;
-  if (prediction_thread_) {
-    uint64_t ticket;
-    {
-      std::lock_guard lock(pred_mutex_);
-      ticket = gates_.at(size_t(target));
-    }
-    if (prediction_thread_->submit(layer, target, hidden, n_tokens, budget_, ticket))
-      metrics_->predictions_replaced.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  auto predicted = prefetch.predictor->predict(layer, target, hidden, n_tokens, budget_);
-  if (predicted.empty()) return;
-  std::lock_guard lock(pred_mutex_);
-  pushPrediction(target, std::move(predicted));
+  if (static_pins_) static_pins_->onLayerInput(n_tokens);
+  if (prefetcher_) prefetcher_->onLayerInput(layer, hidden, n_tokens);
 }
 
 MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
                                           int allowance, int& on_cpu) {
-  if (policy_.cpu.enabled) {
-    CpuDecision d;
-    d.layer = m.layer;
-    d.expert = m.expert;
-    d.tokens = tokens_per_expert;
-    d.cpu_seconds = (on_cpu + 1) * policy_.cpu.cost.estimate(tokens_per_expert);
-    d.copy_seconds = double(m.queued_high_bytes + store_.expertBytes()) / policy_.cpu.link_bytes_per_second;
-    d.on_cpu = d.cpu_seconds < d.copy_seconds;
-    metrics_->cpu_decisions.fetch_add(1, std::memory_order_relaxed);
-    if (policy_.cpu.on_decision) policy_.cpu.on_decision(d);
-    if (d.on_cpu) {
-      ++on_cpu;
-      metrics_->cpu_computed.fetch_add(1, std::memory_order_relaxed);
-      return MissAction::kHost;
-    }
+  if (cpu_rule_ &&
+      cpu_rule_->computeOnCpu(m.layer, m.expert, tokens_per_expert, m.queued_high_bytes, on_cpu)) {
+    ++on_cpu;
+    return MissAction::kHost;
   }
   if (copies >= allowance) return MissAction::kStream;
   ++copies;
@@ -101,8 +48,7 @@ MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_e
 }
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
-  if (!uses_.empty() && !routing_counted_)
-    for (int e : experts) ++uses_[size_t(layer) * store_.experts() + e];
+  if (static_pins_) static_pins_->countGate(layer, experts);
   // Prefill streaming: past its share, a layer's misses go through the staging slots.
   const int share = cache_.layerShare();
   const bool streaming =
@@ -112,18 +58,15 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
       std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
                       static_cast<int>(experts.size()));
   int copies = 0, on_cpu = 0;
-  const bool custom = metrics_ && (streaming || policy_.cpu.enabled);
-  // The gate and its scoring against the prediction happen as one step for a
-  // prediction arriving from the prediction thread (pred_mutex_ before the worker's).
-  std::lock_guard pred_lock(pred_mutex_);
-  ++gates_.at(size_t(layer));
-  const ExecutionOrder order =
-      custom ? worker_.pushPrecise(layer, experts,
-                                   [&](const MissContext& m) {
-                                     return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
-                                   })
-             : worker_.pushPrecise(layer, experts);
-  if (metrics_) scorePrediction(layer, experts, order);
+  const bool custom = streaming || policy_.cpu.enabled;
+  const auto push = [&] {
+    return custom ? worker_.pushPrecise(layer, experts,
+                                        [&](const MissContext& m) {
+                                          return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
+                                        })
+                  : worker_.pushPrecise(layer, experts);
+  };
+  const ExecutionOrder order = prefetcher_ ? prefetcher_->gate(layer, experts, push) : push();
 
   std::vector<ExpertRef> refs;
   refs.reserve(order.size());
@@ -137,23 +80,6 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
   return refs;
 }
 
-// ProMoE's Accuracy / FetchRate / GoodPred inputs, for layers that had a prediction.
-void CachedExpertSource::scorePrediction(int layer, std::span<const int> experts,
-                                         const ExecutionOrder& order) {
-  std::vector<int>& predicted = predicted_.at(layer);
-  if (predicted.empty()) return;
-  uint64_t correct = 0, timely = 0;
-  for (const OrderedExpert& o : order) {
-    if (std::find(predicted.begin(), predicted.end(), o.expert) == predicted.end()) continue;
-    ++correct;
-    timely += o.residency == Residency::kReady;
-  }
-  metrics_->pred_truth.fetch_add(experts.size(), std::memory_order_relaxed);
-  metrics_->pred_correct.fetch_add(correct, std::memory_order_relaxed);
-  metrics_->pred_timely.fetch_add(timely, std::memory_order_relaxed);
-  predicted.clear();
-}
-
 void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
   worker_.beginCompute(layer, ref.expert);
   if (from_host_.at(ref.expert)) return;
@@ -164,56 +90,23 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
     waited = w.waited;
     if (!w.ready) {
       copy_wait_->computeWaitsFor(cache_.slotData(w.slot), cache_.slotBytes());
-      if (metrics_) metrics_->device_waits.fetch_add(1, std::memory_order_relaxed);
+      metrics_.device_waits.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
     waited = worker_.waitReady(layer, ref.expert);
   }
-  if (waited && metrics_) {
+  if (waited) {
     const auto ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
             .count();
-    metrics_->blocked_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+    metrics_.blocked_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
   }
 }
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
 
-void CachedExpertSource::countRouting(int layer, std::span<const int> experts_per_token) {
-  if (uses_.empty() || pinned_) return;
-  if (!routing_counted_) std::fill(uses_.begin(), uses_.end(), 0);  // per-token counts from now on
-  routing_counted_ = true;
-  for (int e : experts_per_token) ++uses_[size_t(layer) * store_.experts() + e];
-}
-
-int CachedExpertSource::pinMostUsed() {
-  pinned_ = true;
-  if (uses_.empty()) return 0;
-  const int n_expert = store_.experts();
-  std::vector<size_t> ids(uses_.size());
-  std::iota(ids.begin(), ids.end(), size_t(0));
-  // Most used first; ties by (layer, expert) so the choice is deterministic.
-  std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return uses_[a] > uses_[b]; });
-  const size_t capacity = size_t(std::max(0, cache_.slotCount() - cache_.stagingCount()));
-  std::vector<size_t> chosen;
-  for (size_t id : ids)
-    if (uses_[id] > 0 && chosen.size() < capacity) chosen.push_back(id);
-  worker_.releaseHolds();
-  // Already resident first, so that reserving the others cannot evict them.
-  int held = 0;
-  std::vector<size_t> missing;
-  for (size_t id : chosen) {
-    const int layer = int(id / n_expert), expert = int(id % n_expert);
-    const int slot = cache_.find(layer, expert);
-    if (slot >= 0 && !cache_.info(slot).staging && worker_.hold(layer, expert))
-      ++held;
-    else
-      missing.push_back(id);
-  }
-  for (size_t id : missing) held += worker_.hold(int(id / n_expert), int(id % n_expert));
-  worker_.waitIdle();
-  if (metrics_) metrics_->held_slots.store(uint64_t(held), std::memory_order_relaxed);
-  return held;
+void CachedExpertSource::onRouting(const RoutingEvent& ev) {
+  if (static_pins_) static_pins_->countRouting(ev.layer, ev.experts);
 }
 
 }  // namespace moe

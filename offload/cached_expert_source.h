@@ -1,60 +1,33 @@
-// The expert source of the offload engine: experts come from an ExpertCache that
-// a TransferWorker fills from the HostExpertStore. What it does on top of the
-// worker is the policy (SourcePolicy):
-// - prefetch: at layer L the predictor names layer L+stride's experts, pushed low
-//   priority (ProMoE's proactive path); without a predictor it is reactive;
+// The ExpertSource of the offload path: turns a gate's choice into a compute order
+// over the slot table (ExpertCache) that the copy queue (TransferWorker) fills from
+// the HostExpertStore. The policy's parts (SourcePolicy, offload/policy.h) decide
+// the rest:
+// - Prefetcher (proactive): at layer L a predictor names layer L+stride's experts,
+//   pushed low priority; without one the source is reactive;
 // - prefill streaming: a layer whose gate chose more experts than its share of the
 //   cache copies its share into cache slots and streams the rest through the
 //   staging slots in execution order (never evicting what it still needs);
-// - static pins: the most-used experts so far are held in the cache from the first
-//   decode step on (the `static` policy; misses then stream through staging);
-// - CPU fallback (cpu-experts): a miss is computed from its host copy when the
-//   CPU is predicted to finish it sooner than the link could deliver it.
+// - StaticPins (static): the prompt's most-used experts held from the first decode
+//   step on (misses then stream through staging);
+// - CpuRule (cpu-experts, proactive's fallback): a miss is computed from its host
+//   copy when the CPU is predicted to finish it sooner than the link.
 // An expert the cache cannot hold at all (kUnavailable) is computed from its host
 // copy, so a small cache never stalls.
 #pragma once
 
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "inference/expert_source.h"
-#include "offload/cpu_expert_cost.h"
+#include "offload/cpu_rule.h"
 #include "offload/expert_cache.h"
-#include "offload/expert_predictor.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_metrics.h"
-#include "offload/prediction_thread.h"
+#include "offload/prefetcher.h"
+#include "offload/static_pins.h"
 #include "offload/transfer_worker.h"
 
 namespace moe {
-
-struct PrefetchOptions {
-  ExpertPredictor* predictor = nullptr;  // nullptr: reactive (no prefetching)
-  int stride = 2;                        // at layer L predict the MoE layer L + stride
-  int budget = 0;                        // experts pushed per prediction; 0: 2 x experts used per token
-  // Predict on a PredictionThread instead of the compute thread (the GPU path, where
-  // the host's time between kernels is the critical path). A result whose target
-  // layer's gate has run meanwhile is dropped (`predictions_late`).
-  bool async = false;
-};
-
-// One CPU-versus-copy decision of the cpu-experts rule, as logged.
-struct CpuDecision {
-  int layer = -1, expert = -1;
-  int tokens = 0;           // tokens the expert serves (estimated: batch x top-k / experts chosen)
-  double cpu_seconds = 0;   // CPU finish: (experts already sent to the CPU this layer + 1) x cost(tokens)
-  double copy_seconds = 0;  // link finish: (bytes queued ahead + this expert) / link bandwidth
-  bool on_cpu = false;      // cpu_seconds < copy_seconds
-};
-
-struct CpuFallbackOptions {
-  bool enabled = false;
-  double link_bytes_per_second = 0;                     // bandwidth the copy estimate uses (> 0 when enabled)
-  CpuExpertCost cost;                                   // measured CPU time of one expert
-  std::function<void(const CpuDecision&)> on_decision;  // optional log (called on the compute thread)
-};
 
 struct SourcePolicy {
   PrefetchOptions prefetch;
@@ -67,26 +40,22 @@ class CachedExpertSource final : public ExpertSource {
  public:
   // All references must outlive this object. metrics: the worker's.
   CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
-                     int n_expert_used, PrefetchOptions prefetch = {});
-  CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
                      OffloadMetrics& metrics, int n_expert_used, SourcePolicy policy);
 
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
   // Only a predictor reads the layer input.
-  bool wantsLayerInput() const override { return policy_.prefetch.predictor != nullptr; }
+  bool wantsLayerInput() const override { return prefetcher_ != nullptr; }
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override;
   void waitFor(int layer, const ExpertRef& ref) override;
   void release(int layer) override;
 
   // Experts computed from host memory (no slot could hold them, or the CPU rule chose it).
   uint64_t hostComputed() const { return host_computed_; }
-  // Static policy: holds the most-used experts seen so far (slots minus staging of
-  // them), copying the missing ones; blocks until they are READY. Returns how many.
-  int pinMostUsed();
-  // Static policy: per-token routing (Transformer's routing observer), a finer
-  // count than acquire()'s one per expert per batch, which it replaces once seen.
-  void countRouting(int layer, std::span<const int> experts_per_token);
-  bool pinned() const { return pinned_; }
+  // Static policy (StaticPins): counts the per-token routing; pins the most-used
+  // experts (returns how many; 0 for another policy).
+  void onRouting(const RoutingEvent& ev) override;
+  int pinMostUsed() { return static_pins_ ? static_pins_->pinMostUsed() : 0; }
+  bool pinned() const { return static_pins_ && static_pins_->pinned(); }
   // Async prediction: blocks until no prediction is waiting or running.
   void waitPredictions();
   // A device that computes asynchronously: waitFor() waits on the host only until
@@ -96,28 +65,20 @@ class CachedExpertSource final : public ExpertSource {
 
  private:
   MissAction decideMiss(const MissContext& m, int tokens_per_expert, int& copies, int allowance, int& on_cpu);
-  void scorePrediction(int layer, std::span<const int> experts, const ExecutionOrder& order);
-  void pushPrediction(int target, std::vector<int> predicted);
 
   const HostExpertStore& store_;
   ExpertCache& cache_;
   TransferWorker& worker_;
-  OffloadMetrics* metrics_ = nullptr;  // null: the legacy constructor (no source-side counters)
+  OffloadMetrics& metrics_;
   CopyWait* copy_wait_ = nullptr;
   SourcePolicy policy_;
   int n_expert_used_;
-  int budget_;
   int n_tokens_ = 1;                         // batch size of the current forward step
   std::vector<char> from_host_;              // [n_expert] of the current layer: served from the host copy
-  std::vector<std::vector<int>> predicted_;  // [n_layer] the last prediction for the layer
-  std::vector<uint64_t> uses_;               // [n_layer * n_expert] gate choices (static policy)
-  bool pinned_ = false;
-  bool routing_counted_ = false;  // countRouting() feeds uses_
+  std::unique_ptr<StaticPins> static_pins_;  // the static policy
+  std::unique_ptr<CpuRule> cpu_rule_;        // cpu-experts, proactive's CPU fallback
   uint64_t host_computed_ = 0;
-  // Async prediction. pred_mutex_ guards predicted_ and gates_ (taken before the worker's).
-  std::mutex pred_mutex_;
-  std::vector<uint64_t> gates_;  // [n_layer] gate decisions so far: a prediction's ticket
-  std::unique_ptr<PredictionThread> prediction_thread_;  // last: stopped before the rest
+  std::unique_ptr<Prefetcher> prefetcher_;  // proactive with a predictor; last: its thread stops first
 };
 
 }  // namespace moe

@@ -1,6 +1,6 @@
 // Host -> device copies behind one interface: CudaCopyEngine (offload/cuda/) is
-// cudaMemcpyAsync on a copy stream; HostCopyEngine is memcpy; AsyncHostCopyEngine
-// is memcpy on its own thread, the CPU stand-in for a copy stream. An optional
+// cudaMemcpyAsync on a copy stream; HostCopyEngine is memcpy; the tests'
+// AsyncHostCopyEngine is memcpy on its own thread, the CPU stand-in for a copy stream. An optional
 // simulated link turns bandwidth into a *virtual clock*: each copy adds
 // n / bytes_per_second seconds to a counter instead of sleeping, so tests and
 // benches get "time the link would take" deterministically. A *paced* link also

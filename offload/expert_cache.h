@@ -13,7 +13,7 @@
 // reserve() returns -1 and the caller skips (prefetch) or reports unavailable.
 // Recency is a logical clock bumped by touch(): on reserve (prefetch) and on use.
 //
-// Two additions for the static policy and prefill streaming (issue 3, items 6-7):
+// Two additions for the static policy and prefill streaming:
 // - staging slots (setStagingCount): the last n slots are kept out of reserve()
 //   and loaded one expert at a time by loadStaging(); a layer that needs more
 //   experts than its share streams them through these in execution order.

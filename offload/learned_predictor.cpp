@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include "offload/trainer/train_predictor.h"
-
 namespace moe {
 
 LearnedPredictor::LearnedPredictor(PredictorSet set, int n_embd, int n_expert) : set_(std::move(set)) {

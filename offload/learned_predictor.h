@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "offload/expert_predictor.h"
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 
 namespace moe {
 

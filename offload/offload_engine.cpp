@@ -9,42 +9,12 @@
 namespace moe {
 
 namespace {
-struct PolicyName {
-  OffloadPolicy policy;
-  const char* name;
-};
-constexpr PolicyName kPolicies[] = {{OffloadPolicy::kResident, "resident"},
-                                    {OffloadPolicy::kReactiveLru, "reactive-lru"},
-                                    {OffloadPolicy::kStatic, "static"},
-                                    {OffloadPolicy::kProactive, "proactive"},
-                                    {OffloadPolicy::kCpuExperts, "cpu-experts"}};
-
 int moeLayers(const HostExpertStore& store) {
   int n = 0;
   for (int il = 0; il < store.layers(); ++il) n += store.hasLayer(il);
   return n;
 }
 }  // namespace
-
-const char* policyName(OffloadPolicy p) {
-  for (const auto& e : kPolicies)
-    if (e.policy == p) return e.name;
-  return "?";
-}
-
-OffloadPolicy parsePolicy(const std::string& name) {
-  for (const auto& e : kPolicies)
-    if (name == e.name) return e.policy;
-  std::string valid;
-  for (const auto& e : kPolicies) valid += std::string(valid.empty() ? "" : ", ") + e.name;
-  throw std::invalid_argument("unknown policy '" + name + "' (" + valid + ")");
-}
-
-std::vector<OffloadPolicy> allPolicies() {
-  std::vector<OffloadPolicy> v;
-  for (const auto& e : kPolicies) v.push_back(e.policy);
-  return v;
-}
 
 int OffloadEngine::routedExperts(const Model& model) {
   const auto& c = model.config();
@@ -61,7 +31,7 @@ int OffloadEngine::slotsForShare(const Model& model, double share) {
 OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
     : config_(std::move(config)) {
   if (config_.policy == OffloadPolicy::kResident) {
-    if (cpu.name().rfind("cpu", 0) == 0) {  // a device backend's resident experts are its caller's
+    if (cpu.device() == Device::kCpu) {  // a device backend's resident experts are its caller's
       prepared_.backend = &cpu;
       for (const auto& row : model.hostExperts()) {
         auto& out = prepared_.table.emplace_back();
@@ -82,7 +52,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   const auto& c = model.config();
   OffloadDevice* device = config_.device.get();
   // With a device, CPU-computed experts need a CPU backend to run on (and to time).
-  const bool cpu_usable = !device || cpu.name().rfind("cpu", 0) == 0;
+  const bool cpu_usable = !device || cpu.device() == Device::kCpu;
   if (config_.policy == OffloadPolicy::kCpuExperts && !cpu_usable)
     throw std::invalid_argument("cpu-experts computes misses on the CPU: give the " + device->name() +
                                 " offload path a CPU backend (it was given " + cpu.name() + ")");
@@ -104,37 +74,14 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   }
   metrics_.link_bytes_per_second.store(link_bw);
 
-  const ProactiveSwitches& sw = config_.switches;
-  TransferOptions transfer;
+  const PolicyParts parts = policyParts(config_.policy, config_.switches);
   SourcePolicy policy;
-  bool staging = false;
-  switch (config_.policy) {
-    case OffloadPolicy::kReactiveLru:
-      transfer = {/*chunking=*/false, /*early_preemption=*/false, /*reordering=*/false};
-      break;
-    case OffloadPolicy::kStatic:
-      transfer = {true, false, true};
-      staging = true;
-      policy.stream_prefill = true;
-      policy.static_pins = true;
-      break;
-    case OffloadPolicy::kProactive:
-      transfer = {sw.chunking, sw.early_preemption, sw.reordering};
-      staging = sw.prefill_streaming;
-      policy.stream_prefill = sw.prefill_streaming;
-      policy.cpu.enabled = sw.cpu_fallback && cpu_usable;
-      if (sw.prefetch && config_.predictor)
-        predictor_ = config_.predictor;
-      else if (sw.prefetch)
-        predictor_ = std::make_unique<SkipGatePredictor>(model);
-      break;
-    case OffloadPolicy::kCpuExperts:
-      transfer = {false, false, true};
-      policy.cpu.enabled = true;
-      break;
-    case OffloadPolicy::kResident: break;
-  }
-  if (staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
+  policy.stream_prefill = parts.stream_prefill;
+  policy.static_pins = parts.static_pins;
+  policy.cpu.enabled = parts.cpu_rule && cpu_usable;
+  if (parts.prefetch)
+    predictor_ = config_.predictor ? config_.predictor : std::make_shared<SkipGatePredictor>(model);
+  if (parts.staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
   if (policy.cpu.enabled) {
     policy.cpu.link_bytes_per_second = link_bw;
     policy.cpu.cost = config_.cpu_cost.seconds_1 > 0 ? config_.cpu_cost : measureCpuExpertCost(cpu, *store_);
@@ -144,7 +91,8 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   policy.prefetch.predictor = predictor_.get();
   policy.prefetch.async = device != nullptr;  // on a GPU the host thread's time is the critical path
   policy.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
-  worker_ = std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, transfer);
+  worker_ =
+      std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, parts.transfer);
   if (device) worker_->setSlotFence(&device->fence());
   cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
                                                  std::move(policy));
@@ -175,10 +123,6 @@ OffloadSnapshot OffloadEngine::snapshot() const {
 }
 
 std::string OffloadEngine::predictorName() const { return predictor_ ? predictor_->name() : "none"; }
-
-void OffloadEngine::observeRouting(const RoutingEvent& ev) {
-  if (cached_ && config_.policy == OffloadPolicy::kStatic) cached_->countRouting(ev.layer, ev.experts);
-}
 
 void OffloadEngine::setInterrupt(const std::atomic<bool>* flag) {
   if (host_link_) host_link_->setInterrupt(flag);

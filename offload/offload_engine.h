@@ -1,17 +1,8 @@
-// One offloading policy, assembled: host expert store, expert cache (with its
-// staging slots), copy engine (with the optional simulated link), transfer
-// worker, predictor and CachedExpertSource, or, for `resident`, the experts in
-// place. EngineSession and `moechat-cli bench` build one per run.
-//
-// Policies (docs/offload.md has the details):
-//   resident      experts in place, nothing copied (the compute-only baseline)
-//   reactive-lru  fetch on miss into an LRU cache, whole-expert copies, gate order
-//   static        the prompt's most-used experts held from the first decode step,
-//                 every other expert streamed through two staging slots
-//   proactive     skip-gate prefetch at stride 2 + chunking + early preemption +
-//                 reordering + prefill streaming + CPU fallback, each a switch
-//   cpu-experts   reactive LRU where each miss is computed on the CPU from its host
-//                 copy when that is predicted to finish sooner than its copy
+// One offloading policy, assembled (offload/policy.h names its parts): host
+// expert store, slot table (ExpertCache, with its staging slots), copy engine
+// (with the optional simulated link), copy queue (TransferWorker), predictor and
+// CachedExpertSource, or, for `resident`, the experts in place. Runtime
+// (offload/runtime.h) builds one per run.
 #pragma once
 
 #include <functional>
@@ -26,25 +17,9 @@
 #include "offload/copy_engine.h"
 #include "offload/offload_device.h"
 #include "offload/offload_metrics.h"
+#include "offload/policy.h"
 
 namespace moe {
-
-enum class OffloadPolicy { kResident, kReactiveLru, kStatic, kProactive, kCpuExperts };
-
-const char* policyName(OffloadPolicy p);
-// Throws std::invalid_argument naming the valid policies.
-OffloadPolicy parsePolicy(const std::string& name);
-std::vector<OffloadPolicy> allPolicies();
-
-// Proactive's optimisations, one switch each (the ablation turns one off at a time).
-struct ProactiveSwitches {
-  bool prefetch = true;           // skip-gate prediction of layer L+stride at layer L
-  bool chunking = true;           // copy gate / up / down as separate chunks
-  bool early_preemption = true;   // a gate drops its layer's queued predicted chunks
-  bool reordering = true;         // ready experts computed first
-  bool cpu_fallback = true;       // a miss may be computed on the CPU (the cpu-experts rule)
-  bool prefill_streaming = true;  // a layer past its share streams through staging slots
-};
 
 struct LinkOptions {
   double bytes_per_second = 0;  // > 0: simulated link of this bandwidth; 0: plain copies (bandwidth measured)
@@ -101,8 +76,6 @@ class OffloadEngine {
   // A cancelled reply's flag: while it is set, the CPU path's paced copies stop
   // waiting for the simulated link (HostCopyEngine::setInterrupt). Null: none.
   void setInterrupt(const std::atomic<bool>* flag);
-  // Feed the Transformer's routing observer here (the static policy counts per token).
-  void observeRouting(const RoutingEvent& ev);
 
   // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
   static int slotsForShare(const Model& model, double share);

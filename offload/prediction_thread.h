@@ -1,4 +1,4 @@
-// The predictor off the compute thread (issue 3 item 5: "fed on a CPU thread
+// The predictor off the compute thread ("fed on a CPU thread
 // with each layer's input hidden state"). On a GPU the host thread that queues the
 // kernels also runs the MoE block's bookkeeping; a skip-gate or learned prediction
 // there (tens to hundreds of microseconds per layer on one core) would sit on the

@@ -17,7 +17,7 @@
 // layer still needs is ever evicted. A kCopy miss with no evictable slot streams
 // when the cache has staging slots, else is kUnavailable (host-computed).
 //
-// Asynchronous copies (a GPU's copy stream, AsyncHostCopyEngine): the worker
+// Asynchronous copies (a GPU's copy stream; in tests AsyncHostCopyEngine): the worker
 // issues a chunk and goes on; it notes the chunk done (LOADING -> READY) when the
 // engine reports the copy complete, oldest first. High chunks are issued back to
 // back (up to kMaxInFlight), so the link never idles between the gate's experts; a
@@ -214,5 +214,27 @@ class TransferWorker {
   std::vector<int> order_position_;  // [expert] position in the last execution order, -1 if not chosen
   std::thread thread_;
 };
+
+// Blocks (kManual: steps) until done() holds; returns whether it had to wait.
+template <class Done>
+bool TransferWorker::waitLocked(std::unique_lock<std::mutex>& lock, Done done) {
+  if (done()) return false;
+  if (mode_ == TransferMode::kManual) {
+    do {
+      lock.unlock();
+      const bool worked = step().did_work;
+      lock.lock();
+      if (!worked && !done()) throw std::logic_error("TransferWorker: waiting for a copy that is not queued");
+    } while (!done());
+  } else {
+    ready_cv_.wait(lock, [&] {
+      if (failure_) std::rethrow_exception(failure_);
+      if (done()) return true;
+      if (stop_) throw std::logic_error("TransferWorker: worker stopped while waited for");
+      return false;
+    });
+  }
+  return true;
+}
 
 }  // namespace moe

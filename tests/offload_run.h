@@ -15,7 +15,6 @@ inline std::vector<float> runPromptAndDecode(EngineFixture& f, moe::ExpertSource
   static const int32_t kDecode[] = {5, 77, 12, 300, 2, 31, 8, 90};
   auto t = f.transformer(64, &source);
   t->setHostBackend(host);
-  t->setRoutingObserver([&engine](const moe::RoutingEvent& ev) { engine.observeRouting(ev); });
   std::vector<float> all, step;
   t->forward(kPrompt, step, true);
   all = step;

@@ -75,9 +75,9 @@ class CachedSourceTest : public QObject {
     TransferWorker worker(cache, store, link, metrics, TransferMode::kThreaded,
                           TransferOptions{chunking, preemption, reordering});
     SkipGatePredictor skip_gate(*f.model);
-    PrefetchOptions prefetch;
-    prefetch.predictor = predict ? &skip_gate : nullptr;
-    CachedExpertSource source(store, cache, worker, c.n_expert_used, prefetch);
+    SourcePolicy policy;
+    policy.prefetch.predictor = predict ? &skip_gate : nullptr;
+    CachedExpertSource source(store, cache, worker, metrics, c.n_expert_used, policy);
 
     const auto got = run(f, source);
     QVERIFY(got == expected);  // bit-identical
@@ -140,7 +140,6 @@ class CachedSourceTest : public QObject {
     sw.prefill_streaming = switch_off != "streaming";
     OffloadEngine engine(*f.model, *f.backend, oc);
     auto t = f.transformer(64, &engine.source());
-    t->setRoutingObserver([&](const RoutingEvent& ev) { engine.observeRouting(ev); });
     std::vector<float> got, step;
     const int32_t prompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61};
     t->forward(prompt, step, true);

@@ -23,9 +23,9 @@
 #include <mutex>
 #include <vector>
 
+#include "async_host_copy_engine.h"
 #include "engine_fixture.h"
 #include "fake_expert_bytes.h"
-#include "offload/async_host_copy_engine.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_engine.h"
 #include "offload/expert_cache.h"

@@ -107,6 +107,7 @@ class ReadLoggingSource final : public ExpertSource {
   void onLayerInput(int layer, std::span<const float> hidden, int n) override {
     inner_.onLayerInput(layer, hidden, n);
   }
+  void onRouting(const RoutingEvent& ev) override { inner_.onRouting(ev); }
   std::vector<ExpertRef> acquire(int layer, std::span<const int> e) override {
     return inner_.acquire(layer, e);
   }
@@ -129,9 +130,10 @@ class ReadLoggingSource final : public ExpertSource {
 // device run (which experts it computed), or a stand-in for a GPU backend.
 class CountingBackend final : public Backend {
  public:
-  CountingBackend(std::unique_ptr<Backend> inner, std::string name)
-      : in_(std::move(inner)), name_(std::move(name)) {}
+  CountingBackend(std::unique_ptr<Backend> inner, std::string name, Device device)
+      : in_(std::move(inner)), name_(std::move(name)), device_(device) {}
   std::string name() const override { return name_; }
+  Device device() const override { return device_; }
   float* allocFloats(size_t n) override { return in_->allocFloats(n); }
   void freeFloats(float* p) override { in_->freeFloats(p); }
   WeightView prepareWeight(const WeightView& w) override { return in_->prepareWeight(w); }
@@ -172,6 +174,7 @@ class CountingBackend final : public Backend {
  private:
   std::unique_ptr<Backend> in_;
   std::string name_;
+  Device device_;
 };
 
 }  // namespace
@@ -255,7 +258,7 @@ class OffloadDeviceTest : public QObject {
 
     OffloadConfig oc = plain;
     oc.device = std::make_shared<HostTestDevice>();
-    CountingBackend host(makeCpuBackend(2), "cpu (host experts)");
+    CountingBackend host(makeCpuBackend(2), "cpu (host experts)", Device::kCpu);
     OffloadEngine engine(*f.model, host, oc);
     QVERIFY(runPromptAndDecode(f, engine.source(), engine, &host) == want);
     const auto snap = engine.snapshot();
@@ -264,7 +267,7 @@ class OffloadDeviceTest : public QObject {
     QCOMPARE(uint64_t(host.matmuls), 3 * snap.cpu_computed);
 
     // Without a CPU backend to compute them on, the device path refuses cpu-experts.
-    CountingBackend gpu_like(makeCpuBackend(1), "cuda (stand-in)");
+    CountingBackend gpu_like(makeCpuBackend(1), "cuda (stand-in)", Device::kCuda);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, OffloadEngine(*f.model, gpu_like, oc));
   }
 

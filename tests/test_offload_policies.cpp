@@ -29,10 +29,9 @@ const int32_t kPrompt[] = {4, 8, 15, 16, 23, 42, 7, 99, 3, 61};
 const int32_t kDecode[] = {5, 77, 12, 300, 2, 31};
 
 // Prefill, then decode steps; all logits concatenated.
-std::vector<float> run(EngineFixture& f, ExpertSource& source, OffloadEngine* engine = nullptr,
+std::vector<float> run(EngineFixture& f, ExpertSource& source,
                        const std::function<void()>& after_prefill = {}) {
   auto t = f.transformer(64, &source);
-  if (engine) t->setRoutingObserver([engine](const RoutingEvent& ev) { engine->observeRouting(ev); });
   std::vector<float> all, step;
   t->forward(kPrompt, step, true);
   all = step;
@@ -135,7 +134,6 @@ class TestOffloadPolicies : public QObject {
     std::vector<std::pair<int, int>> held;
     auto t = f.transformer(64, &engine.source());
     t->setRoutingObserver([&](const RoutingEvent& ev) {
-      engine.observeRouting(ev);
       if (ev.n_tokens > 1)
         for (int e : ev.experts) ++uses[size_t(ev.layer) * c.n_expert + e];
     });

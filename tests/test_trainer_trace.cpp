@@ -10,7 +10,7 @@
 
 #include "engine_fixture.h"
 #include "models/quant.h"
-#include "offload/trainer/sha256.h"
+#include "models/sha256.h"
 #include "offload/trainer/trace_collector.h"
 
 using namespace moe;

@@ -118,6 +118,7 @@ class InputTap final : public ExpertSource {
     if (layer == layer_) hidden.insert(hidden.end(), h.begin(), h.end());
     inner_.onLayerInput(layer, h, n);
   }
+  void onRouting(const RoutingEvent& ev) override { inner_.onRouting(ev); }
   std::vector<ExpertRef> acquire(int layer, std::span<const int> e) override {
     return inner_.acquire(layer, e);
   }

@@ -233,7 +233,7 @@ class WorkerEngineTest : public QObject {
     o.demo = true;
     std::string note;
     const SessionOptions so = LocalChatEngine::sessionOptionsFor(o, &note);
-    QCOMPARE(QString::fromStdString(so.backend), QString(gpu ? "cuda" : "cpu"));
+    QCOMPARE(QString(deviceChoiceName(so.device)), QString(gpu ? "cuda" : "cpu"));
     if (!gpu) {
       QCOMPARE(so.link.bytes_per_second, LocalChatEngine::kSimulatedLinkBytesPerSecond);
       o.backend = "cuda";

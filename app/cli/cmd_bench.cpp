@@ -28,8 +28,7 @@ namespace {
 
 struct BenchSetup {
   Model& model;
-  Backend& backend;
-  Backend& host;  // computes the experts the CPU rule sends to the host (== backend on the CPU path)
+  Compute& compute;
   std::shared_ptr<const HostExpertStore> store;
   int slots;
   LinkOptions link;
@@ -38,7 +37,6 @@ struct BenchSetup {
   int decode_tokens;
   bool verbose;
   std::shared_ptr<LearnedPredictor> learned;  // --predictor: the proactive-learned row
-  std::shared_ptr<OffloadDevice> device;      // --backend cuda: the GPU's cache and link
 };
 
 GenerationParams greedy(int n) {
@@ -63,39 +61,39 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   oc.switches = row.switches;
   oc.cpu_cost = s.cpu_cost;
   oc.store = s.store;
-  oc.device = s.device;
   if (s.verbose) oc.on_cpu_decision = printCpuDecision;
   if (row.name == "proactive-learned") {
     oc.predictor = s.learned;
     oc.stride = s.learned->distance();
   }
-  OffloadEngine engine(s.model, s.host, oc);
+  Runtime runtime(s.model, s.compute, oc);
+  OffloadEngine& engine = runtime.offload();
+  Backend& backend = s.compute.backend();
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.decode_tokens + 1;
-  Transformer t(s.model, s.backend, engine.source(), n_ctx);
-  if (&s.host != &s.backend) t.setHostBackend(&s.host);
-  t.setRoutingObserver([&](const RoutingEvent& ev) {
-    engine.observeRouting(ev);  // the static policy counts per token
-    if (used)
+  const std::unique_ptr<Transformer> transformer = runtime.makeTransformer(n_ctx);
+  Transformer& t = *transformer;
+  if (used)
+    t.setRoutingObserver([&](const RoutingEvent& ev) {
       for (int e : ev.experts) used->insert({ev.layer, e});
-  });
+    });
   // The device's work counters (where the runtime counts): at the start, when the
   // first decode step begins, and at the end.
   CudaWorkCounters at_start, at_decode, at_end;
   const bool counted = readCudaWorkCounters(&at_start);
   at_decode = at_start;
-  const Backend::MatmulTraffic traffic_at_start = s.backend.matmulTraffic();
+  const Backend::MatmulTraffic traffic_at_start = backend.matmulTraffic();
   Backend::MatmulTraffic traffic_at_decode = traffic_at_start;
   t.setBatchObserver([&, prompt_n = int(s.prompt.size()), seen = false](const BatchEvent& ev) mutable {
     if (seen || ev.first_pos < prompt_n) return;
     seen = true;
-    traffic_at_decode = s.backend.matmulTraffic();
+    traffic_at_decode = backend.matmulTraffic();
     if (counted) readCudaWorkCounters(&at_decode);
   });
   Generator g(s.model, t);
   row.gen = g.generate(s.prompt, greedy(s.decode_tokens), nullptr);
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());
   engine.waitIdle();
-  const Backend::MatmulTraffic traffic_at_end = s.backend.matmulTraffic();
+  const Backend::MatmulTraffic traffic_at_end = backend.matmulTraffic();
   if (traffic_at_decode.weight_bytes > traffic_at_start.weight_bytes)
     row.prefill_traffic =
         Backend::MatmulTraffic{traffic_at_decode.weight_bytes - traffic_at_start.weight_bytes,
@@ -167,7 +165,7 @@ SessionOptions benchModel(const Args& args) {
     so.model_path = ensurePresetModel(*preset, args.valueOr("--quant", "f16"),
                                       args.valueOr("--cache-dir", defaultModelCacheDir()));
     so.threads = args.intOr("--threads", 0);
-    so.backend = args.valueOr("--backend", "cpu");
+    so.device = deviceChoice(args);
     return so;
   }
   if (args.value("--quant")) throw UsageError("--quant goes with --preset");
@@ -198,9 +196,8 @@ int runBench(const std::vector<std::string>& argv) {
   std::vector<BenchRow> rows = plannedRows(args);
   SessionOptions so = benchModel(args);
 
-  auto backend = makeBackend(so.backend, so.threads);
-  const std::shared_ptr<OffloadDevice> device = makeOffloadDevice(*backend);
-  std::unique_ptr<Backend> host_backend;  // on a GPU: where CPU-computed experts run
+  Compute compute({so.device, so.threads});
+  const std::shared_ptr<OffloadDevice> device = compute.offloadDevice();
   if (device) {
     // The row the device path cannot run: resident needs every expert uploaded as a
     // table (generate --policy resident does that).
@@ -210,10 +207,10 @@ int runBench(const std::vector<std::string>& argv) {
       return skip;
     });
     if (rows.empty()) throw UsageError("no policy left to bench on the cuda backend");
-    host_backend = makeCpuBackend(so.threads);
   }
-  Backend& host = host_backend ? *host_backend : *backend;
-  auto model = Model::load(openModelFile(so), *backend);
+  Backend& backend = compute.backend();
+  Backend& host = compute.hostBackend() ? *compute.hostBackend() : backend;  // where CPU-computed experts run
+  auto model = Model::load(openModelFile(so), backend);
   const auto& c = model->config();
   so.cache_share = cache_share;
   so.cache_bytes = static_cast<uint64_t>(args.doubleOr("--cache-mb", 0) * 1e6);
@@ -234,16 +231,15 @@ int runBench(const std::vector<std::string>& argv) {
   std::shared_ptr<LearnedPredictor> learned;
   if (auto file = args.value("--predictor"))  // throws when it was trained for another model's shape
     learned = std::make_shared<LearnedPredictor>(PredictorSet::load(*file), c.n_embd, c.n_expert);
-  const BenchSetup setup{*model,  *backend, host,   store,         slots,
-                         link,    cost,     prompt, decode_tokens, args.flag("--verbose"),
-                         learned, device};
+  const BenchSetup setup{
+      *model, compute, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"), learned};
   const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
   std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
                c.model_name.c_str(), slots, total, 100.0 * slots / total, int(prompt.size()), decode_tokens);
   if (device)
     std::fprintf(stderr, "bench: compute %s; link: measured pinned host->device %.1f GB/s\n",
-                 backend->name().c_str(), link_bps / 1e9);
+                 backend.name().c_str(), link_bps / 1e9);
   else
     std::fprintf(stderr, "bench: compute CPU backend; link: simulated %.1f GB/s%s\n", link_gbps,
                  link.paced ? " (paced)" : " (virtual clock)");
@@ -280,7 +276,7 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.prompt_tokens = int(prompt.size());
   ctx.decode_tokens = decode_tokens;
   ctx.threads = so.threads;
-  ctx.compute = backend->name();
+  ctx.compute = backend.name();
   ctx.link = device ? "measured" : "simulated";
   ctx.link_bytes_per_second = link_bps;
   ctx.paced = link.paced;

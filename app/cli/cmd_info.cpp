@@ -91,8 +91,8 @@ std::string expertTypes(const Model& m) {
 }
 
 // Which backend --backend would compute on, and why not CUDA where it would not.
-std::string computeLine(const std::string& requested) {
-  if (requested == "cpu") return "CPU (--backend cpu; auto or cuda would try the GPU)";
+std::string computeLine(DeviceChoice requested) {
+  if (requested == DeviceChoice::kCpu) return "CPU (--backend cpu; auto or cuda would try the GPU)";
   std::string why;
   if (!cudaDeviceAvailable(&why)) return "CPU (CUDA not used: " + why + ")";
   uint64_t free_b = 0, total_b = 0;
@@ -147,7 +147,7 @@ int runInfo(const std::vector<std::string>& argv) {
                 humanBytes(file_size).c_str());
   if (so.demo || model->isSynthetic()) std::printf("note:            %s\n", kDemoNotice);
   std::printf("name:            %s\n", c.model_name.c_str());
-  std::printf("compute:         %s\n", computeLine(so.backend).c_str());
+  std::printf("compute:         %s\n", computeLine(so.device).c_str());
   std::printf("architecture:    %s\n", c.arch_name.c_str());
   std::printf("layers:          %d (%d MoE, %d dense)", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
   if (c.n_nextn > 0) std::printf(" + %d next-token-prediction layer(s) in the file, not run", c.n_nextn);

@@ -22,13 +22,19 @@ SessionOptions sessionOptions(const Args& args) {
   o.n_ctx = args.intOr("--ctx", 2048);
   if (o.n_ctx < 16) throw UsageError("--ctx must be at least 16");
   o.threads = args.intOr("--threads", 0);
-  o.backend = args.valueOr("--backend", "cpu");
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto")
-    throw UsageError("--backend must be cpu, cuda or auto");
+  o.device = deviceChoice(args);
   const std::string kv = args.valueOr("--kv", "f32");
   if (kv != "f32" && kv != "f16") throw UsageError("--kv must be f32 or f16");
   o.kv_f16 = kv == "f16";
   return o;
+}
+
+DeviceChoice deviceChoice(const Args& args) {
+  try {
+    return parseDeviceChoice(args.valueOr("--backend", "cpu"));
+  } catch (const std::invalid_argument&) {
+    throw UsageError("--backend must be cpu, cuda or auto");
+  }
 }
 
 SamplerParams samplerParams(const Args& args) {

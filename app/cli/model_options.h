@@ -17,6 +17,8 @@ std::set<std::string> modelFlags();
 std::set<std::string> samplingValueOptions();
 
 SessionOptions sessionOptions(const Args& args);
+// --backend cpu|cuda|auto (default cpu); UsageError for another name.
+DeviceChoice deviceChoice(const Args& args);
 SamplerParams samplerParams(const Args& args);
 // Prints the demo notice (stderr) when the demo model is in use.
 void announceModel(const EngineSession& session, class Model& model);

@@ -14,8 +14,8 @@
 
 #include "inference/generator.h"
 #include "inference/tokenizer/chat_template.h"
+#include "offload/mlp_predictor.h"
 #include "offload/offload_metrics.h"
-#include "offload/trainer/mlp_predictor.h"
 
 namespace moe {
 

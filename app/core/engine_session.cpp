@@ -4,10 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "inference/backend_factory.h"
-#include "inference/cpu/cpu_backend.h"
 #include "models/synthetic_model.h"
-#include "offload/resident_expert_source.h"
 #include "offload/trainer/trace_collector.h"
 
 namespace moe {
@@ -29,10 +26,8 @@ int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
 }
 
 EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
-  backend_ = makeBackend(opts.backend, opts.threads);
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get()); cpu && opts.kv_f16) cpu->setKvType(KvType::F16);
-  const bool on_cpu = backend_->name().rfind("cpu", 0) == 0;
-  model_ = Model::load(openModelFile(opts), *backend_);
+  compute_ = std::make_unique<Compute>(ComputeOptions{opts.device, opts.threads, opts.kv_f16});
+  model_ = Model::load(openModelFile(opts), compute_->backend());
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);
   OffloadConfig oc;
   oc.policy = opts.policy;
@@ -45,25 +40,10 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
   }
   const bool resident = opts.policy == OffloadPolicy::kResident;
   oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
-  // On a GPU an offload policy caches experts in device memory, copied from pinned
-  // host memory; experts the CPU rule sends to the host run on a CPU backend.
-  if (!on_cpu && !resident) {
-    oc.device = makeOffloadDevice(*backend_);
-    host_backend_ = makeCpuBackend(opts.threads);
-  }
-  engine_ = std::make_unique<OffloadEngine>(*model_, host_backend_ ? *host_backend_ : *backend_, oc);
-  ExpertSource* source = &engine_->source();
-  if (!on_cpu && resident) {
-    device_experts_ = prepareExperts(*backend_, model_->hostExperts());
-    device_source_ = std::make_unique<ResidentExpertSource>(device_experts_);
-    source = device_source_.get();
-  }
+  runtime_ = std::make_unique<Runtime>(*model_, *compute_, oc);
   source_name_ = opts.demo ? "demo" : opts.model_path;
-  recorder_ = std::make_unique<TraceRecorder>(*source);
-  transformer_ = std::make_unique<Transformer>(*model_, *backend_, *recorder_, n_ctx);
-  transformer_->setHostBackend(host_backend_.get());
-  if (opts.policy == OffloadPolicy::kStatic)
-    transformer_->setRoutingObserver([e = engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
+  recorder_ = std::make_unique<TraceRecorder>(runtime_->source());
+  transformer_ = runtime_->makeTransformer(n_ctx, recorder_.get());
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
 
   // What this configuration would need on a GPU: fixed parts + the expert cache.
@@ -76,12 +56,11 @@ EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
 }
 
 EngineSession::~EngineSession() {
-  // The transformer and generator use the engine's expert source.
+  // The transformer and generator use the runtime's expert source.
   generator_.reset();
   transformer_.reset();
   recorder_.reset();
-  device_source_.reset();
-  engine_.reset();
+  runtime_.reset();
 }
 
 void EngineSession::setTraceFile(const std::string& path, const std::string& model_sha256) {
@@ -110,15 +89,9 @@ GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const G
   }
   if (writer) {
     recorder_->start(*writer, trace_prompt);
-    const bool is_static = policy() == OffloadPolicy::kStatic;
     transformer_->setBatchObserver([r = recorder_.get()](const BatchEvent& ev) { r->onBatch(ev); });
-    transformer_->setRoutingObserver(
-        [r = recorder_.get(), e = engine_.get(), is_static](const RoutingEvent& ev) {
-          if (is_static) e->observeRouting(ev);
-          r->onRouting(ev);
-        });
   }
-  // Puts the observers back as they are without recording, whatever happens.
+  // Stops recording, whatever happens.
   struct Restore {
     EngineSession* s;
     bool active;
@@ -126,23 +99,18 @@ GenerationStats EngineSession::generate(std::span<const int32_t> prompt, const G
       if (!active) return;
       s->recorder_->stop();
       s->transformer_->setBatchObserver({});
-      if (s->policy() == OffloadPolicy::kStatic)
-        s->transformer_->setRoutingObserver(
-            [e = s->engine_.get()](const RoutingEvent& ev) { e->observeRouting(ev); });
-      else
-        s->transformer_->setRoutingObserver({});
     }
   } restore{this, writer != nullptr};
 
-  engine_->setInterrupt(cancel);
+  offload().setInterrupt(cancel);
   struct ClearInterrupt {
     OffloadEngine* e;
     ~ClearInterrupt() { e->setInterrupt(nullptr); }
-  } clear_interrupt{engine_.get()};
+  } clear_interrupt{&offload()};
   const GenerationStats st = generator_->generate(prompt, params, on_text, cancel);
   if (policy() != OffloadPolicy::kResident)
-    engine_->metrics().addGeneration(uint64_t(st.prompt_tokens - st.reused_tokens), st.prefill_seconds,
-                                     uint64_t(st.decode_steps), st.decode_seconds);
+    offload().metrics().addGeneration(uint64_t(st.prompt_tokens - st.reused_tokens), st.prefill_seconds,
+                                      uint64_t(st.decode_steps), st.decode_seconds);
   if (writer) {
     const int64_t tokens = recorder_->tokensRecorded();
     const bool complete = recorder_->stop();

@@ -1,6 +1,6 @@
 // Glue shared by the CLI and the GUI's InferenceWorker: opens a model file or the
-// embedded demo model, and wires backend, model, expert source (the offload
-// policy) and transformer together. Qt-free.
+// embedded demo model, loads it on the compute backend and builds its runtime
+// (offload/runtime.h: the offload policy's expert source and the transformer). Qt-free.
 //
 // Threads: build the session and call generator() on one worker thread;
 // offloadSnapshot() may be called from any other thread at any time (e.g. a UI
@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "inference/backend.h"
+#include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
 #include "offload/fit_estimate.h"
 #include "offload/offload_engine.h"
+#include "offload/runtime.h"
 #include "offload/trainer/trace_recorder.h"
 
 namespace moe {
@@ -28,10 +30,10 @@ struct SessionOptions {
   bool demo = false;
   int n_ctx = 2048;  // clamped to the model's trained context
   int threads = 0;   // 0: all hardware threads
-  // "cpu", "cuda" or "auto" (inference/backend_factory.h). On CUDA, resident
-  // uploads every expert once; the offload policies cache them in device memory
-  // (a CPU backend of `threads` computes the experts the CPU rule sends to the host).
-  std::string backend = "cpu";
+  // On CUDA, resident uploads every expert once; the offload policies cache them in
+  // device memory (a CPU backend of `threads` computes the experts the CPU rule
+  // sends to the host). kAuto: CUDA where usable, else the CPU.
+  DeviceChoice device = DeviceChoice::kCpu;
   // The CPU backend's KV cache in F16 (half the memory; values rounded to half, as
   // the CUDA backend's cache always is). F32 otherwise.
   bool kv_f16 = false;
@@ -67,7 +69,7 @@ class EngineSession {
   Model& model() { return *model_; }
   Transformer& transformer() { return *transformer_; }
   Generator& generator() { return *generator_; }
-  Backend& backend() { return *backend_; }
+  Backend& backend() { return compute_->backend(); }
   bool isDemo() const { return demo_; }
 
   // Generates like generator().generate() and adds the run's prefill / decode
@@ -92,26 +94,21 @@ class EngineSession {
   };
   const TraceOutcome& lastTrace() const { return last_trace_; }
 
-  OffloadPolicy policy() const { return engine_->config().policy; }
+  OffloadPolicy policy() const { return offload().config().policy; }
   // Thread-safe; all zeros for the resident policy.
-  OffloadSnapshot offloadSnapshot() const { return engine_->snapshot(); }
+  OffloadSnapshot offloadSnapshot() const { return offload().snapshot(); }
   // Cache slots in use (0 for resident), and what this configuration needs on a
   // GPU: resident weights + KV cache + workspace + the expert cache budget.
-  int cacheSlots() const { return engine_->cache() ? engine_->cache()->slotCount() : 0; }
+  int cacheSlots() const { return offload().cache() ? offload().cache()->slotCount() : 0; }
   const FitEstimate& fitEstimate() const { return fit_; }
-  OffloadEngine& offload() { return *engine_; }
-  const OffloadEngine& offload() const { return *engine_; }
+  OffloadEngine& offload() { return runtime_->offload(); }
+  const OffloadEngine& offload() const { return runtime_->offload(); }
 
  private:
   bool demo_ = false;
-  std::unique_ptr<Backend> backend_;
-  // On a GPU: the CPU backend that CPU-computed experts run on (cpu-experts, CPU fallback).
-  std::unique_ptr<Backend> host_backend_;
+  std::unique_ptr<Compute> compute_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<OffloadEngine> engine_;
-  // CUDA + resident: the experts uploaded to the device, and the source over them.
-  std::vector<std::vector<ExpertWeights>> device_experts_;
-  std::unique_ptr<ExpertSource> device_source_;
+  std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<TraceRecorder> recorder_;  // wraps the expert source the transformer uses
   std::string trace_path_, trace_sha256_, source_name_;
   TraceOutcome last_trace_;

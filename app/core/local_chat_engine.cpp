@@ -30,11 +30,10 @@ void LocalChatEngine::attachPredictor(const EngineLoadOptions& opts, const Model
 }
 
 SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts, std::string* note) {
-  if (opts.backend != "cpu" && opts.backend != "cuda" && opts.backend != "auto")
-    throw std::invalid_argument("unknown backend '" + opts.backend + "' (cpu, cuda or auto)");
+  const DeviceChoice device = parseDeviceChoice(opts.backend);
   std::string why_not_gpu;
-  if (opts.backend != "cpu" && cudaDeviceAvailable(&why_not_gpu)) return gpuSessionOptions(opts, note);
-  if (opts.backend == "cuda") throw std::runtime_error("no usable GPU: " + why_not_gpu);
+  if (device != DeviceChoice::kCpu && cudaDeviceAvailable(&why_not_gpu)) return gpuSessionOptions(opts, note);
+  if (device == DeviceChoice::kCuda) throw std::runtime_error("no usable GPU: " + why_not_gpu);
   return cpuSessionOptions(opts, note);
 }
 
@@ -73,7 +72,7 @@ void LocalChatEngine::fitToBudget(const EngineLoadOptions& opts, const ModelShap
 
 SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so = baseSessionOptions(opts);
-  so.backend = "cuda";
+  so.device = DeviceChoice::kCuda;
   const ModelShape shape = describeModel(opts.model_path, opts.demo);
   if (opts.vram_budget_bytes == 0 && opts.demo) {  // everything would fit: cache half to show the machinery
     so.cache_share = kAutoCacheShareWithoutGpu;

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "app/core/predictor_store.h"
+#include "models/sha256.h"
 #include "models/synthetic_model.h"
-#include "offload/trainer/sha256.h"
 
 namespace moe {
 

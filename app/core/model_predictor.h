@@ -9,7 +9,7 @@
 #include "app/core/app_database.h"
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 
 namespace moe {
 

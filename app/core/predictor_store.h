@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "app/core/app_database.h"
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 
 namespace moe {
 

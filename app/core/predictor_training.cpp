@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "app/core/model_predictor.h"
+#include "models/sha256.h"
 #include "offload/skip_gate_predictor.h"
-#include "offload/trainer/sha256.h"
 
 namespace moe {
 namespace {

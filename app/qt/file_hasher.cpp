@@ -1,8 +1,9 @@
 #include "app/qt/file_hasher.h"
 
-#include <QCryptographicHash>
 #include <QFile>
 #include <QFileInfo>
+
+#include "models/sha256.h"
 
 namespace moe {
 
@@ -22,7 +23,7 @@ FileHashResult hashFile(const QString& path, const std::atomic<bool>* cancel) {
     r.error = QStringLiteral("cannot read %1: %2").arg(path, f.errorString());
     return r;
   }
-  QCryptographicHash h(QCryptographicHash::Sha256);
+  Sha256 h;
   QByteArray block;
   while (!f.atEnd()) {
     if (cancel && cancel->load()) {
@@ -34,16 +35,18 @@ FileHashResult hashFile(const QString& path, const std::atomic<bool>* cancel) {
       r.error = QStringLiteral("read error in %1: %2").arg(path, f.errorString());
       return r;
     }
-    h.addData(block);
+    h.update(std::span(reinterpret_cast<const uint8_t*>(block.constData()), size_t(block.size())));
     r.size += block.size();
   }
-  r.sha256 = QString::fromLatin1(h.result().toHex());
+  r.sha256 = QString::fromStdString(h.hexDigest());
   r.ok = true;
   return r;
 }
 
 QString sha256Hex(const QByteArray& bytes) {
-  return QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex());
+  const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.constData()),
+                                      size_t(bytes.size()));
+  return QString::fromStdString(sha256Hex(data));
 }
 
 HashJob::HashJob(std::shared_ptr<std::atomic<bool>> cancel, QThread* thread)

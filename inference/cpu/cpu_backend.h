@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
   std::string name() const override;
+  Device device() const override { return Device::kCpu; }
   int threads() const { return pool_.threads(); }
   // The instruction set of the integer dot kernels: the best the CPU has, unless a
   // test or the bench picks another (every choice gives the same bits).

@@ -41,6 +41,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  Device device() const override { return Device::kCuda; }
 
   float* allocFloats(size_t n) override;  // zero-filled device memory
   void freeFloats(float* p) override;

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "offload/learned_predictor.h"
-#include "offload/offload_engine.h"
+#include "offload/runtime.h"
 
 namespace moe {
 namespace {
@@ -21,17 +21,18 @@ EngineEvalRow runOne(const Model& model, Backend& backend, const TraceReader& tr
   oc.predictor = std::move(predictor);
   // The comparison is about prediction: the CPU fallback would hide misses behind compute.
   oc.switches.cpu_fallback = false;
-  OffloadEngine engine(model, backend, oc);
+  Compute compute(backend);
+  Runtime runtime(model, compute, oc);
+  OffloadEngine& engine = runtime.offload();
   const int first_moe = trace.header().moe_layers.front();
   for (int p : set.test_prompts) {
     const auto tokens = trace.read(p, first_moe).tokens;
     if (tokens.empty()) continue;
-    Transformer tf(model, backend, engine.source(), int(tokens.size()) + 1);
-    tf.setRoutingObserver([&](const RoutingEvent& ev) { engine.observeRouting(ev); });
+    const auto tf = runtime.makeTransformer(int(tokens.size()) + 1);
     std::vector<float> logits;
     const size_t prefill = std::max<size_t>(1, tokens.size() / 2);
-    tf.forward(std::span(tokens.data(), prefill), logits);
-    for (size_t i = prefill; i < tokens.size(); ++i) tf.forward(std::span(tokens.data() + i, 1), logits);
+    tf->forward(std::span(tokens.data(), prefill), logits);
+    for (size_t i = prefill; i < tokens.size(); ++i) tf->forward(std::span(tokens.data() + i, 1), logits);
   }
   engine.waitIdle();
   const OffloadSnapshot s = engine.snapshot();

@@ -10,7 +10,7 @@
 
 #include "inference/backend.h"
 #include "inference/model.h"
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 #include "offload/trainer/trace_file.h"
 
 namespace moe {

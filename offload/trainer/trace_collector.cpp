@@ -45,7 +45,6 @@ TraceRunResult collectTraces(const Model& model, Backend& backend, ExpertSource&
   Transformer tf(model, backend, recorder, std::max(2, max_prompt + options.max_new_tokens + 1));
   tf.setCancelFlag(cancel);
   tf.setBatchObserver([&](const BatchEvent& ev) { recorder.onBatch(ev); });
-  tf.setRoutingObserver([&](const RoutingEvent& ev) { recorder.onRouting(ev); });
 
   TraceRunResult result;
   TraceProgress progress;

@@ -52,6 +52,7 @@ void TraceRecorder::onLayerInput(int layer, std::span<const float> hidden, int n
 }
 
 void TraceRecorder::onRouting(const RoutingEvent& ev) {
+  inner_.onRouting(ev);
   if (!writer_) return;
   try {
     if (ev.layer != last_layer_) throw std::logic_error("trace: routing without a layer input");

@@ -6,8 +6,8 @@
 //
 // The recorder is an ExpertSource wrapped around the one the transformer
 // computes with; while no writer is set it only passes calls through (no copy,
-// no allocation). Feed it the transformer's batch and routing events
-// (Transformer::setBatchObserver / setRoutingObserver) while recording.
+// no allocation). It sees the routing as a source (onRouting); feed it the
+// transformer's batch events (Transformer::setBatchObserver) while recording.
 #pragma once
 
 #include <cstdint>
@@ -37,12 +37,13 @@ class TraceRecorder final : public ExpertSource {
   int64_t tokensRecorded() const { return tokens_; }  // in complete batches since start()
   const std::string& error() const { return error_; }
 
-  // The transformer's events.
+  // The transformer's batch event.
   void onBatch(const BatchEvent& ev);
-  void onRouting(const RoutingEvent& ev);
 
-  // ExpertSource: passes everything through; keeps the layer's input while recording.
+  // ExpertSource: passes everything through; keeps the layer's input and writes
+  // the gate's choice while recording.
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
+  void onRouting(const RoutingEvent& ev) override;
   std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override {
     return inner_.acquire(layer, experts);
   }

@@ -148,16 +148,6 @@ void initialise(MlpPredictor& p, std::mt19937_64& g) {
 
 }  // namespace
 
-std::vector<int> topExperts(std::span<const float> scores, int budget) {
-  std::vector<int> order(scores.size());
-  std::iota(order.begin(), order.end(), 0);
-  const int n = std::min<int>(budget, int(order.size()));
-  std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                    [&](int a, int b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
-  order.resize(n);
-  return order;
-}
-
 int defaultHiddenWidth(int n_in, int n_out) {
   return std::clamp((1 << 20) / std::max(1, n_in + n_out), 32, 256);
 }

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 #include "offload/trainer/trace_file.h"
 
 namespace moe {
@@ -53,8 +53,5 @@ struct TrainResult {
 TrainResult trainPredictors(const TraceReader& trace, const TrainOptions& options,
                             const std::function<void(const TrainProgress&)>& on_progress = {},
                             const std::atomic<bool>* cancel = nullptr);
-
-// Top-`budget` experts by score, highest first (ties: lower id).
-std::vector<int> topExperts(std::span<const float> scores, int budget);
 
 }  // namespace moe

@@ -123,7 +123,7 @@ TEST_CASE(everyArchitectureEveryPolicy) {
       opts.model_path = path;
       opts.threads = 2;
       opts.n_ctx = 256;
-      opts.backend = "cuda";
+      opts.device = moe::DeviceChoice::kCuda;
       opts.policy = policy;
       opts.cache_share = 0.5;
 #if MOECHAT_CUDA_STANDIN

@@ -12,8 +12,8 @@
 
 TEST_CASE(cpuByName) {
   std::string why = "untouched";
-  auto be = moe::makeBackend("cpu", 2, &why);
-  CHECK(be->name().rfind("cpu", 0) == 0);
+  auto be = moe::makeBackend(moe::DeviceChoice::kCpu, 2, &why);
+  CHECK(be->device() == moe::Device::kCpu);
   CHECK_EQ(why, std::string("untouched"));  // cpu asked for: no CUDA verdict
 }
 
@@ -21,24 +21,24 @@ TEST_CASE(autoAndCuda) {
   std::string reason;
   const bool gpu = moe::cudaDeviceAvailable(&reason);
   std::string why;
-  auto any = moe::makeBackend("auto", 2, &why);
+  auto any = moe::makeBackend(moe::DeviceChoice::kAuto, 2, &why);
   if (gpu) {
-    CHECK(any->name().rfind("cuda", 0) == 0);
-    CHECK(moe::makeBackend("cuda", 2)->name().rfind("cuda", 0) == 0);
+    CHECK(any->device() == moe::Device::kCuda);
+    CHECK(moe::makeBackend(moe::DeviceChoice::kCuda, 2)->device() == moe::Device::kCuda);
     return;
   }
   CHECK(!reason.empty());
-  CHECK(any->name().rfind("cpu", 0) == 0);
+  CHECK(any->device() == moe::Device::kCpu);
   CHECK_EQ(why, reason);
   try {
-    moe::makeBackend("cuda", 2);
+    moe::makeBackend(moe::DeviceChoice::kCuda, 2);
     FAIL("makeBackend(\"cuda\") succeeded without a usable device");
   } catch (const std::runtime_error& e) {
     CHECK_MSG(std::string(e.what()).find(reason) != std::string::npos, e.what());
   }
 }
 
-TEST_CASE(unknownName) { CHECK_THROWS(std::invalid_argument, moe::makeBackend("tpu", 1)); }
+TEST_CASE(unknownName) { CHECK_THROWS(std::invalid_argument, moe::parseDeviceChoice("tpu")); }
 
 // On the CPU backend preparing is the identity: the same views come back.
 TEST_CASE(prepareExpertsOnCpu) {

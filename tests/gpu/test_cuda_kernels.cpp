@@ -382,13 +382,13 @@ TEST_CASE(elementwise) {
 
 TEST_CASE(factory) {
   std::string why = "unchanged";
-  auto cpu = moe::makeBackend("cpu", 1, &why);
-  CHECK(cpu->name().rfind("cpu", 0) == 0);
-  auto cuda = moe::makeBackend("cuda", 1, &why);
-  CHECK(cuda->name().rfind("cuda", 0) == 0);
-  auto any = moe::makeBackend("auto", 1, &why);
-  CHECK(any->name().rfind("cuda", 0) == 0);
-  CHECK_THROWS(std::invalid_argument, moe::makeBackend("tpu", 1, &why));
+  auto cpu = moe::makeBackend(moe::DeviceChoice::kCpu, 1, &why);
+  CHECK(cpu->device() == moe::Device::kCpu);
+  auto cuda = moe::makeBackend(moe::DeviceChoice::kCuda, 1, &why);
+  CHECK(cuda->device() == moe::Device::kCuda);
+  auto any = moe::makeBackend(moe::DeviceChoice::kAuto, 1, &why);
+  CHECK(any->device() == moe::Device::kCuda);
+  CHECK_THROWS(std::invalid_argument, moe::parseDeviceChoice("tpu"));
 }
 
 // Each tiny synthetic model (every architecture, mixed weight types) runs a

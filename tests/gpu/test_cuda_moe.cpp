@@ -190,7 +190,7 @@ LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
 TEST_CASE(initTestCase) {
   std::string why;
   if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = moe::makeBackend("cuda", 2);
+  gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
   cpu_ = std::make_unique<moe::CpuBackend>(2);
   INFO("backend: %s", gpu_->name().c_str());
 }

@@ -69,7 +69,7 @@ constexpr double kLogitsBoundF32Reference = 1e-3;
 TEST_CASE(initTestCase) {
   std::string why;
   if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = moe::makeBackend("cuda", 2);
+  gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
   // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
   // matvec quantises to the same bytes, with an F16 KV cache as the GPU's.
   auto cpu = std::make_unique<moe::CpuBackend>(2);
@@ -102,8 +102,6 @@ TEST_CASE(policiesMatchCpu) {
         CHECK(oc.device);
         moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
         moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
-        if (policy == moe::OffloadPolicy::kStatic)
-          tf.setRoutingObserver([&engine](const moe::RoutingEvent& ev) { engine.observeRouting(ev); });
         const Run got = runSteps(tf, gpu_model->config().n_vocab);
         engine.waitIdle();
         for (size_t i = 0; i < want.logits.size(); ++i) {
@@ -186,7 +184,7 @@ TEST_CASE(sessionOnCuda) {
   so.threads = 2;
   so.n_ctx = 256;
   moe::EngineSession cpu(so);
-  so.backend = "cuda";
+  so.device = moe::DeviceChoice::kCuda;
   so.policy = moe::OffloadPolicy::kProactive;
   so.cache_share = 0.25;
   moe::EngineSession gpu(so);

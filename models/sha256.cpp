@@ -1,4 +1,4 @@
-#include "offload/trainer/sha256.h"
+#include "models/sha256.h"
 
 #include <cstdio>
 #include <cstring>

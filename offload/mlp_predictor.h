@@ -37,6 +37,9 @@ struct MlpPredictor {
   static MlpPredictor fromBlob(std::span<const uint8_t> blob);
 };
 
+// Top-`budget` experts by score, highest first (ties: lower id).
+std::vector<int> topExperts(std::span<const float> scores, int budget);
+
 struct PredictorSet {
   static constexpr uint32_t kFileVersion = 1;
   std::string model_sha256, model_name;

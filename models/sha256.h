@@ -1,5 +1,6 @@
-// SHA-256 (FIPS 180-4), Qt-free: the model identity that links a GGUF file to
-// its trace files and trained predictors (the app's Qt code uses QCryptographicHash).
+// SHA-256 (FIPS 180-4), Qt-free, the project's one implementation: the model
+// identity that links a GGUF file to its trace files and trained predictors, and
+// the download checksum (app/qt/file_hasher.h).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
-// Host -> "device" copies on their own thread: the CPU stand-in for a GPU copy
-// stream. copyAsync queues a memcpy and returns a ticket; copies run one at a
-// time in queue order (a FIFO stream), so waiting for a ticket also waits for
-// every earlier copy. With it the transfer worker's asynchronous path (several
-// chunks in flight, the compute side waiting per copy rather than per READY
-// expert) runs and is tested on machines without a GPU.
+// A test double (not part of the engine): host -> "device" copies on their own
+// thread, the CPU stand-in for a GPU copy stream. copyAsync queues a memcpy and returns a ticket; copies run
+// one at a time in queue order (a FIFO stream), so waiting for a ticket also waits for every earlier copy.
+// With it the transfer worker's asynchronous path (several chunks in flight, the compute side waiting per
+// copy rather than per READY expert) runs and is tested on machines without a GPU.
 //
 // hold() / release(n) / resume() gate the copy thread so a test decides when
 // each queued copy completes (scheduling checked by event order, never by time).

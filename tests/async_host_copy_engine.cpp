@@ -1,4 +1,4 @@
-#include "offload/async_host_copy_engine.h"
+#include "async_host_copy_engine.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,9 +1,11 @@
-#include "offload/trainer/mlp_predictor.h"
+#include "offload/mlp_predictor.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 
 #include "offload/dot8.h"
 
@@ -211,6 +213,16 @@ PredictorSet PredictorSet::load(const std::string& path) {
   if (!f) throw std::runtime_error("cannot read " + path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return fromBytes(bytes);
+}
+
+std::vector<int> topExperts(std::span<const float> scores, int budget) {
+  std::vector<int> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  const int n = std::min<int>(budget, int(order.size()));
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [&](int a, int b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
+  order.resize(n);
+  return order;
 }
 
 }  // namespace moe
