@@ -88,15 +88,18 @@ struct Scales16 {
   }
 };
 
+// A block of one of them: its 16 scales and d.
+struct Block16 {
+  const uint8_t* blk;
+  Scales16 s;
+  __m256i all;  // the 16 scales as words (the bias term's multipliers)
+  float d;
+};
+
 struct WeightsQ6_K : KTraits {
   static constexpr int kBias = 32;
   static constexpr int kBytes = kQ6_KBytes;
-  struct Block {
-    const uint8_t* blk;
-    Scales16 s;
-    __m256i all;
-    float d;
-  };
+  using Block = Block16;
   MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
     return {blk, Scales16::of(s16), s16, f16(blk + 208)};
@@ -109,12 +112,7 @@ struct WeightsQ6_K : KTraits {
 struct WeightsQ3_K : KTraits {
   static constexpr int kBias = 4;
   static constexpr int kBytes = kQ3_KBytes;
-  struct Block {
-    const uint8_t* blk;
-    Scales16 s;
-    __m256i all;
-    float d;
-  };
+  using Block = Block16;
   MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
     alignas(32) int16_t sc[16];
     for (int k = 0; k < 16; ++k) sc[k] = static_cast<int16_t>(q3KScale(blk + 96, k));

@@ -58,7 +58,8 @@ class GuiHubSearchTest : public QObject {
     QCOMPARE(quantFromFileName("Qwen3-30B-A3B-IQ4_XS.gguf"), QString("IQ4_XS"));
     QCOMPARE(quantFromFileName("mixtral-8x7b.BF16-00001-of-00002.gguf"), QString("BF16"));
     QCOMPARE(quantFromFileName("model.gguf"), QString());
-    QVERIFY(engineRunsQuant("Q4_K_M") && engineRunsQuant("q8_0") && !engineRunsQuant("IQ4_XS"));
+    QVERIFY(engineRunsQuant("Q4_K_M") && engineRunsQuant("q8_0") && engineRunsQuant("IQ4_XS"));
+    QVERIFY(engineRunsQuant("UD-Q4_K_XL") && !engineRunsQuant("IQ2_XXS") && !engineRunsQuant("IQ3_M"));
     QString family, shape;
     recogniseShape("unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", &family, &shape);
     QCOMPARE(family + "/" + shape, QString("qwen3moe/Q3-30B"));
@@ -145,9 +146,9 @@ class GuiHubSearchTest : public QObject {
     recogniseShape(kRepo, &r.family, &r.shape);
     QTreeWidgetItem* q8 = child(repo, "Qwen3-30B-A3B-Q8_0.gguf");
     QTreeWidgetItem* q4 = child(repo, "Qwen3-30B-A3B-Q4_K_M.gguf");
-    QTreeWidgetItem* iq4 = child(repo, "Qwen3-30B-A3B-IQ4_XS.gguf");
+    QTreeWidgetItem* unsupported = child(repo, "Qwen3-30B-A3B-IQ2_XXS.gguf");
     QTreeWidgetItem* split = child(repo, "split/Qwen3-30B-A3B-BF16-00001-of-00004.gguf");
-    QVERIFY(q8 && q4 && iq4 && split);
+    QVERIFY(q8 && q4 && unsupported && split);
     QCOMPARE(q4->text(HubSearchPage::ColQuant), QString("Q4_K_M"));
     QCOMPARE(q4->text(HubSearchPage::ColSize), humanBytes(18556686208ull));
     QCOMPARE(q4->text(HubSearchPage::ColChecksum), QString("SHA-256"));
@@ -159,8 +160,8 @@ class GuiHubSearchTest : public QObject {
     QCOMPARE(q4->text(HubSearchPage::ColFit),
              estimateCatalogFit(q4file.toCatalogEntry(hub.base(), r), kBudget).shortSummary());
     QVERIFY(q4->text(HubSearchPage::ColFit).startsWith("yes"));
-    QVERIFY(iq4->text(HubSearchPage::ColFit).contains("not computed by this engine"));
-    QVERIFY(!(iq4->flags() & Qt::ItemIsSelectable));
+    QVERIFY(unsupported->text(HubSearchPage::ColFit).contains("not computed by this engine"));
+    QVERIFY(!(unsupported->flags() & Qt::ItemIsSelectable));
     QVERIFY(split->text(HubSearchPage::ColFit).contains("split in 4 files"));
     QVERIFY(!(split->flags() & Qt::ItemIsSelectable));
 

@@ -47,7 +47,7 @@ QList<HubFile> parseHubTree(const QString& repo, const QByteArray& json);
 void recogniseShape(const QString& repo_id, QString* family, QString* shape);
 // "Q4_K_M" from "qwen3-30b-a3b-q4_k_m.gguf"; "" when the name carries none.
 QString quantFromFileName(const QString& file_name);
-// Whether this engine computes a file of that quant ("Q4_K_M" yes, "IQ4_XS" no).
+// Whether this engine computes a file of that quant ("Q4_K_M", "IQ4_XS" yes, "IQ2_XXS" no).
 bool engineRunsQuant(const QString& quant);
 
 class HubSearch : public QObject {
