@@ -128,6 +128,9 @@ inline float q8kScale(const uint8_t* blk) { return loadF32(blk); }
 inline const int8_t* q8kQuants(const uint8_t* blk) { return reinterpret_cast<const int8_t*>(blk + 4); }
 inline const uint8_t* q8kSums(const uint8_t* blk) { return blk + 260; }  // int16 [16]
 
+// One (row, activation) pair on the portable kernels (quant_dot_portable.cpp).
+float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n);
+
 // Tables per type; null where the instruction set is absent from this build.
 const TileTable* portableTable(TensorType t);
 const TileTable* avx2Table(TensorType t);

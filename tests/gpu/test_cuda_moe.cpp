@@ -230,13 +230,17 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
   struct Case {
     TensorType up, down;
     int n_embd, n_ff;
+    bool every_size;  // false: one matvec and one GEMM size (the stand-in's time under TSan)
   };
-  const Case cases[] = {
-      {TensorType::Q8_0, TensorType::Q8_0, 96, 160},   {TensorType::Q4_0, TensorType::Q8_0, 64, 96},
-      {TensorType::Q4_K, TensorType::Q6_K, 256, 256},  {TensorType::Q5_K, TensorType::Q4_K, 256, 256},
-      {TensorType::F16, TensorType::BF16, 70, 45},     {TensorType::MXFP4, TensorType::Q5_0, 64, 96},
-      {TensorType::IQ4_NL, TensorType::Q4_1, 64, 64},  {TensorType::Q3_K, TensorType::Q2_K, 256, 256},
-      {TensorType::IQ4_XS, TensorType::Q5_1, 256, 256}};
+  const Case cases[] = {{TensorType::Q8_0, TensorType::Q8_0, 96, 160, true},
+                        {TensorType::Q4_0, TensorType::Q8_0, 64, 96, true},
+                        {TensorType::Q4_K, TensorType::Q6_K, 256, 256, true},
+                        {TensorType::Q5_K, TensorType::Q4_K, 256, 256, true},
+                        {TensorType::F16, TensorType::BF16, 70, 45, true},
+                        {TensorType::MXFP4, TensorType::Q5_0, 64, 96, false},
+                        {TensorType::IQ4_NL, TensorType::Q4_1, 64, 64, false},
+                        {TensorType::Q3_K, TensorType::Q2_K, 256, 256, false},
+                        {TensorType::IQ4_XS, TensorType::Q5_1, 256, 256, false}};
   for (const Case& c : cases) {
     const int n_expert = 12;
     Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);
@@ -245,6 +249,7 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
     // slots (the matvec's second token tile), 80 x top-6 more than 32 (the GEMM's).
     for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{8, 3}, std::pair{13, 2},
                                std::pair{16, 6}, std::pair{80, 6}}) {
+      if (!c.every_size && !(n_tokens == 8 || n_tokens == 80)) continue;
       const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
                                                  moe::gguf::tensorTypeName(c.down), n_tokens, k);
       const auto x = randomFloats(size_t(n_tokens) * c.n_embd, uint32_t(n_tokens * 7 + k));
