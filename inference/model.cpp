@@ -53,6 +53,7 @@ class Model::Loader {
     // GLM-4.5 (355B) normalises q and k per head, GLM-4.5-Air does not: the file tells.
     if (c_.arch == Arch::Glm4Moe && f_.findTensor("blk.0.attn_q_norm.weight")) c_.qk_norm = QkNorm::PerHead;
     m_.host_experts_.resize(c_.n_layer);
+    m_.host_routers_.resize(c_.n_layer);
     for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(layer(il));
     m_.sizes_.other_bytes = countedBytes_;
   }
@@ -77,13 +78,18 @@ class Model::Loader {
     checkDims(t, want);
     checkComputable(t);
     countedBytes_ += t.nbytes;
+    return m_.backend_.prepareWeight(fileView(t));
+  }
+
+  // The tensor where it lies in the file (host memory).
+  WeightView fileView(const gguf::TensorInfo& t) const {
     WeightView v;
     v.type = t.type;
     v.data = f_.tensorData(t).data();
     v.cols = static_cast<int64_t>(t.ne(0));
     v.rows = static_cast<int64_t>(t.nElements() / t.ne(0));
     v.row_bytes = t.rowBytes();
-    return m_.backend_.prepareWeight(v);
+    return v;
   }
 
   void checkDims(const gguf::TensorInfo& t, const std::vector<uint64_t>& want) const {
@@ -164,6 +170,7 @@ class Model::Loader {
       return L;
     }
     L.router = matrix(blk(il, "ffn_gate_inp.weight"), {E, uint64_t(c_.n_expert)});
+    m_.host_routers_[il] = fileView(find(blk(il, "ffn_gate_inp.weight")));
     L.router_bias = optionalVector(blk(il, "ffn_gate_inp.bias"), uint64_t(c_.n_expert));
     if (c_.expert_biases) {
       const uint64_t F = c_.n_ff_exp, N = c_.n_expert;

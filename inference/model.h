@@ -84,6 +84,9 @@ class Model {
   // Host views of every routed expert in the file: [n_layer][n_expert]
   // (empty rows for dense layers). The resident expert source serves these.
   const std::vector<std::vector<ExpertWeights>>& hostExperts() const { return host_experts_; }
+  // Host view of layer il's router (empty for dense layers): weights() may be in
+  // device memory, and a host-side predictor reads the router.
+  const WeightView& hostRouter(int il) const { return host_routers_[size_t(il)]; }
   // True for the demo/synthetic models whose weights are random.
   bool isSynthetic() const;
 
@@ -97,6 +100,7 @@ class Model {
   ModelWeights weights_;
   ModelSizes sizes_;
   std::vector<std::vector<ExpertWeights>> host_experts_;
+  std::vector<WeightView> host_routers_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatFamily chat_family_ = ChatFamily::ChatML;
   std::vector<float*> owned_vectors_;  // backend allocations for norms and biases

@@ -18,9 +18,9 @@ SkipGatePredictor::SkipGatePredictor(const Model& model)
     : n_embd_(model.config().n_embd),
       n_expert_(model.config().n_expert),
       n_used_(model.config().n_expert_used) {
-  for (const auto& layer : model.weights().layers) {
+  for (int il = 0; il < model.config().n_layer; ++il) {
     routers_.emplace_back();
-    const WeightView& r = layer.router;
+    const WeightView& r = model.hostRouter(il);
     if (r.empty()) continue;
     // The router is small ([n_expert][n_embd]); a float copy keeps prediction cheap.
     auto& out = routers_.back();

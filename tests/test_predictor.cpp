@@ -129,6 +129,24 @@ class PredictorTest : public QObject {
     QCOMPARE(int(p.predict(0, 2, tr.inputs.at(0), 8, 3).size()), 3);  // the budget caps it
     QVERIFY(p.predict(0, c.n_layer, tr.inputs.at(0), 8, 3).empty());  // no such layer
   }
+
+  // On a GPU, weights() are device pointers the host cannot read: the predictor's
+  // routers come from hostRouter(), which is the file's own bytes of the same tensor.
+  void routersAreReadFromTheFile() {
+    EngineFixture f(deepSpec());
+    const auto& c = f.model->config();
+    const auto& file = f.model->file();
+    for (int il = 0; il < c.n_layer; ++il) {
+      const WeightView& host = f.model->hostRouter(il);
+      const auto* t = file.findTensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight");
+      QVERIFY(t != nullptr);
+      const auto bytes = file.tensorData(*t);
+      QCOMPARE(static_cast<const void*>(host.data), static_cast<const void*>(bytes.data()));
+      QCOMPARE(host.rows, int64_t(c.n_expert));
+      QCOMPARE(host.cols, int64_t(c.n_embd));
+      QVERIFY(host.type == f.model->weights().layers[size_t(il)].router.type);
+    }
+  }
 };
 
 QTEST_APPLESS_MAIN(PredictorTest)

@@ -6,6 +6,13 @@
 // quantised weights took before activations were quantised. The engine's rows run
 // on the weights as the backend prepares them (Q4_0/Q4_K repacked into interleaved
 // groups unless --no-repack); their byte counts are of that layout.
+//
+// --backend cuda: the same matrices uploaded to the GPU and multiplied through the
+// CUDA backend. Launches queue back to back and one synchronise ends each pass, so
+// the host clock spans the device's work. The bound is the card's device-to-device
+// copy rate measured in the same run (bytes read + written), the rate a kernel that
+// reads its weights once approaches; the expert-sized default shape also shows what
+// launch overhead costs a matrix this small.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,8 +23,10 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "inference/cpu/thread_pool.h"
+#include "inference/cuda_library.h"
 #include "models/gguf.h"
 #include "models/quant.h"
 #include "models/quant_dot.h"
@@ -148,27 +157,117 @@ KernelResult benchType(CpuBackend& be, ThreadPool& pool, TensorType t, int rows,
   return r;
 }
 
+// The device's copy rate: one buffer copied into another, bytes read + written.
+double measureDeviceCopyGBs(Backend& be, size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  float* a = be.allocFloats(n);
+  float* b = be.allocFloats(n);
+  std::vector<float> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i % 9973);
+  be.fromHost(a, host.data(), n);
+  be.copy(b, a, n);
+  be.synchronize();
+  const double s = bestOf(5, [&] {
+    be.copy(b, a, n);
+    be.synchronize();
+  });
+  be.freeFloats(a);
+  be.freeFloats(b);
+  return 2.0 * static_cast<double>(n * sizeof(float)) / s / 1e9;
+}
+
+KernelResult benchTypeOnDevice(Backend& be, TensorType t, int rows, int cols, int batch, size_t set_bytes) {
+  KernelResult r{t};
+  const MatrixSet m = makeMatrices(t, rows, cols, set_bytes);
+  std::vector<WeightView> dev;
+  for (int i = 0; i < m.count; ++i) dev.push_back(be.prepareWeight(m.at(i)));
+  std::vector<float> hx(static_cast<size_t>(batch) * cols);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
+  float* x = be.allocFloats(hx.size());
+  float* y = be.allocFloats(static_cast<size_t>(batch) * rows);
+  be.fromHost(x, hx.data(), hx.size());
+  auto decode = [&] {
+    for (const WeightView& w : dev) be.matmul(w, x, y, 1);
+    be.synchronize();
+  };
+  decode();  // warm-up: first launches, scratch buffers
+  r.decode_gbs = static_cast<double>(dev[0].bytes()) * m.count / bestOf(3, decode) / 1e9;
+  constexpr int kPrefillReps = 10;
+  auto prefill = [&] {
+    for (int i = 0; i < kPrefillReps; ++i) be.matmul(dev[i % dev.size()], x, y, batch);
+    be.synchronize();
+  };
+  prefill();
+  r.prefill_gmacs = static_cast<double>(rows) * cols * batch * kPrefillReps / bestOf(3, prefill) / 1e9;
+  be.freeFloats(x);
+  be.freeFloats(y);
+  for (const WeightView& w : dev) be.releaseWeight(w);
+  return r;
+}
+
 quant::DotIsa parseIsa(const std::string& s) {
   for (quant::DotIsa isa : {quant::DotIsa::Portable, quant::DotIsa::Avx2, quant::DotIsa::Avx512})
     if (s == quant::dotIsaName(isa)) return isa;
   throw UsageError("--isa must be portable, avx2 or avx512-vnni");
 }
 
+int runDeviceKernels(const Args& args, DeviceChoice device, const std::vector<TensorType>& types, int rows,
+                     int cols, int batch, int set_mb, int bw_mb) {
+  const auto be = makeBackend(device, args.intOr("--threads", 0));
+  const bool json = args.flag("--json");
+  // On the CPU stand-in of the CUDA runtime the kernels run as fibers: its times say nothing about a GPU.
+  const CudaLibraryApi* library = cudaLibrary();
+  const bool meaningful = library && library->timings_meaningful;
+  const double bw = measureDeviceCopyGBs(*be, size_t(bw_mb) << 20);
+  if (!json) {
+    std::printf("device: %s; copy %.0f GB/s (bytes read + written, %d MiB, best of 5)\n", be->name().c_str(),
+                bw, bw_mb);
+    std::printf("decode: one token through %d x %d matrices, %d MiB of them\n", rows, cols, set_mb);
+    std::printf("prefill: %d tokens on one %d x %d matrix\n\n", batch, rows, cols);
+    if (!meaningful)
+      std::printf("note: the CPU stand-in of the CUDA runtime ran these: times mean nothing\n");
+    std::printf("%-7s %12s %8s %16s\n", "type", "decode GB/s", "of copy", "prefill GMAC/s");
+  }
+  std::string out = "{\"machine\": \"" + be->name() + "\", \"copy_gbs\": " + std::to_string(bw) +
+                    ", \"rows\": " + std::to_string(rows) + ", \"cols\": " + std::to_string(cols) +
+                    ", \"batch\": " + std::to_string(batch) + ", \"set_mb\": " + std::to_string(set_mb) +
+                    ", \"timings_meaningful\": " + (meaningful ? "true" : "false") + ", \"kernels\": [";
+  for (size_t i = 0; i < types.size(); ++i) {
+    const KernelResult r = benchTypeOnDevice(*be, types[i], rows, cols, batch, size_t(set_mb) << 20);
+    const char* name = gguf::tensorTypeName(r.type);
+    if (!json)
+      std::printf("%-7s %12.1f %7.0f%% %16.1f\n", name, r.decode_gbs, 100.0 * r.decode_gbs / bw,
+                  r.prefill_gmacs);
+    char item[256];
+    std::snprintf(
+        item, sizeof item,
+        "%s{\"type\": \"%s\", \"decode_gbs\": %.2f, \"decode_of_copy\": %.3f, \"prefill_gmacs\": %.2f}",
+        i ? ", " : "", name, r.decode_gbs, r.decode_gbs / bw, r.prefill_gmacs);
+    out += item;
+  }
+  out += "]}";
+  if (json) std::printf("%s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int runBenchKernels(const std::vector<std::string>& argv) {
-  const Args args(argv,
-                  {"--threads", "--isa", "--rows", "--cols", "--batch", "--set-mb", "--bw-mb", "--types"},
-                  {"--kernels", "--json", "--no-repack"});
+  const Args args(
+      argv,
+      {"--threads", "--isa", "--rows", "--cols", "--batch", "--set-mb", "--bw-mb", "--types", "--backend"},
+      {"--kernels", "--json", "--no-repack"});
   const int rows = args.intOr("--rows", 1024), cols = args.intOr("--cols", 2048);
   const int batch = args.intOr("--batch", 64);
   const int set_mb = args.intOr("--set-mb", 1024), bw_mb = args.intOr("--bw-mb", 1024);
   if (rows < 1 || cols < 256 || cols % 256 || batch < 1 || set_mb < 1 || bw_mb < 1)
     throw UsageError("--rows >= 1, --cols a multiple of 256, --batch >= 1, --set-mb and --bw-mb >= 1");
-  CpuBackend be(args.intOr("--threads", 0));
-  if (auto isa = args.value("--isa")) be.setDotIsa(parseIsa(*isa));
-  be.setRepackWeights(!args.flag("--no-repack"));
-  ThreadPool pool(be.threads());
+  DeviceChoice device = DeviceChoice::kCpu;
+  try {
+    device = parseDeviceChoice(args.valueOr("--backend", "cpu"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   std::vector<TensorType> types = {TensorType::F16,  TensorType::Q8_0, TensorType::Q4_0,
                                    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
   if (auto list = args.value("--types")) {
@@ -188,6 +287,12 @@ int runBenchKernels(const std::vector<std::string>& argv) {
     }
   }
   const bool json = args.flag("--json");
+  if (device != DeviceChoice::kCpu)
+    return runDeviceKernels(args, device, types, rows, cols, batch, set_mb, bw_mb);
+  CpuBackend be(args.intOr("--threads", 0));
+  if (auto isa = args.value("--isa")) be.setDotIsa(parseIsa(*isa));
+  be.setRepackWeights(!args.flag("--no-repack"));
+  ThreadPool pool(be.threads());
   const double bw = measureReadGBs(pool, size_t{1} << 30);
   if (!json) {
     std::printf("machine: %s; read bandwidth %.1f GB/s (%d threads, 1 GiB, best of 5)\n", be.name().c_str(),

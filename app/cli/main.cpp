@@ -48,8 +48,10 @@ const CommandHelp kCommands[] = {
       --predictor adds a proactive-learned row with a trained predictor (`train`)
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
-      the CPU matmul kernels alone: decode GB/s against the read bandwidth measured
-      in the same run, prefill multiply-adds/s, each beside the float-activation path
+        [--backend cpu|cuda]
+      the matmul kernels alone: decode GB/s against the read bandwidth measured
+      in the same run (cuda: the card's copy rate), prefill multiply-adds/s; on
+      the CPU each beside the float-activation path
 )",
      true},
     {"gen-model", R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]

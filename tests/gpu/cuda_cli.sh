@@ -12,7 +12,8 @@
 #       `bench --demo --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
 #       names (the CPU stand-in): every policy row has its device work per prefill
 #       token and per decode token and the prefill's matmul bytes, and the timings
-#       are labelled as not meaningful.
+#       are labelled as not meaningful; `bench --kernels --backend cuda` on a small
+#       shape gives a row per type asked for, labelled the same way.
 set -uo pipefail
 mode=$1
 cli=$2
@@ -65,6 +66,12 @@ bench)
   prefill=$(grep -c '"matmul_prefill": {"tokens": 16, "weight_bytes": [1-9][0-9]*, "bytes_read": [1-9]' <<<"$json")
   [ "$prefill" -eq "$rows" ] || fail "$prefill of $rows rows report the prefill's matmul bytes"
   echo "ok: $rows policies with device work per prefill and decode token"
+  kern=$("$cli" bench --kernels --backend cuda --rows 64 --cols 256 --batch 3 --set-mb 1 --bw-mb 1 \
+    --types Q8_0,Q4_K,MXFP4 --json) || fail "bench --kernels exit $?"
+  echo "$kern"
+  [ "$(grep -o '{"type": ' <<<"$kern" | wc -l)" -eq 3 ] || fail "bench --kernels: expected 3 kernel rows"
+  grep -q '"timings_meaningful": false, "kernels": ' <<<"$kern" || fail "bench --kernels: timings not labelled"
+  echo "ok: bench --kernels --backend cuda on the stand-in"
   ;;
 *)
   fail "unknown mode $mode"

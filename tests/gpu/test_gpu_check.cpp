@@ -1,5 +1,6 @@
 // The harness itself (gpu_check.h): each macro passes on a true check and, on a
 // false one, throws the Failure that ends a case, with the message Qt Test would give.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>

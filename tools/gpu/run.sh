@@ -4,7 +4,7 @@
 # repository root ON the device, with .gpu-deps/ carried (tools/gpu/fetch-deps.sh,
 # run on the development machine, fills it):
 #
-#   tools/gpu/run.sh [build] [test] [sanitize] [bench]      (default: build test)
+#   tools/gpu/run.sh [build] [test] [sanitize] [bench] [speed]   (default: build test)
 #
 #   build     unpack .gpu-deps/*.deb (dpkg -x, into build-gpu/deps, never into /),
 #             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo, the GPU
@@ -16,6 +16,9 @@
 #   bench     bench --demo --backend cuda, then bench --preset DS-1 --quant f16
 #             --backend cuda --cache-share 0.5 (a 32 GB model generated into a cache
 #             folder on the disk with the most room)
+#   speed     the card's measured memory bandwidth; generate --policy resident on the
+#             GPU and on every CPU core, on an OLMoE-shaped Q4_K model (generated)
+#             and DS-1 F16 (the bench stage's), with `info` for the bytes per token
 #
 # A stage other than build builds first when build-gpu/ has no moechat-cli (a fresh
 # machine). Logs and JSON go to $OUT (the device tool brings back at most 8 files:
@@ -112,7 +115,7 @@ stage_build() {
     return 1
   fi
   grep -E 'moechat: (CUDA|SQLite|MOECHAT_GUI)' "$log"
-  if ! timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" >>"$log" 2>&1; then
+  if ! timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" -- -k 0 >>"$log" 2>&1; then
     grep -m5 -E 'error|FAILED' "$log"
     row build FAIL $(($(date +%s) - t0)) "build failed or timed out (build.log)"
     return 1
@@ -212,6 +215,82 @@ for p in d["policies"]:
 PY
 }
 
+# The folder for generated models: the filesystem with the most room (DS-1 F16 is
+# a 32 GB file).
+model_cache() {
+  local dir best=0 cache=""
+  for dir in "$ROOT/build-gpu" /tmp /root /var/tmp; do
+    if [ ! -d "$dir" ] || [ ! -w "$dir" ]; then continue; fi
+    local avail
+    avail=$(df -Pk "$dir" | awk 'NR==2 {print $4}')
+    [ "${avail:-0}" -gt "$best" ] && best=$avail && cache=$dir/moechat-models
+  done
+  mkdir -p "$cache" && echo "$cache"
+}
+
+# The card's memory bandwidth, measured now: a large device-to-device copy through
+# PyTorch (the machine's python3 has it), bytes read + written, median of 20 copies.
+hbm_bandwidth() {
+  python3 - 2>&1 <<'PY' || echo "hbm: no measurement (python3/torch missing)"
+import torch
+n = 1 << 31  # 2 GiB
+a = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+b = torch.empty_like(a)
+times = []
+for i in range(23):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize()
+    if i >= 3: times.append(s.elapsed_time(e) / 1e3)
+times.sort()
+t = times[len(times) // 2]
+print(f"hbm: device-to-device copy of {n / 2**30:.0f} GiB: {2 * n / t / 1e9:.0f} GB/s read+write "
+      f"(median of {len(times)}, {t * 1e3:.2f} ms)")
+PY
+}
+
+# Decode speed with every weight on the card (resident), beside the CPU on every core
+# of this machine, on the DS-1 F16 model that the bench stage generated and on an
+# OLMoE-shaped Q4_K model generated here; `info` gives the bytes a token reads (the
+# bound: those bytes over the measured bandwidth).
+stage_speed() {
+  local t0=$(date +%s) rc=0 log=$OUT/bench.log  # appended to: the tool brings back 8 files
+  need_gpu speed || return 2
+  ensure_built || return 1
+  local cache
+  cache=$(model_cache)
+  echo "== stage speed" >>"$log"
+  hbm_bandwidth | tee -a "$log"
+  local q4=$cache/OLMoE-q4_k.gguf
+  if [ ! -f "$q4" ]; then
+    local t1=$(date +%s)
+    timeout "$(($(left) < 150 ? $(left) : 150))" "$CLI" gen-model --preset OLMoE --expert-type q4_k \
+      --weight-type q4_k -o "$q4.part" >>"$log" 2>&1 && mv "$q4.part" "$q4"
+    echo "== gen-model OLMoE q4_k: $(($(date +%s) - t1)) s" | tee -a "$log"
+  fi
+  local f b
+  for f in "$q4" "$cache/DS-1-f16.gguf"; do
+    [ -f "$f" ] || { echo "== $f missing" | tee -a "$log"; rc=1; continue; }
+    timeout 60 "$CLI" info "$f" 2>&1 | grep -iE 'param|expert|bytes|total' | head -12 | tee -a "$log"
+    for b in cuda cpu; do
+      local t1=$(date +%s) one=$OUT/.speed-run
+      echo "=== generate $(basename "$f") --backend $b --policy resident -n 64" >>"$log"
+      timeout "$(left)" "$CLI" generate "$f" --backend "$b" --policy resident --threads "$(nproc)" \
+        -p "The history of" -n 64 --temp 0 >"$one" 2>&1
+      local code=$?
+      cat "$one" >>"$log"
+      local dec
+      dec=$(grep -E '^(prefill|decode):' "$one" | sed -E 's/.*= ([0-9.]+ tok\/s).*/\1/' | paste -sd' ')
+      [ "$code" -ne 0 ] && rc=1 && dec="exit $code: $(tail -1 "$one" | cut -c1-100)"
+      rm -f "$one"
+      row "  $(basename "$f" .gguf) $b" "$([ "$code" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) \
+        "prefill, decode: $dec"
+    done
+  done
+  grep -E '^hbm:' "$log"
+  row speed "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "bench.log"
+  return "$rc"
+}
+
 stage_bench() {
   local t0=$(date +%s) rc=0 log=$OUT/bench.log
   need_gpu bench || return 2
@@ -224,15 +303,9 @@ stage_bench() {
   row "  demo" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) \
     "bench-demo-cuda.json$([ "$rc" = 0 ] || echo "; $(tail -1 "$log" | cut -c1-120)")"
   bench_table "$OUT/bench-demo-cuda.json"
-  # The cache folder: the filesystem with the most room (DS-1 F16 is a 32 GB file).
-  local dir best=0 cache=""
-  for dir in "$ROOT/build-gpu" /tmp /root /var/tmp; do
-    if [ ! -d "$dir" ] || [ ! -w "$dir" ]; then continue; fi
-    local avail
-    avail=$(df -Pk "$dir" | awk 'NR==2 {print $4}')
-    [ "${avail:-0}" -gt "$best" ] && best=$avail && cache=$dir/moechat-models
-  done
-  echo "== bench cache folder $cache ($((best / 1048576)) GiB free)" | tee -a "$log"
+  local cache
+  cache=$(model_cache)
+  echo "== bench cache folder $cache" | tee -a "$log"
   t1=$(date +%s)
   local json=$OUT/bench-ds1-f16-$gpu.json code=0
   timeout "$(left)" "$CLI" bench --preset DS-1 --quant f16 --backend cuda --cache-share 0.5 --json \
@@ -252,15 +325,15 @@ stage_bench() {
 environment
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | sanitize | bench)
+    build | test | sanitize | bench | speed)
       echo "== stage $s ($(left) s of the budget left)"
       "stage_$s"
       code=$?
       [ $code -ne 0 ] && STATUS=1
-      [ "$s" = build ] && [ $code -ne 0 ] && break
+      [ "$s" = build ] && [ $code -ne 0 ] && [ ! -x "$CLI" ] && break
       ;;
     *)
-      echo "unknown stage '$s' (build, test, sanitize, bench)" >&2
+      echo "unknown stage '$s' (build, test, sanitize, bench, speed)" >&2
       exit 2
       ;;
   esac
