@@ -119,27 +119,48 @@ void CudaBackend::matmul(const WeightView& w, const float* x, float* y,
 
 // Jobs reading the same x in the same activation format share one quantisation
 // (q, k and v; gate and up): the stream runs in order, so act_ is rewritten only
-// after the matvecs before it have read it.
+// after the matvecs before it have read it. Those of one type that take the matvec
+// (few tokens; quantised, F16 or BF16 weights) also share one launch.
 void CudaBackend::matmulMany(std::span<const MatmulJob> jobs) {
-  const float* quantised_x = nullptr;
+  const float* act_x = nullptr;  // the x that `act` was made from, in the format of `act_float`/`q8k`
   const void* act = nullptr;
-  bool q8k = false;
+  bool act_float = false, q8k = false;
   int64_t cols = 0;
   int n = 0;
+  cuda::MatvecGroup group;
+  cuda::ElemType group_type{};
+  auto flush = [&] {
+    if (group.count > 0) cuda::launchMatvecGroupQ(group_type, group, act, cols, n, stream_);
+    group.count = 0;
+  };
   for (const MatmulJob& j : jobs) {
     const WeightView& w = j.w;
-    if (!isQuantised(w.type)) {
+    const bool is_float = !isQuantised(w.type);
+    if (w.type == TensorType::F32 || (is_float && j.n_tokens > kMatvecTokens)) {  // cuBLAS or tiles
       matmul(w, j.x, j.y, j.n_tokens);
       continue;
     }
     checkDeviceWeight(w, "matmul");
     if (j.n_tokens <= 0) continue;
-    if (j.x != quantised_x || usesQ8K(w.type) != q8k || w.cols != cols || j.n_tokens != n) {
+    if (j.x != act_x || is_float != act_float || usesQ8K(w.type) != q8k || w.cols != cols ||
+        j.n_tokens != n) {
+      flush();
       act = activationsFor(w, j.x, j.n_tokens);
-      quantised_x = j.x, q8k = usesQ8K(w.type), cols = w.cols, n = j.n_tokens;
+      act_x = j.x, act_float = is_float, q8k = usesQ8K(w.type), cols = w.cols, n = j.n_tokens;
     }
-    matmulQuantised(w, act, j.y, j.n_tokens);
+    if (gemmFor(w.type, j.n_tokens)) {
+      matmulQuantised(w, act, j.y, j.n_tokens);
+      continue;
+    }
+    const cuda::ElemType type = elemType(w.type, "matmul");
+    if (group.count == cuda::MatvecGroup::kMax || (group.count > 0 && type != group_type)) flush();
+    traffic_.weight_bytes += viewBytes(w);
+    traffic_.bytes_read += viewBytes(w) * matvecPasses(j.n_tokens) + actBytes(w, j.n_tokens);
+    const int m = group.count++;
+    group_type = type;
+    group.w[m] = w.data, group.row_bytes[m] = w.row_bytes, group.rows[m] = w.rows, group.y[m] = j.y;
   }
+  flush();
 }
 
 // Rows [r0, r0 + nr) dequantised into the F32 tile, then one GEMM writes those

@@ -26,9 +26,14 @@ void checkCuda(cudaError_t status, const char* what) {
 
 void checkCublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  cudaGetLastError();
-  const std::string msg =
+  // cuBLAS says only that its kernel failed; a device fault behind it (sticky, so
+  // every later call fails the same way) is the reason worth reporting.
+  const cudaError_t device_error = cudaGetLastError();
+  std::string msg =
       std::string(what) + ": cuBLAS " + cublasGetStatusName(status) + ": " + cublasGetStatusString(status);
+  if (device_error != cudaSuccess)
+    msg += std::string(" (device: ") + cudaGetErrorName(device_error) + ": " +
+           cudaGetErrorString(device_error) + ")";
   if (status == CUBLAS_STATUS_ALLOC_FAILED) throw CudaOutOfMemory(msg);
   throw CudaError(msg);
 }

@@ -52,6 +52,19 @@ void launchQuantizeActs(ElemType weights, const float* x, int64_t cols, int n_ro
 // launchQuantizeActs wrote for `type`, or the float rows x for float-typed weights.
 void launchMatvecQ(ElemType type, const uint8_t* w, size_t row_bytes, int64_t rows, const void* act,
                    int64_t cols, int n_tokens, float* y, cudaStream_t stream);
+// Up to kMax matrices of one type and width that read the same activations (q, k
+// and v; gate and up) in one launch: matrix m's rows follow the earlier ones' in the
+// grid, and its products go to y[m].
+struct MatvecGroup {
+  static constexpr int kMax = 4;
+  int count = 0;
+  const uint8_t* w[kMax] = {};
+  size_t row_bytes[kMax] = {};
+  int64_t rows[kMax] = {};
+  float* y[kMax] = {};
+};
+void launchMatvecGroupQ(ElemType type, const MatvecGroup& group, const void* act, int64_t cols, int n_tokens,
+                        cudaStream_t stream);
 
 // The same product for many tokens on the int8 tensor cores (cuda_gemm.cu; quantised
 // types only, compute capability >= kMinMmaComputeCapability of cuda_mma.cuh).

@@ -3,7 +3,9 @@
 // (quantizeActsKernel), then one warp per weight row takes 32-element units
 // lane by lane, dots each with up to kTokenTile activation rows by dp4a
 // (cuda_quant.cuh), and sums over the warp. The element type is a template
-// parameter, so each kernel decodes one layout with no per-element switch.
+// parameter, so each kernel decodes one layout with no per-element switch. Matrices
+// that read the same activations (q, k, v) share one launch (MatvecGroup): on a
+// GPU a decode step's small matmuls cost their launches more than their bytes.
 //
 // Bytes: every weight byte is read once per kTokenTile tokens (once per decode
 // step); the activation rows (cols + 8 bytes per 32 elements each) are shared by
@@ -76,11 +78,25 @@ __global__ void quantizeActsKernel(const float* x, int64_t groups, bool q8k, int
   }
 }
 
+// One warp per weight row of the group's matrices, taken in order.
 template <ElemType T, int NT>
-__global__ void matvecKernel(const uint8_t* w, size_t row_bytes, int64_t rows, ActRows a, int n_tokens,
-                             float* y) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (r >= rows) return;  // the whole warp leaves together
+__global__ void matvecKernel(MatvecGroup g, ActRows a, int n_tokens) {
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const uint8_t* w = nullptr;
+  size_t row_bytes = 0;
+  int64_t rows = 0;
+  float* y = nullptr;
+#pragma unroll
+  for (int m = 0; m < MatvecGroup::kMax; ++m) {  // unrolled: the group stays in parameter space
+    if (m < g.count && w == nullptr) {
+      if (r < g.rows[m]) {
+        w = g.w[m], row_bytes = g.row_bytes[m], rows = g.rows[m], y = g.y[m];
+      } else {
+        r -= g.rows[m];
+      }
+    }
+  }
+  if (w == nullptr) return;  // past the last row: the whole warp leaves together
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   for (int t0 = 0; t0 < n_tokens; t0 += NT) {
     const int nt = min(NT, n_tokens - t0);
@@ -94,14 +110,14 @@ __global__ void matvecKernel(const uint8_t* w, size_t row_bytes, int64_t rows, A
 }
 
 template <ElemType T>
-void launchMatvecT(const uint8_t* w, size_t row_bytes, int64_t rows, const ActRows& a, int n_tokens, float* y,
-                   cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+void launchMatvecT(const MatvecGroup& g, const ActRows& a, int n_tokens, cudaStream_t stream) {
+  int64_t total = 0;
+  for (int m = 0; m < g.count; ++m) total += g.rows[m];
+  const auto blocks = static_cast<unsigned>((total + kWarps - 1) / kWarps);
   if (n_tokens == 1)
-    launchKernel(matvecKernel<T, 1>, blocks, kWarps * 32, 0, stream, w, row_bytes, rows, a, n_tokens, y);
+    launchKernel(matvecKernel<T, 1>, blocks, kWarps * 32, 0, stream, g, a, n_tokens);
   else
-    launchKernel(matvecKernel<T, kTokenTile>, blocks, kWarps * 32, 0, stream, w, row_bytes, rows, a, n_tokens,
-                 y);
+    launchKernel(matvecKernel<T, kTokenTile>, blocks, kWarps * 32, 0, stream, g, a, n_tokens);
 }
 
 }  // namespace
@@ -138,13 +154,21 @@ void launchQuantizeActs(ElemType weights, const float* x, int64_t cols, int n_ro
   checkLaunch("quantize activations kernel");
 }
 
+void launchMatvecGroupQ(ElemType type, const MatvecGroup& group, const void* act, int64_t cols, int n_tokens,
+                        cudaStream_t stream) {
+  if (group.count <= 0 || group.count > MatvecGroup::kMax || n_tokens <= 0) return;
+  const ActRows a = actRows(type, act, cols, n_tokens);
+  withType(type, [&](auto t) { launchMatvecT<decltype(t)::value>(group, a, n_tokens, stream); });
+  checkLaunch("matvec kernel");
+}
+
 void launchMatvecQ(ElemType type, const uint8_t* w, size_t row_bytes, int64_t rows, const void* act,
                    int64_t cols, int n_tokens, float* y, cudaStream_t stream) {
-  if (rows <= 0 || n_tokens <= 0) return;
-  const ActRows a = actRows(type, act, cols, n_tokens);
-  withType(type,
-           [&](auto t) { launchMatvecT<decltype(t)::value>(w, row_bytes, rows, a, n_tokens, y, stream); });
-  checkLaunch("matvec kernel");
+  if (rows <= 0) return;
+  MatvecGroup g;
+  g.count = 1;
+  g.w[0] = w, g.row_bytes[0] = row_bytes, g.rows[0] = rows, g.y[0] = y;
+  launchMatvecGroupQ(type, g, act, cols, n_tokens, stream);
 }
 
 }  // namespace moe::cuda

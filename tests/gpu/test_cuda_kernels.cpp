@@ -50,6 +50,9 @@
 #include "inference/cuda/cuda_backend.h"
 #include "inference/cuda/cuda_check.h"
 #endif
+#if MOECHAT_CUDA_STANDIN
+#include "cuda_standin.h"
+#endif
 
 using moe::AttentionShape;
 using moe::Backend;
@@ -246,6 +249,50 @@ TEST_CASE(matmulAllTypes) {
           err < 1e-5, err,
           label(type, gpu_check::format("%lldx%lld n=%d", (long long)rows, (long long)cols, n_tokens)));
     }
+  errors.report();
+}
+
+// matmulMany: jobs on the same x share one quantisation, and those of one type on
+// the matvec share one launch (up to four): q, k and v of a decode step are 2 launches
+// (1 for F16/BF16 weights, whose activations stay float).
+// Each output must equal its own matmul on the CPU, whatever its group.
+TEST_CASE(matmulManyGroupsTheMatvecs) {
+  Errors errors;
+  for (int n_tokens : {1, 7, 33}) {
+    const int64_t cols = 512;
+    TestWeight a(*gpu_, TensorType::F16, 70, cols, 7), b(*gpu_, TensorType::F16, 9, cols, 8),
+        q(*gpu_, TensorType::Q4_K, 96, cols, 1), k(*gpu_, TensorType::Q4_K, 33, cols, 2),
+        v(*gpu_, TensorType::Q4_K, 33, cols, 3), o(*gpu_, TensorType::Q6_K, 40, cols, 4),
+        e(*gpu_, TensorType::Q4_K, 7, cols, 5), f(*gpu_, TensorType::Q8_0, 64, cols, 6);
+    const TestWeight* ws[] = {&a, &b, &q, &k, &v, &o, &e, &f};
+    const auto x = randomFloats(size_t(n_tokens) * cols, 21 + n_tokens);
+    DeviceFloats dx(*gpu_, x);
+    std::vector<std::unique_ptr<DeviceFloats>> ys;
+    std::vector<Backend::MatmulJob> jobs;
+    for (const TestWeight* w : ws) {
+      ys.push_back(std::make_unique<DeviceFloats>(*gpu_, size_t(n_tokens) * w->host.rows));
+      jobs.push_back({w->dev, dx.p, ys.back()->p, n_tokens});
+    }
+#if MOECHAT_CUDA_STANDIN
+    const auto before = cudastandin::totals().all;
+#endif
+    gpu_->matmulMany(jobs);
+#if MOECHAT_CUDA_STANDIN
+    const uint64_t launches = cudastandin::totals().all.kernel_launches - before.kernel_launches;
+    INFO("matmulMany of 2 F16, q, k, v (Q4_K), Q6_K, Q4_K, Q8_0 at %d tokens: %llu launches", n_tokens,
+         (unsigned long long)launches);
+    // The two F16 matrices (one launch, float activations); Q8_K activations for the
+    // K-quants, shared by q, k, v (one launch), Q6_K (one), the last Q4_K (one); Q8_0
+    // activations and their matvec. More tokens: GEMMs and tiles.
+    if (n_tokens <= 8) CHECK_EQ(launches, uint64_t{7});
+#endif
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      std::vector<float> want(size_t(n_tokens) * ws[i]->host.rows);
+      cpu_->matmul(ws[i]->host, x.data(), want.data(), n_tokens);
+      const double err = relMaxDiff(ys[i]->read(), want);
+      errors.check(err < 1e-5, err, label(ws[i]->host.type, gpu_check::format("job %zu n=%d", i, n_tokens)));
+    }
+  }
   errors.report();
 }
 

@@ -285,7 +285,8 @@ TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
   std::atomic<bool> cancel{false};
   for (const char* kind : {"kernel", "copy"}) {
     moe::LocalChatEngine engine;
-    CHECK(engine.load(o, {}).backend.starts_with("cuda"));
+    const std::string loaded_on = engine.load(o, {}).backend;
+    CHECK_MSG(loaded_on.starts_with("cuda"), loaded_on);
     std::string text;
     const auto sink = [&](std::string_view t) { text += t; };
     engine.reply({{"user", "Hello"}}, p, sink, cancel);  // warm: scratch, cache and link in use
