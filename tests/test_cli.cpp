@@ -55,7 +55,7 @@ class CliTest : public QObject {
 
  private slots:
   void generateDemoStreams64Tokens() {
-    const auto r = runCli({"generate", "--demo", "-n", "64", "--temp", "0"});
+    const auto r = runCli({"generate", "--demo-random", "-n", "64", "--temp", "0"});
     QCOMPARE(r.status, QProcess::NormalExit);
     QCOMPARE(r.code, 0);
     QVERIFY(r.err.contains("random weights"));
@@ -66,14 +66,14 @@ class CliTest : public QObject {
   }
 
   void infoDemoShowsFit() {
-    const auto r = runCli({"info", "--demo", "--vram", "0.5"});
+    const auto r = runCli({"info", "--demo-random", "--vram", "0.5"});
     QCOMPARE(r.code, 0);
     QVERIFY(r.out.contains("architecture:    llama"));
     QVERIFY(r.out.contains("expert cache:"));
   }
 
   void logitsOneLinePerPosition() {
-    const auto r = runCli({"logits", "--demo", "--tokens", "1,5,9"});
+    const auto r = runCli({"logits", "--demo-random", "--tokens", "1,5,9"});
     QCOMPARE(r.code, 0);
     const auto lines = r.out.trimmed().split('\n');
     QCOMPARE(lines.size(), 3);
@@ -84,7 +84,7 @@ class CliTest : public QObject {
   // K and V (so the option took effect) and by no more than that.
   void kvF16StaysCloseToF32() {
     auto logits = [](const char* kv) {
-      const auto r = runCli({"logits", "--demo", "--tokens", "1,5,9,2,7,3", "--kv", kv});
+      const auto r = runCli({"logits", "--demo-random", "--tokens", "1,5,9,2,7,3", "--kv", kv});
       std::vector<double> v;
       if (r.code != 0) return v;
       for (const auto& x : r.out.split(QRegularExpression("\\s+"), Qt::SkipEmptyParts))
@@ -101,7 +101,7 @@ class CliTest : public QObject {
     }
     QVERIFY2(diff > 0, "--kv f16 changed nothing");
     QVERIFY2(diff < 1e-2 * scale, qPrintable(QString("largest difference %1 of %2").arg(diff).arg(scale)));
-    expectFailure(runCli({"logits", "--demo", "--tokens", "1", "--kv", "f8"}), 2, "--kv must be f32 or f16");
+    expectFailure(runCli({"logits", "--demo-random", "--tokens", "1", "--kv", "f8"}), 2, "--kv must be f32 or f16");
   }
 
   void genModelThenInfoAndChat() {
@@ -118,14 +118,14 @@ class CliTest : public QObject {
 
   void benchDemoTableAndJson() {
     const QStringList names = {"resident", "reactive-lru", "static", "proactive", "cpu-experts"};
-    const auto table = runCli({"bench", "--demo", "--decode-tokens", "8"});
+    const auto table = runCli({"bench", "--demo-random", "--decode-tokens", "8"});
     QCOMPARE(table.code, 0);
     for (const QString& policy : names) QVERIFY2(table.out.contains(policy), qPrintable(table.out));
     QVERIFY(table.out.contains("all policies generated identical tokens"));
     QVERIFY(table.out.contains("gain over plain LRU"));
     QVERIFY(table.out.contains("bound:"));
     QVERIFY(table.err.contains("link: simulated"));
-    const auto json = runCli({"bench", "--demo", "--decode-tokens", "8", "--json"});
+    const auto json = runCli({"bench", "--demo-random", "--decode-tokens", "8", "--json"});
     QCOMPARE(json.code, 0);
     const auto doc = QJsonDocument::fromJson(json.out.toUtf8());
     QVERIFY2(doc.isObject(), qPrintable(json.out));
@@ -171,7 +171,7 @@ class CliTest : public QObject {
   }
 
   void benchAblationOneCommand() {
-    const auto r = runCli({"bench", "--demo", "--decode-tokens", "4", "--json", "--ablate", "--policies",
+    const auto r = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate", "--policies",
                            "reactive-lru,proactive"});
     QCOMPARE(r.code, 0);
     const auto policies = QJsonDocument::fromJson(r.out.toUtf8()).object()["policies"].toArray();
@@ -183,7 +183,7 @@ class CliTest : public QObject {
     QCOMPARE(policies[2].toObject()["switches"].toObject()["prefetch"].toBool(), false);
     QCOMPARE(policies[2].toObject()["prefetch_hits"].toDouble(), 0.0);
     // A switch on the command line applies to proactive; the ablation skips what is already off.
-    const auto off = runCli({"bench", "--demo", "--decode-tokens", "4", "--json", "--ablate", "--no-chunking",
+    const auto off = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate", "--no-chunking",
                              "--policies", "proactive"});
     QCOMPARE(off.code, 0);
     const auto rows = QJsonDocument::fromJson(off.out.toUtf8()).object()["policies"].toArray();
@@ -206,12 +206,12 @@ class CliTest : public QObject {
     expectFailure(runCli({"bench", "--preset", "DS-9", "--cache-dir", cache}), 2, "unknown --preset 'DS-9'");
     expectFailure(runCli({"bench", "--preset", "DS-1", "--quant", "q2", "--cache-dir", cache}), 2,
                   "--quant: unknown weight type 'q2'");
-    expectFailure(runCli({"bench", "--demo", "--quant", "f16"}), 2, "--quant goes with --preset");
+    expectFailure(runCli({"bench", "--demo-random", "--quant", "f16"}), 2, "--quant goes with --preset");
   }
 
   void generateWithPolicyPrintsCounters() {
     for (const char* policy : {"static", "proactive", "cpu-experts"}) {
-      const auto r = runCli({"generate", "--demo", "-n", "12", "--temp", "0", "--policy", policy,
+      const auto r = runCli({"generate", "--demo-random", "-n", "12", "--temp", "0", "--policy", policy,
                              "--cache-share", "0.4", "--link-gbps", "10", "--stats", "--verbose"});
       QCOMPARE(r.code, 0);
       QVERIFY2(r.err.contains(QString("offload: policy ") + policy), qPrintable(r.err));
@@ -220,13 +220,13 @@ class CliTest : public QObject {
       if (QString(policy) != "static") QVERIFY2(r.err.contains("cpu-experts: layer"), qPrintable(r.err));
     }
     // Same text whatever the policy (greedy).
-    const auto a = runCli({"generate", "--demo", "-n", "16", "--temp", "0"});
+    const auto a = runCli({"generate", "--demo-random", "-n", "16", "--temp", "0"});
     const auto b = runCli(
-        {"generate", "--demo", "-n", "16", "--temp", "0", "--policy", "static", "--cache-share", "0.25"});
+        {"generate", "--demo-random", "-n", "16", "--temp", "0", "--policy", "static", "--cache-share", "0.25"});
     QCOMPARE(a.out, b.out);
-    expectFailure(runCli({"generate", "--demo", "--policy", "lfu"}), 2, "unknown policy 'lfu'");
-    expectFailure(runCli({"generate", "--demo", "--cache-share", "1.5"}), 2, "--cache-share");
-    expectFailure(runCli({"generate", "--demo", "--policy", "static", "--cache-mb", "0.000001"}), 1,
+    expectFailure(runCli({"generate", "--demo-random", "--policy", "lfu"}), 2, "unknown policy 'lfu'");
+    expectFailure(runCli({"generate", "--demo-random", "--cache-share", "1.5"}), 2, "--cache-share");
+    expectFailure(runCli({"generate", "--demo-random", "--policy", "static", "--cache-mb", "0.000001"}), 1,
                   "fewer than 2 experts");
   }
 
@@ -314,35 +314,35 @@ class CliTest : public QObject {
   void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {
     // Here (no GPU, or a build without CUDA) the reason is named; on a GPU the offload
     // policies are refused on the CUDA backend, which runs only `resident` so far.
-    const auto r = runCli({"generate", "--demo", "-n", "4", "--backend", "cuda", "--policy", "proactive"});
+    const auto r = runCli({"generate", "--demo-random", "-n", "4", "--backend", "cuda", "--policy", "proactive"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("CUDA") || r.err.contains("cuda"), qPrintable(r.err));
-    const auto bad = runCli({"generate", "--demo", "--backend", "tpu"});
+    const auto bad = runCli({"generate", "--demo-random", "--backend", "tpu"});
     QCOMPARE(bad.code, 2);
   }
 
-  void emptyPrompt() { expectFailure(runCli({"generate", "--demo", "-p", ""}), 2, "empty prompt"); }
+  void emptyPrompt() { expectFailure(runCli({"generate", "--demo-random", "-p", ""}), 2, "empty prompt"); }
 
   void promptLongerThanContext() {
     const QString longp = QString("word ").repeated(400);
-    expectFailure(runCli({"generate", "--demo", "--ctx", "64", "-p", longp}), 1, "context");
+    expectFailure(runCli({"generate", "--demo-random", "--ctx", "64", "-p", longp}), 1, "context");
   }
 
   void usageErrors() {
-    expectFailure(runCli({"generate", "--demo", "--bogus"}), 2, "unknown option --bogus");
+    expectFailure(runCli({"generate", "--demo-random", "--bogus"}), 2, "unknown option --bogus");
     expectFailure(runCli({"generate"}), 2, "no model given");
     expectFailure(runCli({"frobnicate"}), 2, "unknown command");
-    expectFailure(runCli({"logits", "--demo", "--tokens", "1,x"}), 2, "not a token id");
-    expectFailure(runCli({"logits", "--demo", "--tokens", "999999"}), 1, "outside the vocabulary");
+    expectFailure(runCli({"logits", "--demo-random", "--tokens", "1,x"}), 2, "not a token id");
+    expectFailure(runCli({"logits", "--demo-random", "--tokens", "999999"}), 1, "outside the vocabulary");
   }
 
   void writeErrorsAreFailures() {
     // /dev/full accepts the open and fails every write with ENOSPC.
-    expectFailure(runCli({"logits", "--demo", "--tokens", "1,2", "--dump-hidden", "/dev/full"}), 1,
+    expectFailure(runCli({"logits", "--demo-random", "--tokens", "1,2", "--dump-hidden", "/dev/full"}), 1,
                   "cannot write /dev/full");
     QProcess p;
     p.setStandardOutputFile("/dev/full");
-    p.start(QStringLiteral(MOECHAT_CLI), {"logits", "--demo", "--tokens", "1,2"});
+    p.start(QStringLiteral(MOECHAT_CLI), {"logits", "--demo-random", "--tokens", "1,2"});
     QVERIFY(p.waitForFinished(120000));
     QCOMPARE(p.exitCode(), 1);
     QVERIFY2(p.readAllStandardError().contains("cannot write standard output"), "stderr names the output");
@@ -353,7 +353,7 @@ class CliTest : public QObject {
     // program as usual rather than stay caught by the reply's handler.
     QProcess p;
     p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(QStringLiteral(MOECHAT_CLI), {"chat", "--demo", "-n", "4"});
+    p.start(QStringLiteral(MOECHAT_CLI), {"chat", "--demo-random", "-n", "4"});
     QVERIFY(p.waitForStarted());
     p.write("hello\n");
     QByteArray out;
@@ -369,7 +369,7 @@ class CliTest : public QObject {
     // Ctrl-C must end the reply at once, not after the queued copies' pacing.
     QProcess p;
     p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo", "--policy", "reactive-lru", "--link-gbps",
+    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo-random", "--policy", "reactive-lru", "--link-gbps",
                                           "0.000002", "--paced", "-n", "20"});
     QVERIFY(p.waitForStarted());
     QByteArray out;
@@ -391,7 +391,7 @@ class CliTest : public QObject {
                                   "trace", "train",    "gen-model", "eval-predictor"};
     for (const QString& c : commands) {
       for (const QStringList& args :
-           {QStringList{c, "--help"}, QStringList{c, "-h"}, QStringList{c, "--demo", "--help"}}) {
+           {QStringList{c, "--help"}, QStringList{c, "-h"}, QStringList{c, "--demo-random", "--help"}}) {
         const auto r = runCli(args);
         QCOMPARE(r.status, QProcess::NormalExit);
         QVERIFY2(r.code == 0,
@@ -424,15 +424,15 @@ class CliTest : public QObject {
   void numbersMustBeFiniteAndInRange() {
     // nan compares false with every bound, and inf or 1e308 scaled to bytes is an
     // undefined conversion to an integer: each is a usage error naming the option.
-    expectFailure(runCli({"info", "--demo", "--vram", "nan"}), 2, "--vram needs a finite number");
-    expectFailure(runCli({"info", "--demo", "--vram", "inf"}), 2, "--vram needs a finite number");
-    expectFailure(runCli({"info", "--demo", "--vram", "1e308"}), 2, "--vram needs a finite number");
-    expectFailure(runCli({"info", "--demo", "--vram", "1e9"}), 2, "--vram must be in (0, 1e6]");
-    expectFailure(runCli({"generate", "--demo", "--cache-mb", "nan"}), 2, "--cache-mb needs a finite number");
-    expectFailure(runCli({"generate", "--demo", "--cache-mb", "inf"}), 2, "--cache-mb needs a finite number");
-    expectFailure(runCli({"generate", "--demo", "--link-gbps", "nan"}), 2,
+    expectFailure(runCli({"info", "--demo-random", "--vram", "nan"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo-random", "--vram", "inf"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo-random", "--vram", "1e308"}), 2, "--vram needs a finite number");
+    expectFailure(runCli({"info", "--demo-random", "--vram", "1e9"}), 2, "--vram must be in (0, 1e6]");
+    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "nan"}), 2, "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "inf"}), 2, "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo-random", "--link-gbps", "nan"}), 2,
                   "--link-gbps needs a finite number");
-    expectFailure(runCli({"generate", "--demo", "--temp", "-nan"}), 2, "--temp needs a finite number");
+    expectFailure(runCli({"generate", "--demo-random", "--temp", "-nan"}), 2, "--temp needs a finite number");
   }
 };
 

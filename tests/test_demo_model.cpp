@@ -1,12 +1,15 @@
 // The trained demo model (resources/models/, docs/DEMO-MODEL.md) as a user meets it:
 // its vocabulary encodes as the sentencepiece model it was trained with, and
-// `moechat-cli generate` on it writes English: at least 80% of the words of a
+// `moechat-cli generate --demo` runs it (from build/share/moechat/, where the build
+// puts it beside the programs) and writes English: at least 80% of the words of a
 // seeded 64-token completion are in Debian's wamerican word list. Nothing here
 // trains or measures time.
 #include <QtTest>
 
 #include <QFile>
+#include <QFileInfo>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QRegularExpression>
 #include <QSet>
 
@@ -24,8 +27,13 @@ struct Run {
   QString out, err;
 };
 
-Run runCli(const QStringList& args) {
+Run runCli(const QStringList& args, const QString& demo_model_env = {}) {
   QProcess p;
+  if (!demo_model_env.isEmpty()) {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("MOECHAT_DEMO_MODEL"), demo_model_env);
+    p.setProcessEnvironment(env);
+  }
   p.start(MOECHAT_CLI, args);
   if (!p.waitForStarted() || !p.waitForFinished(300000)) return {};
   return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
@@ -113,8 +121,8 @@ class DemoModelTest : public QObject {
   void writesEnglish() {
     const QSet<QString> dict = loadWordList();
     QVERIFY(dict.size() > 50000);
-    const Run r = runCli({"generate", kModel, "-p", "Once upon a time", "-n", "64", "--temp", "0.7", "--seed",
-                          "16", "--threads", "2"});
+    const Run r = runCli({"generate", "--demo", "-p", "Once upon a time", "-n", "64", "--temp", "0.7",
+                          "--seed", "16", "--threads", "2"});
     QVERIFY2(r.code == 0, qPrintable("moechat-cli failed: " + r.err));
     QVERIFY2(r.out.startsWith("Once upon a time"), qPrintable(r.out));
     const QString completion = r.out.mid(QStringLiteral("Once upon a time").size());
@@ -123,6 +131,34 @@ class DemoModelTest : public QObject {
           qPrintable(c.unknown.join(' ')));
     QVERIFY2(c.words >= 20, qPrintable("too few words: " + completion));
     QVERIFY2(c.known * 5 >= c.words * 4, qPrintable("fewer than 80% English words: " + completion));
+  }
+
+  // --demo is the shipped file (the same bytes as resources/models/), described as a
+  // real model; --demo-random is the built-in random one, which says so; a missing
+  // file is an error that says where it looked and what runs without it.
+  void demoFlags() {
+    const Run info = runCli({"info", "--demo"});
+    QVERIFY2(info.code == 0, qPrintable(info.err));
+    QVERIFY2(info.out.contains("moechat demo (Brown corpus"), qPrintable(info.out));
+    QVERIFY2(!info.out.contains("random weights"), qPrintable(info.out));
+    QFile shipped(QFileInfo(QStringLiteral(MOECHAT_CLI)).absolutePath() +
+                  "/../share/moechat/moechat-demo.gguf"),
+        source(kModel);
+    QVERIFY(shipped.open(QIODevice::ReadOnly) && source.open(QIODevice::ReadOnly));
+    QVERIFY2(shipped.readAll() == source.readAll(),
+             "share/moechat/moechat-demo.gguf differs from resources/models/");
+
+    const Run random = runCli({"info", "--demo-random"});
+    QVERIFY2(random.code == 0 && random.out.contains("random weights"), qPrintable(random.out + random.err));
+
+    const Run missing =
+        runCli({"generate", "--demo", "-n", "4"}, QStringLiteral("/nonexistent/moechat-demo.gguf"));
+    QCOMPARE(missing.code, 1);
+    QVERIFY2(
+        missing.err.contains("the demo model file is missing (looked for /nonexistent/moechat-demo.gguf)") &&
+            missing.err.contains("--demo-random"),
+        qPrintable(missing.err));
+    QCOMPARE(runCli({"generate", "--demo", "--demo-random"}).code, 2);
   }
 };
 

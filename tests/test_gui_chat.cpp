@@ -20,6 +20,7 @@
 #include <QTest>
 #include <QToolButton>
 
+#include "app/core/demo_model.h"
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "ui/chat_view.h"
@@ -435,7 +436,11 @@ class GuiChatTest : public QObject {
     QVERIFY(f.app->loadDemo());
     auto* banner = f.w().findChild<QLabel*>("demoBanner");
     QVERIFY(banner->isVisible());
-    QVERIFY(banner->text().contains("random weights"));
+    // The demo the app offers: the trained one (the build puts it beside the programs),
+    // or the random one where that file is missing.
+    QVERIFY2(banner->text().contains(appDemoModel() == DemoModel::kTrained ? "trained on the Brown corpus"
+                                                                           : "random weights"),
+             qPrintable(banner->text()));
   }
 
   void loadFailureKeepsTheWindowUsable() {

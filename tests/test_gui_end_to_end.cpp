@@ -92,7 +92,7 @@ class GuiEndToEndTest : public QObject {
   void storedPredictorIsFoundAndUsedWhenTheModelOpens() {
     QTemporaryDir dir;
     const QString preds = dir.filePath("demo.preds");
-    const QString failed = test::trainDemoPredictor(preds);
+    const QString failed = test::trainDemoPredictor(preds, QStringLiteral("--demo"));
     QVERIFY2(failed.isEmpty(), qPrintable(failed));
 
     test::GuiApp app(std::make_unique<LocalChatEngine>());

@@ -25,6 +25,7 @@
 #include "app/core/app_database.h"
 #include "app/core/conversation_prompts.h"
 #include "app/core/conversation_store.h"
+#include "app/core/demo_model.h"
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_predictor.h"
 #include "app/core/model_registry.h"
@@ -168,8 +169,9 @@ class TestGuiPredictorWizard : public QObject {
         QVERIFY(ok && v >= 0 && v <= 100);
       }
     }
-    // random is k / n_expert: 2 of the demo's 16 experts.
-    QCOMPARE(table->item(layers, 7)->text(), QString("12.5%"));
+    // random is k / n_expert: 2 of the trained demo's 8 experts (of the random demo's 16).
+    QCOMPARE(table->item(layers, 7)->text(),
+             QString(appDemoModel() == DemoModel::kTrained ? "25.0%" : "12.5%"));
     const QString verdict = child<QLabel>(w, "verdictLabel")->text();
     qInfo().noquote() << QString::fromStdString(evalReportText(w.report)) << verdict;
     const auto missed = w.report.notBeaten();
@@ -411,7 +413,7 @@ class TestGuiPredictorWizard : public QObject {
     ModelRegistry registry(*app.db);
     AppWiring wiring(*app.window, *app.settings, registry, *app.db);
     auto* combo = app.window->findChild<QComboBox*>("modelCombo");
-    QCOMPARE(combo->itemText(0), QString("Demo model (random weights)"));  // no predictor yet
+    QCOMPARE(combo->itemText(0), QString::fromStdString(demoModelName(appDemoModel())));  // no predictor yet
     QVERIFY(app.loadDemo());
     QCOMPARE(QString::fromStdString(app.chat->model()->predictor), QString("skip-gate"));
 
@@ -436,8 +438,8 @@ class TestGuiPredictorWizard : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(app.chat->modelReady() && app.chat->model()->predictor == "learned", kTimeout);
     const auto info = storedPredictorInfo(*app.db, demoModelSha256());
     QVERIFY(info);
-    QTRY_COMPARE(combo->itemText(0),
-                 QString("Demo model (random weights) · ") + QString::fromStdString(predictorNote(info)));
+    QTRY_COMPARE(combo->itemText(0), QString::fromStdString(demoModelName(appDemoModel())) + " · " +
+                                         QString::fromStdString(predictorNote(info)));
     QVERIFY(combo->itemText(0).contains(QRegularExpression("predictor \\d+%")));
     QVERIFY(combo->itemData(0, Qt::ToolTipRole).toString().contains("proactive"));
   }

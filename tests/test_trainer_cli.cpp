@@ -33,10 +33,10 @@ class TrainerCliTest : public QObject {
     QTemporaryDir dir;
     const QString d = dir.path();
     auto r = cli(
-        {"trace", "--demo", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "40", "--threads", "2"}, d);
+        {"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "40", "--threads", "2"}, d);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(r.err.contains("40 prompts traced"));
-    r = cli({"trace", "--demo", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "50", "--threads", "2"},
+    r = cli({"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "50", "--threads", "2"},
             d);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("10 prompts traced (40 skipped as done)"), qPrintable(r.err));  // resumed
@@ -65,7 +65,7 @@ class TrainerCliTest : public QObject {
     QVERIFY(acc["learned"].toDouble() > acc["random"].toDouble());
 
     // bench: a proactive-learned row beside the others; every row generates the same tokens.
-    r = cli({"bench", "--demo", "--predictor", "p.moepred", "--policies", "reactive-lru,proactive",
+    r = cli({"bench", "--demo-random", "--predictor", "p.moepred", "--policies", "reactive-lru,proactive",
              "--virtual-link", "--prompt-tokens", "8", "--decode-tokens", "4", "--threads", "2", "--json"},
             d);
     QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -77,7 +77,7 @@ class TrainerCliTest : public QObject {
     QVERIFY(rows[2].toObject()["expert_uses"].toInt() > 0);
 
     // generate --predictor: the learned set steers prefetching, never the text.
-    const QStringList gen{"generate",  "--demo", "-n",       "16",        "--temp",        "0",
+    const QStringList gen{"generate",  "--demo-random", "-n",       "16",        "--temp",        "0",
                           "--threads", "2",      "--policy", "proactive", "--cache-share", "0.5",
                           "--stats"};
     const auto plain = cli(gen, d);
@@ -86,7 +86,7 @@ class TrainerCliTest : public QObject {
     QVERIFY2(plain.err.contains("predictor skip-gate:"), qPrintable(plain.err));
     QVERIFY2(learned.err.contains("predictor learned:"), qPrintable(learned.err));
     QCOMPARE(learned.out, plain.out);
-    r = cli({"generate", "--demo", "-n", "4", "--predictor", "p.moepred"}, d);
+    r = cli({"generate", "--demo-random", "-n", "4", "--predictor", "p.moepred"}, d);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("--predictor needs --policy proactive"), qPrintable(r.err));
   }
@@ -115,7 +115,7 @@ class TrainerCliTest : public QObject {
     QVERIFY(r.err.contains("not a moechat trace"));
     r = cli({"train", "junk"}, d);
     QCOMPARE(r.code, 2);  // usage: no -o
-    r = cli({"trace", "--demo", "--prompts", "nowhere.txt"}, d);
+    r = cli({"trace", "--demo-random", "--prompts", "nowhere.txt"}, d);
     QCOMPARE(r.code, 1);
     QVERIFY(r.err.contains("nowhere.txt"));
     r = cli({"eval-predictor", "junk", "junk"}, d);

@@ -141,7 +141,7 @@ class UseTracesTest : public QObject {
     App app;
     QVERIFY(!app.settings->learnFromUse());  // off by default
     QVERIFY(app.loadDemo());
-    QCOMPARE(app.chat->model()->model_sha256, demoModelSha256());
+    QCOMPARE(app.chat->model()->model_sha256, demoModelSha256(DemoModel::kRandom));
     const auto st = app.reply("Hello there");
     QVERIFY(st);
     QCOMPARE(st->traced_tokens, int64_t(0));

@@ -114,7 +114,7 @@ class WorkerEngineTest : public QObject {
     // A predictor set trained for the demo model by the CLI (trace, then train).
     QTemporaryDir dir;
     const QString preds = dir.filePath("demo.preds");
-    const QString failed = test::trainDemoPredictor(preds);
+    const QString failed = test::trainDemoPredictor(preds, QStringLiteral("--demo-random"));
     QVERIFY2(failed.isEmpty(), qPrintable(failed));
     auto set = std::make_shared<PredictorSet>(PredictorSet::load(preds.toStdString()));
 

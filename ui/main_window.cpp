@@ -25,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include "app/core/chat_export.h"
+#include "app/core/demo_model.h"
 #include "app/core/fit_words.h"
 #include "app/core/model_shape.h"
 #include "ui/chat_view.h"
@@ -41,9 +42,12 @@ namespace moe {
 namespace {
 
 constexpr int kUndoMs = 10'000;
-const char* kDemoBanner =
+const char* kRandomDemoBanner =
     "<b>Demo model</b>: random weights. It shows the machinery (routing, expert cache, speed), not "
     "language. ";
+const char* kTrainedDemoBanner =
+    "<b>Demo model</b>: 15 million parameters trained on the Brown corpus. It writes simple English and "
+    "shows the machinery (routing, expert cache, speed); it knows little. ";
 
 QString q(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
@@ -321,7 +325,7 @@ QWidget* MainWindow::buildChatPane() {
 
 void MainWindow::updateBanner() {
   const bool demo = chat_.model() && chat_.model()->demo;
-  QString text = kDemoBanner;
+  QString text = appDemoModel() == DemoModel::kTrained ? kTrainedDemoBanner : kRandomDemoBanner;
   // The link's colour is written into the text: QLabel keeps the colour of the
   // palette it first laid the text out with, so a theme change re-sets it.
   if (launch_wizard_)
@@ -443,7 +447,7 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
   SettingsContext ctx;
   if (chat_.model()) {
     try {
-      ctx.model = describeModel(chat_.model()->path, chat_.model()->demo);
+      ctx.model = describeModel(chat_.model()->path, chat_.model()->demo, appDemoModel());
       ctx.model_name = q(chat_.model()->name);
       ctx.n_ctx = chat_.model()->n_ctx;
     } catch (const std::exception&) {

@@ -18,6 +18,7 @@
 #include <QStatusBar>
 #include <QToolButton>
 
+#include "app/core/demo_model.h"
 #include "ui/composer.h"
 #include "ui/expert_heat_map.h"
 #include "ui/main_window.h"
@@ -184,7 +185,7 @@ void MainWindow::refreshModelList() {
         Qt::ToolTipRole);
   };
   std::vector<ModelChoice> models = model_source_ ? model_source_() : std::vector<ModelChoice>{};
-  ModelChoice demo{"Demo model (random weights)", QString(), QString()};
+  ModelChoice demo{QString::fromStdString(demoModelName(appDemoModel())), QString(), QString()};
   for (const auto& m : models)
     if (m.path.isEmpty()) demo.predictor_note = m.predictor_note;
   add(demo);
@@ -218,6 +219,7 @@ void MainWindow::reloadModel(const QString& what) {
 EngineLoadOptions MainWindow::loadOptionsFor(const ModelChoice& choice) {
   EngineLoadOptions o;
   o.demo = choice.path.isEmpty();
+  o.demo_model = appDemoModel();
   o.model_path = choice.path.toStdString();
   o.policy = settings_.cachePolicy().toStdString();
   o.vram_budget_bytes = settings_.vramBudgetBytes();

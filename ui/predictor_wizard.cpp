@@ -80,8 +80,8 @@ std::vector<TrainableModel> PredictorWizard::models() {
     return m;
   };
   std::vector<TrainableModel> out;
-  out.push_back(
-      withPredictor({"Demo model (random weights)", QString(), QString::fromStdString(demoModelSha256())}));
+  out.push_back(withPredictor({QString::fromStdString(demoModelName(appDemoModel())), QString(),
+                               QString::fromStdString(demoModelSha256())}));
   for (const auto& r : registry_.list()) {
     const QString path = QString::fromStdString(r.path);
     if (!QFileInfo::exists(path)) continue;

@@ -159,7 +159,7 @@ std::vector<BenchRow> plannedRows(const Args& args) {
 
 SessionOptions benchModel(const Args& args) {
   if (auto preset = args.value("--preset")) {
-    if (args.flag("--demo") || !args.positionals().empty())
+    if (args.flag("--demo") || args.flag("--demo-random") || !args.positionals().empty())
       throw UsageError("--preset and a model (FILE or --demo) are exclusive");
     SessionOptions so;
     so.model_path = ensurePresetModel(*preset, args.valueOr("--quant", "f16"),
@@ -243,7 +243,7 @@ int runBench(const std::vector<std::string>& argv) {
   else
     std::fprintf(stderr, "bench: compute CPU backend; link: simulated %.1f GB/s%s\n", link_gbps,
                  link.paced ? " (paced)" : " (virtual clock)");
-  if (so.demo || model->isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
+  if (model->isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
 
   // Warm-up (page cache, allocators, first kernel launches); its figures are dropped.
   runRow(device ? rows.front() : makeRow("resident", OffloadPolicy::kResident), setup, nullptr);

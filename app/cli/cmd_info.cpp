@@ -112,7 +112,7 @@ int runInfo(const std::vector<std::string>& argv) {
   // A full-size preset is described from its layout, never generated.
   std::unique_ptr<PresetLayoutFile> layout;
   if (auto preset = args.value("--preset")) {
-    if (!args.positionals().empty() || args.flag("--demo"))
+    if (!args.positionals().empty() || args.flag("--demo") || args.flag("--demo-random"))
       throw UsageError("--preset and a model are exclusive");
     layout = std::make_unique<PresetLayoutFile>(*preset, args.valueOr("--quant", "q8_0"));
   } else if (args.value("--quant")) {
@@ -145,7 +145,7 @@ int runInfo(const std::vector<std::string>& argv) {
   else
     std::printf("file:            %s (%s)\n", so.demo ? "(embedded demo model)" : so.model_path.c_str(),
                 humanBytes(file_size).c_str());
-  if (so.demo || model->isSynthetic()) std::printf("note:            %s\n", kDemoNotice);
+  if (model->isSynthetic()) std::printf("note:            %s\n", kDemoNotice);
   std::printf("name:            %s\n", c.model_name.c_str());
   std::printf("compute:         %s\n", computeLine(so.device).c_str());
   std::printf("architecture:    %s\n", c.arch_name.c_str());

@@ -18,27 +18,28 @@ struct CommandHelp {
 };
 
 const CommandHelp kCommands[] = {
-    {"info", R"(  info (FILE | --demo | --preset P [--quant T]) [--vram GB] [--ctx N]
+    {"info", R"(  info (FILE | --demo | --demo-random | --preset P [--quant T]) [--vram GB] [--ctx N]
       architecture, sizes, parameters, expert bytes, and what fits a VRAM budget;
       --preset describes a full-size shape (gen-model's presets) in type T (q8_0)
       without writing its weights
 )",
      true},
-    {"generate", R"(  generate (FILE | --demo) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
+    {"generate",
+     R"(  generate (FILE | --demo | --demo-random) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
       stream a completion to stdout; tokens/s at the end (stderr)
 )",
      true},
-    {"chat", R"(  chat (FILE | --demo) [--system TEXT] [-n N] [sampling] [offload]
+    {"chat", R"(  chat (FILE | --demo | --demo-random) [--system TEXT] [-n N] [sampling] [offload]
       interactive chat on stdin/stdout with the model's chat template
 )",
      true},
-    {"logits", R"(  logits (FILE | --demo) --tokens 1,2,3 [--dump-hidden FILE]
+    {"logits", R"(  logits (FILE | --demo | --demo-random) --tokens 1,2,3 [--dump-hidden FILE]
       raw logits of every position, one line per position; optionally the
       hidden state after every layer, for diffing layer by layer
 )",
      true},
     {"bench",
-     R"(  bench (FILE | --demo | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
+     R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
@@ -55,10 +56,11 @@ const CommandHelp kCommands[] = {
 )",
      true},
     {"gen-model", R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
-      write a synthetic GGUF MoE model (random weights)
+      write a synthetic GGUF MoE model (random weights; --demo: the --demo-random model)
 )",
      false},
-    {"trace", R"(  trace (FILE | --demo) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
+    {"trace",
+     R"(  trace (FILE | --demo | --demo-random) [--prompts FILE] [-o TRACE] [--max-tokens N] [--limit N]
       record per token and MoE layer the layer input and the chosen experts
       (built-in prompt set unless --prompts; resumes an existing TRACE)
 )",
@@ -70,7 +72,8 @@ const CommandHelp kCommands[] = {
     {"eval-predictor", R"(  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
         [--engine [--cache-share S] [--link-gbps G]]
       learned predictor vs skip-gate, token-based, previous-token, popularity on
-      the held-out prompts; --engine adds hit rate / GoodPred in the offload engine
+      the held-out prompts; --engine adds hit rate / GoodPred in the offload engine;
+      --demo traces and trains on the random-weight demo (--demo-random elsewhere)
 )",
      true},
 };
@@ -88,8 +91,10 @@ sampling:       --temp T (0 = greedy)  --top-k K  --top-p P  --min-p P
                 --repeat-penalty R  --repeat-last-n N  --seed S
 )";
 
-const char* kDemoNote = R"(The demo model (--demo) is built into the program: random weights, it shows
-the machinery, not language. Real models: see README.md.
+const char* kDemoNote = R"(--demo: the demo model shipped with moechat (share/moechat/moechat-demo.gguf), a
+15 MB MoE trained on the Brown corpus: simple English, 4 layers of 8 experts.
+--demo-random: a tiny model with random weights, built into the program: it shows the
+machinery (routing, caching, speed), not language. Real models: see README.md.
 )";
 
 std::string overallUsage() {

@@ -2,22 +2,30 @@
 
 #include <cstdio>
 
+#include "app/core/demo_model.h"
+
 namespace moe::cli {
 
 std::set<std::string> modelValueOptions() { return {"--ctx", "--threads", "--backend", "--kv"}; }
-std::set<std::string> modelFlags() { return {"--demo"}; }
+std::set<std::string> modelFlags() { return {"--demo", "--demo-random"}; }
 std::set<std::string> samplingValueOptions() {
   return {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed"};
 }
 
 SessionOptions sessionOptions(const Args& args) {
   SessionOptions o;
-  o.demo = args.flag("--demo");
-  if (!o.demo) {
+  const bool trained = args.flag("--demo"), random = args.flag("--demo-random");
+  if (trained && random) throw UsageError("--demo and --demo-random are exclusive");
+  if ((trained || random) && !args.positionals().empty())
+    throw UsageError(std::string(trained ? "--demo" : "--demo-random") + " and a model file '" +
+                     args.positionals().front() + "' are exclusive");
+  if (trained || random) {
+    o.demo = true;
+    o.demo_model = trained ? DemoModel::kTrained : DemoModel::kRandom;
+    if (trained) requireTrainedDemoModel();  // a missing file: exit 1 with where it looked, before any work
+  } else {
     if (args.positionals().empty()) throw UsageError("no model given: pass a GGUF file or --demo");
     o.model_path = args.positionals().front();
-  } else if (!args.positionals().empty()) {
-    throw UsageError("--demo and a model file '" + args.positionals().front() + "' are exclusive");
   }
   o.n_ctx = args.intOr("--ctx", 2048);
   if (o.n_ctx < 16) throw UsageError("--ctx must be at least 16");
@@ -55,7 +63,7 @@ void announceModel(const EngineSession& session, Model& model) {
   std::fprintf(stderr, "model: %s (%s, %d layers, %d experts, %d used per token)\n",
                c.model_name.empty() ? "(unnamed)" : c.model_name.c_str(), c.arch_name.c_str(), c.n_layer,
                c.n_expert, c.n_expert_used);
-  if (session.isDemo() || model.isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
+  if (model.isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
 }
 
 }  // namespace moe::cli

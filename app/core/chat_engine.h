@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "app/core/demo_model.h"
+
 #include "inference/generator.h"
 #include "inference/tokenizer/chat_template.h"
 #include "offload/mlp_predictor.h"
@@ -22,8 +24,9 @@ namespace moe {
 struct EngineLoadOptions {
   std::string model_path;  // ignored with demo
   bool demo = false;
-  std::string policy = "proactive";  // a caching policy (see AppSettings::policies)
-  uint64_t vram_budget_bytes = 0;    // 0: auto
+  DemoModel demo_model = DemoModel::kRandom;  // the app loads appDemoModel()
+  std::string policy = "proactive";           // a caching policy (see AppSettings::policies)
+  uint64_t vram_budget_bytes = 0;             // 0: auto
   // "auto": the GPU when one is usable (experts cached in VRAM, copies over the
   // real link), else the CPU; "cpu" or "cuda" to force one.
   std::string backend = "auto";

@@ -10,6 +10,8 @@
 namespace moe {
 
 gguf::GgufFile openModelFile(const SessionOptions& opts) {
+  if (opts.demo && opts.demo_model == DemoModel::kTrained)
+    return gguf::GgufFile::open(requireTrainedDemoModel());
   if (opts.demo) return gguf::GgufFile::fromBytes(synth::demoModelBytes());
   if (opts.model_path.empty()) throw std::invalid_argument("no model given: pass a GGUF file or --demo");
   return gguf::GgufFile::open(opts.model_path);

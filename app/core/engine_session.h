@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "app/core/demo_model.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
@@ -28,8 +29,9 @@ namespace moe {
 struct SessionOptions {
   std::string model_path;  // empty with demo
   bool demo = false;
-  int n_ctx = 2048;  // clamped to the model's trained context
-  int threads = 0;   // 0: all hardware threads
+  DemoModel demo_model = DemoModel::kRandom;  // with demo: the built-in random model, or the trained file
+  int n_ctx = 2048;                           // clamped to the model's trained context
+  int threads = 0;                            // 0: all hardware threads
   // On CUDA, resident uploads every expert once; the offload policies cache them in
   // device memory (a CPU backend of `threads` computes the experts the CPU rule
   // sends to the host). kAuto: CUDA where usable, else the CPU.
@@ -117,7 +119,8 @@ class EngineSession {
   FitEstimate fit_;
 };
 
-// The line every front end shows next to the demo model.
+// The line every front end shows next to a model with random weights (the random demo,
+// gen-model files).
 inline constexpr const char* kDemoNotice =
     "demo model: random weights; it shows the machinery (routing, caching, speed), not language";
 

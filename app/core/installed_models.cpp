@@ -26,7 +26,7 @@ std::string dominantQuant(const std::string& path) {
 
 void describe(InstalledModel& m, uint64_t vram_budget, int n_ctx, uint64_t ram) {
   try {
-    const ModelShape shape = describeModel(m.path, m.demo);
+    const ModelShape shape = describeModel(m.path, m.demo, appDemoModel());
     if (m.architecture.empty()) m.architecture = shape.config.arch_name;
     if (m.name.empty()) m.name = shape.config.model_name;
     m.n_ctx = shape.config.n_ctx_train;
@@ -56,8 +56,8 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
   std::vector<InstalledModel> out;
   InstalledModel demo;
   demo.demo = true;
-  demo.name = "Demo model (random weights)";
-  demo.quant = "F32";
+  demo.name = demoModelName(appDemoModel());
+  demo.quant = appDemoModel() == DemoModel::kTrained ? "Q8_0" : "F32";
   demo.sha256 = demoModelSha256();
   demo.predictor = predictorNote(storedPredictorInfo(db, demo.sha256));
   describeIf(demo);

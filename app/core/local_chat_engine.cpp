@@ -43,6 +43,7 @@ SessionOptions baseSessionOptions(const EngineLoadOptions& opts) {
   SessionOptions so;
   so.model_path = opts.model_path;
   so.demo = opts.demo;
+  so.demo_model = opts.demo_model;
   so.n_ctx = opts.n_ctx;
   so.threads = opts.threads;
   so.policy = parsePolicy(opts.policy);
@@ -73,7 +74,7 @@ void LocalChatEngine::fitToBudget(const EngineLoadOptions& opts, const ModelShap
 SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
   SessionOptions so = baseSessionOptions(opts);
   so.device = DeviceChoice::kCuda;
-  const ModelShape shape = describeModel(opts.model_path, opts.demo);
+  const ModelShape shape = describeModel(opts.model_path, opts.demo, opts.demo_model);
   if (opts.vram_budget_bytes == 0 && opts.demo) {  // everything would fit: cache half to show the machinery
     so.cache_share = kAutoCacheShareWithoutGpu;
     *note = std::string(policyName(so.policy)) + ": cache holds half the experts in VRAM (demo)";
@@ -110,10 +111,12 @@ SessionOptions LocalChatEngine::cpuSessionOptions(const EngineLoadOptions& opts,
   if (opts.vram_budget_bytes == 0) {
     so.cache_share = kAutoCacheShareWithoutGpu;
     *note = std::string(policyName(so.policy)) + ": cache holds half the experts (" + where + ")";
-    if (opts.predictor_set) attachPredictor(opts, describeModel(opts.model_path, opts.demo), &so, note);
+    if (opts.predictor_set)
+      attachPredictor(opts, describeModel(opts.model_path, opts.demo, opts.demo_model), &so, note);
     return so;
   }
-  fitToBudget(opts, describeModel(opts.model_path, opts.demo), opts.vram_budget_bytes, where, &so, note);
+  fitToBudget(opts, describeModel(opts.model_path, opts.demo, opts.demo_model), opts.vram_budget_bytes, where,
+              &so, note);
   return so;
 }
 
@@ -133,7 +136,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   const auto& cfg = session->model().config();
   demo_ = opts.demo;
   model_sha256_ = !opts.model_sha256.empty() ? opts.model_sha256
-                  : opts.demo                ? demoModelSha256()
+                  : opts.demo                ? demoModelSha256(opts.demo_model)
                                              : std::string();
   session->setTraceFile(model_sha256_.empty() ? std::string() : trace_path_, model_sha256_);
   n_layer_ = cfg.n_layer;

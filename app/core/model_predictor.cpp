@@ -2,16 +2,21 @@
 
 #include <cmath>
 
+#include "app/core/demo_model.h"
 #include "app/core/predictor_store.h"
 #include "models/sha256.h"
 #include "models/synthetic_model.h"
 
 namespace moe {
 
-const std::string& demoModelSha256() {
-  static const std::string sha = sha256Hex(synth::demoModelBytes());
-  return sha;
+const std::string& demoModelSha256(DemoModel kind) {
+  static const std::string random = sha256Hex(synth::demoModelBytes());
+  if (kind == DemoModel::kRandom) return random;
+  static const std::string trained = sha256OfFile(requireTrainedDemoModel());
+  return trained;
 }
+
+const std::string& demoModelSha256() { return demoModelSha256(appDemoModel()); }
 
 std::shared_ptr<const PredictorSet> storedPredictorFor(AppDatabase& db, ModelRegistry& registry,
                                                        const std::string& model_path, int distance) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/core/app_database.h"
+#include "app/core/demo_model.h"
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
 #include "offload/mlp_predictor.h"
@@ -14,6 +15,8 @@
 namespace moe {
 
 // The demo model's SHA-256 (the bytes are generated; computed once per process).
+// The demo model's SHA-256: of `kind`, or (no argument) of the demo the app offers.
+const std::string& demoModelSha256(DemoModel kind);
 const std::string& demoModelSha256();
 
 // model_path empty: the demo model. A model the registry has no hash for yet

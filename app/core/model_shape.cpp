@@ -6,10 +6,11 @@
 
 namespace moe {
 
-ModelShape describeModel(const std::string& path, bool demo) {
+ModelShape describeModel(const std::string& path, bool demo, DemoModel demo_model) {
   SessionOptions so;
   so.model_path = path;
   so.demo = demo;
+  so.demo_model = demo_model;
   auto backend = makeCpuBackend(1);
   auto model = Model::load(openModelFile(so), *backend, Model::Purpose::Describe);
   ModelShape s;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "app/core/demo_model.h"
 #include "inference/model.h"
 #include "inference/model_config.h"
 #include "offload/fit_estimate.h"
@@ -17,7 +18,7 @@ struct ModelShape {
 };
 
 // path empty + demo: the embedded demo model. Throws with a readable reason.
-ModelShape describeModel(const std::string& path, bool demo);
+ModelShape describeModel(const std::string& path, bool demo, DemoModel demo_model = DemoModel::kRandom);
 
 // The fit of `shape` at `vram_budget` bytes with an `n_ctx` context, its pinned
 // host store included (word it with app/core/fit_words.h).

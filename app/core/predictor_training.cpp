@@ -41,7 +41,7 @@ TraceRunResult traceScratch(EngineSession& s, const std::string& sha, const std:
 }  // namespace
 
 std::string sessionModelSha256(const SessionOptions& opts) {
-  if (opts.demo) return demoModelSha256();
+  if (opts.demo) return demoModelSha256(opts.demo_model);
   return sha256OfFile(opts.model_path);
 }
 
@@ -81,7 +81,8 @@ std::string traceFileFor(const std::string& dir, const std::string& model_sha256
 PredictorTraining::PredictorTraining(const std::string& model_path, const std::string& model_sha256,
                                      int threads) {
   SessionOptions o;
-  o.demo = model_path.empty();
+  o.demo = model_path.empty();  // the demo the app offers
+  o.demo_model = appDemoModel();
   o.model_path = model_path;
   o.n_ctx = 16;  // the session's own context is unused: the tracer makes its own
   o.threads = threads;

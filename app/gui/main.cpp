@@ -54,7 +54,8 @@ int run(int argc, char** argv) {
   cli.addVersionOption();
   QCommandLineOption data_dir("data-dir", "Keep chats and settings in DIR (default: the user's data folder).",
                               "DIR");
-  QCommandLineOption demo("demo", "Start on the embedded demo model (random weights).");
+  QCommandLineOption demo("demo",
+                          "Start on the demo model (trained on the Brown corpus; shipped with moechat).");
   QCommandLineOption screenshot("screenshot",
                                 "Render the main window, settings and wizard to PNG files in DIR "
                                 "and exit.",

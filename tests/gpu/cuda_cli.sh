@@ -5,11 +5,11 @@
 #       Neither program links libcudart or libcublas (readelf NEEDED). With
 #       /usr/local hidden (an empty tmpfs mounted over it in a user and mount
 #       namespace), so no CUDA runtime can be found: `info` says the CPU computes
-#       and why, `generate --demo -n 16 --backend auto` streams 16 tokens on the
+#       and why, `generate --demo-random -n 16 --backend auto` streams 16 tokens on the
 #       CPU, and `--backend cuda` fails with a clear message (exit 1, no signal).
 #       Exits 77 (CTest: skipped) where user namespaces are not allowed.
 #   cuda_cli.sh bench MOECHAT_CLI
-#       `bench --demo --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
+#       `bench --demo-random --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
 #       names (the CPU stand-in): every policy row has its device work per prefill
 #       token and per decode token and the prefill's matmul bytes, and the timings
 #       are labelled as not meaningful; `bench --kernels --backend cuda` on a small
@@ -39,13 +39,13 @@ absent)
   unshare -rm env -u MOECHAT_CUDA_LIBRARY CLI="$cli" bash -c '
     set -uo pipefail
     mount -t tmpfs none /usr/local || { echo "FAIL: mount"; exit 1; }
-    info=$("$CLI" info --demo --backend auto) || { echo "FAIL: info exit $?"; exit 1; }
+    info=$("$CLI" info --demo-random --backend auto) || { echo "FAIL: info exit $?"; exit 1; }
     grep "^compute:" <<<"$info"
     grep -q "^compute: *CPU (CUDA not used: " <<<"$info" || { echo "FAIL: info does not say the CPU computes"; exit 1; }
-    out=$("$CLI" generate --demo -n 16 --backend auto 2>&1) || { echo "FAIL: generate exit $?: $out"; exit 1; }
+    out=$("$CLI" generate --demo-random -n 16 --backend auto 2>&1) || { echo "FAIL: generate exit $?: $out"; exit 1; }
     grep -q "16 tokens generated" <<<"$out" || { echo "FAIL: generate: $out"; exit 1; }
-    echo "ok: generate --demo -n 16 ran on the CPU without a CUDA runtime"
-    err=$("$CLI" generate --demo -n 4 --backend cuda 2>&1)
+    echo "ok: generate --demo-random -n 16 ran on the CPU without a CUDA runtime"
+    err=$("$CLI" generate --demo-random -n 4 --backend cuda 2>&1)
     rc=$?
     [ $rc -eq 1 ] || { echo "FAIL: --backend cuda exited $rc: $err"; exit 1; }
     grep -q "cuda backend unavailable: " <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
@@ -54,7 +54,7 @@ absent)
   ;;
 bench)
   [ -n "${MOECHAT_CUDA_LIBRARY:-}" ] || fail "MOECHAT_CUDA_LIBRARY is not set"
-  json=$("$cli" bench --demo --backend cuda --json --prompt-tokens 16 --decode-tokens 6) || fail "bench exit $?"
+  json=$("$cli" bench --demo-random --backend cuda --json --prompt-tokens 16 --decode-tokens 6) || fail "bench exit $?"
   rows=$(grep -c '{"policy": ' <<<"$json")
   counted=$(grep -c '"device_work": {"per_prefill_token": {"kernel_launches": [0-9.]*, "host_syncs": [0-9.]*, "stream_syncs": [0-9.]*, "bytes_h2d": [0-9.]*' <<<"$json")
   decode=$(grep -c '"per_decode_token": {"kernel_launches": [1-9]' <<<"$json")
