@@ -24,12 +24,14 @@ std::optional<SessionOptions> modelFor(const Args& args, const TraceHeader& h) {
   SessionOptions o;
   o.n_ctx = 16;
   o.threads = args.intOr("--threads", 0);
-  if (args.flag("--demo")) {
+  if (args.flag("--demo") || args.flag("--demo-random")) {
     o.demo = true;
+    o.demo_model = args.flag("--demo") ? DemoModel::kTrained : DemoModel::kRandom;
   } else if (auto m = args.value("--model")) {
     o.model_path = *m;
-  } else if (h.model_source == "demo") {
+  } else if (h.model_source == "demo" || h.model_source == "demo-random") {
     o.demo = true;
+    o.demo_model = h.model_source == "demo" ? DemoModel::kTrained : DemoModel::kRandom;
   } else if (std::filesystem::exists(h.model_source)) {
     o.model_path = h.model_source;
   } else {
@@ -76,9 +78,10 @@ int demoPipeline(const Args& args) {
   } cleanup{dir};
   SessionOptions opts;
   opts.demo = true;
+  opts.demo_model = args.flag("--demo-random") ? DemoModel::kRandom : DemoModel::kTrained;
   opts.threads = args.intOr("--threads", 0);
   EngineSession session(opts);
-  std::fprintf(stderr, "%s\n", kDemoNotice);
+  if (session.model().isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
   const std::string trace_path = (dir / "demo.moetrace").string();
   TraceOptions to;
   to.max_new_tokens = args.intOr("--max-tokens", 8);
@@ -102,8 +105,11 @@ int runEvalPredictor(const std::vector<std::string>& argv) {
   const Args args(argv,
                   {"--model", "--threads", "--max-tokens", "--distance", "--hidden", "--seed",
                    "--cache-share", "--link-gbps"},
-                  {"--json", "--demo", "--engine"});
-  if (args.positionals().empty() && args.flag("--demo")) return demoPipeline(args);
+                  {"--json", "--demo", "--demo-random", "--engine"});
+  if (args.flag("--demo") && args.flag("--demo-random"))
+    throw UsageError("--demo and --demo-random are exclusive");
+  if (args.positionals().empty() && (args.flag("--demo") || args.flag("--demo-random")))
+    return demoPipeline(args);
   if (args.positionals().size() != 2)
     throw UsageError("give TRACE PREDICTOR (from `trace` and `train`), or --demo for the whole pipeline");
   const TraceReader trace(args.positionals()[0]);

@@ -18,7 +18,7 @@ TraceRunResult traceToFile(EngineSession& session, const SessionOptions& opts,
   if (!opts.demo)
     std::fprintf(stderr, "hashing %s (SHA-256, the model's identity)...\n", opts.model_path.c_str());
   const std::string sha = modelSha256(opts);
-  TraceWriter writer(out, traceHeaderFor(session.model(), sha, opts.demo ? "demo" : opts.model_path));
+  TraceWriter writer(out, traceHeaderFor(session.model(), sha, sessionModelSource(opts)));
   if (!writer.completedPrompts().empty())
     std::fprintf(stderr, "resuming %s: %zu of %zu prompts already traced\n", out.c_str(),
                  writer.completedPrompts().size(), prompts.size());

@@ -69,11 +69,11 @@ const CommandHelp kCommands[] = {
       train the learned expert predictor (one MLP per layer) from a trace
 )",
      false},
-    {"eval-predictor", R"(  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo) [--json]
+    {"eval-predictor", R"(  eval-predictor (TRACE PREDICTOR [--model FILE] | --demo | --demo-random) [--json]
         [--engine [--cache-share S] [--link-gbps G]]
       learned predictor vs skip-gate, token-based, previous-token, popularity on
       the held-out prompts; --engine adds hit rate / GoodPred in the offload engine;
-      --demo traces and trains on the random-weight demo (--demo-random elsewhere)
+      --demo / --demo-random alone: trace, train and evaluate on that demo model
 )",
      true},
 };

@@ -40,6 +40,11 @@ TraceRunResult traceScratch(EngineSession& s, const std::string& sha, const std:
 
 }  // namespace
 
+std::string sessionModelSource(const SessionOptions& opts) {
+  if (!opts.demo) return opts.model_path;
+  return opts.demo_model == DemoModel::kTrained ? "demo" : "demo-random";
+}
+
 std::string sessionModelSha256(const SessionOptions& opts) {
   if (opts.demo) return demoModelSha256(opts.demo_model);
   return sha256OfFile(opts.model_path);
@@ -89,7 +94,7 @@ PredictorTraining::PredictorTraining(const std::string& model_path, const std::s
   session_ = std::make_unique<EngineSession>(o);
   if (session_->model().config().n_expert == 0)
     throw std::runtime_error("the model has no experts to predict");
-  source_ = o.demo ? "demo" : model_path;
+  source_ = sessionModelSource(o);
   sha256_ = model_sha256.empty() ? sessionModelSha256(o) : model_sha256;
 }
 
