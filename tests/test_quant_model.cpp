@@ -149,6 +149,27 @@ class TestQuantModel : public QObject {
              "quantised and unquantised logits are identical: the quantised weights were not used");
     QVERIFY2(diff < vs_original, qPrintable(QString::number(diff)));
   }
+
+  // Loaded to run, the CPU backend repacks Q4_0 matrices into interleaved row groups;
+  // loaded to be described (`info`, the app's model list) nothing is repacked or
+  // uploaded: the weights stay in the file.
+  void describingPreparesNoWeights() {
+    auto spec = synth::tinySpec("qwen3moe");
+    spec.expert_type = spec.weight_type = TensorType::Q4_0;
+    spec = synth::fitToBlocks(spec);
+    const auto bytes = synth::buildModel(spec).toBytes();
+    CpuBackend backend(1);
+    const auto run = Model::load(gguf::GgufFile::fromBytes(bytes), backend);
+    const auto described = Model::load(gguf::GgufFile::fromBytes(bytes), backend, Model::Purpose::Describe);
+    const WeightView& ran = run->weights().layers[0].wq;
+    const WeightView& seen = described->weights().layers[0].wq;
+    QVERIFY2(ran.interleaved(), "the run's Q4_0 matrix was expected repacked (the check would say nothing)");
+    QVERIFY(!seen.interleaved());
+    const auto* t = described->file().findTensor("blk.0.attn_q.weight");
+    QVERIFY(t != nullptr);
+    QCOMPARE(static_cast<const void*>(seen.data),
+             static_cast<const void*>(described->file().tensorData(*t).data()));
+  }
 };
 
 QTEST_APPLESS_MAIN(TestQuantModel)
