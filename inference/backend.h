@@ -106,6 +106,14 @@ class Backend {
   }
   // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight   (weight: [dim] F32, any row count)
   virtual void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) = 0;
+  // x += delta, then y = rmsNorm(x): the residual add and the next block's norm (x, delta:
+  // [n_rows][dim], y another buffer). Default: add, then rmsNorm; a device backend does
+  // both in one launch (the same arithmetic).
+  virtual void addRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
+                          float eps) {
+    add(x, delta, static_cast<size_t>(n_rows) * dim);
+    rmsNorm(x, weight, y, n_rows, dim, eps);
+  }
   // In place, x: [n_tokens][n_heads][head_dim]; the first n_rot dims of each head rotate
   // by positions[t] * base^(-2i/n_rot).
   virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,

@@ -164,6 +164,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   if (on_batch_) on_batch_({n_past_, tokens});
 
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
+  pending_residual_ = nullptr;  // a cancelled step may have left one
   reportHidden(0, n);
   for (int il = 0; il < cfg_.n_layer; ++il) {
     checkCancel();
@@ -175,19 +176,30 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
     reportHidden(il + 1, n);
   }
   n_past_ += n;
-  if (logits_offset == kNoLogits) return;
+  if (logits_offset == kNoLogits) {
+    pending_residual_ = nullptr;  // the stream is not read again: the next step embeds anew
+    return;
+  }
 
   // Only the rows whose logits are wanted go through the output projection.
   const int first_row = all_logits ? 0 : n - 1;
   const int rows = n - first_row;
   const size_t E = cfg_.n_embd;
-  backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
+  // The last block's output joins the stream in the output norm, for the rows read.
+  if (pending_residual_)
+    backend_.addRmsNorm(s_->x + first_row * E, pending_residual_ + first_row * E, w.output_norm, s_->xn, rows,
+                        cfg_.n_embd, cfg_.rms_eps);
+  else
+    backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
+  pending_residual_ = nullptr;
   backend_.matmul(w.output, s_->xn, s_->logits, rows);
   backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
 }
 
 void Transformer::reportHidden(int index, int n) {
   if (!on_hidden_) return;
+  if (pending_residual_) backend_.add(s_->x, pending_residual_, size_t(n) * cfg_.n_embd);
+  pending_residual_ = nullptr;
   hidden_host_.resize(size_t(n) * cfg_.n_embd);
   backend_.toHost(hidden_host_.data(), s_->x, hidden_host_.size());
   on_hidden_({index, n, n_past_, hidden_host_});
@@ -201,7 +213,7 @@ void Transformer::addBias(float* x, const float* bias, int n_rows, int width) {
 void Transformer::attentionBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
-  backend_.rmsNorm(s_->x, L.attn_norm, s_->xn, n, E, cfg_.rms_eps);
+  normInput(L.attn_norm, n);
   const Backend::MatmulJob qkv[] = {
       {L.wq, s_->xn, s_->q, n}, {L.wk, s_->xn, s_->k, n}, {L.wv, s_->xn, s_->v, n}};
   backend_.matmulMany(qkv);
@@ -226,7 +238,17 @@ void Transformer::attentionBlock(int il, int n) {
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
   backend_.matmul(L.wo, s_->attn, s_->out, n);
   addBias(s_->out, L.bo, n, E);
-  backend_.add(s_->x, s_->out, size_t(n) * E);
+  pending_residual_ = s_->out;  // added to the stream by the next norm
+}
+
+// xn = rmsNorm(x) with `weight`, the pending block output added to the stream x
+// first (one launch for both on a device backend).
+void Transformer::normInput(const float* weight, int n) {
+  if (pending_residual_)
+    backend_.addRmsNorm(s_->x, pending_residual_, weight, s_->xn, n, cfg_.n_embd, cfg_.rms_eps);
+  else
+    backend_.rmsNorm(s_->x, weight, s_->xn, n, cfg_.n_embd, cfg_.rms_eps);
+  pending_residual_ = nullptr;
 }
 
 void Transformer::rope(float* x, int n, int n_heads) {
@@ -247,19 +269,19 @@ void Transformer::activate(Backend& be, const float* gate, const float* up, floa
 
 void Transformer::denseFfn(int il, int n) {
   const auto& L = model_.weights().layers[il];
-  const int E = cfg_.n_embd, F = cfg_.n_ff;
-  backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
+  const int F = cfg_.n_ff;
+  normInput(L.ffn_norm, n);
   const Backend::MatmulJob gate_up[] = {{L.ffn_gate, s_->xn, s_->ff_a, n}, {L.ffn_up, s_->xn, s_->ff_b, n}};
   backend_.matmulMany(gate_up);
   activate(backend_, s_->ff_a, s_->ff_b, s_->ff_a, size_t(n) * F);
   backend_.matmul(L.ffn_down, s_->ff_a, s_->out, n);
-  backend_.add(s_->x, s_->out, size_t(n) * E);
+  pending_residual_ = s_->out;
 }
 
 void Transformer::moeBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
-  backend_.rmsNorm(s_->x, L.ffn_norm, s_->xn, n, E, cfg_.rms_eps);
+  normInput(L.ffn_norm, n);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
   hidden_on_host_ = experts_.wantsLayerInput();
@@ -313,7 +335,7 @@ void Transformer::moeBlock(int il, int n) {
   experts_.release(il);
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
-  backend_.add(s_->x, moe_out, size_t(n) * E);
+  pending_residual_ = moe_out;
 }
 
 // The routed experts on a backend that computes them itself: all at once when the

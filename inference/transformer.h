@@ -77,6 +77,7 @@ class Transformer {
   void forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
                     size_t logits_offset);
   void attentionBlock(int il, int n);
+  void normInput(const float* weight, int n);
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
   void sharedExperts(int il, int n, float* moe_out);
@@ -115,6 +116,9 @@ class Transformer {
   std::function<void(const HiddenEvent&)> on_hidden_;
   std::function<void(const BatchEvent&)> on_batch_;
   std::vector<float> hidden_host_;
+  // A block's output (in s_) not yet added to the stream x: the next norm adds it
+  // (Backend::addRmsNorm), or reportHidden before it reads x.
+  const float* pending_residual_ = nullptr;
   bool hidden_on_host_ = false;  // this MoE layer's input is in s_->host_hidden
   std::vector<int32_t> positions_;
 };

@@ -101,7 +101,8 @@ class CliTest : public QObject {
     }
     QVERIFY2(diff > 0, "--kv f16 changed nothing");
     QVERIFY2(diff < 1e-2 * scale, qPrintable(QString("largest difference %1 of %2").arg(diff).arg(scale)));
-    expectFailure(runCli({"logits", "--demo-random", "--tokens", "1", "--kv", "f8"}), 2, "--kv must be f32 or f16");
+    expectFailure(runCli({"logits", "--demo-random", "--tokens", "1", "--kv", "f8"}), 2,
+                  "--kv must be f32 or f16");
   }
 
   void genModelThenInfoAndChat() {
@@ -171,8 +172,8 @@ class CliTest : public QObject {
   }
 
   void benchAblationOneCommand() {
-    const auto r = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate", "--policies",
-                           "reactive-lru,proactive"});
+    const auto r = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate",
+                           "--policies", "reactive-lru,proactive"});
     QCOMPARE(r.code, 0);
     const auto policies = QJsonDocument::fromJson(r.out.toUtf8()).object()["policies"].toArray();
     QStringList got;
@@ -183,8 +184,8 @@ class CliTest : public QObject {
     QCOMPARE(policies[2].toObject()["switches"].toObject()["prefetch"].toBool(), false);
     QCOMPARE(policies[2].toObject()["prefetch_hits"].toDouble(), 0.0);
     // A switch on the command line applies to proactive; the ablation skips what is already off.
-    const auto off = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate", "--no-chunking",
-                             "--policies", "proactive"});
+    const auto off = runCli({"bench", "--demo-random", "--decode-tokens", "4", "--json", "--ablate",
+                             "--no-chunking", "--policies", "proactive"});
     QCOMPARE(off.code, 0);
     const auto rows = QJsonDocument::fromJson(off.out.toUtf8()).object()["policies"].toArray();
     QCOMPARE(rows.size(), 6);
@@ -221,8 +222,8 @@ class CliTest : public QObject {
     }
     // Same text whatever the policy (greedy).
     const auto a = runCli({"generate", "--demo-random", "-n", "16", "--temp", "0"});
-    const auto b = runCli(
-        {"generate", "--demo-random", "-n", "16", "--temp", "0", "--policy", "static", "--cache-share", "0.25"});
+    const auto b = runCli({"generate", "--demo-random", "-n", "16", "--temp", "0", "--policy", "static",
+                           "--cache-share", "0.25"});
     QCOMPARE(a.out, b.out);
     expectFailure(runCli({"generate", "--demo-random", "--policy", "lfu"}), 2, "unknown policy 'lfu'");
     expectFailure(runCli({"generate", "--demo-random", "--cache-share", "1.5"}), 2, "--cache-share");
@@ -314,7 +315,8 @@ class CliTest : public QObject {
   void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {
     // Here (no GPU, or a build without CUDA) the reason is named; on a GPU the offload
     // policies are refused on the CUDA backend, which runs only `resident` so far.
-    const auto r = runCli({"generate", "--demo-random", "-n", "4", "--backend", "cuda", "--policy", "proactive"});
+    const auto r =
+        runCli({"generate", "--demo-random", "-n", "4", "--backend", "cuda", "--policy", "proactive"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("CUDA") || r.err.contains("cuda"), qPrintable(r.err));
     const auto bad = runCli({"generate", "--demo-random", "--backend", "tpu"});
@@ -369,8 +371,8 @@ class CliTest : public QObject {
     // Ctrl-C must end the reply at once, not after the queued copies' pacing.
     QProcess p;
     p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo-random", "--policy", "reactive-lru", "--link-gbps",
-                                          "0.000002", "--paced", "-n", "20"});
+    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo-random", "--policy", "reactive-lru",
+                                          "--link-gbps", "0.000002", "--paced", "-n", "20"});
     QVERIFY(p.waitForStarted());
     QByteArray out;
     while (!out.contains("Once upon a time") && p.waitForReadyRead(60000)) out += p.readAll();
@@ -428,8 +430,10 @@ class CliTest : public QObject {
     expectFailure(runCli({"info", "--demo-random", "--vram", "inf"}), 2, "--vram needs a finite number");
     expectFailure(runCli({"info", "--demo-random", "--vram", "1e308"}), 2, "--vram needs a finite number");
     expectFailure(runCli({"info", "--demo-random", "--vram", "1e9"}), 2, "--vram must be in (0, 1e6]");
-    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "nan"}), 2, "--cache-mb needs a finite number");
-    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "inf"}), 2, "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "nan"}), 2,
+                  "--cache-mb needs a finite number");
+    expectFailure(runCli({"generate", "--demo-random", "--cache-mb", "inf"}), 2,
+                  "--cache-mb needs a finite number");
     expectFailure(runCli({"generate", "--demo-random", "--link-gbps", "nan"}), 2,
                   "--link-gbps needs a finite number");
     expectFailure(runCli({"generate", "--demo-random", "--temp", "-nan"}), 2, "--temp needs a finite number");

@@ -32,11 +32,13 @@ class TrainerCliTest : public QObject {
   void traceTrainEval() {
     QTemporaryDir dir;
     const QString d = dir.path();
-    auto r = cli(
-        {"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "40", "--threads", "2"}, d);
+    auto r = cli({"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "40",
+                  "--threads", "2"},
+                 d);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(r.err.contains("40 prompts traced"));
-    r = cli({"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "50", "--threads", "2"},
+    r = cli({"trace", "--demo-random", "-o", "t.moetrace", "--max-tokens", "4", "--limit", "50", "--threads",
+             "2"},
             d);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("10 prompts traced (40 skipped as done)"), qPrintable(r.err));  // resumed
@@ -77,9 +79,9 @@ class TrainerCliTest : public QObject {
     QVERIFY(rows[2].toObject()["expert_uses"].toInt() > 0);
 
     // generate --predictor: the learned set steers prefetching, never the text.
-    const QStringList gen{"generate",  "--demo-random", "-n",       "16",        "--temp",        "0",
-                          "--threads", "2",      "--policy", "proactive", "--cache-share", "0.5",
-                          "--stats"};
+    const QStringList gen{
+        "generate",  "--demo-random", "-n",  "16",     "--temp", "0", "--threads", "2", "--policy",
+        "proactive", "--cache-share", "0.5", "--stats"};
     const auto plain = cli(gen, d);
     const auto learned = cli(gen + QStringList{"--predictor", "p.moepred"}, d);
     QVERIFY2(plain.code == 0 && learned.code == 0, qPrintable(learned.err));

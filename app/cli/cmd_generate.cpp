@@ -108,7 +108,7 @@ int runGenerate(const std::vector<std::string>& argv) {
   if (prompt.empty()) throw UsageError("empty prompt: give some text with -p");
   EngineSession session(offloadSessionOptions(args));
   auto& model = session.model();
-  announceModel(session, model);
+  announceModel(model);
   GenerationParams params = generationParams(args, session);
 
   std::string text = prompt;
@@ -138,7 +138,7 @@ int runChat(const std::vector<std::string>& argv) {
   const Args args(argv, generateValueOptions(), generateFlags(), kAliases);
   EngineSession session(offloadSessionOptions(args));
   auto& model = session.model();
-  announceModel(session, model);
+  announceModel(model);
   GenerationParams params = generationParams(args, session);
   for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
   const auto& tok = model.tokenizer();

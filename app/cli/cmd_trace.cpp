@@ -57,7 +57,7 @@ int runTrace(const std::vector<std::string>& argv) {
   if (limit < 0) throw UsageError("--limit must be >= 0");
   if (limit > 0 && limit < int(prompts.size())) prompts.resize(limit);
   EngineSession session(opts);
-  announceModel(session, session.model());
+  announceModel(session.model());
   if (session.model().config().n_expert == 0) throw std::runtime_error("the model has no experts to trace");
   const std::string out = args.valueOr("-o", "trace.moetrace");
   const auto result = traceToFile(session, opts, prompts, out, options);

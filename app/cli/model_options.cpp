@@ -58,7 +58,7 @@ SamplerParams samplerParams(const Args& args) {
   return p;
 }
 
-void announceModel(const EngineSession& session, Model& model) {
+void announceModel(const Model& model) {
   const auto& c = model.config();
   std::fprintf(stderr, "model: %s (%s, %d layers, %d experts, %d used per token)\n",
                c.model_name.empty() ? "(unnamed)" : c.model_name.c_str(), c.arch_name.c_str(), c.n_layer,

@@ -20,7 +20,7 @@ SessionOptions sessionOptions(const Args& args);
 // --backend cpu|cuda|auto (default cpu); UsageError for another name.
 DeviceChoice deviceChoice(const Args& args);
 SamplerParams samplerParams(const Args& args);
-// Prints the demo notice (stderr) when the demo model is in use.
-void announceModel(const EngineSession& session, class Model& model);
+// Prints the model line and, for a model with random weights, the notice (stderr).
+void announceModel(const class Model& model);
 
 }  // namespace moe::cli

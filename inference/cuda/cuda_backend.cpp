@@ -269,6 +269,11 @@ void CudaBackend::rmsNorm(const float* x, const float* weight, float* y, int n_r
   cuda::launchRmsNorm(x, weight, y, n_rows, dim, eps, stream_);
 }
 
+void CudaBackend::addRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
+                             float eps) {
+  cuda::launchAddRmsNorm(x, delta, weight, y, n_rows, dim, eps, stream_);
+}
+
 // cos/sin of every (token, pair), computed in double and rounded once to float
 // exactly as the CPU backend's ropeAngles does, uploaded once per distinct
 // positions vector (q and k of every layer of a step share it).

@@ -58,6 +58,8 @@ class CudaBackend final : public Backend {
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
   void matmulMany(std::span<const MatmulJob> jobs) override;
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
+  void addRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
+                  float eps) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
   void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,

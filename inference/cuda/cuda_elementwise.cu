@@ -18,11 +18,18 @@ unsigned gridFor(size_t n) {
 }
 
 // One block of kThreads per row.
-__global__ void rmsNormKernel(const float* x, const float* weight, float* y, int dim, float eps) {
+// With delta (addRmsNorm): x += delta first, each thread on the elements it then sums
+// and scales, so the row needs no barrier for it.
+__global__ void rmsNormKernel(float* x, const float* delta, const float* weight, float* y, int dim,
+                              float eps) {
   __shared__ double warp_sums[kThreads / 32];
   __shared__ float row_scale;
-  const float* xr = x + static_cast<size_t>(blockIdx.x) * dim;
+  float* xr = x + static_cast<size_t>(blockIdx.x) * dim;
   float* yr = y + static_cast<size_t>(blockIdx.x) * dim;
+  if (delta) {
+    const float* dr = delta + static_cast<size_t>(blockIdx.x) * dim;
+    for (int i = threadIdx.x; i < dim; i += kThreads) xr[i] += dr[i];
+  }
   double s = 0.0;
   for (int i = threadIdx.x; i < dim; i += kThreads) s += static_cast<double>(xr[i]) * xr[i];
   for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
@@ -85,8 +92,17 @@ __global__ void probeKernel() {}
 void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps,
                    cudaStream_t stream) {
   if (n_rows <= 0 || dim <= 0) return;
-  launchKernel(rmsNormKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, x, weight, y, dim, eps);
+  launchKernel(rmsNormKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, const_cast<float*>(x),
+               static_cast<const float*>(nullptr), weight, y, dim, eps);
   checkLaunch("rmsNorm kernel");
+}
+
+void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
+                      float eps, cudaStream_t stream) {
+  if (n_rows <= 0 || dim <= 0) return;
+  launchKernel(rmsNormKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, x, delta, weight, y, dim,
+               eps);
+  checkLaunch("add + rmsNorm kernel");
 }
 
 void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,

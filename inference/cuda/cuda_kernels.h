@@ -120,6 +120,9 @@ void launchSigmoidGatedAdd(float* y, const float* x, const float* gate_logits, i
 // x, y: [n_rows][dim] (may alias); weight: [dim] or nullptr.
 void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps,
                    cudaStream_t stream);
+// x += delta, then y = rmsNorm(x), in one launch.
+void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
+                      float eps, cudaStream_t stream);
 // x: [n_tokens][n_heads][head_dim]; cs: [n_tokens][n_rot] (cos, sin) pairs per
 // rotated pair, computed on the host exactly as the CPU backend computes them.
 void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,
