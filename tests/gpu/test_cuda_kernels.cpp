@@ -347,6 +347,23 @@ TEST_CASE(rmsNorm) {
     }
 }
 
+// The residual add and the next norm in one launch: x gets exactly x + delta (the
+// same float add as the add kernel), y its norm.
+TEST_CASE(addRmsNorm) {
+  const int rows = 5, dim = 2049;
+  const auto x = randomFloats(size_t(rows) * dim, 31, -3.0f, 3.0f);
+  const auto delta = randomFloats(size_t(rows) * dim, 32, -1.0f, 1.0f);
+  const auto weight = randomFloats(dim, 33);
+  std::vector<float> want_x = x, want_y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want_x[i] = x[i] + delta[i];
+  cpu_->rmsNorm(want_x.data(), weight.data(), want_y.data(), rows, dim, 1e-5f);
+  DeviceFloats dx(*gpu_, x), dd(*gpu_, delta), dw(*gpu_, weight), dy(*gpu_, x.size());
+  gpu_->addRmsNorm(dx.p, dd.p, dw.p, dy.p, rows, dim, 1e-5f);
+  CHECK(dx.read() == want_x);
+  const double err = relMaxDiff(dy.read(), want_y);
+  CHECK_MSG(err < 1e-6, gpu_check::format("err %g", err));
+}
+
 TEST_CASE(ropeBothStyles) {
   const int head_dim = 96, n_rot = 64;  // partial rotation: dims 64..95 pass through
   const std::vector<int32_t> positions = {0, 1, 7, 300, 40000};
