@@ -75,6 +75,13 @@ class Backend {
   // Elements [first, first + n) of dst = src[0..n) (backend memory), converted to
   // dst.type (F16: round to nearest even). Default: F32 caches, by copy.
   virtual void storeKv(const KvCache& dst, size_t first, const float* src, size_t n);
+  // Both caches of a layer at once (k_src and v_src into k_dst and v_dst at `first`).
+  // Default: storeKv twice; a device backend stores both in one launch.
+  virtual void storeKvPair(const KvCache& k_dst, const KvCache& v_dst, size_t first, const float* k_src,
+                           const float* v_src, size_t n) {
+    storeKv(k_dst, first, k_src, n);
+    storeKv(v_dst, first, v_src, n);
+  }
   // Makes a weight usable by this backend: the CPU backend keeps the view as is or
   // repacks it into interleaved row groups, the CUDA backend uploads it. The view
   // stays valid until releaseWeight or the backend's end; `host` may go at once.
@@ -118,6 +125,13 @@ class Backend {
   // by positions[t] * base^(-2i/n_rot).
   virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
                     float freq_base, RopeStyle style) = 0;
+  // rope of q ([n_tokens][n_head][head_dim]) and k ([n_tokens][n_head_kv][head_dim]) at
+  // the same positions. Default: rope twice; a device backend does both in one launch.
+  virtual void ropePair(float* q, int n_head, float* k, int n_head_kv, int n_tokens, int head_dim, int n_rot,
+                        const int32_t* positions, float freq_base, RopeStyle style) {
+    rope(q, n_tokens, n_head, head_dim, n_rot, positions, freq_base, style);
+    rope(k, n_tokens, n_head_kv, head_dim, n_rot, positions, freq_base, style);
+  }
   // rope with YaRN scaling (RopeYarn). Backends without it throw std::invalid_argument.
   virtual void ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
                         const int32_t* positions, float freq_base, RopeStyle style, const RopeYarn& yarn);

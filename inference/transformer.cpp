@@ -227,10 +227,14 @@ void Transformer::attentionBlock(int il, int n) {
     backend_.rmsNorm(s_->q, L.q_norm, s_->q, n, Q, cfg_.rms_eps);
     backend_.rmsNorm(s_->k, L.k_norm, s_->k, n, KV, cfg_.rms_eps);
   }
-  rope(s_->q, n, cfg_.n_head);
-  rope(s_->k, n, cfg_.n_head_kv);
-  backend_.storeKv(k_cache_[il], size_t(n_past_) * KV, s_->k, size_t(n) * KV);
-  backend_.storeKv(v_cache_[il], size_t(n_past_) * KV, s_->v, size_t(n) * KV);
+  if (cfg_.yarn.active()) {
+    rope(s_->q, n, cfg_.n_head);
+    rope(s_->k, n, cfg_.n_head_kv);
+  } else {
+    backend_.ropePair(s_->q, cfg_.n_head, s_->k, cfg_.n_head_kv, n, cfg_.head_dim, cfg_.n_rot,
+                      positions_.data(), cfg_.rope_freq_base, cfg_.rope_style);
+  }
+  backend_.storeKvPair(k_cache_[il], v_cache_[il], size_t(n_past_) * KV, s_->k, s_->v, size_t(n) * KV);
 
   AttentionShape shape{cfg_.n_head, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
   shape.sinks = L.attn_sinks;

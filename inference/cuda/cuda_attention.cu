@@ -567,20 +567,25 @@ void launchPrefill(const AttentionArgs& a, bool pairs, cudaStream_t stream) {
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-__global__ void storeHalfKernel(const float* __restrict__ src, __half* __restrict__ dst, size_t n) {
+// Element i < n of src into dst and, with src2, element i of src2 into dst2 (k and v).
+__global__ void storeHalfKernel(const float* __restrict__ src, __half* __restrict__ dst,
+                                const float* __restrict__ src2, __half* __restrict__ dst2, size_t n) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     dst[i] = __float2half_rn(src[i]);
+    if (src2) dst2[i] = __float2half_rn(src2[i]);
+  }
 }
 
 }  // namespace
 
-void launchStoreHalf(const float* src, __half* dst, size_t n, cudaStream_t stream) {
+void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* dst2, size_t n,
+                     cudaStream_t stream) {
   if (n == 0) return;
   constexpr int kStoreThreads = 256;
   const size_t blocks = (n + kStoreThreads - 1) / kStoreThreads;
   launchKernel(storeHalfKernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kStoreThreads, 0,
-               stream, src, dst, n);
+               stream, src, dst, src2, dst2, n);
   checkLaunch("KV cache store kernel");
 }
 

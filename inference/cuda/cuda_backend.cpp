@@ -153,7 +153,21 @@ void CudaBackend::storeKv(const KvCache& dst, size_t first, const float* src, si
   if (first > dst.n_elems || n > dst.n_elems - first)
     throw std::out_of_range("cuda backend: storeKv: elements " + std::to_string(first) + " + " +
                             std::to_string(n) + " past a cache of " + std::to_string(dst.n_elems));
-  if (n) cuda::launchStoreHalf(src, static_cast<__half*>(dst.data) + first, n, stream_);
+  if (n) cuda::launchStoreHalf(src, static_cast<__half*>(dst.data) + first, nullptr, nullptr, n, stream_);
+}
+
+void CudaBackend::storeKvPair(const KvCache& k_dst, const KvCache& v_dst, size_t first, const float* k_src,
+                              const float* v_src, size_t n) {
+  for (const KvCache* dst : {&k_dst, &v_dst}) {
+    if (dst->type != KvType::F16)
+      throw std::invalid_argument("cuda backend: storeKv: the KV cache must be F16 (allocKv)");
+    if (first > dst->n_elems || n > dst->n_elems - first)
+      throw std::out_of_range("cuda backend: storeKv: elements " + std::to_string(first) + " + " +
+                              std::to_string(n) + " past a cache of " + std::to_string(dst->n_elems));
+  }
+  if (n)
+    cuda::launchStoreHalf(k_src, static_cast<__half*>(k_dst.data) + first, v_src,
+                          static_cast<__half*>(v_dst.data) + first, n, stream_);
 }
 
 // Queued kernels may still read p: wait for them, then free. After a device fault
@@ -308,7 +322,17 @@ void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_heads <= 0) return;
   const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base);
-  cuda::launchRope(x, n_tokens, n_heads, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+}
+
+void CudaBackend::ropePair(float* q, int n_head, float* k, int n_head_kv, int n_tokens, int head_dim,
+                           int n_rot, const int32_t* positions, float freq_base, RopeStyle style) {
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+    throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
+                                " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  if (n_tokens <= 0 || n_head <= 0 || n_head_kv <= 0) return;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base);
+  cuda::launchRope(q, n_head, k, n_head_kv, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
 }
 
 void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,

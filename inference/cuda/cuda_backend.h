@@ -60,6 +60,10 @@ class CudaBackend final : public Backend {
   void rmsNorm(const float* x, const float* weight, float* y, int n_rows, int dim, float eps) override;
   void addRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
                   float eps) override;
+  void ropePair(float* q, int n_head, float* k, int n_head_kv, int n_tokens, int head_dim, int n_rot,
+                const int32_t* positions, float freq_base, RopeStyle style) override;
+  void storeKvPair(const KvCache& k_dst, const KvCache& v_dst, size_t first, const float* k_src,
+                   const float* v_src, size_t n) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
   void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,

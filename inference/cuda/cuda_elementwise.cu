@@ -49,15 +49,20 @@ __global__ void rmsNormKernel(float* x, const float* delta, const float* weight,
 }
 
 // One thread per rotated pair (t, h, i). Norm pairs (2i, 2i+1); Neox pairs (i, i + n_rot/2).
-__global__ void ropeKernel(float* x, int64_t pairs, int n_heads, int head_dim, int n_rot, const float* cs,
-                           bool neox) {
+// The first `pairs` are x's ([n_tokens][n_heads]); the next `pairs2` those of x2
+// ([n_tokens][n_heads2], e.g. k after q), at the same positions.
+__global__ void ropeKernel(float* x, int64_t pairs, int n_heads, float* x2, int64_t pairs2, int n_heads2,
+                           int head_dim, int n_rot, const float* cs, bool neox) {
   const int half = n_rot / 2;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < pairs; idx += step) {
-    const int i = static_cast<int>(idx % half);
-    const int64_t head = idx / half;  // t * n_heads + h
-    const int64_t t = head / n_heads;
-    float* a = x + head * head_dim + (neox ? i : 2 * i);
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < pairs + pairs2;
+       idx += step) {
+    const bool second = idx >= pairs;
+    const int64_t p = second ? idx - pairs : idx;
+    const int i = static_cast<int>(p % half);
+    const int64_t head = p / half;  // t * heads + h
+    const int64_t t = head / (second ? n_heads2 : n_heads);
+    float* a = (second ? x2 : x) + head * head_dim + (neox ? i : 2 * i);
     float* b = a + (neox ? half : 1);
     const float c = cs[t * n_rot + 2 * i], s = cs[t * n_rot + 2 * i + 1];
     const float x0 = *a, x1 = *b;
@@ -105,12 +110,13 @@ void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* 
   checkLaunch("add + rmsNorm kernel");
 }
 
-void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,
-                cudaStream_t stream) {
-  const int64_t pairs = static_cast<int64_t>(n_tokens) * n_heads * (n_rot / 2);
-  if (pairs <= 0) return;
-  launchKernel(ropeKernel, gridFor(static_cast<size_t>(pairs)), kThreads, 0, stream, x, pairs, n_heads,
-               head_dim, n_rot, cs, neox);
+void launchRope(float* x, int n_heads, float* x2, int n_heads2, int n_tokens, int head_dim, int n_rot,
+                const float* cs, bool neox, cudaStream_t stream) {
+  const int64_t per_head = static_cast<int64_t>(n_tokens) * (n_rot / 2);
+  const int64_t pairs = per_head * n_heads, pairs2 = x2 ? per_head * n_heads2 : 0;
+  if (pairs + pairs2 <= 0) return;
+  launchKernel(ropeKernel, gridFor(static_cast<size_t>(pairs + pairs2)), kThreads, 0, stream, x, pairs,
+               n_heads, x2, pairs2, n_heads2 > 0 ? n_heads2 : 1, head_dim, n_rot, cs, neox);
   checkLaunch("rope kernel");
 }
 

@@ -123,13 +123,15 @@ void launchRmsNorm(const float* x, const float* weight, float* y, int n_rows, in
 // x += delta, then y = rmsNorm(x), in one launch.
 void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* y, int n_rows, int dim,
                       float eps, cudaStream_t stream);
-// x: [n_tokens][n_heads][head_dim]; cs: [n_tokens][n_rot] (cos, sin) pairs per
-// rotated pair, computed on the host exactly as the CPU backend computes them.
-void launchRope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const float* cs, bool neox,
-                cudaStream_t stream);
+// x: [n_tokens][n_heads][head_dim], and x2 (may be null): [n_tokens][n_heads2][head_dim]
+// at the same positions (q and k in one launch); cs: [n_tokens][n_rot] (cos, sin) pairs
+// per rotated pair, computed on the host exactly as the CPU backend computes them.
+void launchRope(float* x, int n_heads, float* x2, int n_heads2, int n_tokens, int head_dim, int n_rot,
+                const float* cs, bool neox, cudaStream_t stream);
 // The F16 KV cache (cuda_attention.cu). dst[i] = src[i] rounded to half (nearest
-// even; beyond 65504 in magnitude: infinity), i < n.
-void launchStoreHalf(const float* src, __half* dst, size_t n, cudaStream_t stream);
+// even; beyond 65504 in magnitude: infinity), i < n; with src2, dst2[i] = src2[i] too.
+void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* dst2, size_t n,
+                     cudaStream_t stream);
 // Causal GQA attention; see Backend::attention. q, out: [n_tokens][n_head][head_dim]
 // float; k_cache, v_cache: [n_ctx][n_head_kv][head_dim] half. head_dim <= kMaxHeadDim.
 // scratch: device memory of at least attentionScratchBytes(shape) bytes (the decode's

@@ -29,6 +29,7 @@
 // (tests/gpu/gpu_check.h) so it builds on the GPU machine.
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -382,6 +383,42 @@ TEST_CASE(ropeBothStyles) {
   DeviceFloats dx(*gpu_, 96);
   CHECK_THROWS(std::invalid_argument,
                gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm));
+}
+
+// q and k rotated in one launch, and k and v stored in one: the same values as the
+// single calls (the same kernels' arithmetic), 2 launches where there were 4.
+TEST_CASE(ropeAndStorePairs) {
+  const int head_dim = 96, n_rot = 64, n_head = 4, n_head_kv = 2;
+  const std::vector<int32_t> positions = {3, 4, 5};
+  const int n = int(positions.size());
+  const size_t kv_elems = size_t(n) * n_head_kv * head_dim;
+  for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
+    const auto q = randomFloats(size_t(n) * n_head * head_dim, 41), k = randomFloats(kv_elems, 42),
+               v = randomFloats(kv_elems, 43);
+    DeviceFloats q1(*gpu_, q), k1(*gpu_, k), q2(*gpu_, q), k2(*gpu_, k), dv(*gpu_, v);
+    gpu_->rope(q1.p, n, n_head, head_dim, n_rot, positions.data(), 10000.0f, style);
+    gpu_->rope(k1.p, n, n_head_kv, head_dim, n_rot, positions.data(), 10000.0f, style);
+    DeviceKv kc1(*gpu_, kv_elems), vc1(*gpu_, kv_elems), kc2(*gpu_, kv_elems), vc2(*gpu_, kv_elems);
+    gpu_->storeKv(kc1.kv, 0, k1.p, kv_elems);
+    gpu_->storeKv(vc1.kv, 0, dv.p, kv_elems);
+#if MOECHAT_CUDA_STANDIN
+    const auto before = cudastandin::totals().all;
+#endif
+    gpu_->ropePair(q2.p, n_head, k2.p, n_head_kv, n, head_dim, n_rot, positions.data(), 10000.0f, style);
+    gpu_->storeKvPair(kc2.kv, vc2.kv, 0, k2.p, dv.p, kv_elems);
+#if MOECHAT_CUDA_STANDIN
+    CHECK_EQ(cudastandin::totals().all.kernel_launches - before.kernel_launches, uint64_t{2});
+#endif
+    CHECK(q2.read() == q1.read());
+    CHECK(k2.read() == k1.read());
+    // The F16 caches' bytes (kv_elems halves, read back as kv_elems / 2 floats).
+    for (auto [one, two] : {std::pair{&kc1, &kc2}, std::pair{&vc1, &vc2}}) {
+      std::vector<float> a(kv_elems / 2), b(kv_elems / 2);
+      gpu_->toHost(a.data(), static_cast<const float*>(one->kv.data), a.size());
+      gpu_->toHost(b.data(), static_cast<const float*>(two->kv.data), b.size());
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE(attentionPrefillAndDecode) {
