@@ -431,6 +431,32 @@ class GuiChatTest : public QObject {
     QVERIFY(!m->text.empty());
   }
 
+  // The chat list's context menu duplicates a chat: the copy opens, with the same
+  // messages, and the list holds both.
+  void contextMenuDuplicatesAChat() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("about penguins");
+    QTRY_VERIFY(!f.chat().busy());
+    const qint64 original = f.chat().current();
+    auto* model = f.w().conversationModel();
+    const auto menu = f.w().conversationMenu(model->rowOf(original));
+    QVERIFY(menu);
+    QStringList names;
+    QAction* duplicate = nullptr;
+    for (QAction* a : menu->actions()) {
+      if (!a->isSeparator()) names << a->text();
+      if (a->text() == "Duplicate") duplicate = a;
+    }
+    QCOMPARE(names, (QStringList{"Rename", "Duplicate", "Export as Markdown…", "Export as JSON…", "Delete"}));
+    duplicate->trigger();
+    const qint64 copy = f.chat().current();
+    QVERIFY(copy != 0 && copy != original);
+    QVERIFY(model->rowOf(copy) >= 0 && model->rowOf(original) >= 0);
+    QCOMPARE(f.w().chatView()->bubbleCount(), 2);
+    QVERIFY(model->data(model->index(model->rowOf(copy)), Qt::DisplayRole).toString().endsWith("(copy)"));
+  }
+
   void demoModelIsLabelled() {
     Fixture f;
     QVERIFY(f.app->loadDemo());

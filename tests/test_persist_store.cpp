@@ -417,6 +417,49 @@ class PersistStoreTest : public QObject {
     checkFtsConsistent(adb);
   }
 
+  // Duplicate copies what the chat shows: the settings, the shown reply of each turn
+  // (with its figures), not the other alternatives nor a reply still streaming; the
+  // copy is searchable and independent of the original.
+  void duplicateCopiesWhatTheChatShows() {
+    AppDatabase adb = AppDatabase::open(dbPath("duplicate.db"));
+    ConversationStore store(adb, tickingClock());
+    const int64_t conv = store.createConversation("trip", "be brief", "{\"temperature\": 0.3}", "/m/a.gguf");
+    store.addMessage(conv, Role::User, "where to?");
+    const int64_t first = store.beginReply(conv);
+    moe::ReplyStats stats;
+    stats.completion_tokens = 7;
+    stats.decode_tps = 12.5;
+    QVERIFY(store.finishReply(first, "the coast", MessageState::Complete, stats));
+    const int64_t second = store.beginAlternative(first);
+    QVERIFY(store.finishReply(second, "the mountains", MessageState::Complete));
+    QVERIFY(store.showAlternative(first));
+    store.addMessage(conv, Role::User, "and then?");
+    store.beginReply(conv);  // streaming: not copied
+
+    const int64_t copy = store.duplicate(conv);
+    QVERIFY(copy > 0 && copy != conv);
+    const auto c = store.get(copy);
+    QCOMPARE(c->title, std::string("trip (copy)"));
+    QCOMPARE(c->system_prompt, std::string("be brief"));
+    QCOMPARE(c->sampling_json, std::string("{\"temperature\": 0.3}"));
+    QCOMPARE(c->model_path, std::string("/m/a.gguf"));
+    const auto msgs = store.messages(copy);
+    QCOMPARE(msgs.size(), size_t(3));
+    QCOMPARE(msgs[1].text, std::string("the coast"));
+    QCOMPARE(msgs[1].alternatives, 1);  // a turn of its own in the copy
+    QCOMPARE(*msgs[1].stats.completion_tokens, int64_t(7));
+    QCOMPARE(*msgs[1].stats.decode_tps, 12.5);
+    QCOMPARE(msgs[2].text, std::string("and then?"));
+    for (size_t i = 0; i < msgs.size(); ++i) QCOMPARE(msgs[i].position, int64_t(i));
+    QCOMPARE(store.search("coast").size(), size_t(2));
+    checkFtsConsistent(adb);
+    QVERIFY(store.rename(copy, "other"));
+    QCOMPARE(store.get(conv)->title, std::string("trip"));
+    QVERIFY(store.softDelete(conv));
+    QCOMPARE(store.duplicate(conv), int64_t(0));  // a deleted chat is not copied
+    QCOMPARE(store.duplicate(9999), int64_t(0));
+  }
+
   void exportFileNameFollowsTheTitle() {
     using moe::exportFileName;
     QCOMPARE(exportFileName("Penguin facts", "md"), std::string("Penguin facts.md"));

@@ -211,14 +211,8 @@ QWidget* MainWindow::buildSidebar() {
           });
   connect(list_, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
     const QModelIndex idx = list_->indexAt(pos);
-    if (!idx.isValid() || list_model_->idAt(idx.row()) == 0) return;
-    QMenu menu(this);
-    menu.addAction("Rename", [this, idx] { list_->edit(idx); });
-    menu.addAction("Export as Markdown…", [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
-    menu.addAction("Export as JSON…", [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
-    menu.addSeparator();
-    menu.addAction("Delete", [this] { deleteSelected(); });
-    menu.exec(list_->viewport()->mapToGlobal(pos));
+    if (!idx.isValid()) return;
+    if (auto menu = conversationMenu(idx.row())) menu->exec(list_->viewport()->mapToGlobal(pos));
   });
 
   undo_bar_ = new QFrame(side);
@@ -396,6 +390,20 @@ void MainWindow::selectConversationRow(qint64 id) {
     list_->selectionModel()->clearSelection();
   else
     list_->selectionModel()->setCurrentIndex(list_model_->index(row), QItemSelectionModel::ClearAndSelect);
+}
+
+std::unique_ptr<QMenu> MainWindow::conversationMenu(int row) {
+  const qint64 id = list_model_->idAt(row);
+  if (id == 0) return nullptr;
+  auto menu = std::make_unique<QMenu>(this);
+  const QModelIndex idx = list_model_->index(row);
+  menu->addAction("Rename", [this, idx] { list_->edit(idx); });
+  menu->addAction("Duplicate", [this, id] { chat_.duplicateConversation(id); });
+  menu->addAction("Export as Markdown…", [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
+  menu->addAction("Export as JSON…", [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
+  menu->addSeparator();
+  menu->addAction("Delete", [this] { deleteSelected(); });
+  return menu;
 }
 
 void MainWindow::deleteSelected() {

@@ -1,10 +1,11 @@
-// The main window: conversations on the left (search, new, rename, delete with
+// The main window: conversations on the left (search, new, rename, duplicate, delete with
 // undo, export), the chat on the right (streaming reply, stop, regenerate,
 // edit-and-resend, copy), the live performance strip at the bottom, and a dock
 // with the expert-cache heat map. Everything it needs is given to it.
 #pragma once
 
 #include <QMainWindow>
+#include <QMenu>
 #include <functional>
 #include <memory>
 
@@ -79,6 +80,9 @@ class MainWindow : public QMainWindow {
   Composer* composer() const { return composer_; }
   ConversationListModel* conversationModel() const { return list_model_; }
   QListView* conversationList() const { return list_; }
+  // The chat list's context menu for the chat at `row` (rename, duplicate, export,
+  // delete); shown at the cursor, or its actions triggered by a test.
+  std::unique_ptr<QMenu> conversationMenu(int row);
   QLineEdit* searchField() const { return search_; }
   PerfStrip* perfStrip() const { return perf_; }
   ExpertHeatMap* heatMap() const { return heat_map_; }

@@ -279,6 +279,29 @@ bool ConversationStore::touchConversation(int64_t conversation_id, int64_t now) 
   return db_.changes() > 0;
 }
 
+int64_t ConversationStore::duplicate(int64_t id) {
+  const int64_t now = clock_();
+  sql::Transaction tx(db_);
+  auto conv = db_.prepare(
+      "INSERT INTO conversations (title, system_prompt, sampling_json, model_path, created_at, updated_at) "
+      "SELECT title || ' (copy)', system_prompt, sampling_json, model_path, ?2, ?2 FROM conversations "
+      "WHERE id = ?1 AND deleted_at IS NULL");
+  conv.bindInt64(1, id).bindInt64(2, now);
+  conv.run();
+  if (db_.changes() == 0) return 0;
+  const int64_t copy = db_.lastInsertRowid();
+  auto msgs = db_.prepare(
+      "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, "
+      "prompt_tokens, completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason) "
+      "SELECT ?2, row_number() OVER (ORDER BY position) - 1, role, text, state, ?3, ?3, prompt_tokens, "
+      "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason FROM messages "
+      "WHERE conversation_id = ?1 AND shown = 1 AND state != 'streaming' ORDER BY position");
+  msgs.bindInt64(1, id).bindInt64(2, copy).bindInt64(3, now);
+  msgs.run();
+  tx.commit();
+  return copy;
+}
+
 int64_t ConversationStore::appendMessage(int64_t conversation_id, Role role, const std::string& text,
                                          MessageState state) {
   const int64_t now = clock_();

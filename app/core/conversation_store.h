@@ -86,6 +86,10 @@ class ConversationStore {
   // These edit settings and do not move the conversation in the list; each
   // returns false when there is no such conversation.
   bool rename(int64_t id, const std::string& title);
+  // A new live conversation "<title> (copy)" with the same settings and the messages the
+  // chat shows (text, state and figures; not the other replies of a regenerated turn,
+  // nor a reply still streaming), in one transaction. 0 when `id` is no live conversation.
+  int64_t duplicate(int64_t id);
   bool setSystemPrompt(int64_t id, const std::string& system_prompt);
   bool setSampling(int64_t id, const std::string& sampling_json);
   bool setModelPath(int64_t id, const std::string& model_path);

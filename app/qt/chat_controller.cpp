@@ -244,6 +244,14 @@ qint64 ChatController::newConversation() {
   return id;
 }
 
+qint64 ChatController::duplicateConversation(qint64 id) {
+  qint64 copy = 0;
+  if (!saved(QStringLiteral("duplicate the chat"), [&] { copy = store_.duplicate(id); }) || !copy) return 0;
+  emit conversationsChanged();
+  openConversation(copy);
+  return copy;
+}
+
 bool ChatController::deleteConversation(qint64 id) {
   if (busy() && reply_conversation_ == id) stop();
   bool deleted = false;

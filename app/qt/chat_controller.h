@@ -59,6 +59,8 @@ class ChatController : public QObject {
   qint64 current() const { return current_; }
   void openConversation(qint64 id);
   qint64 newConversation();
+  // A copy of the chat as shown ("<title> (copy)"), opened; 0 when it could not be made.
+  qint64 duplicateConversation(qint64 id);
   // Soft delete; undoDelete restores the messages. The conversation's recorded
   // traces (learning from use) are removed at once and are not restored.
   bool deleteConversation(qint64 id);
