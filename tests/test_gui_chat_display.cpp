@@ -3,6 +3,8 @@
 // the latest message; titles and messages appear as the text they are (a tag
 // typed is shown, not applied or dropped); a rename shows in the header at once;
 // a notice given at start survives the model's load. Scripted engine.
+#include <QClipboard>
+#include <QGuiApplication>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -202,6 +204,30 @@ class GuiChatDisplayTest : public QObject {
     auto* undo = f.w().undoBar()->findChild<QLabel*>();
     QVERIFY(undo);
     QVERIFY2(shownText(undo).contains(markup), qPrintable(shownText(undo)));
+  }
+
+  // Each closed fenced code block gets a "Copy code" link that puts exactly that
+  // block's text on the clipboard; an unclosed one (still streaming) gets none.
+  void codeBlocksHaveCopyLinks() {
+    MessageItem m;
+    m.id = 7;
+    m.role = "assistant";
+    m.state = "complete";
+    m.text = "Two ways:\n\n```python\nprint('a')\nx = 1\n```\n\nor\n\n```\necho b\n```\n\n```\nnot closed";
+    MessageBubble bubble(m);
+    auto* body = bubble.findChild<QLabel*>("messageBody");
+    QVERIFY(body);
+    QVERIFY2(body->text().contains("copy-code:0") && body->text().contains("copy-code:1"),
+             qPrintable(body->text()));
+    QVERIFY(!body->text().contains("copy-code:2"));
+    emit body->linkActivated("copy-code:1");
+    QCOMPARE(QGuiApplication::clipboard()->text(), QString("echo b"));
+    emit body->linkActivated("copy-code:0");
+    QCOMPARE(QGuiApplication::clipboard()->text(), QString("print('a')\nx = 1"));
+    emit body->linkActivated("copy-code:9");  // no such block: the clipboard keeps what it had
+    emit body->linkActivated("https://example.com");
+    QCOMPARE(QGuiApplication::clipboard()->text(), QString("print('a')\nx = 1"));
+    QVERIFY(bubble.renderedText().contains("print('a')"));
   }
 
   void htmlInAMessageIsShownAsTextAndMarkdownStillRenders() {

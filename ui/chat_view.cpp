@@ -1,5 +1,7 @@
 #include "ui/chat_view.h"
 
+#include <QApplication>
+#include <QClipboard>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollBar>
@@ -7,6 +9,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cstring>
 
 namespace moe {
 namespace {
@@ -23,6 +26,39 @@ QToolButton* actionButton(const QString& text, const QString& tip, QWidget* pare
   b->setToolTip(tip);
   b->setAutoRaise(true);
   return b;
+}
+
+// "copy-code:N": the link after the Nth fenced code block (0-based).
+constexpr char kCopyCodeScheme[] = "copy-code:";
+
+// The closed fenced code blocks (``` ... ```) of a message, in order, as their text,
+// and the Markdown with a "Copy code" link on the line after each.
+struct CodeBlocks {
+  QStringList code;
+  QString markdown;
+};
+
+CodeBlocks withCopyLinks(const QString& markdown) {
+  CodeBlocks out;
+  const QStringList lines = markdown.split('\n');
+  QStringList kept, block;
+  bool in_block = false;
+  for (const QString& line : lines) {
+    kept << line;
+    const bool fence = line.trimmed().startsWith(QStringLiteral("```"));
+    if (!in_block) {
+      in_block = fence;
+      block.clear();
+    } else if (fence) {
+      in_block = false;
+      out.code << block.join('\n');
+      kept << QString("[Copy code](%1%2)").arg(kCopyCodeScheme).arg(out.code.size() - 1);
+    } else {
+      block << line;
+    }
+  }
+  out.markdown = kept.join('\n');
+  return out;
 }
 
 // Markdown as HTML for the label, with any HTML in the text shown as the text it
@@ -73,6 +109,12 @@ MessageBubble::MessageBubble(const MessageItem& m, QWidget* parent) : QFrame(par
   body_->setWordWrap(true);
   body_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
   body_->setOpenExternalLinks(false);
+  connect(body_, &QLabel::linkActivated, this, [this](const QString& link) {
+    if (!link.startsWith(kCopyCodeScheme)) return;
+    bool ok = false;
+    const int i = link.mid(int(std::strlen(kCopyCodeScheme))).toInt(&ok);
+    if (ok && i >= 0 && i < code_blocks_.size()) QApplication::clipboard()->setText(code_blocks_[i]);
+  });
   v->addWidget(body_);
   footer_ = new QLabel(this);
   footer_->setObjectName("messageFooter");
@@ -100,7 +142,9 @@ void MessageBubble::addPager(QLayout* row) {
 
 void MessageBubble::setText(const QString& text) {
   m_.text = text;
-  body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : text));
+  CodeBlocks blocks = withCopyLinks(text);
+  code_blocks_ = std::move(blocks.code);
+  body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : blocks.markdown));
 }
 
 void MessageBubble::setFooter(const QString& footer, const QString& state) {

@@ -48,6 +48,7 @@ class MessageBubble : public QFrame {
   void addPager(QLayout* row);
 
   MessageItem m_;
+  QStringList code_blocks_;  // the fenced code blocks of m_.text, for their "Copy code" links
   QLabel* body_;
   QLabel* footer_;
   QToolButton* copy_;
