@@ -8,6 +8,7 @@
 #include <QStyleFactory>
 #include <QStyleOption>
 #include <cmath>
+#include <memory>
 
 namespace moe {
 namespace {
@@ -37,7 +38,8 @@ QPalette darkPalette() {
 }
 
 QPalette lightPalette() {
-  QPalette p = QStyleFactory::create("Fusion")->standardPalette();
+  const std::unique_ptr<QStyle> fusion(QStyleFactory::create("Fusion"));
+  QPalette p = fusion->standardPalette();
   p.setColor(QPalette::Window, QColor(0xf4, 0xf5, 0xf7));
   p.setColor(QPalette::Base, Qt::white);
   p.setColor(QPalette::AlternateBase, QColor(0xee, 0xf0, 0xf3));

@@ -47,7 +47,12 @@ CopyTicket CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
   ++seq_;
   recordRangeLocked(b, b + n);
   cudaEvent_t done = takeEventLocked();
-  checkCuda(cudaEventRecord(done, stream_), "cudaEventRecord (copy ticket)");
+  try {
+    checkCuda(cudaEventRecord(done, stream_), "cudaEventRecord (copy ticket)");
+  } catch (...) {  // a device fault: the event stays the engine's, for its destructor
+    spare_events_.push_back(done);
+    throw;
+  }
   tickets_.emplace_back(seq_, done);
   bytes_.fetch_add(n, std::memory_order_relaxed);
   copies_.fetch_add(1, std::memory_order_relaxed);

@@ -67,14 +67,26 @@ cudaEvent_t CudaCopyWait::takeEventLocked() {
 void CudaCopyWait::computeWaitsFor(const void* dst, size_t n) {
   std::lock_guard lock(mutex_);
   harvestLocked();
-  Timed t{takeEventLocked(), takeEventLocked()};
-  checkCuda(cudaEventRecord(t.before, compute_), "cudaEventRecord (copy wait, before)");
-  if (!copies_.streamWaitFor(compute_, dst, n)) {  // no copy into the range: nothing to time
-    spare_.push_back(t.before);
-    spare_.push_back(t.after);
-    return;
+  // Events go back to spare_ on every way out but a timed wait, a device fault's
+  // exception included, so the destructor finds and destroys each of them.
+  Timed t;
+  auto give_back = [&] {
+    for (cudaEvent_t e : {t.before, t.after})
+      if (e) spare_.push_back(e);
+  };
+  try {
+    t.before = takeEventLocked();
+    t.after = takeEventLocked();
+    checkCuda(cudaEventRecord(t.before, compute_), "cudaEventRecord (copy wait, before)");
+    if (!copies_.streamWaitFor(compute_, dst, n)) {  // no copy into the range: nothing to time
+      give_back();
+      return;
+    }
+    checkCuda(cudaEventRecord(t.after, compute_), "cudaEventRecord (copy wait, after)");
+  } catch (...) {
+    give_back();
+    throw;
   }
-  checkCuda(cudaEventRecord(t.after, compute_), "cudaEventRecord (copy wait, after)");
   timed_.push_back(t);
 }
 
