@@ -4,6 +4,8 @@
 // newer schema, garbage, a foreign SQLite database.
 #include <QtTest>
 
+#include <algorithm>
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -350,17 +352,19 @@ class PersistMigrationsTest : public QObject {
     writeAll(path, bytes);
 
     std::vector<moe::DatabaseTrouble> asked;
-    auto refused = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
-      asked.push_back(t);
-      return false;
-    });
+    auto refused = moe::openChatDatabase(path.toStdString(), dir.filePath("copies").toStdString(),
+                                         [&](moe::DatabaseTrouble t, const std::string&) {
+                                           asked.push_back(t);
+                                           return moe::DatabaseWayOut::Quit;
+                                         });
     QVERIFY(!refused.db);
     QVERIFY(!refused.error.empty());
     QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::Unreadable});
     QCOMPARE(readAll(path), bytes);
 
-    auto fresh = moe::openChatDatabase(path.toStdString(),
-                                       [](moe::DatabaseTrouble, const std::string&) { return true; });
+    auto fresh = moe::openChatDatabase(
+        path.toStdString(), dir.filePath("copies").toStdString(),
+        [](moe::DatabaseTrouble, const std::string&) { return moe::DatabaseWayOut::StartFresh; });
     QVERIFY(fresh.db.has_value());
     QVERIFY(!fresh.set_aside.empty());
     QCOMPARE(readAll(QString::fromStdString(fresh.set_aside)), bytes);
@@ -375,10 +379,11 @@ class PersistMigrationsTest : public QObject {
     first.db().exec("BEGIN IMMEDIATE");
     const QByteArray before = readAll(path);
     std::vector<moe::DatabaseTrouble> asked;
-    auto second = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
-      asked.push_back(t);
-      return true;  // ignored: only an unreadable file is replaced
-    });
+    auto second = moe::openChatDatabase(path.toStdString(), dir.filePath("copies").toStdString(),
+                                        [&](moe::DatabaseTrouble t, const std::string&) {
+                                          asked.push_back(t);
+                                          return moe::DatabaseWayOut::StartFresh;  // ignored: not unreadable
+                                        });
     QVERIFY(!second.db);
     QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::InUse});
     QVERIFY2(second.error.find("already running") != std::string::npos, second.error.c_str());
@@ -387,31 +392,54 @@ class PersistMigrationsTest : public QObject {
   }
 
   // A file the system will not let moechat write (here: immutable, which binds root
-  // too, unlike file modes): reported as such, never replaced, left as it was.
-  void aReadOnlyDatabaseIsReportedNotReplaced() {
+  // too, unlike file modes): reported as such, never replaced, left as it was; the
+  // way out offered is to read a copy, which shows the chats (the -wal's last commit
+  // included) while the original stays byte for byte as it was.
+  void aReadOnlyDatabaseIsReportedAndCanBeReadFromACopy() {
     QTemporaryDir dir;
     const QString path = dir.filePath("moechat.db");
-    {
-      AppDatabase db = AppDatabase::open(path.toStdString());
-      moe::ConversationStore(db).createConversation("kept", "", "{}", "");
-      db.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    }
-    for (const char* companion : {"-wal", "-shm"}) QFile::remove(path + companion);
+    std::optional<AppDatabase> writer(AppDatabase::open(path.toStdString()));
+    writer->db().exec("PRAGMA wal_autocheckpoint=0");
+    moe::ConversationStore(*writer).createConversation("in the file", "", "{}", "");
+    writer->db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    moe::ConversationStore(*writer).createConversation("in the wal", "", "{}", "");
+    QVERIFY(QFileInfo(path + "-wal").size() > 0);
     QProcess chattr;
     chattr.start("chattr", {"+i", path});
-    if (!chattr.waitForFinished() || chattr.exitStatus() != QProcess::NormalExit || chattr.exitCode() != 0)
+    if (!chattr.waitForFinished() || chattr.exitStatus() != QProcess::NormalExit || chattr.exitCode() != 0) {
+      writer.reset();
       QSKIP("chattr +i is not available here (not ext4, or no CAP_LINUX_IMMUTABLE)");
+    }
     const auto unlock = qScopeGuard([&] { QProcess::execute("chattr", {"-i", path}); });
-    const QByteArray before = readAll(path);
+    const QByteArray before = readAll(path), wal_before = readAll(path + "-wal");
+    const QString copies = dir.filePath("copies");
+
     std::vector<moe::DatabaseTrouble> asked;
-    auto opened = moe::openChatDatabase(path.toStdString(), [&](moe::DatabaseTrouble t, const std::string&) {
-      asked.push_back(t);
-      return true;  // ignored: only an unreadable file is replaced
-    });
-    QVERIFY(!opened.db);
+    auto refused = moe::openChatDatabase(path.toStdString(), copies.toStdString(),
+                                         [&](moe::DatabaseTrouble t, const std::string&) {
+                                           asked.push_back(t);
+                                           return moe::DatabaseWayOut::StartFresh;  // ignored: not unreadable
+                                         });
+    QVERIFY(!refused.db);
     QCOMPARE(asked, std::vector<moe::DatabaseTrouble>{moe::DatabaseTrouble::ReadOnly});
-    QVERIFY2(opened.error.find("not write it") != std::string::npos, opened.error.c_str());
+    QVERIFY2(refused.error.find("not write it") != std::string::npos, refused.error.c_str());
     QCOMPARE(readAll(path), before);
+
+    for (int start = 0; start < 2; ++start) {  // a second start replaces the first copy
+      auto copy = moe::openChatDatabase(
+          path.toStdString(), copies.toStdString(),
+          [](moe::DatabaseTrouble, const std::string&) { return moe::DatabaseWayOut::ReadACopy; });
+      QVERIFY2(copy.db.has_value(), copy.error.c_str());
+      QCOMPARE(QString::fromStdString(copy.read_only_original), path);
+      QVERIFY(QString::fromStdString(copy.db->path()).startsWith(copies));
+      std::vector<std::string> titles;
+      for (const auto& c : moe::ConversationStore(*copy.db).list()) titles.push_back(c.title);
+      std::sort(titles.begin(), titles.end());
+      QCOMPARE(titles, (std::vector<std::string>{"in the file", "in the wal"}));
+      QCOMPARE(QDir(copies).entryList({"moechat-read-only-*.db"}).size(), 1);
+    }
+    QCOMPARE(readAll(path), before);
+    QCOMPARE(readAll(path + "-wal"), wal_before);
   }
 
   void aDirectoryIsAClearError() {

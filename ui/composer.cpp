@@ -37,8 +37,15 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   });
 }
 
+void Composer::setReadOnly(const QString& why) {
+  edit_->clear();
+  edit_->setReadOnly(true);
+  edit_->setPlaceholderText(why);
+  button_->setEnabled(false);
+}
+
 void Composer::trySend() {
-  if (busy_) return;
+  if (busy_ || edit_->isReadOnly()) return;
   const QString text = edit_->toPlainText().trimmed();
   if (text.isEmpty()) return;
   edit_->clear();

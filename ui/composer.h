@@ -29,6 +29,8 @@ class Composer : public QWidget {
   explicit Composer(QWidget* parent = nullptr);
   void setBusy(bool busy);
   bool busy() const { return busy_; }
+  // Nothing can be typed or sent from then on; `why` stands in the empty field.
+  void setReadOnly(const QString& why);
   void setText(const QString& text);
   QString text() const;
   ComposerEdit* editor() const { return edit_; }

@@ -45,6 +45,7 @@ std::vector<ConversationListModel::Row> ConversationListModel::buildRows() const
       r.id = hit.conversation_id;
       r.text = fromStd(hit.conversation_title);
       r.snippet = plainSnippet(hit.snippet);
+      r.message_id = hit.message_id;
       rows.push_back(r);
     }
     return rows;
@@ -100,12 +101,13 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
     case IsHeaderRole: return r.header;
     case SnippetRole: return r.snippet;
     case UpdatedRole: return r.updated;
+    case MessageIdRole: return r.message_id;
   }
   return {};
 }
 
 bool ConversationListModel::setData(const QModelIndex& index, const QVariant& value, int role) {
-  if (role != Qt::EditRole || !checkIndex(index, CheckIndexOption::IndexIsValid)) return false;
+  if (role != Qt::EditRole || !editable_ || !checkIndex(index, CheckIndexOption::IndexIsValid)) return false;
   Row& r = rows_[static_cast<size_t>(index.row())];
   const QString title = value.toString().simplified();
   if (r.header || title.isEmpty() || title == r.text) return false;
@@ -118,7 +120,8 @@ bool ConversationListModel::setData(const QModelIndex& index, const QVariant& va
 Qt::ItemFlags ConversationListModel::flags(const QModelIndex& index) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return Qt::NoItemFlags;
   if (rows_[static_cast<size_t>(index.row())].header) return Qt::ItemNeverHasChildren;
-  return Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsEditable | Qt::ItemNeverHasChildren;
+  return Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemNeverHasChildren |
+         (editable_ ? Qt::ItemIsEditable : Qt::NoItemFlags);
 }
 
 QHash<int, QByteArray> ConversationListModel::roleNames() const {
@@ -127,6 +130,7 @@ QHash<int, QByteArray> ConversationListModel::roleNames() const {
   names[IsHeaderRole] = "isHeader";
   names[SnippetRole] = "snippet";
   names[UpdatedRole] = "updated";
+  names[MessageIdRole] = "messageId";
   return names;
 }
 
@@ -139,6 +143,11 @@ int ConversationListModel::rowOf(qint64 conversation_id) const {
 qint64 ConversationListModel::idAt(int row) const {
   if (row < 0 || row >= rowCount()) return 0;
   return rows_[static_cast<size_t>(row)].id;
+}
+
+qint64 ConversationListModel::messageIdAt(int row) const {
+  if (row < 0 || row >= rowCount()) return 0;
+  return rows_[static_cast<size_t>(row)].message_id;
 }
 
 }  // namespace moe

@@ -18,7 +18,7 @@ class ConversationListModel : public QAbstractListModel {
   Q_OBJECT
 
  public:
-  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole };
+  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole, MessageIdRole };
   using Now = std::function<QDateTime()>;
 
   explicit ConversationListModel(ConversationStore& store, QObject* parent = nullptr, Now now = nullptr);
@@ -31,10 +31,14 @@ class ConversationListModel : public QAbstractListModel {
 
   // Re-reads the store (keeps the current search).
   void reload();
+  // False: titles cannot be edited in place (a database that may not be written).
+  void setEditable(bool editable) { editable_ = editable; }
   void setSearch(const QString& query);
   QString search() const { return query_; }
   int rowOf(qint64 conversation_id) const;  // -1 when not shown
   qint64 idAt(int row) const;
+  // A search result's best-matching message (its snippet's); 0 for other rows.
+  qint64 messageIdAt(int row) const;
 
   // The date group a conversation updated at `t` falls in, seen from `now`.
   static QString groupFor(const QDateTime& t, const QDateTime& now);
@@ -46,12 +50,14 @@ class ConversationListModel : public QAbstractListModel {
     QString text;     // title or group name
     QString snippet;  // search results only
     QDateTime updated;
+    qint64 message_id = 0;  // search results only: the message the snippet is from
   };
   std::vector<Row> buildRows() const;
 
   ConversationStore& store_;
   Now now_;
   QString query_;
+  bool editable_ = true;
   std::vector<Row> rows_;
 };
 

@@ -204,11 +204,17 @@ QWidget* MainWindow::buildSidebar() {
   list_->setTextElideMode(Qt::ElideRight);
   list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
   list_->setContextMenuPolicy(Qt::CustomContextMenu);
-  connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
-          [this](const QModelIndex& idx) {
-            const qint64 id = list_model_->idAt(idx.row());
-            if (id && id != chat_.current()) chat_.openConversation(id);
-          });
+  // A search result opens its chat at the message it matched; clicking it again
+  // goes back there.
+  auto open_row = [this](const QModelIndex& idx) {
+    const qint64 id = list_model_->idAt(idx.row());
+    if (id && id != chat_.current()) chat_.openConversation(id);
+    if (const qint64 found = list_model_->messageIdAt(idx.row());
+        found && chat_view_ && id == chat_.current())
+      chat_view_->showFound(found);
+  };
+  connect(list_->selectionModel(), &QItemSelectionModel::currentChanged, this, open_row);
+  connect(list_, &QListView::clicked, this, open_row);
   connect(list_, &QListView::customContextMenuRequested, this, [this](const QPoint& pos) {
     const QModelIndex idx = list_->indexAt(pos);
     if (!idx.isValid()) return;
@@ -363,6 +369,14 @@ void MainWindow::showNotice(const QString& text) {
   notice_bar_->show();
 }
 
+void MainWindow::setReadOnly(const QString& why) {
+  chat_.setReadOnly(why);
+  list_model_->setEditable(false);
+  composer_->setReadOnly(why);
+  if (auto* new_chat = findChild<QPushButton*>("newChatButton")) new_chat->setEnabled(false);
+  showNotice(why);
+}
+
 void MainWindow::showTitle() {
   const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
   title_->setText(c ? q(c->title) : QString("moechat"));
@@ -397,12 +411,13 @@ std::unique_ptr<QMenu> MainWindow::conversationMenu(int row) {
   if (id == 0) return nullptr;
   auto menu = std::make_unique<QMenu>(this);
   const QModelIndex idx = list_model_->index(row);
-  menu->addAction("Rename", [this, idx] { list_->edit(idx); });
-  menu->addAction("Duplicate", [this, id] { chat_.duplicateConversation(id); });
+  const bool writable = !chat_.readOnly();
+  menu->addAction("Rename", [this, idx] { list_->edit(idx); })->setEnabled(writable);
+  menu->addAction("Duplicate", [this, id] { chat_.duplicateConversation(id); })->setEnabled(writable);
   menu->addAction("Export as Markdown…", [this] { exportCurrent(askExportPath("md", "Markdown (*.md)")); });
   menu->addAction("Export as JSON…", [this] { exportCurrent(askExportPath("json", "JSON (*.json)")); });
   menu->addSeparator();
-  menu->addAction("Delete", [this] { deleteSelected(); });
+  menu->addAction("Delete", [this] { deleteSelected(); })->setEnabled(writable);
   return menu;
 }
 

@@ -90,6 +90,10 @@ class MainWindow : public QMainWindow {
   // A message that stays above the chat until the user dismisses it (the status
   // bar's messages are replaced by the next one, e.g. the model's load note).
   void showNotice(const QString& text);
+  // A chat database moechat may not write, shown from a copy: chats can be read,
+  // searched and exported; sending, new chats, renames and deletes are refused, and
+  // `why` says so above the chat and in the message field.
+  void setReadOnly(const QString& why);
   QWidget* noticeBar() const { return notice_bar_; }
   void openSettings();
   void editConversationSettings();

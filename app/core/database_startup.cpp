@@ -52,10 +52,30 @@ std::string setAside(const std::string& path) {
   return path + suffix;
 }
 
+// Copies path (and its -wal, whose commits are part of the database) into folder.
+std::string copyForReading(const std::string& path, const std::string& folder) {
+  namespace fs = std::filesystem;
+  fs::create_directories(folder);
+  // The copies of earlier starts are only copies: one is kept at a time.
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.path().filename().string().rfind("moechat-read-only-", 0) == 0) fs::remove(entry.path());
+  const std::string copy = (fs::path(folder) / ("moechat-read-only-" + timestamp() + ".db")).string();
+  fs::copy_file(path, copy);
+  std::error_code ec;
+  if (fs::exists(path + "-wal", ec)) fs::copy_file(path + "-wal", copy + "-wal");
+  // copy_file keeps the permission bits: a file read-only by its mode gives a copy
+  // read-only too, which could not be opened.
+  for (const std::string& file : {copy, copy + "-wal"})
+    if (fs::exists(file, ec))
+      fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  return copy;
+}
+
 }  // namespace
 
 DatabaseStartup openChatDatabase(
-    const std::string& path, const std::function<bool(DatabaseTrouble, const std::string&)>& start_fresh) {
+    const std::string& path, const std::string& copy_folder,
+    const std::function<DatabaseWayOut(DatabaseTrouble, const std::string&)>& way_out) {
   std::string first_error;
   DatabaseTrouble trouble = DatabaseTrouble::Unreadable;
   try {
@@ -66,14 +86,24 @@ DatabaseStartup openChatDatabase(
   }
   DatabaseStartup out;
   out.error = first_error;
-  if (!start_fresh(trouble, first_error) || trouble != DatabaseTrouble::Unreadable) return out;
-  try {
-    const std::string kept = setAside(path);
-    out = openAndRecover(path);
-    out.set_aside = kept;
-  } catch (const std::exception& e) {
-    out = {};
-    out.error = first_error + "; a new database could not be made either: " + e.what();
+  const DatabaseWayOut choice = way_out(trouble, first_error);
+  if (choice == DatabaseWayOut::StartFresh && trouble == DatabaseTrouble::Unreadable) {
+    try {
+      const std::string kept = setAside(path);
+      out = openAndRecover(path);
+      out.set_aside = kept;
+    } catch (const std::exception& e) {
+      out = {};
+      out.error = first_error + "; a new database could not be made either: " + e.what();
+    }
+  } else if (choice == DatabaseWayOut::ReadACopy && trouble == DatabaseTrouble::ReadOnly) {
+    try {
+      out = openAndRecover(copyForReading(path, copy_folder));
+      out.read_only_original = path;
+    } catch (const std::exception& e) {
+      out = {};
+      out.error = first_error + "; a copy to read could not be made either: " + e.what();
+    }
   }
   return out;
 }

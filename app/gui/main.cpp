@@ -8,6 +8,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
+#include <QStandardPaths>
 #include <cstdio>
 #include <cstdlib>
 
@@ -83,22 +84,32 @@ int run(int argc, char** argv) {
     return 1;
   }
   const QString db_path = QDir(settings.dataFolder()).filePath("moechat.db");
-  auto opened =
-      moe::openChatDatabase(db_path.toStdString(), [&](moe::DatabaseTrouble trouble, const std::string& why) {
+  // A database that may not be written is read from a copy in the temporary folder.
+  const QString copy_folder =
+      QDir(QStandardPaths::writableLocation(QStandardPaths::TempLocation)).filePath("moechat");
+  auto opened = moe::openChatDatabase(
+      db_path.toStdString(), copy_folder.toStdString(),
+      [&](moe::DatabaseTrouble trouble, const std::string& why) {
         const QString text = QString("%1\n\nYour chats are in %2. moechat has not changed that file.")
                                  .arg(QString::fromStdString(why), db_path);
-        if (trouble != moe::DatabaseTrouble::Unreadable) {
+        if (trouble == moe::DatabaseTrouble::InUse || trouble == moe::DatabaseTrouble::Newer) {
           QMessageBox::critical(nullptr, "moechat cannot open its database", text);
-          return false;
+          return moe::DatabaseWayOut::Quit;
         }
-        QMessageBox box(QMessageBox::Critical, "moechat cannot read its database",
-                        text +
-                            "\n\nStart with a new, empty chat database? The unreadable file is kept "
-                            "next to it (renamed), for a recovery tool or a backup.");
-        QPushButton* fresh = box.addButton("Start with a new database", QMessageBox::AcceptRole);
+        const bool unreadable = trouble == moe::DatabaseTrouble::Unreadable;
+        QMessageBox box(
+            QMessageBox::Critical,
+            unreadable ? "moechat cannot read its database" : "moechat cannot write its database",
+            text + (unreadable ? "\n\nStart with a new, empty chat database? The unreadable file is "
+                                 "kept next to it (renamed), for a recovery tool or a backup."
+                               : "\n\nRead your chats from a copy? They can be read, searched and "
+                                 "exported; nothing new is saved until the file is writable."));
+        QPushButton* yes =
+            box.addButton(unreadable ? "Start with a new database" : "Read a copy", QMessageBox::AcceptRole);
         box.addButton("Quit", QMessageBox::RejectRole);
         box.exec();
-        return box.clickedButton() == fresh;
+        if (box.clickedButton() != yes) return moe::DatabaseWayOut::Quit;
+        return unreadable ? moe::DatabaseWayOut::StartFresh : moe::DatabaseWayOut::ReadACopy;
       });
   if (!opened.db) {
     std::fprintf(stderr, "moechat: %s\n", opened.error.c_str());
@@ -113,7 +124,12 @@ int run(int argc, char** argv) {
   moe::ChatController chat(store, engine, settings);
   moe::MainWindow window(settings, store, chat, engine);
   moe::AppWiring wiring(window, settings, registry, *db);
-  if (!opened.set_aside.empty())
+  if (!opened.read_only_original.empty())
+    window.setReadOnly(
+        QString("Read-only: moechat may not write %1, so you are reading a copy of it. Chats can be "
+                "read, searched and exported; nothing new is saved.")
+            .arg(QString::fromStdString(opened.read_only_original)));
+  else if (!opened.set_aside.empty())
     window.showNotice(QString("Started with a new chat database; the unreadable one is kept as %1.")
                           .arg(QString::fromStdString(opened.set_aside)));
   else if (recovered > 0)

@@ -233,9 +233,19 @@ bool ChatController::saved(const QString& action, const std::function<void()>& w
   }
 }
 
+bool ChatController::written(const QString& action, const std::function<void()>& write) {
+  if (readOnly()) {
+    emit error(QStringLiteral("Could not %1: %2").arg(action, read_only_why_));
+    return false;
+  }
+  return saved(action, write);
+}
+
+void ChatController::setReadOnly(const QString& why) { read_only_why_ = why; }
+
 qint64 ChatController::newConversation() {
   qint64 id = 0;
-  if (!saved(QStringLiteral("start a new chat"), [&] {
+  if (!written(QStringLiteral("start a new chat"), [&] {
         id = store_.createConversation(kNewChatTitle, {}, "{}", model_ ? model_->path : std::string());
       }))
     return 0;
@@ -246,7 +256,7 @@ qint64 ChatController::newConversation() {
 
 qint64 ChatController::duplicateConversation(qint64 id) {
   qint64 copy = 0;
-  if (!saved(QStringLiteral("duplicate the chat"), [&] { copy = store_.duplicate(id); }) || !copy) return 0;
+  if (!written(QStringLiteral("duplicate the chat"), [&] { copy = store_.duplicate(id); }) || !copy) return 0;
   emit conversationsChanged();
   openConversation(copy);
   return copy;
@@ -255,7 +265,7 @@ qint64 ChatController::duplicateConversation(qint64 id) {
 bool ChatController::deleteConversation(qint64 id) {
   if (busy() && reply_conversation_ == id) stop();
   bool deleted = false;
-  if (!saved(QStringLiteral("delete the chat"), [&] { deleted = store_.softDelete(id); }) || !deleted)
+  if (!written(QStringLiteral("delete the chat"), [&] { deleted = store_.softDelete(id); }) || !deleted)
     return false;
   useTraces().removeConversation(id);  // hidden states of a deleted chat are never kept
   if (current_ == id) openConversation(0);
@@ -265,7 +275,7 @@ bool ChatController::deleteConversation(qint64 id) {
 
 bool ChatController::undoDelete(qint64 id) {
   bool restored = false;
-  if (!saved(QStringLiteral("restore the chat"), [&] { restored = store_.restore(id); }) || !restored)
+  if (!written(QStringLiteral("restore the chat"), [&] { restored = store_.restore(id); }) || !restored)
     return false;
   emit conversationsChanged();
   return true;
@@ -274,7 +284,7 @@ bool ChatController::undoDelete(qint64 id) {
 int64_t ChatController::purgeDeleted() {
   std::vector<int64_t> ids;
   int64_t n = 0;
-  if (!saved(QStringLiteral("empty the deleted chats"), [&] {
+  if (!written(QStringLiteral("empty the deleted chats"), [&] {
         for (const auto& c : store_.listDeleted()) ids.push_back(c.id);
         n = store_.purgeDeleted();
       }))
@@ -298,7 +308,7 @@ std::vector<Message> ChatController::messages() const {
 
 void ChatController::setSystemPrompt(const QString& text) {
   if (current_)
-    saved(QStringLiteral("save the system prompt"), [&] { store_.setSystemPrompt(current_, utf8(text)); });
+    written(QStringLiteral("save the system prompt"), [&] { store_.setSystemPrompt(current_, utf8(text)); });
 }
 
 QString ChatController::systemPrompt() const {
@@ -315,7 +325,7 @@ std::optional<SamplingDefaults> ChatController::ownSampling() const {
 
 void ChatController::clearSampling() {
   if (current_)
-    saved(QStringLiteral("save the chat's settings"), [&] { store_.setSampling(current_, "{}"); });
+    written(QStringLiteral("save the chat's settings"), [&] { store_.setSampling(current_, "{}"); });
 }
 
 SamplingDefaults ChatController::sampling() const {
@@ -327,15 +337,15 @@ SamplingDefaults ChatController::sampling() const {
 
 void ChatController::setSampling(const SamplingDefaults& s) {
   if (current_)
-    saved(QStringLiteral("save the chat's settings"),
-          [&] { store_.setSampling(current_, samplingToJson(s)); });
+    written(QStringLiteral("save the chat's settings"),
+            [&] { store_.setSampling(current_, samplingToJson(s)); });
 }
 
 bool ChatController::send(const QString& text) {
   if (busy() || !model_ || text.trimmed().isEmpty()) return false;
   if (!current_ && !newConversation()) return false;
   qint64 id = 0;
-  if (!saved(QStringLiteral("save your message"), [&] {
+  if (!written(QStringLiteral("save your message"), [&] {
         const auto conv = store_.get(current_);
         if (conv && conv->title == kNewChatTitle) store_.rename(current_, utf8(titleFrom(text)));
         id = store_.addMessage(current_, Role::User, utf8(text));  // committed now
@@ -350,7 +360,7 @@ bool ChatController::send(const QString& text) {
 void ChatController::startReply(qint64 alternative_of) {
   const auto msgs = history(current_);
   qint64 reply_id = 0;
-  if (!saved(QStringLiteral("start the reply"), [&] {
+  if (!written(QStringLiteral("start the reply"), [&] {
         reply_id = alternative_of ? store_.beginAlternative(alternative_of) : store_.beginReply(current_);
       }))
     return;
@@ -416,7 +426,7 @@ bool ChatController::showAlternative(qint64 message_id, int step) {
   const auto target = (at - turn.begin()) + step;
   if (target < 0 || target >= static_cast<qsizetype>(turn.size())) return false;
   const qint64 id = turn[static_cast<size_t>(target)].id;
-  if (!saved(QStringLiteral("show the other reply"), [&] { store_.showAlternative(id); })) return false;
+  if (!written(QStringLiteral("show the other reply"), [&] { store_.showAlternative(id); })) return false;
   if (auto m = store_.message(id)) emit messageReplaced(message_id, *m);
   return true;
 }
@@ -425,7 +435,7 @@ bool ChatController::editAndResend(qint64 message_id, const QString& text) {
   if (busy() || !model_ || !current_ || text.trimmed().isEmpty()) return false;
   const auto m = store_.message(message_id);
   if (!m || m->conversation_id != current_ || m->role != Role::User) return false;
-  if (!saved(QStringLiteral("save the edited message"), [&] {
+  if (!written(QStringLiteral("save the edited message"), [&] {
         store_.updateMessageText(message_id, utf8(text));
         store_.truncateAfter(current_, message_id);
       }))
@@ -487,7 +497,7 @@ void ChatController::onFailed(qint64 reply_id, const QString& reason) {
 
 void ChatController::finish(MessageState state, const ReplyStats& stats) {
   const qint64 id = reply_id_;
-  saved(QStringLiteral("save the reply"), [&] { store_.finishReply(id, utf8(reply_text_), state, stats); });
+  written(QStringLiteral("save the reply"), [&] { store_.finishReply(id, utf8(reply_text_), state, stats); });
   reply_id_ = 0;
   reply_conversation_ = 0;
   reply_text_.clear();

@@ -55,6 +55,13 @@ class ChatController : public QObject {
   bool reloadPending() const { return reload_pending_; }
   const std::optional<LoadedModelInfo>& model() const { return model_; }
 
+  // A database moechat may not write, shown from a copy: from then on every change
+  // (a message, a new, renamed, duplicated or deleted chat, settings) is refused
+  // with `why` through error(), before anything is written.
+  void setReadOnly(const QString& why);
+  bool readOnly() const { return !read_only_why_.isEmpty(); }
+  const QString& readOnlyReason() const { return read_only_why_; }
+
   // ---- conversations ----
   qint64 current() const { return current_; }
   void openConversation(qint64 id);
@@ -148,6 +155,8 @@ class ChatController : public QObject {
   // corrupt file) emits error() naming `action` and returns false. What the
   // database already holds is untouched; no exception leaves a slot.
   bool saved(const QString& action, const std::function<void()>& write);
+  // saved(), refused first (error() naming action, false) in read-only mode.
+  bool written(const QString& action, const std::function<void()>& write);
 
   ConversationStore& store_;
   EngineHost& engine_;
@@ -167,6 +176,7 @@ class ChatController : public QObject {
   bool checkpoint_failed_ = false;  // reported once per reply
   std::mt19937_64 seeds_{std::random_device{}()};
   std::function<std::string(const std::string&)> model_hash_;
+  QString read_only_why_;
 };
 
 // JSON <-> sampling settings of a conversation ("{}" = use the defaults).
