@@ -12,12 +12,14 @@
 #include <QScrollBar>
 #include <QStatusBar>
 #include <QTest>
+#include <QTextBlock>
 #include <QTextDocument>
 #include <QToolButton>
 
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "ui/chat_view.h"
+#include "ui/code_highlight.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"
 
@@ -164,16 +166,54 @@ class GuiChatDisplayTest : public QObject {
     QTRY_VERIFY(f.viewOverflows());
     QTRY_VERIFY(f.lastMessageInView());
     QCOMPARE(f.bar()->value(), f.bar()->maximum());
-
-    // The same from a search result.
-    f.bar()->triggerAction(QAbstractSlider::SliderToMinimum);
-    QTest::keyClick(&f.w(), Qt::Key_F, Qt::ControlModifier);
-    QTest::keyClicks(f.w().searchField(), "volcanoes");
-    QCOMPARE(f.w().conversationModel()->rowOf(volcanoes), 0);
     f.clickConversation(volcanoes);
     QCOMPARE(f.chat().current(), volcanoes);
     QTRY_VERIFY(f.lastMessageInView());
-    QCOMPARE(f.bar()->value(), f.bar()->maximum());
+  }
+
+  // A search result opens its chat at the message that matched, framed, however far
+  // from the end it is; the chat then stays there (no following of the end), and
+  // clicking the result again goes back to it after the user scrolled away.
+  void searchResultOpensItsChatAtTheMatch() {
+    Fixture f([](test::FakeChatEngine& e) { setWords(e, longReply(60, "Lava flows downhill")); });
+    QVERIFY(f.app->loadDemo());
+    f.type("tell me about volcanoes");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    const qint64 chat = f.chat().current();
+    setWords(*f.fake, longReply(60, "Penguins swim"));
+    f.type("and penguins?");
+    QTRY_VERIFY(!f.chat().busy());
+    QTest::keyClick(&f.w(), Qt::Key_N, Qt::ControlModifier);
+    QTRY_VERIFY(f.chat().current() != chat);
+
+    QTest::keyClick(&f.w(), Qt::Key_F, Qt::ControlModifier);
+    QTest::keyClicks(f.w().searchField(), "volcanoes");
+    auto* model = f.w().conversationModel();
+    QCOMPARE(model->rowCount(), 1);
+    const qint64 matched = model->messageIdAt(0);
+    QVERIFY(matched != 0);
+    f.clickConversation(chat);
+    QCOMPARE(f.chat().current(), chat);
+    QCOMPARE(f.view()->bubbleCount(), 4);
+    MessageBubble* question = f.view()->bubble(0);
+    QCOMPARE(question->item().id, matched);
+    auto inView = [&](QWidget* b) {
+      const int top = b->mapTo(f.view()->viewport(), QPoint(0, 0)).y();
+      return top >= 0 && top < f.view()->viewport()->height();
+    };
+    QTRY_VERIFY(f.viewOverflows());
+    QTest::qWait(50);  // layout settles: the view must not move on to the end
+    QVERIFY(inView(question));
+    QVERIFY(f.bar()->value() < f.bar()->maximum());
+    QVERIFY(!f.lastMessageInView());
+    QCOMPARE(f.view()->foundMessage(), matched);
+    QVERIFY(question->found());
+    QVERIFY(!f.view()->bubble(3)->found());
+
+    f.bar()->triggerAction(QAbstractSlider::SliderToMaximum);
+    QVERIFY(!inView(question));
+    f.clickConversation(chat);
+    QVERIFY(inView(question));
   }
 
   void renameShowsInTheHeaderAtOnceAndTitlesAreText() {
@@ -228,6 +268,56 @@ class GuiChatDisplayTest : public QObject {
     emit body->linkActivated("https://example.com");
     QCOMPARE(QGuiApplication::clipboard()->text(), QString("print('a')\nx = 1"));
     QVERIFY(bubble.renderedText().contains("print('a')"));
+  }
+
+  // Code blocks are coloured by their language: keywords, strings, comments and
+  // numbers; the text around them is not; the colours follow the background.
+  void codeBlocksAreHighlightedByLanguage() {
+    MessageItem m;
+    m.id = 8;
+    m.role = "assistant";
+    m.state = "complete";
+    m.text =
+        "Plain int and return here.\n\n```cpp\nint main() { return 42; } // the end\nauto s = \"int\";\n```"
+        "\n\n```python\ndef f(x):\n    return x  # done\n```\n\n```\nint unknown = 7\n```";
+    MessageBubble bubble(m);
+    auto* body = bubble.findChild<QLabel*>("messageBody");
+    QVERIFY(body);
+    // The colour of each run of text, as the label renders it.
+    auto colourOf = [&](const QString& html, const QString& text, int nth = 0) -> QColor {
+      QTextDocument doc;
+      doc.setHtml(html);
+      int seen = 0;
+      for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())
+        for (auto it = b.begin(); !it.atEnd(); ++it) {
+          const QTextFragment f = it.fragment();
+          if (f.text() == text && seen++ == nth)
+            return f.charFormat().hasProperty(QTextFormat::ForegroundBrush)
+                       ? f.charFormat().foreground().color()
+                       : QColor();
+        }
+      return QColor(Qt::transparent);  // no run with exactly that text
+    };
+    const CodeColors light = CodeColors::forBackground(bubble.palette().color(bubble.backgroundRole()));
+    const QString html = body->text();
+    QCOMPARE(colourOf(html, "Plain int and return here."), QColor());  // prose: one run, no colour
+    QCOMPARE(colourOf(html, "int"), light.keyword);
+    QCOMPARE(colourOf(html, "return"), light.keyword);
+    QCOMPARE(colourOf(html, "42"), light.number);
+    QCOMPARE(colourOf(html, "// the end"), light.comment);
+    QCOMPARE(colourOf(html, "\"int\""), light.string);
+    QCOMPARE(colourOf(html, "def"), light.keyword);
+    QCOMPARE(colourOf(html, "# done"), light.comment);
+    QCOMPARE(colourOf(html, "7"), light.number);  // an unknown language: numbers, no keywords
+    QVERIFY(bubble.renderedText().contains("int main() { return 42; } // the end"));
+
+    QPalette dark = bubble.palette();
+    dark.setColor(QPalette::Base, QColor(0x20, 0x20, 0x20));
+    dark.setColor(QPalette::AlternateBase, QColor(0x28, 0x28, 0x28));
+    bubble.setPalette(dark);
+    const CodeColors night = CodeColors::forBackground(dark.color(bubble.backgroundRole()));
+    QVERIFY(night.keyword != light.keyword);
+    QCOMPARE(colourOf(body->text(), "int"), night.keyword);
   }
 
   void htmlInAMessageIsShownAsTextAndMarkdownStillRenders() {

@@ -1,5 +1,7 @@
 #include "ui/chat_view.h"
 
+#include "ui/code_highlight.h"
+
 #include <QApplication>
 #include <QClipboard>
 #include <QHBoxLayout>
@@ -64,10 +66,12 @@ CodeBlocks withCopyLinks(const QString& markdown) {
 // Markdown as HTML for the label, with any HTML in the text shown as the text it
 // is: QLabel's own Markdown mode passes HTML through, so a tag typed in a message
 // would vanish from the view.
-QString markdownAsHtml(const QString& markdown) {
+// Code blocks get the syntax colours for `background`.
+QString markdownAsHtml(const QString& markdown, const QColor& background) {
   QTextDocument doc;
   doc.setMarkdown(markdown, QTextDocument::MarkdownFeatures(QTextDocument::MarkdownDialectGitHub |
                                                             QTextDocument::MarkdownNoHTML));
+  highlightCodeBlocks(doc, CodeColors::forBackground(background));
   return doc.toHtml();
 }
 
@@ -144,7 +148,14 @@ void MessageBubble::setText(const QString& text) {
   m_.text = text;
   CodeBlocks blocks = withCopyLinks(text);
   code_blocks_ = std::move(blocks.code);
-  body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : blocks.markdown));
+  body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : blocks.markdown,
+                                palette().color(backgroundRole())));
+}
+
+void MessageBubble::changeEvent(QEvent* event) {
+  QFrame::changeEvent(event);
+  // A theme change: the code's colours are chosen for the background.
+  if (event->type() == QEvent::PaletteChange && body_) setText(m_.text);
 }
 
 void MessageBubble::setFooter(const QString& footer, const QString& state) {
@@ -177,6 +188,15 @@ QString MessageBubble::renderedText() const {
   QTextDocument doc;
   doc.setHtml(body_->text());
   return doc.toPlainText();
+}
+
+void MessageBubble::setFound(bool found) {
+  found_ = found;
+  // A plain box is drawn in the foreground role's colour; the labels inside keep theirs.
+  setFrameShape(found ? QFrame::Box : QFrame::StyledPanel);
+  setFrameShadow(found ? QFrame::Plain : QFrame::Raised);
+  setLineWidth(found ? 2 : 1);
+  setForegroundRole(found ? QPalette::Highlight : QPalette::WindowText);
 }
 
 ChatView::ChatView(QWidget* parent) : QScrollArea(parent) {
@@ -222,6 +242,7 @@ void ChatView::setMessages(const std::vector<MessageItem>& messages) {
     b->deleteLater();
   }
   bubbles_.clear();
+  found_id_ = 0;
   for (const auto& m : messages) appendMessage(m);
   placeholder_->setVisible(bubbles_.empty() && !placeholder_->text().isEmpty());
   updateRegenerate();
@@ -308,6 +329,22 @@ void ChatView::updateRegenerate() {
   for (auto* b : bubbles_) b->setRegenerateVisible(false);
   if (!bubbles_.empty() && bubbles_.back()->item().role == "assistant" && !busy_)
     bubbles_.back()->setRegenerateVisible(true);
+}
+
+bool ChatView::showFound(qint64 id) {
+  MessageBubble* target = bubbleFor(id);
+  if (!target) return false;
+  if (MessageBubble* before = bubbleFor(found_id_)) before->setFound(false);
+  found_id_ = id;
+  target->setFound(true);
+  following_ = false;
+  content_->layout()->activate();  // the bubbles' places, before the scroll bar moves
+  scrolling_ = true;
+  ensureWidgetVisible(target, 0, 24);
+  if (target->height() > viewport()->height())  // a long message: its start
+    verticalScrollBar()->setValue(target->y());
+  scrolling_ = false;
+  return true;
 }
 
 bool ChatView::atEnd() const {

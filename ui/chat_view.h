@@ -37,6 +37,9 @@ class MessageBubble : public QFrame {
   void setActionsEnabled(bool on);
   // The message as the user sees it: Markdown rendered, as plain text.
   QString renderedText() const;
+  // Framed in the highlight colour: the message a search result led to.
+  void setFound(bool found);
+  bool found() const { return found_; }
 
  signals:
   void copyRequested(qint64 id);
@@ -44,18 +47,22 @@ class MessageBubble : public QFrame {
   void regenerateRequested(qint64 id);
   void alternativeRequested(qint64 id, int step);  // -1 previous, +1 next
 
+ protected:
+  void changeEvent(QEvent* event) override;
+
  private:
   void addPager(QLayout* row);
 
   MessageItem m_;
   QStringList code_blocks_;  // the fenced code blocks of m_.text, for their "Copy code" links
-  QLabel* body_;
+  QLabel* body_ = nullptr;
   QLabel* footer_;
   QToolButton* copy_;
   QToolButton* edit_ = nullptr;
   QToolButton* regenerate_ = nullptr;
   QToolButton* previous_ = nullptr;
   QToolButton* next_ = nullptr;
+  bool found_ = false;
 };
 
 class ChatView : public QScrollArea {
@@ -78,6 +85,10 @@ class ChatView : public QScrollArea {
   int bubbleCount() const { return static_cast<int>(bubbles_.size()); }
   MessageBubble* bubble(int i) const { return bubbles_.at(static_cast<size_t>(i)); }
   MessageBubble* bubbleFor(qint64 id) const;
+  // Scrolls message `id` into view and frames it (the chat stops following its
+  // end until the user scrolls back there); false when it is not shown.
+  bool showFound(qint64 id);
+  qint64 foundMessage() const { return found_id_; }
   int renderCount() const { return renders_; }
   // Whether the view keeps the latest text in view as it grows: true until the
   // user scrolls up, again once they scroll back to the end or send a message.
@@ -108,6 +119,7 @@ class ChatView : public QScrollArea {
   int renders_ = 0;
   bool following_ = true;   // keep the end in view as the content grows
   bool scrolling_ = false;  // the view, not the user, is moving the scroll bar
+  qint64 found_id_ = 0;
 };
 
 }  // namespace moe
