@@ -181,7 +181,8 @@ class Model::Loader {
       L.exp_up_bias = vectorOfShape(blk(il, "ffn_up_exps.bias"), {F, N});
       L.exp_down_bias = vectorOfShape(blk(il, "ffn_down_exps.bias"), {E, N});
     }
-    if (c_.arch == Arch::Glm4Moe)
+    if (c_.arch == Arch::Glm4Moe ||
+        (c_.arch == Arch::Deepseek2 && f_.findTensor(blk(il, "exp_probs_b.bias"))))
       L.expert_bias = hostVector(blk(il, "exp_probs_b.bias"), uint64_t(c_.n_expert));
     if (c_.n_ff_shexp > 0) {
       const uint64_t S = c_.n_ff_shexp;
@@ -196,6 +197,7 @@ class Model::Loader {
 
   // q/k/v as three tensors or one fused attn_qkv (rows q, then k, then v).
   void attention(int il, LayerWeights& L) {
+    if (c_.isMla()) return latentAttention(il, L);
     const uint64_t E = c_.n_embd, Q = c_.qWidth(), KV = c_.kvWidth();
     if (const auto* fused = f_.findTensor(blk(il, "attn_qkv.weight"))) {
       WeightView qkv = view(*fused, {E, Q + 2 * KV});
@@ -218,6 +220,89 @@ class Model::Loader {
     L.wo = matrix(blk(il, "attn_output.weight"), {Q, E});
     L.bo = optionalVector(blk(il, "attn_output.bias"), E);
     if (c_.arch == Arch::GptOss) L.attn_sinks = vector(blk(il, "attn_sinks.weight"), uint64_t(c_.n_head));
+  }
+
+  // deepseek2: the query path (direct, or through q_lora), the latent projection and
+  // its norm, each head's W_UK^T and W_UV as F32 (from attn_k_b / attn_v_b, or cut
+  // out of the older files' attn_kv_b), the output projection.
+  void latentAttention(int il, LayerWeights& L) {
+    const MlaShape& m = c_.mla;
+    const uint64_t E = c_.n_embd, H = c_.n_head, R = c_.n_rot, C = m.kv_lora, N = m.qk_nope, V = m.v_dim;
+    const uint64_t Q = H * m.qk_dim;
+    if (m.q_lora > 0) {
+      L.wq_a = matrix(blk(il, "attn_q_a.weight"), {E, uint64_t(m.q_lora)});
+      L.q_a_norm = vector(blk(il, "attn_q_a_norm.weight"), uint64_t(m.q_lora));
+      L.wq_b = matrix(blk(il, "attn_q_b.weight"), {uint64_t(m.q_lora), Q});
+    } else {
+      L.wq = matrix(blk(il, "attn_q.weight"), {E, Q});
+    }
+    L.wkv_a = matrix(blk(il, "attn_kv_a_mqa.weight"), {E, C + R});
+    L.kv_a_norm = vector(blk(il, "attn_kv_a_norm.weight"), C);
+    L.wo = matrix(blk(il, "attn_output.weight"), {H * V, E});
+    const bool split = f_.findTensor(blk(il, "attn_k_b.weight")) != nullptr;
+    if (!for_running_) {  // described only: shapes and bytes, no F32 copies
+      if (split) {
+        describeOnly(find(blk(il, "attn_k_b.weight")), {N, C, H});
+        describeOnly(find(blk(il, "attn_v_b.weight")), {C, V, H});
+      } else {
+        describeOnly(find(blk(il, "attn_kv_b.weight")), {C, H * (N + V)});
+      }
+      return;
+    }
+    std::vector<float> uk_t(H * C * N), uv(H * V * C);  // [head][kv_lora][nope], [head][v][kv_lora]
+    if (split) {
+      // llama.cpp's MLA layout: attn_k_b {nope, kv_lora, head} is W_UK^T per head,
+      // attn_v_b {kv_lora, v, head} is W_UV per head: the F32 arrays, row for row.
+      dequantizeAll(find(blk(il, "attn_k_b.weight")), {N, C, H}, uk_t.data());
+      dequantizeAll(find(blk(il, "attn_v_b.weight")), {C, V, H}, uv.data());
+    } else {
+      // attn_kv_b {kv_lora, head * (nope + v)}: per head nope rows of W_UK, then v of W_UV.
+      std::vector<float> kv_b(H * (N + V) * C);
+      dequantizeAll(find(blk(il, "attn_kv_b.weight")), {C, H * (N + V)}, kv_b.data());
+      for (uint64_t h = 0; h < H; ++h) {
+        const float* head = kv_b.data() + h * (N + V) * C;
+        for (uint64_t d = 0; d < N; ++d)
+          for (uint64_t r = 0; r < C; ++r) uk_t[(h * C + r) * N + d] = head[d * C + r];
+        std::copy(head + N * C, head + (N + V) * C, uv.data() + h * V * C);
+      }
+    }
+    L.mla_uk_t = perHeadF32(std::move(uk_t), H, C, N);
+    L.mla_uv = perHeadF32(std::move(uv), H, V, C);
+  }
+
+  void describeOnly(const gguf::TensorInfo& t, const std::vector<uint64_t>& dims) {
+    checkDims(t, dims);
+    countedBytes_ += t.nbytes;
+  }
+
+  // Every element of t (of shape `dims`) as F32 into out, in file order.
+  void dequantizeAll(const gguf::TensorInfo& t, const std::vector<uint64_t>& dims, float* out) {
+    checkDims(t, dims);
+    checkComputable(t, /*always=*/true);
+    countedBytes_ += t.nbytes;
+    const auto data = f_.tensorData(t);
+    const uint64_t cols = t.ne(0), rows = t.nElements() / cols;
+    for (uint64_t r = 0; r < rows; ++r)
+      quant::dequantizeRow(t.type, data.data() + r * t.rowBytes(), out + r * cols,
+                           static_cast<int64_t>(cols));
+  }
+
+  // heads matrices of rows x cols F32 values, kept by the model, as prepared views.
+  std::vector<WeightView> perHeadF32(std::vector<float> values, uint64_t heads, uint64_t rows,
+                                     uint64_t cols) {
+    m_.owned_host_.push_back(std::move(values));
+    const float* base = m_.owned_host_.back().data();
+    std::vector<WeightView> out;
+    for (uint64_t h = 0; h < heads; ++h) {
+      WeightView v;
+      v.type = gguf::TensorType::F32;
+      v.data = reinterpret_cast<const uint8_t*>(base + h * rows * cols);
+      v.cols = static_cast<int64_t>(cols);
+      v.rows = static_cast<int64_t>(rows);
+      v.row_bytes = cols * sizeof(float);
+      out.push_back(for_running_ ? m_.backend_.prepareWeight(v) : v);
+    }
+    return out;
   }
 
   static WeightView rowSlice(const WeightView& w, uint64_t first, uint64_t count) {

@@ -32,6 +32,16 @@ struct LayerWeights {
   const float* k_norm = nullptr;      // [head_dim] (PerHead) or [kv_width] (Whole)
   const float* ffn_norm = nullptr;    // [n_embd]
 
+  // deepseek2 (multi-head latent attention, MlaShape): wq holds the whole query
+  // projection unless wq_a / wq_b split it through a normed low-rank q_lora space.
+  WeightView wq_a;                   // rows q_lora, cols n_embd
+  const float* q_a_norm = nullptr;   // [q_lora]
+  WeightView wq_b;                   // rows n_head * qk_dim, cols q_lora
+  WeightView wkv_a;                  // rows kv_lora + n_rot, cols n_embd: [c, k_pe]
+  const float* kv_a_norm = nullptr;  // [kv_lora]
+  std::vector<WeightView> mla_uk_t;  // per head, F32: rows kv_lora, cols qk_nope (W_UK_h transposed)
+  std::vector<WeightView> mla_uv;    // per head, F32: rows v_dim, cols kv_lora (W_UV_h)
+
   // Dense FFN (deepseek's leading layers).
   WeightView ffn_gate, ffn_up;  // rows n_ff, cols n_embd
   WeightView ffn_down;          // rows n_embd, cols n_ff
@@ -46,7 +56,7 @@ struct LayerWeights {
   WeightView shexp_gate, shexp_up;  // rows n_ff_shexp, cols n_embd
   WeightView shexp_down;            // rows n_embd, cols n_ff_shexp
   WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
-  std::vector<float> expert_bias;   // [n_expert] host: glm4moe's exp_probs_b (RoutingRule)
+  std::vector<float> expert_bias;   // [n_expert] host: exp_probs_b (glm4moe, deepseek2 where present)
 };
 
 struct ModelWeights {
@@ -103,7 +113,8 @@ class Model {
   std::vector<WeightView> host_routers_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatFamily chat_family_ = ChatFamily::ChatML;
-  std::vector<float*> owned_vectors_;  // backend allocations for norms and biases
+  std::vector<float*> owned_vectors_;           // backend allocations for norms and biases
+  std::vector<std::vector<float>> owned_host_;  // host F32 matrices the model made (deepseek2's W_UK, W_UV)
 };
 
 }  // namespace moe

@@ -15,9 +15,13 @@ struct ArchInfo {
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", Arch::Llama, RopeStyle::Norm, true},       {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
-    {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true}, {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
-    {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},      {"glm4moe", Arch::Glm4Moe, RopeStyle::Neox, true},
+    {"llama", Arch::Llama, RopeStyle::Norm, true},
+    {"qwen2moe", Arch::Qwen2Moe, RopeStyle::Neox, false},
+    {"qwen3moe", Arch::Qwen3Moe, RopeStyle::Neox, true},
+    {"deepseek", Arch::Deepseek, RopeStyle::Norm, false},
+    {"deepseek2", Arch::Deepseek2, RopeStyle::Norm, false},
+    {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},
+    {"glm4moe", Arch::Glm4Moe, RopeStyle::Neox, true},
     {"gpt-oss", Arch::GptOss, RopeStyle::Neox, true},
 };
 
@@ -95,6 +99,52 @@ void requireAtMost(int64_t value, int64_t bound, const std::string& what) {
           what + " = " + std::to_string(value) + " is above the supported maximum " + std::to_string(bound));
 }
 
+// deepseek2's attention sizes. Files converted for MLA (llama.cpp, 2025 on) give the
+// per-head query/key and value widths as key_length_mla / value_length_mla, and
+// key_length / value_length as the latent rows (kv_lora + n_rot, kv_lora); older
+// files give the per-head widths as key_length / value_length. Either way the
+// engine attends over [k_pe, c] rows with one KV head.
+void readMla(const KeyReader& k, ModelConfig& c) {
+  MlaShape& m = c.mla;
+  m.q_lora = k.optional("attention.q_lora_rank").value_or(0);
+  m.kv_lora = k.required("attention.kv_lora_rank");
+  c.n_rot = k.required("rope.dimension_count");
+  const auto key_mla = k.optional("attention.key_length_mla");
+  m.qk_dim = key_mla ? *key_mla : k.required("attention.key_length");
+  m.v_dim = key_mla ? k.required("attention.value_length_mla") : k.required("attention.value_length");
+  requireAtMost(m.kv_lora, kMaxWidth, "attention.kv_lora_rank");
+  requireAtMost(m.q_lora, kMaxWidth, "attention.q_lora_rank");
+  requireAtMost(m.qk_dim, kMaxWidth, "the key length");
+  requireAtMost(m.v_dim, kMaxWidth, "the value length");
+  require(m.kv_lora > 0 && m.v_dim > 0, "kv_lora_rank and the value length must be > 0");
+  require(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot < m.qk_dim,
+          "rope.dimension_count must be even, > 0 and below the key length");
+  m.qk_nope = m.qk_dim - c.n_rot;
+  c.n_head_kv = 1;
+  c.head_dim = c.n_rot + m.kv_lora;
+}
+
+// The softmax scale of deepseek2: 1/sqrt(qk_dim), times mscale^2 under YaRN, where
+// mscale = 1 + L ln(factor) with L the file's yarn_log_multiplier (llama.cpp's
+// converter stores 0.1 x mscale_all_dim there; HF DeepSeek-V2 scales the softmax by
+// yarn_get_mscale(factor, mscale_all_dim)^2). With L given, the rotation itself is
+// not scaled (mscale / mscale_all_dim = 1 in DeepSeek-V2's config): attn_factor
+// cancels RopeYarn's 1 + 0.1 ln(factor). Without it both get 1 + 0.1 ln(factor),
+// as llama.cpp computes.
+float mlaAttentionScale(const KeyReader& k, ModelConfig& c) {
+  const float base = 1.0f / std::sqrt(float(c.mla.qk_dim));
+  if (!c.yarn.active()) return base;
+  const float ln_factor = std::log(c.yarn.factor);
+  const float log_mul = k.optionalFloat("rope.scaling.yarn_log_multiplier").value_or(0.0f);
+  if (log_mul > 0) {
+    c.yarn.attn_factor = 1.0f / (1.0f + 0.1f * ln_factor);
+    const float mscale = 1.0f + log_mul * ln_factor;
+    return base * mscale * mscale;
+  }
+  const float mscale = 1.0f + 0.1f * ln_factor;
+  return base * mscale * mscale;
+}
+
 }  // namespace
 
 const char* archName(Arch a) {
@@ -136,10 +186,14 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_ctx_train = k.optional("context_length").value_or(4096);
   require(c.n_head > 0, "attention.head_count must be > 0");
   c.head_dim = k.optional("attention.key_length").value_or(c.n_embd / c.n_head);
-  if (auto vlen = k.optional("attention.value_length"); vlen && *vlen != c.head_dim)
-    throw ModelError("attention.value_length " + std::to_string(*vlen) + " != key_length " +
-                     std::to_string(c.head_dim) + " is not supported");
-  c.n_rot = k.optional("rope.dimension_count").value_or(c.head_dim);
+  if (c.arch == Arch::Deepseek2) {
+    readMla(k, c);
+  } else {
+    if (auto vlen = k.optional("attention.value_length"); vlen && *vlen != c.head_dim)
+      throw ModelError("attention.value_length " + std::to_string(*vlen) + " != key_length " +
+                       std::to_string(c.head_dim) + " is not supported");
+    c.n_rot = k.optional("rope.dimension_count").value_or(c.head_dim);
+  }
   c.rms_eps = k.optionalFloat("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   c.rope_freq_base = k.optionalFloat("rope.freq_base").value_or(10000.0f);
   if (auto scaling = file.getString(k.key("rope.scaling.type")); scaling && *scaling == "yarn") {
@@ -152,6 +206,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   } else if (scaling && *scaling != "none") {
     throw ModelError("rope.scaling.type '" + *scaling + "' is not supported (none, yarn)");
   }
+  if (c.arch == Arch::Deepseek2) c.attn_scale = mlaAttentionScale(k, c);
 
   c.n_ff = k.optional("feed_forward_length").value_or(0);
   c.n_expert = k.optional("expert_count").value_or(0);
@@ -174,6 +229,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.shared_expert_gated = true;
       break;
     case Arch::Deepseek:
+    case Arch::Deepseek2:
     case Arch::Glm4Moe: {
       // n_shared experts of width n_ff_exp, stored fused as one FFN (GGUF-NOTES.md).
       c.n_expert_shared = k.optional("expert_shared_count").value_or(0);
@@ -193,6 +249,15 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
     case Arch::Olmoe: c.qk_norm = QkNorm::Whole; break;
     case Arch::Llama: break;
   }
+
+  c.n_expert_groups = k.optional("expert_group_count").value_or(0);
+  c.n_group_used = k.optional("expert_group_used_count").value_or(0);
+  if (c.n_expert_groups > 1)
+    require(c.n_expert % c.n_expert_groups == 0 && c.n_group_used >= 0 && c.n_group_used <= c.n_expert_groups,
+            "expert_group_count must divide expert_count, and expert_group_used_count be at most it");
+  if (c.groupLimited())
+    require(int64_t{c.n_group_used} * (c.n_expert / c.n_expert_groups) >= c.n_expert_used,
+            "the groups expert_group_used_count allows hold fewer experts than expert_used_count");
 
   if (auto tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->asArray()) {
     requireAtMost(static_cast<int64_t>(tokens->asArray()->size()), kMaxVocab, "tokenizer.ggml.tokens count");

@@ -2,6 +2,7 @@
 // from GGUF metadata; architecture differences are flags, not classes.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -15,7 +16,7 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Olmoe, Glm4Moe, GptOss };
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss };
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
 enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe: whole projection
@@ -31,6 +32,21 @@ struct RopeYarn {
   int orig_ctx = 0;                                               // rope.scaling.original_context_length
   float beta_fast = 32.0f, beta_slow = 1.0f, attn_factor = 1.0f;  // the llama.cpp defaults
   bool active() const { return factor > 1.0f; }
+};
+
+// deepseek2's multi-head latent attention (DeepSeek-V2 paper; llama.cpp's deepseek2
+// graph). Keys and values of every head come from one cached latent c of kv_lora
+// values (RMS-normed) and one rope key k_pe of n_rot values shared by all heads:
+// k_h = [W_UK_h c, k_pe], v_h = W_UV_h c. The engine attends in the absorbed form,
+// as one-KV-head attention over rows [k_pe, c] (head_dim = n_rot + kv_lora) with
+// query heads [q_pe_h, W_UK_h^T q_nope_h], and maps each head's latent output back
+// with W_UV_h (transformer_mla.cpp).
+struct MlaShape {
+  int q_lora = 0;   // attention.q_lora_rank; 0: q is projected from the input directly
+  int kv_lora = 0;  // attention.kv_lora_rank
+  int qk_nope = 0;  // per head: query/key dims without rope (key_length_mla - n_rot)
+  int v_dim = 0;    // per head: value dims (value_length_mla)
+  int qk_dim = 0;   // qk_nope + n_rot: the width of one head's query in the file
 };
 
 struct ModelConfig {
@@ -55,6 +71,8 @@ struct ModelConfig {
   // gpt-oss: attention.sliding_window; the even layers attend within it, the odd
   // ones to the whole context.
   int sliding_window = 0;
+  MlaShape mla;          // deepseek2; kv_lora 0 elsewhere
+  float attn_scale = 0;  // softmax scale of q.k; 0: 1 / sqrt(head_dim)
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
@@ -67,6 +85,11 @@ struct ModelConfig {
   GatingFunc gating = GatingFunc::Softmax;
   bool norm_topk_weights = false;  // renormalise the chosen experts' weights to sum 1
   float expert_weights_scale = 1.0f;
+  // Group-limited routing (expert_group_count / expert_group_used_count): the
+  // experts form n_expert_groups equal groups and only the n_group_used groups
+  // with the largest sum of their two best selection scores may be chosen.
+  int n_expert_groups = 0;
+  int n_group_used = 0;
 
   // gpt-oss: biases on the experts' gate, up and down projections, and the clamped
   // SwiGLU g * sigmoid(alpha g) * (u + 1) with g, u clamped at +-limit (the
@@ -75,6 +98,11 @@ struct ModelConfig {
   bool clamped_swiglu = false;
   static constexpr float kSwigluAlpha = 1.702f, kSwigluLimit = 7.0f;
 
+  bool isMla() const { return mla.kv_lora > 0; }
+  float attentionScale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(float(head_dim)); }
+  bool groupLimited() const {
+    return n_expert_groups > 1 && n_group_used > 0 && n_group_used < n_expert_groups;
+  }
   bool isMoeLayer(int layer) const { return n_expert > 0 && layer >= n_leading_dense; }
   int windowOf(int layer) const { return sliding_window > 0 && layer % 2 == 0 ? sliding_window : 0; }
   int qWidth() const { return n_head * head_dim; }

@@ -2,10 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <vector>
 
 namespace moe {
+namespace {
+
+// Sets the selection score of every expert outside the chosen groups to -inf: a
+// group's score is the sum of its two largest selection scores (one, for groups
+// of one), and the group_used highest-scoring groups are kept (ties: lower index).
+void excludeWeakGroups(const RoutingRule& rule, std::vector<double>& choice) {
+  const int per_group = rule.n_expert / rule.groups;
+  std::vector<double> score(rule.groups);
+  for (int g = 0; g < rule.groups; ++g) {
+    const auto first = choice.begin() + g * per_group;
+    std::vector<double> members(first, first + per_group);
+    const int top = std::min(2, per_group);
+    std::partial_sort(members.begin(), members.begin() + top, members.end(), std::greater<>());
+    score[g] = std::accumulate(members.begin(), members.begin() + top, 0.0);
+  }
+  std::vector<int> groups(rule.groups);
+  std::iota(groups.begin(), groups.end(), 0);
+  std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return score[a] > score[b]; });
+  for (size_t i = size_t(rule.group_used); i < groups.size(); ++i)
+    std::fill_n(choice.begin() + groups[i] * per_group, per_group, -INFINITY);
+}
+
+}  // namespace
 
 void routeToken(const float* logits, const RoutingRule& rule, int* ids, float* weights) {
   const int n_expert = rule.n_expert;
@@ -21,6 +45,7 @@ void routeToken(const float* logits, const RoutingRule& rule, int* ids, float* w
   std::vector<double> choice = p;
   if (rule.selection_bias)
     for (int e = 0; e < n_expert; ++e) choice[e] += double(rule.selection_bias[e]);
+  if (rule.groupLimited()) excludeWeakGroups(rule, choice);
   std::vector<int> order(n_expert);
   std::iota(order.begin(), order.end(), 0);
   const int k = rule.k;

@@ -1,5 +1,7 @@
 #include "inference/transformer.h"
 
+#include "inference/transformer_scratch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,67 +10,6 @@ namespace moe {
 namespace {
 constexpr size_t kNoLogits = static_cast<size_t>(-1);  // an early prefill chunk wants none
 }  // namespace
-
-// Activation buffers in backend memory, sized for kMaxBatch tokens, plus the
-// host-side routing arrays.
-struct Transformer::Scratch {
-  Backend& be;
-  std::vector<float*> owned;
-  float* x;                        // [batch][n_embd] residual stream
-  float* xn;                       // [batch][n_embd] normalised input of a block
-  float* q;                        // [batch][q_width]
-  float* k;                        // [batch][kv_width]
-  float* v;                        // [batch][kv_width]
-  float* attn;                     // [batch][q_width]
-  float* out;                      // [batch][n_embd] block output
-  float* ff_a;                     // [batch][max ffn width] gate / activation
-  float* ff_b;                     // [batch][max ffn width] up
-  float* gathered;                 // [batch][n_embd] rows routed to one expert
-  float* expert_out;               // [batch][n_expert_used][n_embd] each chosen expert's output
-  float* router;                   // [batch][n_expert]
-  float* routing = nullptr;        // [2][batch][n_expert_used] ids (int32 bits), weights: Backend::routeTopK
-  float* h = nullptr;              // [batch][n_expert_used][n_ff_exp] experts' silu(gate) * up
-  float* scalar;                   // [batch] shared-expert gate logits
-  float* logits;                   // [batch][n_vocab]
-  std::vector<float> host_router;  // [batch][n_expert]
-  std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
-  std::vector<int> chosen;         // [batch][n_expert_used]
-  std::vector<float> chosen_w;     // [batch][n_expert_used]
-
-  Scratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
-    const size_t B = batch;
-    const size_t ffn = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
-    x = alloc(B * c.n_embd);
-    xn = alloc(B * c.n_embd);
-    q = alloc(B * c.qWidth());
-    k = alloc(B * c.kvWidth());
-    v = alloc(B * c.kvWidth());
-    attn = alloc(B * c.qWidth());
-    out = alloc(B * c.n_embd);
-    ff_a = alloc(B * ffn);
-    ff_b = alloc(B * ffn);
-    gathered = alloc(B * c.n_embd);
-    expert_out = alloc(B * c.n_expert_used * c.n_embd);
-    router = alloc(B * c.n_expert);
-    if (b.computesMoe() && c.n_expert > 0) {
-      routing = alloc(2 * B * c.n_expert_used);
-      h = alloc(B * c.n_expert_used * c.n_ff_exp);
-    }
-    scalar = alloc(B);
-    logits = alloc(B * c.n_vocab);
-    host_router.resize(B * c.n_expert);
-    host_hidden.resize(B * c.n_embd);
-    chosen.resize(B * c.n_expert_used);
-    chosen_w.resize(B * c.n_expert_used);
-  }
-  ~Scratch() {
-    for (float* p : owned) be.freeFloats(p);
-  }
-  float* alloc(size_t n) {
-    owned.push_back(be.allocFloats(n));
-    return owned.back();
-  }
-};
 
 // Host buffers for experts computed on the host backend, and the device rows
 // their outputs cross into.
@@ -96,6 +37,12 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
   if (cfg_.expert_biases && backend_.computesMoe())
     throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
                                 " yet (biased experts); use the CPU backend");
+  if (cfg_.isMla() && backend_.device() != Device::kCpu)
+    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
+                                " yet (multi-head latent attention); use the CPU backend");
+  if (cfg_.groupLimited() && backend_.computesMoe())
+    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
+                                " yet (group-limited routing); use the CPU backend");
   for (int il = 0; il < cfg_.n_layer; ++il) {
     k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
     v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
@@ -211,6 +158,7 @@ void Transformer::addBias(float* x, const float* bias, int n_rows, int width) {
 }
 
 void Transformer::attentionBlock(int il, int n) {
+  if (cfg_.isMla()) return latentAttentionBlock(il, n);
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
   normInput(L.attn_norm, n);

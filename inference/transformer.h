@@ -77,6 +77,7 @@ class Transformer {
   void forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
                     size_t logits_offset);
   void attentionBlock(int il, int n);
+  void latentAttentionBlock(int il, int n);  // deepseek2 (transformer_mla.cpp)
   void normInput(const float* weight, int n);
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);

@@ -110,6 +110,44 @@ std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::strin
   };
 }
 
+// deepseek2's per-head W_UK (qk_nope x kv_lora) and W_UV (v x kv_lora) come from one
+// stream, that of the older files' attn_kv_b (rows: per head qk_nope rows of W_UK,
+// then v rows of W_UV), so a file in either layout holds the same matrices:
+// attn_kv_b is that matrix; attn_k_b is W_UK transposed per head ({qk_nope, kv_lora,
+// n_head}) and attn_v_b W_UV per head ({kv_lora, v, n_head}).
+enum class MlaPart { KvB, KB, VB };
+
+std::function<void(std::span<uint8_t>)> makeMlaFill(uint64_t seed, int layer, MlaPart part, TensorType type,
+                                                    uint64_t heads, uint64_t nope, uint64_t v,
+                                                    uint64_t lora) {
+  const uint64_t key = mix64(seed) ^ nameHash("blk." + std::to_string(layer) + ".attn_kv_b.weight");
+  const InitSpec init{Init::Normal, 1.0 / std::sqrt(double(lora))};
+  return [=](std::span<uint8_t> dst) {
+    std::vector<float> kv_b(heads * (nope + v) * lora);
+    for (uint64_t r = 0; r < heads * (nope + v); ++r)
+      fillRow(kv_b.data() + r * lora, int64_t(lora), mix64(key + r), init);
+    std::vector<float> out;
+    uint64_t ne0 = lora;
+    if (part == MlaPart::KvB) {
+      out = std::move(kv_b);
+    } else if (part == MlaPart::KB) {
+      ne0 = nope;
+      out.resize(heads * lora * nope);
+      for (uint64_t h = 0; h < heads; ++h)
+        for (uint64_t r = 0; r < lora; ++r)
+          for (uint64_t d = 0; d < nope; ++d)
+            out[(h * lora + r) * nope + d] = kv_b[(h * (nope + v) + d) * lora + r];
+    } else {
+      out.resize(heads * v * lora);
+      for (uint64_t h = 0; h < heads; ++h)
+        std::copy_n(kv_b.data() + (h * (nope + v) + nope) * lora, v * lora, out.data() + h * v * lora);
+    }
+    const uint64_t row_bytes = gguf::rowBytes(type, ne0);
+    for (uint64_t r = 0; r < out.size() / ne0; ++r)
+      quant::quantizeRow(type, out.data() + r * ne0, dst.data() + r * row_bytes, int64_t(ne0));
+  };
+}
+
 // ---- tensors ---------------------------------------------------------------------
 
 class ModelBuilder {
@@ -172,7 +210,39 @@ class ModelBuilder {
     norm(blk(l, "nextn.shared_head_norm.weight"), d);
   }
 
+  // deepseek2: the query (direct or through q_lora), the latent projection [c, k_pe]
+  // and its norm, W_UK / W_UV in the layout the spec asks for (F16: per element, so
+  // both layouts hold the same values), the output projection.
+  void latentAttention(int l) {
+    const uint64_t d = uint64_t(s_.n_embd), H = uint64_t(s_.n_head), R = uint64_t(s_.n_rot);
+    const uint64_t C = uint64_t(s_.kv_lora), V = uint64_t(s_.v_head_dim), N = uint64_t(s_.head_dim) - R;
+    const TensorType wt = s_.weight_type;
+    norm(blk(l, "attn_norm.weight"), d);
+    if (s_.q_lora > 0) {
+      const uint64_t ql = uint64_t(s_.q_lora);
+      matrix(blk(l, "attn_q_a.weight"), {d, ql}, wt);
+      norm(blk(l, "attn_q_a_norm.weight"), ql);
+      matrix(blk(l, "attn_q_b.weight"), {ql, H * (N + R)}, wt);
+    } else {
+      matrix(blk(l, "attn_q.weight"), {d, H * (N + R)}, wt);
+    }
+    matrix(blk(l, "attn_kv_a_mqa.weight"), {d, C + R}, wt);
+    norm(blk(l, "attn_kv_a_norm.weight"), C);
+    const TensorType f16 = TensorType::F16;
+    if (s_.mla_split) {
+      w_.addTensorGenerated(blk(l, "attn_k_b.weight"), {N, C, H}, f16,
+                            makeMlaFill(s_.seed, l, MlaPart::KB, f16, H, N, V, C));
+      w_.addTensorGenerated(blk(l, "attn_v_b.weight"), {C, V, H}, f16,
+                            makeMlaFill(s_.seed, l, MlaPart::VB, f16, H, N, V, C));
+    } else {
+      w_.addTensorGenerated(blk(l, "attn_kv_b.weight"), {C, H * (N + V)}, f16,
+                            makeMlaFill(s_.seed, l, MlaPart::KvB, f16, H, N, V, C));
+    }
+    matrix(blk(l, "attn_output.weight"), {H * V, d}, wt, residualGain());
+  }
+
   void attention(int l) {
+    if (s_.arch == "deepseek2") return latentAttention(l);
     const uint64_t d = uint64_t(s_.n_embd), hd = uint64_t(s_.head_dim);
     const uint64_t q_w = uint64_t(s_.n_head) * hd, kv_w = uint64_t(s_.n_head_kv) * hd;
     const TensorType wt = s_.weight_type;
@@ -225,7 +295,7 @@ class ModelBuilder {
       tensor(blk(l, "ffn_up_exps.bias"), {ff, ne}, TensorType::F32, small);
       tensor(blk(l, "ffn_down_exps.bias"), {d, ne}, TensorType::F32, small);
     }
-    if (s_.arch == "glm4moe")  // the selection bias of the sigmoid router, {n_expert}, F32
+    if (s_.arch == "glm4moe" || s_.selection_bias)  // the selection bias of the router, {n_expert}, F32
       tensor(blk(l, "exp_probs_b.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
     if (s_.n_expert_shared <= 0) return;
     const uint64_t sh = uint64_t(s_.n_ff_shexp);
@@ -247,6 +317,25 @@ class ModelBuilder {
 // Qwen, DeepSeek 1e-6).
 float rmsEps(const std::string& arch) { return (arch == "llama" || arch == "olmoe") ? 1e-5f : 1e-6f; }
 
+// deepseek2's attention keys as llama.cpp's MLA converter writes them (the
+// per-head widths as *_mla, one latent "KV head" as key/value_length), or as older
+// files carry them (per-head widths as key/value_length, n_head KV heads).
+void writeLatentAttentionKeys(const SyntheticSpec& s, gguf::GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
+  if (s.q_lora > 0) u32("attention.q_lora_rank", s.q_lora);
+  u32("attention.kv_lora_rank", s.kv_lora);
+  if (s.mla_split) {
+    u32("attention.key_length", s.kv_lora + s.n_rot);
+    u32("attention.value_length", s.kv_lora);
+    u32("attention.key_length_mla", s.head_dim);
+    u32("attention.value_length_mla", s.v_head_dim);
+  } else {
+    u32("attention.key_length", s.head_dim);
+    u32("attention.value_length", s.v_head_dim);
+  }
+}
+
 void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   const std::string a = s.arch + ".";
   auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
@@ -256,10 +345,12 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   // Dense FFN width; MoE-only models carry their configs' intermediate_size here.
   u32("feed_forward_length", s.n_ff > 0 ? s.n_ff : s.n_ff_exp);
   u32("attention.head_count", s.n_head);
-  u32("attention.head_count_kv", s.n_head_kv);
+  u32("attention.head_count_kv", s.arch == "deepseek2" && s.mla_split ? 1 : s.n_head_kv);
   // llama.cpp writes key/value_length for qwen3moe; elsewhere head_dim = n_embd / n_head
   // and real files omit them, so readers must derive it.
-  if (s.arch == "qwen3moe" || s.head_dim * s.n_head != s.n_embd) {
+  if (s.arch == "deepseek2") {
+    writeLatentAttentionKeys(s, w);
+  } else if (s.arch == "qwen3moe" || s.head_dim * s.n_head != s.n_embd) {
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.head_dim);
   }
@@ -270,18 +361,23 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   u32("expert_used_count", s.n_expert_used);
   u32("expert_feed_forward_length", s.n_ff_exp);
   if (s.arch == "qwen2moe") u32("expert_shared_feed_forward_length", s.n_ff_shexp);
-  if (s.arch == "deepseek" || s.arch == "glm4moe") {
+  if (s.arch == "deepseek" || s.arch == "deepseek2" || s.arch == "glm4moe") {
     u32("expert_shared_count", s.n_expert_shared);
     u32("leading_dense_block_count", s.n_leading_dense);
     w.setFloat32(a + "expert_weights_scale", s.expert_weights_scale);
   }
-  if (s.arch == "gpt-oss") {
-    u32("attention.sliding_window", s.sliding_window);
-    if (s.yarn_factor > 1.0f) {
-      w.setString(a + "rope.scaling.type", "yarn");
-      w.setFloat32(a + "rope.scaling.factor", s.yarn_factor);
-      u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
-    }
+  if (s.arch == "gpt-oss") u32("attention.sliding_window", s.sliding_window);
+  if (s.yarn_factor > 1.0f) {
+    w.setString(a + "rope.scaling.type", "yarn");
+    w.setFloat32(a + "rope.scaling.factor", s.yarn_factor);
+    u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
+    if (s.yarn_log_mul > 0) w.setFloat32(a + "rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+  }
+  if (s.gating_func > 0) u32("expert_gating_func", s.gating_func);
+  if (s.arch == "deepseek2") w.setBool(a + "expert_weights_norm", s.weights_norm);
+  if (s.n_expert_groups > 0) {
+    u32("expert_group_count", s.n_expert_groups);
+    u32("expert_group_used_count", s.n_group_used);
   }
   if (s.arch == "glm4moe") {  // as GLM-4.5's files: sigmoid gating, renormalised top-k
     u32("expert_gating_func", 2);
@@ -324,24 +420,33 @@ void validate(const SyntheticSpec& s) {
   require(s.n_expert > 0 && s.n_expert_used > 0 && s.n_expert_used <= s.n_expert,
           "need 0 < n_expert_used <= n_expert");
   require(s.n_ff_exp > 0, "n_ff_exp must be positive");
-  require(s.n_leading_dense == 0 || s.arch == "deepseek" || s.arch == "glm4moe",
-          "leading dense layers are deepseek/glm4moe only");
+  const bool deepseek_like = s.arch == "deepseek" || s.arch == "deepseek2" || s.arch == "glm4moe";
+  require(s.n_leading_dense == 0 || deepseek_like,
+          "leading dense layers are deepseek/deepseek2/glm4moe only");
+  if (s.arch == "deepseek2")
+    require(s.kv_lora > 0 && s.v_head_dim > 0 && s.n_rot > 0 && s.n_rot < s.head_dim,
+            "deepseek2 needs kv_lora, v_head_dim and 0 < n_rot < head_dim");
   require(s.n_nextn == 0 || s.arch == "glm4moe", "next-token-prediction layers are glm4moe only");
   require(s.n_rot >= 0 && s.n_rot <= s.head_dim && s.n_rot % 2 == 0, "n_rot must be even and <= head_dim");
   require(s.n_leading_dense < s.n_layer, "at least one MoE layer");
   require(s.n_leading_dense == 0 || s.n_ff > 0, "dense layers need n_ff");
   require(s.n_vocab_target > 0, "n_vocab_target must be positive");
   if (s.n_expert_shared > 0) {
-    require(s.arch == "deepseek" || s.arch == "qwen2moe" || s.arch == "glm4moe",
-            "shared experts: deepseek/qwen2moe/glm4moe only");
+    require(deepseek_like || s.arch == "qwen2moe",
+            "shared experts: deepseek/deepseek2/qwen2moe/glm4moe only");
     require(s.n_ff_shexp > 0, "shared experts need n_ff_shexp");
-    if (s.arch == "deepseek" || s.arch == "glm4moe")  // one SwiGLU of n_ff_exp x expert_shared_count
+    if (deepseek_like)  // one SwiGLU of n_ff_exp x expert_shared_count
       require(s.n_ff_shexp == s.n_ff_exp * s.n_expert_shared, "deepseek n_ff_shexp != n_shared x n_ff_exp");
   }
   const TensorType wt = s.weight_type, et = s.expert_type;
   checkRows(wt, s.n_embd, "n_embd");
   checkRows(et, s.n_embd, "n_embd");
-  checkRows(wt, s.n_head * s.head_dim, "attention");
+  if (s.arch == "deepseek2") {
+    checkRows(wt, s.n_head * s.v_head_dim, "attention output");
+    if (s.q_lora > 0) checkRows(wt, s.q_lora, "q_lora");
+  } else {
+    checkRows(wt, s.n_head * s.head_dim, "attention");
+  }
   checkRows(et, s.n_ff_exp, "n_ff_exp");
   if (s.n_leading_dense > 0) checkRows(wt, s.n_ff, "n_ff");
   if (s.n_expert_shared > 0) checkRows(wt, s.n_ff_shexp, "n_ff_shexp");
@@ -371,11 +476,16 @@ SyntheticSpec fitToBlocks(SyntheticSpec s) {
   s.n_embd = up(s.n_embd, both);  // ne0 of token_embd, attn_q/k/v, gate/up (experts and shared)
   s.n_ff_exp = up(s.n_ff_exp, eb);
   s.n_ff = up(s.n_ff, wb);
-  if ((s.arch == "deepseek" || s.arch == "glm4moe") && s.n_expert_shared > 0)
+  if ((s.arch == "deepseek" || s.arch == "deepseek2" || s.arch == "glm4moe") && s.n_expert_shared > 0)
     s.n_ff_shexp = s.n_ff_exp * s.n_expert_shared;
   else
     s.n_ff_shexp = up(s.n_ff_shexp, wb);
-  while ((s.n_head * s.head_dim) % wb != 0 || s.head_dim % 2 != 0) ++s.head_dim;  // attn_output's ne0
+  if (s.arch == "deepseek2") {  // attn_output's ne0 is n_head x v_head_dim; attn_q_b's is q_lora
+    while ((s.n_head * s.v_head_dim) % wb != 0) ++s.v_head_dim;
+    s.q_lora = up(s.q_lora, wb);
+  } else {
+    while ((s.n_head * s.head_dim) % wb != 0 || s.head_dim % 2 != 0) ++s.head_dim;  // attn_output's ne0
+  }
   return s;
 }
 

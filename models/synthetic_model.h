@@ -15,7 +15,7 @@ enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
   std::string name;  // general.name
-  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | olmoe | glm4moe | gpt-oss
+  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss
   int n_layer = 2;   // layers the forward pass runs
   int n_nextn = 0;   // glm4moe: next-token-prediction layers written after them
   int n_rot = 0;     // rotary dimensions per head; 0: all (head_dim)
@@ -43,18 +43,35 @@ struct SyntheticSpec {
   int sliding_window = 0;                                // gpt-oss: the even layers' window
   float yarn_factor = 0.0f;                              // > 1: YaRN RoPE scaling (gpt-oss)
   int yarn_orig_ctx = 0;
+  // deepseek2 (multi-head latent attention): head_dim is one head's query width
+  // (qk_nope + n_rot, n_rot > 0), kv_lora the latent, v_head_dim one head's value.
+  int q_lora = 0;  // > 0: the query goes through a normed q_lora projection
+  int kv_lora = 0;
+  int v_head_dim = 0;
+  bool mla_split = true;        // attn_k_b + attn_v_b (llama.cpp's MLA files); false: one attn_kv_b
+  float yarn_log_mul = 0.0f;    // rope.scaling.yarn_log_multiplier (0: not written)
+  int gating_func = 0;          // expert_gating_func to write (1 softmax, 2 sigmoid); 0: none
+  bool weights_norm = false;    // deepseek2: expert_weights_norm
+  bool selection_bias = false;  // deepseek2: exp_probs_b
+  int n_expert_groups = 0;      // expert_group_count (0: not written)
+  int n_group_used = 0;
   uint64_t seed = 1;
 };
 
 // A small model of each supported architecture, varied in quant types and vocab kinds.
 SyntheticSpec tinySpec(const std::string& arch);
 std::vector<std::string> supportedArchs();
+// Tiny models of another form of an architecture, also named to tinySpec:
+// "deepseek2-legacy" is deepseek2 in the older file layout (one attn_kv_b, per-head
+// key/value lengths), without q compression, softmax gates and no groups, YaRN without a
+// log multiplier.
+std::vector<std::string> tinyVariantNames();
 // The embedded demo model: the smallest spec (llama/Mixtral style, SentencePiece vocab).
 SyntheticSpec demoSpec();
 
 // Shape presets of real models (shared/MODEL-SHAPES.md) at full size, for
-// benchmarks on a machine with room. short names: DS-1, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE, GLM-Air,
-// OSS-20B, OSS-120B.
+// benchmarks on a machine with room. short names: DS-1, DS-2, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE,
+// GLM-Air, GLM-Flash, OSS-20B, OSS-120B.
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 

@@ -176,6 +176,63 @@ SyntheticSpec tinyGptOss() {
   return s;
 }
 
+// DeepSeek-V2-Lite style (deepseek2): multi-head latent attention with the query
+// through a normed q_lora stage, llama.cpp's MLA layout (attn_k_b / attn_v_b), YaRN
+// 4x over 64 positions with a log multiplier (the scale of the softmax changes), the
+// first layer dense, two shared experts, and GLM-4.7-Flash's / DeepSeek-V3's routing:
+// sigmoid gates, a selection bias, group-limited to 2 of 4 groups, renormalised and
+// scaled by 2. Q8_0 experts beside F16 matrices.
+SyntheticSpec tinyDeepseek2() {
+  SyntheticSpec s = tinyBase("deepseek2");
+  s.n_layer = 3;
+  s.n_head = 4;
+  s.n_head_kv = 4;
+  s.head_dim = 24;  // qk_nope 16 + rope 8
+  s.n_rot = 8;
+  s.q_lora = 32;
+  s.kv_lora = 32;
+  s.v_head_dim = 16;
+  s.yarn_factor = 4.0f;
+  s.yarn_orig_ctx = 64;
+  s.yarn_log_mul = 0.0707f;
+  s.n_leading_dense = 1;
+  s.n_ff = 96;
+  s.n_expert = 16;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 32;
+  s.n_expert_shared = 2;
+  s.n_ff_shexp = 64;  // = n_expert_shared x n_ff_exp
+  s.gating_func = 2;
+  s.weights_norm = true;
+  s.selection_bias = true;
+  s.n_expert_groups = 4;
+  s.n_group_used = 2;
+  s.expert_weights_scale = 2.0f;
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "deepseek-llm";
+  s.expert_type = TensorType::Q8_0;
+  s.weight_type = TensorType::F16;
+  s.seed = 809;
+  return s;
+}
+
+SyntheticSpec tinyDeepseek2Legacy() {
+  SyntheticSpec s = tinyDeepseek2();
+  s.name = "moechat tiny deepseek2, older layout (random weights)";
+  s.mla_split = false;
+  s.q_lora = 0;
+  s.yarn_log_mul = 0.0f;
+  s.gating_func = 0;  // softmax, as DeepSeek-V2's files without the key
+  s.weights_norm = false;
+  s.selection_bias = false;
+  s.n_expert_groups = 0;
+  s.n_group_used = 0;
+  s.expert_weights_scale = 1.0f;
+  s.seed = 810;
+  return s;
+}
+
 // Full-size presets. Layers, widths, experts, heads and vocabularies: MODEL-SHAPES.md.
 // Not in that table, taken from the models' published configs (they do not change
 // the work per token): n_ff of MoE-only models (feed_forward_length as the GGUF files
@@ -205,17 +262,63 @@ SyntheticSpec preset(const std::string& short_name, const std::string& arch, int
   return s;
 }
 
+// The deepseek2 presets, in llama.cpp's MLA layout.
+// DS-2, DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): 27 layers (the
+// first dense, 10944 wide), 2048 wide, 16 heads of 128 + 64 rope dims, no q
+// compression, latent 512, values of 128, 64 experts of 1408 top-6 + 2 shared,
+// softmax gates, YaRN x40 over 4096 positions (mscale_all_dim 0.707).
+// GLM-Flash, GLM-4.7-Flash (zai-org/GLM-4.7-Flash config.json): 47 layers (the first
+// dense, 10240 wide), 2048 wide, 20 heads of 192 + 64 rope dims, q through 768,
+// latent 512, values of 256, 64 experts of 1536 top-4 + 1 shared, sigmoid gates with
+// a selection bias, renormalised, scaled by 1.8.
+void deepseek2Preset(const std::string& n, SyntheticSpec& s) {
+  if (n == "DS-2") {
+    s = preset(n, "deepseek2", 27, 2048, 1408, 64, 6, 16, 16, 128 + 64, 102400);
+    s.n_expert_shared = 2;
+    s.n_ff_shexp = 2 * 1408;
+    s.n_ff = 10944;
+    s.kv_lora = 512;
+    s.v_head_dim = 128;
+    s.n_ctx = 163840;
+    s.rope_freq_base = 10000.0f;
+    s.yarn_factor = 40.0f;
+    s.yarn_orig_ctx = 4096;
+    s.yarn_log_mul = 0.0707f;
+    s.bpe_pre = "deepseek-llm";
+  } else {
+    s = preset(n, "deepseek2", 47, 2048, 1536, 64, 4, 20, 20, 192 + 64, 154880);
+    s.n_expert_shared = 1;
+    s.n_ff_shexp = 1536;
+    s.n_ff = 10240;
+    s.q_lora = 768;
+    s.kv_lora = 512;
+    s.v_head_dim = 256;
+    s.n_ctx = 202752;
+    s.gating_func = 2;
+    s.weights_norm = true;
+    s.selection_bias = true;
+    s.expert_weights_scale = 1.8f;
+    s.bpe_pre = "qwen2";
+  }
+  s.n_rot = 64;
+  s.n_leading_dense = 1;
+}
+
 }  // namespace
 
 std::vector<std::string> supportedArchs() {
-  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "olmoe", "glm4moe", "gpt-oss"};
+  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "deepseek2", "olmoe", "glm4moe", "gpt-oss"};
 }
+
+std::vector<std::string> tinyVariantNames() { return {"deepseek2-legacy"}; }
 
 SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "llama") return tinyLlama();
   if (arch == "qwen2moe") return tinyQwen2Moe();
   if (arch == "qwen3moe") return tinyQwen3Moe();
   if (arch == "deepseek") return tinyDeepseek();
+  if (arch == "deepseek2") return tinyDeepseek2();
+  if (arch == "deepseek2-legacy") return tinyDeepseek2Legacy();
   if (arch == "olmoe") return tinyOlmoe();
   if (arch == "glm4moe") return tinyGlm4Moe();
   if (arch == "gpt-oss") return tinyGptOss();
@@ -236,11 +339,9 @@ SyntheticSpec demoSpec() {
   return s;
 }
 
-// DS-2 (DeepSeek-V2-Lite, arch deepseek2) is absent on purpose: its MLA attention
-// (compressed kv, decoupled rope heads) has tensors and a forward pass the engine does
-// not implement, so a file of that shape could not be run.
 std::vector<std::string> presetNames() {
-  return {"DS-1", "QW-1", "QW-2", "Mixt", "Q3-30B", "Q3-235B", "OLMoE", "GLM-Air", "OSS-20B", "OSS-120B"};
+  return {"DS-1",    "DS-2",  "QW-1",    "QW-2",      "Mixt",    "Q3-30B",
+          "Q3-235B", "OLMoE", "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B"};
 }
 
 SyntheticSpec presetSpec(const std::string& n) {
@@ -254,6 +355,8 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.n_ctx = 4096;
     s.rope_freq_base = 10000.0f;
     s.bpe_pre = "deepseek-llm";
+  } else if (n == "DS-2" || n == "GLM-Flash") {
+    deepseek2Preset(n, s);
   } else if (n == "QW-1") {  // Qwen1.5-MoE-A2.7B
     s = preset(n, "qwen2moe", 24, 2048, 1408, 60, 4, 16, 16, 128, 151936);
     s.n_expert_shared = 1;
@@ -318,8 +421,7 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.expert_type = TensorType::MXFP4;
     s.weight_type = TensorType::Q8_0;
   } else {
-    throw std::invalid_argument("presetSpec: unknown preset '" + n +
-                                "' (DS-2 is not supported: MLA attention)");
+    throw std::invalid_argument("presetSpec: unknown preset '" + n + "'");
   }
   return s;
 }

@@ -288,19 +288,35 @@ class CliTest : public QObject {
       QVERIFY2(oss.code == 0 && oss.out.contains(want) && oss.out.contains("architecture:    gpt-oss"),
                qPrintable(oss.out + oss.err));
     }
+    // DeepSeek-V2-Lite's card: 15.7B total, 2.4B active.
+    const auto ds2 = runCli({"info", "--preset", "DS-2"});
+    for (const char* want :
+         {"architecture:    deepseek2", "15.71B in the file, 15.71B in the layers run, 2.45B active",
+          "cached latent 512 + rope 64", "YaRN x40 over 4096 positions"})
+      QVERIFY2(ds2.code == 0 && ds2.out.contains(want), qPrintable(want + ("\n" + ds2.out + ds2.err)));
   }
 
+  void genModelInEachAddedTypeThenGenerate_data() {
+    QTest::addColumn<QString>("arch");
+    for (const char* arch : {"qwen3moe", "glm4moe", "deepseek2", "gpt-oss"}) QTest::newRow(arch) << arch;
+  }
   void genModelInEachAddedTypeThenGenerate() {
-    // The types of K-quant mixes and gpt-oss, as experts and as the other matrices.
+    // The types of K-quant mixes and gpt-oss, as experts and as the other matrices,
+    // in the architectures added with them: generate, and one turn of chat.
+    QFETCH(QString, arch);
     for (const char* type : {"q4_1", "q5_0", "q5_1", "iq4_nl", "mxfp4", "q2_k", "q3_k", "iq4_xs"}) {
-      const QString path = dir_.filePath(QString("%1.gguf").arg(type));
-      const auto gen = runCli(
-          {"gen-model", "--arch", "qwen3moe", "--expert-type", type, "--weight-type", type, "-o", path});
-      QVERIFY2(gen.code == 0, qPrintable(gen.err));
+      const QString what = arch + " " + type;
+      const QString path = dir_.filePath(QString("%1-%2.gguf").arg(arch, type));
+      const auto gen =
+          runCli({"gen-model", "--arch", arch, "--expert-type", type, "--weight-type", type, "-o", path});
+      QVERIFY2(gen.code == 0, qPrintable(what + ": " + gen.err));
       const auto info = runCli({"info", path});
-      QVERIFY2(info.out.contains(QString(type).toUpper()), qPrintable(info.out));
+      QVERIFY2(info.out.contains(QString(type).toUpper()) && info.out.contains("architecture:    " + arch),
+               qPrintable(info.out));
       const auto r = runCli({"generate", path, "-n", "4", "--temp", "0", "-p", "hello"});
-      QVERIFY2(r.code == 0 && r.err.contains("4 tokens generated"), qPrintable(type + (": " + r.err)));
+      QVERIFY2(r.code == 0 && r.err.contains("4 tokens generated"), qPrintable(what + ": " + r.err));
+      const auto chat = runCli({"chat", path, "-n", "4", "--temp", "0"}, "hello\n/exit\n");
+      QVERIFY2(chat.code == 0 && chat.err.contains("decode:"), qPrintable(what + ": " + chat.err));
     }
   }
 

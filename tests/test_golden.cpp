@@ -1,7 +1,8 @@
 // The CPU engine against golden logits from an independent implementation
 // (tools/reference/moe_reference.py: its own GGUF reader and a float64 PyTorch
 // forward pass; see tests/data/golden/README.md). One golden file per
-// architecture; every architecture the engine supports must have one. The goldens
+// architecture (and per tiny variant: deepseek2-legacy, the older deepseek2 layout);
+// every architecture the engine supports must have one. The goldens
 // quantise the inputs of matmuls with quantised weights as the engine does
 // (header "activations q8": Q8_0 blocks for Q8_0/Q4_0 weights, Q8_K for K-quants);
 // float weights get float activations on both sides.
@@ -91,6 +92,7 @@ class GoldenTest : public QObject {
   void matchesReference_data() {
     QTest::addColumn<QString>("arch");
     for (const auto& a : synth::supportedArchs()) QTest::newRow(a.c_str()) << QString::fromStdString(a);
+    for (const auto& v : synth::tinyVariantNames()) QTest::newRow(v.c_str()) << QString::fromStdString(v);
     QTest::newRow("demo-brown") << QStringLiteral("demo-brown");
   }
 

@@ -45,10 +45,30 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
         m[b + n] = {{d}, F32};
     }
     m[b + "attn_norm.weight"] = {{d}, F32};
-    m[b + "attn_q.weight"] = {{d, q}, wt};
-    m[b + "attn_k.weight"] = {{d, kv}, wt};
-    m[b + "attn_v.weight"] = {{d, kv}, wt};
-    m[b + "attn_output.weight"] = {{q, d}, wt};
+    if (s.arch == "deepseek2") {  // latent attention: W_UK / W_UV as F16, in either layout
+      const uint64_t H = s.n_head, R = s.n_rot, C = s.kv_lora, V = s.v_head_dim, N = hd - R;
+      if (s.q_lora > 0) {
+        m[b + "attn_q_a.weight"] = {{d, uint64_t(s.q_lora)}, wt};
+        m[b + "attn_q_a_norm.weight"] = {{uint64_t(s.q_lora)}, F32};
+        m[b + "attn_q_b.weight"] = {{uint64_t(s.q_lora), q}, wt};
+      } else {
+        m[b + "attn_q.weight"] = {{d, q}, wt};
+      }
+      m[b + "attn_kv_a_mqa.weight"] = {{d, C + R}, wt};
+      m[b + "attn_kv_a_norm.weight"] = {{C}, F32};
+      if (s.mla_split) {
+        m[b + "attn_k_b.weight"] = {{N, C, H}, TensorType::F16};
+        m[b + "attn_v_b.weight"] = {{C, V, H}, TensorType::F16};
+      } else {
+        m[b + "attn_kv_b.weight"] = {{C, H * (N + V)}, TensorType::F16};
+      }
+      m[b + "attn_output.weight"] = {{H * V, d}, wt};
+    } else {
+      m[b + "attn_q.weight"] = {{d, q}, wt};
+      m[b + "attn_k.weight"] = {{d, kv}, wt};
+      m[b + "attn_v.weight"] = {{d, kv}, wt};
+      m[b + "attn_output.weight"] = {{q, d}, wt};
+    }
     if (s.arch == "gpt-oss") {
       m[b + "attn_output.bias"] = {{d}, F32};
       m[b + "attn_sinks.weight"] = {{uint64_t(s.n_head)}, F32};
@@ -78,7 +98,7 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
     m[b + "ffn_gate_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_up_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_down_exps.weight"] = {{ff, d, ne}, et};
-    if (s.arch == "glm4moe") m[b + "exp_probs_b.bias"] = {{ne}, F32};
+    if (s.arch == "glm4moe" || s.selection_bias) m[b + "exp_probs_b.bias"] = {{ne}, F32};
     if (s.arch == "gpt-oss") {
       m[b + "ffn_gate_inp.bias"] = {{ne}, F32};
       m[b + "ffn_gate_exps.bias"] = {{ff, ne}, F32};
@@ -122,7 +142,7 @@ uint64_t u(const GgufFile& f, const std::string& key) {
 // Weight statistics and router variety on one architecture's file.
 void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   // Matrices: RMS ~ gain / sqrt(fan_in) (Q4_0 adds quantisation noise: 15%).
-  const auto q = dequant(f, "blk.0.attn_q.weight");
+  const auto q = dequant(f, s.q_lora > 0 ? "blk.0.attn_q_a.weight" : "blk.0.attn_q.weight");
   QVERIFY(std::abs(rms(q) * std::sqrt(double(s.n_embd)) - 1.0) < 0.15);
   const auto emb = dequant(f, "token_embd.weight");
   // Tied output: the embedding doubles as output.weight and is scaled like it.
@@ -198,7 +218,7 @@ class TestSynthetic : public QObject {
     QCOMPARE(u(f, a + "context_length"), uint64_t(s.n_ctx));
     QVERIFY(u(f, a + "feed_forward_length") > 0);
     QCOMPARE(u(f, a + "attention.head_count"), uint64_t(s.n_head));
-    QCOMPARE(u(f, a + "attention.head_count_kv"), uint64_t(s.n_head_kv));
+    QCOMPARE(u(f, a + "attention.head_count_kv"), s.arch == "deepseek2" ? 1ull : uint64_t(s.n_head_kv));
     QCOMPARE(u(f, a + "rope.dimension_count"), uint64_t(s.n_rot > 0 ? s.n_rot : s.head_dim));
     QCOMPARE(u(f, a + "expert_count"), uint64_t(s.n_expert));
     QCOMPARE(u(f, a + "expert_used_count"), uint64_t(s.n_expert_used));
@@ -221,6 +241,18 @@ class TestSynthetic : public QObject {
       QCOMPARE(*f.getFloat(a + "expert_weights_scale"), 1.0);
       QCOMPARE(s.n_layer, 3);
       QCOMPARE(u(f, a + "feed_forward_length"), uint64_t(s.n_ff));
+    }
+    if (s.arch == "deepseek2") {  // llama.cpp's MLA keys: per-head widths as *_mla
+      QCOMPARE(u(f, a + "attention.kv_lora_rank"), uint64_t(s.kv_lora));
+      QCOMPARE(u(f, a + "attention.q_lora_rank"), uint64_t(s.q_lora));
+      QCOMPARE(u(f, a + "attention.key_length"), uint64_t(s.kv_lora + s.n_rot));
+      QCOMPARE(u(f, a + "attention.value_length"), uint64_t(s.kv_lora));
+      QCOMPARE(u(f, a + "attention.key_length_mla"), uint64_t(s.head_dim));
+      QCOMPARE(u(f, a + "attention.value_length_mla"), uint64_t(s.v_head_dim));
+      QCOMPARE(u(f, a + "expert_group_count"), 4ull);
+      QCOMPARE(u(f, a + "expert_group_used_count"), 2ull);
+      QCOMPARE(u(f, a + "expert_gating_func"), 2ull);
+      QVERIFY(f.getFloat(a + "rope.scaling.yarn_log_multiplier").value_or(0) > 0);
     }
     if (s.arch == "gpt-oss") {
       QCOMPARE(u(f, a + "attention.sliding_window"), 4ull);
@@ -258,7 +290,10 @@ class TestSynthetic : public QObject {
   // The committed golden files (tests/data/golden, read by the Python reference)
   // are exactly what the generator writes today: a change to the generator or the
   // vocabulary builder that alters them must regenerate them on purpose.
-  void goldenFilesUpToDate_data() { tinySpecs_data(); }
+  void goldenFilesUpToDate_data() {
+    tinySpecs_data();
+    for (const auto& v : synth::tinyVariantNames()) QTest::newRow(v.c_str()) << QString::fromStdString(v);
+  }
   void goldenFilesUpToDate() {
     QFETCH(QString, arch);
     const std::string path = std::string(MOECHAT_TEST_DATA) + "/golden/" + arch.toStdString() + ".gguf";
@@ -277,9 +312,18 @@ class TestSynthetic : public QObject {
   }
 
   void presets() {
-    QCOMPARE(synth::presetNames().size(), size_t(10));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::presetSpec("DS-2"));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::tinySpec("deepseek2"));
+    QCOMPARE(synth::presetNames().size(), size_t(12));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::presetSpec("DS-3"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, synth::tinySpec("qwen35moe"));
+    // DeepSeek-V2-Lite (config.json): MLA with a 512 latent and 64 rope dims.
+    const auto ds2 = synth::presetSpec("DS-2");
+    QCOMPARE(ds2.arch, std::string("deepseek2"));
+    QCOMPARE(ds2.n_layer, 27);
+    QCOMPARE(ds2.head_dim, 192);
+    QCOMPARE(ds2.n_rot, 64);
+    QCOMPARE(ds2.kv_lora, 512);
+    QCOMPARE(ds2.v_head_dim, 128);
+    QCOMPARE(ds2.q_lora, 0);
     // Rows of MODEL-SHAPES.md.
     const auto ds = synth::presetSpec("DS-1");
     QCOMPARE(ds.arch, std::string("deepseek"));

@@ -209,6 +209,27 @@ class TransformerTest : public QObject {
     }
   }
 
+  // deepseek2's two file layouts of W_UK / W_UV (llama.cpp's attn_k_b + attn_v_b, the
+  // older attn_kv_b) hold the same F16 values in the synthetic models: the same
+  // logits, bit for bit. The cached rows are the latent's width, not n_head full K/V.
+  void latentAttentionLayoutsGiveTheSameLogits() {
+    auto spec = synth::tinySpec("deepseek2");
+    EngineFixture split(spec);
+    spec.mla_split = false;
+    EngineFixture older(spec);
+    QVERIFY(split.model->file().findTensor("blk.0.attn_k_b.weight"));
+    QVERIFY(older.model->file().findTensor("blk.0.attn_kv_b.weight"));
+    const ModelConfig& c = split.model->config();
+    QCOMPARE(c.n_head_kv, 1);
+    QCOMPARE(c.kvWidth(), c.mla.kv_lora + c.n_rot);
+    QCOMPARE(older.model->config().kvWidth(), c.kvWidth());
+    const auto tokens = someTokens(11, c.n_vocab);
+    std::vector<float> a, b;
+    split.transformer()->forward(tokens, a, true);
+    older.transformer()->forward(tokens, b, true);
+    QVERIFY(a == b);
+  }
+
   void tiedOutputUsesEmbedding() {
     auto spec = synth::tinySpec("qwen3moe");
     spec.tied_output = true;

@@ -28,8 +28,10 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// An architecture, or a variant of one's tiny model (synth::tinyVariantNames).
 std::string knownArch(const std::string& arch) {
-  const auto archs = synth::supportedArchs();
+  auto archs = synth::supportedArchs();
+  for (const auto& v : synth::tinyVariantNames()) archs.push_back(v);
   if (std::find(archs.begin(), archs.end(), arch) == archs.end())
     throw UsageError("unknown architecture '" + arch + "' for --arch; valid: " + joined(archs));
   return arch;

@@ -152,10 +152,23 @@ int runInfo(const std::vector<std::string>& argv) {
   std::printf("layers:          %d (%d MoE, %d dense)", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
   if (c.n_nextn > 0) std::printf(" + %d next-token-prediction layer(s) in the file, not run", c.n_nextn);
   std::printf("\n");
-  std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
-              c.n_head_kv, c.head_dim, c.rope_style == RopeStyle::Norm ? "norm" : "neox", c.rope_freq_base);
-  std::printf("experts:         %d per layer, %d used per token, ffn %d\n", c.n_expert, c.n_expert_used,
+  const char* rope = c.rope_style == RopeStyle::Norm ? "norm" : "neox";
+  if (c.isMla()) {
+    std::printf("hidden:          %d   heads %d, latent attention: query %d + rope %d per head", c.n_embd,
+                c.n_head, c.mla.qk_nope, c.n_rot);
+    if (c.mla.q_lora > 0) std::printf(" (through %d)", c.mla.q_lora);
+    std::printf(", cached latent %d + rope %d, values %d per head, rope %s base %g\n", c.mla.kv_lora, c.n_rot,
+                c.mla.v_dim, rope, c.rope_freq_base);
+  } else {
+    std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
+                c.n_head_kv, c.head_dim, rope, c.rope_freq_base);
+  }
+  if (c.yarn.active())
+    std::printf("rope scaling:    YaRN x%g over %d positions\n", c.yarn.factor, c.yarn.orig_ctx);
+  std::printf("experts:         %d per layer, %d used per token, ffn %d", c.n_expert, c.n_expert_used,
               c.n_ff_exp);
+  if (c.groupLimited()) std::printf(", from %d of %d groups", c.n_group_used, c.n_expert_groups);
+  std::printf("\n");
   if (c.n_ff_shexp)
     std::printf("shared experts:  ffn %d%s\n", c.n_ff_shexp, c.shared_expert_gated ? " (sigmoid-gated)" : "");
   std::printf("vocabulary:      %d tokens; context %d; chat template %s\n", c.n_vocab, c.n_ctx_train,

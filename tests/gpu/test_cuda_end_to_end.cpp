@@ -103,7 +103,8 @@ TEST_CASE(initTestCase) {
 TEST_CASE(everyArchitectureEveryPolicy) {
   int runs = 0, same_tokens = 0;
   for (const std::string& arch : moe::synth::supportedArchs()) {
-    if (arch == "gpt-oss") continue;  // not on the GPU yet: cuda_kernels checks the refusal
+    if (arch == "gpt-oss" || arch == "deepseek2")
+      continue;  // not on the GPU yet: cuda_kernels checks the refusal
     const std::string path = (modelDir() / (arch + ".gguf")).string();
     const moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);
     moe::synth::writeModel(spec, path);

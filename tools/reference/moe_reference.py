@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Plain PyTorch reference forward pass of the GGUF SwiGLU-MoE family
-(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1, glm4moe), written from the
-specification (/work/shared/GGUF-NOTES.md; glm4moe from llama.cpp's glm4_moe graph
-and the GLM-4.5 model cards), independently of moechat's C++ engine.  Readable over fast: whole sequence at once, no KV cache, one
-function per block, float64 by default.
+(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1, deepseek2, glm4moe, gpt-oss),
+written from the specification (/work/shared/GGUF-NOTES.md; glm4moe from llama.cpp's
+glm4_moe graph and the GLM-4.5 model cards; deepseek2 from llama.cpp's deepseek2 graph
+and loader and DeepSeek-V2's modeling_deepseek.py), independently of moechat's C++
+engine.  Readable over fast: whole sequence at once, no KV cache, one function per
+block, float64 by default.
 
 Activations (the `activations` argument, CLI --activations): "float" feeds every
 matmul its exact input; "q8" first replaces the input rows of each matmul whose
@@ -34,6 +36,19 @@ Mapping to Hugging Face transformers (for the later HF cross-check)
   output_norm.weight               model.norm.weight
   output.weight                    lm_head.weight  (absent => tied to token_embd)
 
+  deepseek2 attention (HF DeepseekV2Attention, layers.N.self_attn.*):
+  blk.N.attn_q.weight              q_proj.weight                 (no q compression: q_lora_rank absent/0, V2-Lite)
+  blk.N.attn_q_a.weight            q_a_proj.weight               (q compression: V2, GLM-4.7-Flash)
+  blk.N.attn_q_a_norm.weight       q_a_layernorm.weight
+  blk.N.attn_q_b.weight            q_b_proj.weight
+  blk.N.attn_kv_a_mqa.weight       kv_a_proj_with_mqa.weight     (rows: kv_lora latent, then the n_rot shared rope key)
+  blk.N.attn_kv_a_norm.weight      kv_a_layernorm.weight
+  blk.N.attn_kv_b.weight           kv_b_proj.weight              (legacy files: as HF, rows per head [k_nope | v])
+  blk.N.attn_k_b.weight            kv_b_proj.weight, per head its k_nope rows transposed: (n_head, kv_lora, qk_nope)
+  blk.N.attn_v_b.weight            kv_b_proj.weight, per head its v rows: (n_head, v_head_dim, kv_lora)
+  blk.N.attn_output.weight         o_proj.weight
+  blk.N.exp_probs_b.bias           mlp.gate.e_score_correction_bias (sigmoid-gated files: GLM-4.7-Flash)
+
 Where GGUF differs from HF:
   * llama (Mixtral) and deepseek GGUF files use NORM RoPE (rotate adjacent
     pairs x[2i], x[2i+1]).  HF Llama/Mixtral/DeepSeek code uses rotate_half
@@ -52,6 +67,38 @@ Where GGUF differs from HF:
     routed_scaling_factor (GGUF expert_weights_scale, default 1).
   * GGUF matrices are stored {n_in, n_out} in ne order = numpy (n_out, n_in),
     exactly torch.nn.Linear.weight: y = x @ W.T.
+
+deepseek2 (DeepSeek-V2/V2-Lite, GLM-4.7-Flash): multi-head latent attention
+(mla_attention).  Sources: llama.cpp src/models/deepseek2.cpp (graph), its loader
+(llama-model.cpp) and llama-context.cpp (YaRN attn_factor), HF modeling_deepseek.py.
+  * Head sizes: files in the "MLA" layout (llama.cpp's converter since 2025: attn_k_b
+    and attn_v_b) carry attention.key_length_mla = qk_nope + qk_rope and
+    value_length_mla = v_head_dim, and key_length = kv_lora + n_rot, value_length =
+    kv_lora, head_count_kv = 1 for the absorbed cache (ignored here); legacy files
+    (attn_kv_b) have no *_mla keys and key_length = qk_nope + qk_rope.
+    qk_rope = rope.dimension_count.
+  * Computed the plain way: per head k_nope_h = W_UK_h c and v_h = W_UV_h c from the
+    rms-normed latent c; the rope key k_pe (not normed) is one head shared by all.
+    Engines absorb W_UK_h into the query and W_UV_h after the softmax; this is the
+    independent check of that.  In "q8" activations mode the W_UK/W_UV products get
+    float inputs (engines run them from dequantised weights), every other matmul
+    follows its weight type.
+  * RoPE: NORM (adjacent pairs) on the last n_rot dims of q and on k_pe, no row
+    permutation: HF's DeepSeek-V2 de-interleaves q_pe/k_pe before rotate_half, which
+    is NORM on the stored rows.
+  * YaRN (factor f > 1, frequencies as yarn_frequencies), as llama.cpp since its
+    PR 17945 (rope.scaling.yarn_log_multiplier L is stored as 0.1 * mscale_all_dim):
+    L != 0: cos/sin unscaled, kq_scale = (1 + L ln f)^2 / sqrt(qk_head_dim)
+    (= HF: mscale == mscale_all_dim cancels on cos/sin, softmax_scale * mscale^2);
+    L absent: cos/sin scaled by 1 + 0.1 ln f and kq_scale = (1 + 0.1 ln f)^2 /
+    sqrt(qk_head_dim) (llama.cpp's; HF with mscale_all_dim 0 would leave kq_scale
+    1/sqrt(qk_head_dim)).  See mla_scales.
+  * Routing: softmax or sigmoid (expert_gating_func; absent = softmax as llama.cpp
+    for old V2 files), exp_probs_b added for the choice only, renormalisation from
+    expert_weights_norm (default off), times expert_weights_scale.  Group-limited
+    choice (expert_group_count > 1) as llama.cpp's build_moe_ffn for every arch:
+    group score = sum of its two largest choice scores (DeepSeek-V3's noaux_tc; HF
+    DeepSeek-V2's group_limited_greedy takes the group's largest instead).
 """
 
 from __future__ import annotations
@@ -84,6 +131,9 @@ ARCH_TABLE = {
     # GLM-4.5: sigmoid router with a selection bias, last nextn_predict_layers blocks
     # not run, q/k norm per head only where the file has the tensors.
     "glm4moe":  (ROPE_NEOX, True,  "ungated",   "per_head_if_present"),
+    # DeepSeek-V2 / GLM-4.7-Flash: multi-head latent attention; gating and
+    # renormalisation from the file's keys (see config_from_gguf).
+    "deepseek2": (ROPE_NORM, False, "ungated",  None),
     # gpt-oss (OpenAI's model card and reference code, llama.cpp's openai_moe graph):
     # biases everywhere, sink logits, even layers in a sliding window, YaRN, the
     # router's softmax over its top-k logits, the clamped SwiGLU.
@@ -196,7 +246,7 @@ class Config:
     n_embd: int
     n_head: int
     n_head_kv: int
-    head_dim: int
+    head_dim: int                    # deepseek2: the q/k head size qk_nope + n_rot
     n_rot: int
     n_vocab: int
     eps: float
@@ -214,6 +264,12 @@ class Config:
     sliding_window: int = 0          # gpt-oss: even layers see the last `sliding_window` keys
     yarn_factor: float = 1.0         # > 1: YaRN RoPE
     yarn_orig_ctx: int = 0
+    n_expert_groups: int = 0         # > 1 (with 0 < n_group_used < it): group-limited routing
+    n_group_used: int = 0
+    # deepseek2 (multi-head latent attention)
+    kv_lora_rank: int = 0
+    v_head_dim: int = 0
+    yarn_log_mul: float = 0.0        # rope.scaling.yarn_log_multiplier as stored (0.1 * mscale_all_dim)
     warnings: List[str] = field(default_factory=list)
 
 
@@ -236,12 +292,20 @@ def config_from_gguf(r: GGUFReader) -> Config:
 
     n_embd = int(key("embedding_length", required=True))
     n_head = int(key("attention.head_count", required=True))
-    n_head_kv = int(key("attention.head_count_kv", n_head))
-    head_dim = int(r.metadata.get(f"{arch}.attention.key_length", n_embd // n_head))
-    v_len = r.metadata.get(f"{arch}.attention.value_length", head_dim)
-    if int(v_len) != head_dim:
-        raise ValueError(f"value_length {v_len} != key_length {head_dim}: not supported")
-    n_rot = int(r.metadata.get(f"{arch}.rope.dimension_count", head_dim))
+    mla = arch == "deepseek2"
+    if mla:
+        head_dim, v_head_dim, n_head_kv = mla_head_sizes(r, n_head)
+        n_rot = int(key("rope.dimension_count", required=True))
+        if not 0 < n_rot < head_dim or n_rot % 2:
+            raise ValueError(f"rope.dimension_count {n_rot} does not fit the q/k head size {head_dim}")
+    else:
+        n_head_kv = int(key("attention.head_count_kv", n_head))
+        head_dim = int(r.metadata.get(f"{arch}.attention.key_length", n_embd // n_head))
+        v_len = r.metadata.get(f"{arch}.attention.value_length", head_dim)
+        if int(v_len) != head_dim:
+            raise ValueError(f"value_length {v_len} != key_length {head_dim}: not supported")
+        v_head_dim = head_dim
+        n_rot = int(r.metadata.get(f"{arch}.rope.dimension_count", head_dim))
     n_vocab = int(r.tensors["token_embd.weight"].ne[1])
 
     # Metadata that could contradict the per-arch table: report, follow the table
@@ -251,20 +315,42 @@ def config_from_gguf(r: GGUFReader) -> Config:
     if arch == "glm4moe":
         sigmoid = gating is None or int(gating) == 2
         renorm = bool(r.metadata.get("glm4moe.expert_weights_norm", True))
+    elif arch == "deepseek2":
+        # llama.cpp: absent = softmax (old DeepSeek-V2 files), 1 softmax, 2 sigmoid
+        if gating is not None and int(gating) not in (1, 2):
+            raise ValueError(f"deepseek2.expert_gating_func={gating}: not softmax (1) or sigmoid (2)")
+        sigmoid = gating is not None and int(gating) == 2
+        renorm = bool(r.metadata.get("deepseek2.expert_weights_norm", False))
     elif gating is not None and int(gating) != 1:
         warnings.append(f"{arch}.expert_gating_func={gating} (not softmax); reference uses softmax")
     wnorm = r.metadata.get(f"{arch}.expert_weights_norm")
-    if arch != "glm4moe" and wnorm is not None and bool(wnorm) != renorm:
+    if arch not in ("glm4moe", "deepseek2") and wnorm is not None and bool(wnorm) != renorm:
         warnings.append(f"{arch}.expert_weights_norm={wnorm} but arch table says renorm={renorm}; using table")
 
+    # Group-limited routing, as llama.cpp's build_moe_ffn applies for any arch whose
+    # file has the keys; absent, 1 group or all groups used = plain top-k.
+    n_groups = int(r.metadata.get(f"{arch}.expert_group_count", 0))
+    n_group_used = int(r.metadata.get(f"{arch}.expert_group_used_count", 0))
+    n_expert = int(key("expert_count", required=True))
+    if n_groups > 1 and 0 < n_group_used < n_groups:
+        if n_expert % n_groups:
+            raise ValueError(f"{n_expert} experts do not split into {n_groups} groups")
+        if n_group_used * (n_expert // n_groups) < int(key("expert_used_count", required=True)):
+            raise ValueError(f"{n_group_used} of {n_groups} groups hold fewer experts than expert_used_count")
+
     scale = 1.0
-    if arch in ("deepseek", "glm4moe"):
+    if arch in ("deepseek", "deepseek2", "glm4moe"):
         scale = float(r.metadata.get(f"{arch}.expert_weights_scale", 1.0))
     elif f"{arch}.expert_weights_scale" in r.metadata:
         warnings.append(f"{arch}.expert_weights_scale present but unused by this arch")
 
     n_nextn = int(r.metadata.get(f"{arch}.nextn_predict_layers", 0))
     yarn = r.metadata.get(f"{arch}.rope.scaling.type") == "yarn"
+    # YaRN's original context: llama.cpp falls back to the training context
+    orig_ctx = r.metadata.get(f"{arch}.rope.scaling.original_context_length",
+                              r.metadata.get(f"{arch}.context_length", 0))
+    if yarn and mla and float(r.metadata.get(f"{arch}.rope.scaling.attn_factor", 1.0)) != 1.0:
+        warnings.append(f"{arch}.rope.scaling.attn_factor != 1 ignored")
     return Config(
         arch=arch,
         n_layer=int(key("block_count", required=True)) - n_nextn,
@@ -273,7 +359,7 @@ def config_from_gguf(r: GGUFReader) -> Config:
         eps=float(key("attention.layer_norm_rms_epsilon", required=True)),
         rope_base=float(key("rope.freq_base", 10000.0)),
         rope_style=rope_style,
-        n_expert=int(key("expert_count", required=True)),
+        n_expert=n_expert,
         n_expert_used=int(key("expert_used_count", required=True)),
         renorm_topk=renorm,
         expert_weights_scale=scale,
@@ -284,9 +370,32 @@ def config_from_gguf(r: GGUFReader) -> Config:
         n_nextn=n_nextn,
         sliding_window=int(r.metadata.get(f"{arch}.attention.sliding_window", 0)) if arch == "gpt-oss" else 0,
         yarn_factor=float(r.metadata.get(f"{arch}.rope.scaling.factor", 1.0)) if yarn else 1.0,
-        yarn_orig_ctx=int(r.metadata.get(f"{arch}.rope.scaling.original_context_length", 0)) if yarn else 0,
+        yarn_orig_ctx=int(orig_ctx) if yarn else 0,
+        n_expert_groups=n_groups,
+        n_group_used=n_group_used,
+        kv_lora_rank=int(key("attention.kv_lora_rank", required=True)) if mla else 0,
+        v_head_dim=v_head_dim,
+        yarn_log_mul=float(r.metadata.get(f"{arch}.rope.scaling.yarn_log_multiplier", 0.0)) if yarn else 0.0,
         warnings=warnings,
     )
+
+
+def mla_head_sizes(r: GGUFReader, n_head: int):
+    """deepseek2 head sizes -> (qk_head_dim, v_head_dim, n_head_kv as MHA).
+    MLA-layout files carry the per-head sizes in key_length_mla / value_length_mla
+    (their key_length / value_length / head_count_kv describe the absorbed
+    latent cache: kv_lora + n_rot, kv_lora, 1); legacy files in key_length /
+    value_length."""
+    md = r.metadata
+    k_mla = md.get("deepseek2.attention.key_length_mla")
+    v_mla = md.get("deepseek2.attention.value_length_mla")
+    if (k_mla is None) != (v_mla is None):
+        raise ValueError("deepseek2: only one of attention.key_length_mla / value_length_mla present")
+    if k_mla is not None:
+        return int(k_mla), int(v_mla), n_head
+    if "deepseek2.attention.key_length" not in md or "deepseek2.attention.value_length" not in md:
+        raise KeyError("deepseek2: attention.key_length(_mla) / value_length(_mla) missing")
+    return int(md["deepseek2.attention.key_length"]), int(md["deepseek2.attention.value_length"]), n_head
 
 
 class Weights:
@@ -371,17 +480,20 @@ def yarn_frequencies(n_rot: int, base: float, factor: float, orig_ctx: int,
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, style: str,
-         yarn: Optional[tuple] = None) -> torch.Tensor:
+         yarn: Optional[tuple] = None, mscale: Optional[float] = None) -> torch.Tensor:
     """x: (T, H, D). Rotates the first n_rot dims of each head; the rest pass through.
     theta_i = pos * base^(-2i/n_rot), i = 0..n_rot/2-1 (yarn: (factor, orig_ctx),
-    see yarn_frequencies)."""
+    see yarn_frequencies).  mscale: magnitude of cos/sin, when given (deepseek2);
+    else YaRN's 1 + 0.1 ln(factor), 1 without YaRN."""
     T, H, D = x.shape
     half = n_rot // 2
     i = torch.arange(half, dtype=torch.float64)
     inv_freq = base ** (-2.0 * i / n_rot)                       # (half,)
-    mscale = 1.0
+    yarn_mscale = 1.0
     if yarn is not None:
-        inv_freq, mscale = yarn_frequencies(n_rot, base, yarn[0], yarn[1])
+        inv_freq, yarn_mscale = yarn_frequencies(n_rot, base, yarn[0], yarn[1])
+    if mscale is None:
+        mscale = yarn_mscale
     theta = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (T, half)
     cos = (torch.cos(theta) * mscale).to(x.dtype)[:, None, :]   # (T, 1, half)
     sin = (torch.sin(theta) * mscale).to(x.dtype)[:, None, :]
@@ -449,6 +561,83 @@ def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch
     return linear(ctx, W[p + "attn_output.weight"], W.get(p + "attn_output.bias"), W.act(p + "attn_output.weight"))
 
 
+def mla_scales(cfg: Config):
+    """deepseek2 -> (magnitude of the rope cos/sin, kq_scale).  With YaRN (f > 1)
+    llama.cpp folds mscale^2 into kq_scale: mscale = 1 + L ln f for a stored
+    yarn_log_multiplier L (the cos/sin then unscaled: HF's mscale / mscale_all_dim
+    = 1), else mscale = 1 + 0.1 ln f, which the cos/sin keep as well."""
+    base_scale = 1.0 / math.sqrt(cfg.head_dim)                  # over the whole q/k head, nope + rope
+    if cfg.yarn_factor <= 1.0:
+        return 1.0, base_scale
+    ln_f = math.log(cfg.yarn_factor)
+    if cfg.yarn_log_mul != 0.0:
+        m = 1.0 + cfg.yarn_log_mul * ln_f
+        return 1.0, m * m * base_scale
+    m = 1.0 + 0.1 * ln_f
+    return m, m * m * base_scale
+
+
+def mla_up_projections(cfg: Config, W: Weights, L: int):
+    """Per-head latent -> key/value matrices of layer L: W_UK (n_head, qk_nope, kv_lora),
+    W_UV (n_head, v_head_dim, kv_lora), so that k_nope_h = W_UK[h] c, v_h = W_UV[h] c.
+    MLA layout: attn_k_b (n_head, kv_lora, qk_nope) holds W_UK[h] transposed (the
+    engine's absorbed query is attn_k_b[h] q_nope), attn_v_b is W_UV as is.
+    Legacy: attn_kv_b = HF kv_b_proj, per head qk_nope rows of W_UK then v rows of W_UV."""
+    p = f"blk.{L}."
+    H, r, v = cfg.n_head, cfg.kv_lora_rank, cfg.v_head_dim
+    nope = cfg.head_dim - cfg.n_rot
+    if W.has(p + "attn_k_b.weight"):
+        k_b, v_b = W[p + "attn_k_b.weight"], W[p + "attn_v_b.weight"]
+        if tuple(k_b.shape) != (H, r, nope) or tuple(v_b.shape) != (H, v, r):
+            raise ValueError(f"{p}attn_k_b/attn_v_b: shapes {tuple(k_b.shape)}, {tuple(v_b.shape)}, "
+                             f"want {(H, r, nope)}, {(H, v, r)}")
+        return k_b.transpose(1, 2), v_b
+    kv_b = W[p + "attn_kv_b.weight"]
+    if tuple(kv_b.shape) != (H * (nope + v), r):
+        raise ValueError(f"{p}attn_kv_b: shape {tuple(kv_b.shape)}, want {(H * (nope + v), r)}")
+    kv_b = kv_b.reshape(H, nope + v, r)
+    return kv_b[:, :nope, :], kv_b[:, nope:, :]
+
+
+def mla_attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """deepseek2 multi-head latent attention, the plain (non-absorbed) way.
+    x: (T, n_embd), already normalised. Returns attn_output(...) (T, n_embd)."""
+    T = x.shape[0]
+    p = f"blk.{L}."
+    H, d_qk, d_v, n_rot, r = cfg.n_head, cfg.head_dim, cfg.v_head_dim, cfg.n_rot, cfg.kv_lora_rank
+    nope = d_qk - n_rot
+    if W.has(p + "attn_q_a.weight"):           # compressed query: q_b(rmsnorm(q_a x))
+        cq = linear(x, W[p + "attn_q_a.weight"], act=W.act(p + "attn_q_a.weight"))           # (T, q_lora)
+        cq = rms_norm(cq, W[p + "attn_q_a_norm.weight"], cfg.eps)
+        q = linear(cq, W[p + "attn_q_b.weight"], act=W.act(p + "attn_q_b.weight"))
+    else:
+        q = linear(x, W[p + "attn_q.weight"], act=W.act(p + "attn_q.weight"))
+    q = q.reshape(T, H, d_qk)
+    q_nope, q_pe = q[..., :nope], q[..., nope:]                 # (T, H, nope), (T, H, n_rot)
+
+    kv = linear(x, W[p + "attn_kv_a_mqa.weight"], act=W.act(p + "attn_kv_a_mqa.weight"))  # (T, r + n_rot)
+    c = rms_norm(kv[:, :r], W[p + "attn_kv_a_norm.weight"], cfg.eps)   # latent, normed
+    k_pe = kv[:, None, r:]                                     # (T, 1, n_rot): one head, not normed
+
+    mscale, kq_scale = mla_scales(cfg)
+    yarn = (cfg.yarn_factor, cfg.yarn_orig_ctx) if cfg.yarn_factor > 1.0 else None
+    q_pe = rope(q_pe, positions, n_rot, cfg.rope_base, cfg.rope_style, yarn, mscale)
+    k_pe = rope(k_pe, positions, n_rot, cfg.rope_base, cfg.rope_style, yarn, mscale)[:, 0]   # (S, n_rot)
+
+    # Up-projections of the latent: exact float inputs in every activations mode
+    # (engines run these per-head products from dequantised weights).
+    w_uk, w_uv = mla_up_projections(cfg, W, L)
+    k_nope = torch.einsum("hdr,sr->shd", w_uk, c)              # (S, H, nope)
+    v = torch.einsum("hdr,sr->shd", w_uv, c)                   # (S, H, d_v)
+
+    scores = (torch.einsum("thd,shd->hts", q_nope, k_nope)
+              + torch.einsum("thd,sd->hts", q_pe, k_pe)) * kq_scale                         # (H, T, S)
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    probs = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    ctx = torch.einsum("hts,shd->thd", probs, v).reshape(T, H * d_v)
+    return linear(ctx, W[p + "attn_output.weight"], act=W.act(p + "attn_output.weight"))
+
+
 def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor,
                acts=(None, None, None), biases=(None, None, None), clamped: bool = False) -> torch.Tensor:
     """down(silu(gate x) * up x).  acts: activation rounding per matmul (gate, up, down).
@@ -473,12 +662,34 @@ def topk_lowest_index_ties(p: torch.Tensor, k: int) -> List[int]:
     return sorted(range(len(vals)), key=lambda e: (-vals[e], e))[:k]
 
 
+def limit_to_groups(scores: torch.Tensor, n_groups: int, n_used: int):
+    """Group-limited choice (llama.cpp build_moe_ffn, DeepSeek-V3's noaux_tc): the
+    experts, in n_groups consecutive groups, score a group by the sum of its two
+    largest scores; the n_used best groups stay (ties: lower group), the other
+    experts get -inf.  scores: (n_expert,). Returns (masked scores, the kept
+    groups, margin = score of the last kept group - best dropped group)."""
+    groups = scores.reshape(n_groups, -1)                                  # (n_groups, n_expert / n_groups)
+    group_score = torch.topk(groups, min(2, groups.shape[1]), dim=1).values.sum(dim=1)
+    kept = topk_lowest_index_ties(group_score, n_used)
+    dropped = [g for g in range(n_groups) if g not in kept]
+    masked = torch.full_like(groups, float("-inf"))
+    masked[kept] = groups[kept]
+    margin = group_score[kept[-1]].item() - max(group_score[g].item() for g in dropped)
+    return masked.reshape(-1), sorted(kept), margin
+
+
+def groups_limit_routing(cfg: Config) -> bool:
+    return cfg.n_expert_groups > 1 and 0 < cfg.n_group_used < cfg.n_expert_groups
+
+
 @dataclass
 class RoutingInfo:
     experts: List[List[int]]      # per token, selected experts
     weights: List[List[float]]
     margin: List[float]           # per token: prob of k-th selected minus prob of best unselected
+                                  # (group-limited: also the kept/dropped group score gap)
     probs: Optional[np.ndarray] = None   # (T, n_expert) router softmax, float64 copy
+    groups: List[List[int]] = field(default_factory=list)   # per token, kept groups (group-limited only)
 
 
 def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
@@ -503,11 +714,15 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
     out = torch.zeros_like(x)
     info = RoutingInfo([], [], [], router_probs.to(torch.float64).numpy())
     for t in range(x.shape[0]):
+        cand, group_margin = choice[t], math.inf      # the scores the top-k picks from
+        if groups_limit_routing(cfg):
+            cand, kept, group_margin = limit_to_groups(choice[t], cfg.n_expert_groups, cfg.n_group_used)
+            info.groups.append(kept)
         if gpt_oss:  # the k largest logits, then a softmax over those k alone
             sel = topk_lowest_index_ties(router_logits[t], cfg.n_expert_used)
             w = torch.softmax(router_logits[t, sel], dim=-1)
         else:
-            sel = topk_lowest_index_ties(choice[t], cfg.n_expert_used)
+            sel = topk_lowest_index_ties(cand, cfg.n_expert_used)
             w = router_probs[t, sel]
             if cfg.renorm_topk:
                 w = w / w.sum()
@@ -515,10 +730,10 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
         for e, we in zip(sel, w):
             bias_e = tuple(b[e] if b is not None else None for b in exp_bias)
             out[t] += we * swiglu_ffn(x[t], gate_e[e], up_e[e], down_e[e], exp_acts, bias_e, clamped=gpt_oss)
-        rest = [choice[t, e].item() for e in range(cfg.n_expert) if e not in sel]
+        rest = [cand[e].item() for e in range(cfg.n_expert) if e not in sel and cand[e] > float("-inf")]
         info.experts.append(sel)
         info.weights.append(w.tolist())
-        info.margin.append(choice[t, sel[-1]].item() - (max(rest) if rest else 0.0))
+        info.margin.append(min(cand[sel[-1]].item() - (max(rest) if rest else 0.0), group_margin))
 
     if cfg.shared_kind is not None and W.has(p + "ffn_gate_shexp.weight"):
         shared = swiglu_ffn(x, W[p + "ffn_gate_shexp.weight"], W[p + "ffn_up_shexp.weight"],
@@ -540,10 +755,11 @@ def dense_ffn(W: Weights, L: int, x: torch.Tensor) -> torch.Tensor:
 def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, positions: torch.Tensor):
     p = f"blk.{L}."
     attn_in = rms_norm(h, W[p + "attn_norm.weight"], cfg.eps)
-    h = h + attention(cfg, W, L, attn_in, positions)
+    attend = mla_attention if cfg.arch == "deepseek2" else attention
+    h = h + attend(cfg, W, L, attn_in, positions)
     norm_name = "post_attention_norm.weight" if cfg.arch in ("glm4moe", "gpt-oss") else "ffn_norm.weight"
     ffn_in = rms_norm(h, W[p + norm_name], cfg.eps)
-    is_dense = cfg.arch in ("deepseek", "glm4moe") and L < cfg.n_leading_dense
+    is_dense = cfg.arch in ("deepseek", "deepseek2", "glm4moe") and L < cfg.n_leading_dense
     if is_dense or not W.has(p + "ffn_gate_inp.weight"):
         ffn_out, info = dense_ffn(W, L, ffn_in), None
     else:

@@ -1,0 +1,98 @@
+// The forward pass's activation buffers (Transformer's private part, shared by
+// transformer.cpp and transformer_mla.cpp).
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "inference/backend.h"
+#include "inference/model_config.h"
+#include "inference/transformer.h"
+
+namespace moe {
+
+// Activation buffers in backend memory, sized for kMaxBatch tokens, plus the
+// host-side routing arrays.
+struct Transformer::Scratch {
+  Backend& be;
+  std::vector<float*> owned;
+  float* x;                  // [batch][n_embd] residual stream
+  float* xn;                 // [batch][n_embd] normalised input of a block
+  float* q;                  // [batch][q_width]
+  float* k;                  // [batch][kv_width]
+  float* v;                  // [batch][kv_width]
+  float* attn;               // [batch][q_width]
+  float* out;                // [batch][n_embd] block output
+  float* ff_a;               // [batch][max ffn width] gate / activation
+  float* ff_b;               // [batch][max ffn width] up
+  float* gathered;           // [batch][n_embd] rows routed to one expert
+  float* expert_out;         // [batch][n_expert_used][n_embd] each chosen expert's output
+  float* router;             // [batch][n_expert]
+  float* routing = nullptr;  // [2][batch][n_expert_used] ids (int32 bits), weights: Backend::routeTopK
+  float* h = nullptr;        // [batch][n_expert_used][n_ff_exp] experts' silu(gate) * up
+  float* scalar;             // [batch] shared-expert gate logits
+  float* logits;             // [batch][n_vocab]
+  // deepseek2's latent attention (null elsewhere): the file's query, its q_lora
+  // stage, the latent projection [c, k_pe], the normed latent, one head's query
+  // without rope, one head's product with W_UK^T or latent output, one head's
+  // value, and every head's value side by side.
+  float* mla_q = nullptr;          // [batch][n_head * qk_dim]
+  float* mla_q_a = nullptr;        // [batch][q_lora]
+  float* mla_kv_a = nullptr;       // [batch][kv_lora + n_rot]
+  float* mla_latent = nullptr;     // [batch][kv_lora]
+  float* mla_nope = nullptr;       // [batch][qk_nope]
+  float* mla_head = nullptr;       // [batch][kv_lora]
+  float* mla_value = nullptr;      // [batch][v_dim]
+  float* mla_values = nullptr;     // [batch][n_head * v_dim]
+  std::vector<float> host_router;  // [batch][n_expert]
+  std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
+  std::vector<int> chosen;         // [batch][n_expert_used]
+  std::vector<float> chosen_w;     // [batch][n_expert_used]
+
+  Scratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
+    const size_t B = batch;
+    const size_t ffn = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
+    x = alloc(B * c.n_embd);
+    xn = alloc(B * c.n_embd);
+    q = alloc(B * c.qWidth());
+    k = alloc(B * c.kvWidth());
+    v = alloc(B * c.kvWidth());
+    attn = alloc(B * c.qWidth());
+    out = alloc(B * c.n_embd);
+    ff_a = alloc(B * ffn);
+    ff_b = alloc(B * ffn);
+    gathered = alloc(B * c.n_embd);
+    expert_out = alloc(B * c.n_expert_used * c.n_embd);
+    router = alloc(B * c.n_expert);
+    if (b.computesMoe() && c.n_expert > 0) {
+      routing = alloc(2 * B * c.n_expert_used);
+      h = alloc(B * c.n_expert_used * c.n_ff_exp);
+    }
+    scalar = alloc(B);
+    logits = alloc(B * c.n_vocab);
+    if (c.isMla()) {
+      const MlaShape& m = c.mla;
+      mla_q = alloc(B * c.n_head * m.qk_dim);
+      if (m.q_lora > 0) mla_q_a = alloc(B * m.q_lora);
+      mla_kv_a = alloc(B * (m.kv_lora + c.n_rot));
+      mla_latent = alloc(B * m.kv_lora);
+      mla_nope = alloc(B * m.qk_nope);
+      mla_head = alloc(B * m.kv_lora);
+      mla_value = alloc(B * m.v_dim);
+      mla_values = alloc(B * c.n_head * m.v_dim);
+    }
+    host_router.resize(B * c.n_expert);
+    host_hidden.resize(B * c.n_embd);
+    chosen.resize(B * c.n_expert_used);
+    chosen_w.resize(B * c.n_expert_used);
+  }
+  ~Scratch() {
+    for (float* p : owned) be.freeFloats(p);
+  }
+  float* alloc(size_t n) {
+    owned.push_back(be.allocFloats(n));
+    return owned.back();
+  }
+};
+
+}  // namespace moe
