@@ -62,6 +62,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // The device's memory in use (by every program) and its size, in bytes; false
+  // where there is no separate device memory (the CPU). Call on the compute thread.
+  virtual bool deviceMemory(uint64_t& /*used*/, uint64_t& /*total*/) { return false; }
 
   // Allocation of activations, zero-filled.
   virtual float* allocFloats(size_t n) = 0;

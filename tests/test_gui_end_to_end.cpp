@@ -57,6 +57,10 @@ class GuiEndToEndTest : public QObject {
     QVERIFY(f.cached_share + f.prefetched_share + f.inflight_share + f.missed_share > 0.999);
     QVERIFY(app.window->findChild<QLabel*>("perfDecode")->text().endsWith("tok/s"));
     QVERIFY(!app.window->findChild<QLabel*>("perfDecode")->text().startsWith("–"));
+    // Memory: this process's resident set (at least the model's 15 MB read), no GPU here.
+    QVERIFY2(f.ram_resident_bytes > 15'000'000, qPrintable(QString::number(f.ram_resident_bytes)));
+    QCOMPARE(f.vram_total_bytes, uint64_t(0));
+    QCOMPARE(app.window->findChild<QLabel*>("perfVram")->text(), QString("–"));
     app.window->heatMap()->refresh();
     QVERIFY(app.window->heatMap()->readyCount() > 0);
   }

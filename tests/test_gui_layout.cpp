@@ -28,8 +28,10 @@ using namespace moe;
 
 namespace {
 
-const char* kTiles[] = {"perfExpertsTile", "perfPredictorTile", "perfPcieTile",   "perfPrefillTile",
-                        "perfDecodeTile",  "perfTtftTile",      "perfBlockedTile"};
+// In the strip's order: the plain figures, then the expert-cache details.
+const char* kTiles[] = {"perfDecodeTile",    "perfTtftTile", "perfPrefillTile",
+                        "perfVramTile",      "perfRamTile",  "perfExpertsTile",
+                        "perfPredictorTile", "perfPcieTile", "perfBlockedTile"};
 
 QList<QRect> tileGeometry(MainWindow& w) {
   QList<QRect> out;
@@ -69,24 +71,31 @@ class GuiLayoutTest : public QObject {
     MainWindow& w = *app.window;
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QVERIFY2(w.minimumSizeHint().width() <= 1024, qPrintable(QString::number(w.minimumSizeHint().width())));
-    for (QSize screen : {QSize(1280, 800), QSize(1024, 700)}) {
-      w.resize(screen);
-      QTest::qWait(50);
-      QCOMPARE(w.size(), screen);
-      // The strip's tiles side by side, none squeezed below what it needs nor over its neighbour.
-      QList<QRect> tiles = tileGeometry(w);
-      tiles.removeLast();  // the dock
-      for (int i = 0; i < tiles.size(); ++i) {
-        auto* tile = w.perfStrip()->findChild<QWidget*>(kTiles[i]);
-        QVERIFY2(tile->width() >= tile->minimumWidth(), kTiles[i]);
-        if (i > 0)
-          QVERIFY2(
-              tiles[i].left() > tiles[i - 1].right(),
-              qPrintable(
-                  QString("%1 overlaps the tile before it at %2 px").arg(kTiles[i]).arg(screen.width())));
+    for (bool details : {false, true})
+      for (QSize screen : {QSize(1280, 800), QSize(1024, 700)}) {
+        w.perfStrip()->setDetailsShown(details);
+        w.resize(screen);
+        QTest::qWait(50);
+        QCOMPARE(w.size(), screen);
+        // The strip's visible tiles side by side, none squeezed below what it needs nor
+        // over its neighbour.
+        const QList<QRect> all = tileGeometry(w);
+        QList<QRect> tiles;
+        QStringList names;
+        for (int i = 0; i < int(std::size(kTiles)); ++i) {
+          auto* tile = w.perfStrip()->findChild<QWidget*>(kTiles[i]);
+          if (!tile->isVisible()) continue;
+          QVERIFY2(tile->width() >= tile->minimumWidth(), kTiles[i]);
+          tiles << all[i];
+          names << kTiles[i];
+        }
+        QCOMPARE(tiles.size(), details ? 9 : 5);
+        for (int i = 1; i < tiles.size(); ++i)
+          QVERIFY2(tiles[i].left() > tiles[i - 1].right(),
+                   qPrintable(
+                       QString("%1 overlaps the tile before it at %2 px").arg(names[i]).arg(screen.width())));
+        QVERIFY(tiles.last().right() <= w.perfStrip()->mapTo(&w, QPoint(w.perfStrip()->width(), 0)).x());
       }
-      QVERIFY(tiles.last().right() <= w.perfStrip()->mapTo(&w, QPoint(w.perfStrip()->width(), 0)).x());
-    }
   }
 
   void statusMessagesStopShortOfTheModelLine() {
@@ -127,6 +136,7 @@ class GuiLayoutTest : public QObject {
     QVERIFY(app.loadDemo());
     MainWindow& w = *app.window;
     w.resize(1280, 800);
+    w.perfStrip()->setDetailsShown(true);
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     w.perfStrip()->pollNow();
     QTest::qWait(20);

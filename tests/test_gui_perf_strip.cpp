@@ -2,6 +2,7 @@
 // successive counter polls, what the labels say, the sparklines' history, and
 // the heat map's cells; driven by scripted counters (no engine, no timing).
 #include <QLabel>
+#include <QSignalSpy>
 #include <QTest>
 
 #include "app/core/perf_figures.h"
@@ -84,9 +85,55 @@ class GuiPerfStripTest : public QObject {
     QCOMPARE(text("perfTtft"), QString("600 ms"));
     QVERIFY(text("perfPcie").startsWith("0.00 GB/s"));
     const auto sparks = strip.findChildren<Sparkline*>();
-    QCOMPARE(sparks.size(), 7);
+    QCOMPARE(sparks.size(), 9);
     // The hit-rate sparkline got one point (0.8) from the second poll.
-    QCOMPARE(sparks.at(0)->values(), std::vector<double>{0.8});
+    auto* hit_spark = strip.findChild<QWidget*>("perfExpertsTile")->findChild<Sparkline*>();
+    QCOMPARE(hit_spark->values(), std::vector<double>{0.8});
+  }
+
+  // The strip leads with the figures every user reads (speed, first token, reading
+  // speed, GPU memory, RAM); the expert-cache figures are one click away, and every
+  // figure says in a tooltip what it is.
+  void plainFiguresLeadAndTheCacheIsOneClickAway() {
+    EngineCounters c;
+    c.experts_resident = false;
+    PerfStrip strip([&] { return c; });
+    strip.resize(1200, 90);
+    strip.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&strip));
+    const QStringList plain = {"perfDecodeTile", "perfTtftTile", "perfPrefillTile", "perfVramTile",
+                               "perfRamTile"};
+    const QStringList detail = {"perfExpertsTile", "perfPredictorTile", "perfPcieTile", "perfBlockedTile"};
+    auto visible = [&](const QString& name) { return strip.findChild<QWidget*>(name)->isVisible(); };
+    for (const auto& n : plain) QVERIFY2(visible(n), qPrintable(n));
+    for (const auto& n : detail) QVERIFY2(!visible(n), qPrintable(n));
+    // In the strip's order: the plain figures first.
+    int last_x = -1;
+    for (const auto& n : plain) {
+      const int x = strip.findChild<QWidget*>(n)->x();
+      QVERIFY2(x > last_x, qPrintable(n));
+      last_x = x;
+    }
+    QSignalSpy toggled(&strip, &PerfStrip::detailsToggled);
+    QTest::mouseClick(strip.detailsButton(), Qt::LeftButton);
+    QCOMPARE(toggled.count(), 1);
+    QVERIFY(strip.detailsShown());
+    for (const auto& n : detail) QVERIFY2(visible(n), qPrintable(n));
+    for (const auto& n : plain + detail)
+      QVERIFY2(!strip.findChild<QWidget*>(n)->toolTip().isEmpty(), qPrintable(n));
+
+    // Memory: the GPU's in use of its total; "–" on the CPU; this process's RAM.
+    const auto text = [&](const char* name) { return strip.findChild<QLabel*>(name)->text(); };
+    c.ram_resident_bytes = 1'250'000'000;
+    strip.pollNow();
+    QCOMPARE(text("perfVram"), QString("–"));
+    QCOMPARE(text("perfRam"), QString("1.3 GB"));
+    c.vram_used_bytes = 13'400'000'000;
+    c.vram_total_bytes = 25'700'000'000;
+    c.ram_resident_bytes = 350'000'000;
+    strip.pollNow();
+    QCOMPARE(text("perfVram"), QString("13.4 / 25.7 GB"));
+    QCOMPARE(text("perfRam"), QString("350 MB"));
   }
 
   void idleStripShowsTheLastReplyAsAWhole() {

@@ -95,6 +95,8 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   v->addWidget(split, 1);
   InferenceWorker* worker = engine_.worker();
   perf_ = new PerfStrip([worker] { return worker->counters(); }, central);
+  perf_->setDetailsShown(settings_.perfDetails());
+  connect(perf_, &PerfStrip::detailsToggled, this, [this](bool shown) { settings_.setPerfDetails(shown); });
   v->addWidget(perf_);
   setCentralWidget(central);
 

@@ -18,6 +18,11 @@ const QColor kPrefetched(0x3d, 0x8b, 0xd9);
 const QColor kInflight(0xe0, 0xa3, 0x2e);
 const QColor kMissed(0xd9, 0x4f, 0x3d);
 
+QString bytesText(uint64_t bytes) {
+  if (bytes >= 1000000000ull) return QString("%1 GB").arg(QString::number(bytes / 1e9, 'f', 1));
+  return QString("%1 MB").arg(QString::number(bytes / 1e6, 'f', 0));
+}
+
 QString rate(double v, const char* unit) {
   if (v <= 0) return QString("– %1").arg(unit);
   return QString("%1 %2").arg(v >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'f', 1), unit);
@@ -58,25 +63,47 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   row->setSpacing(10);
   // Each tile's share of the strip is fixed by the widest text it shows (not the
   // text of the moment), so no column moves between idle and a streaming reply.
+  decode_ = addTile("Speed", "perfDecode", "9999 tok/s",
+                    "How fast the reply is written: generated tokens (word pieces) per second");
+  ttft_ = addTile("First token", "perfTtft", "99999 ms",
+                  "How long the reply took to start: from sending to its first token");
+  prefill_ = addTile("Reading", "perfPrefill", "9999 tok/s",
+                     "How fast your message and the chat before it were read: prompt tokens per second");
+  vram_ = addTile("GPU memory", "perfVram", "99.9 / 99.9 GB",
+                  "Memory in use on the graphics card (by every program) of its total; – when the model "
+                  "runs on the CPU");
+  ram_ = addTile("RAM", "perfRam", "999.9 GB",
+                 "Memory moechat holds in RAM now, the parts of the model file it has read included");
+  details_button_ = new QToolButton(this);
+  details_button_->setObjectName("perfDetailsButton");
+  details_button_->setCheckable(true);
+  details_button_->setAutoRaise(true);
+  details_button_->setText("Expert cache");
+  details_button_->setToolTip(
+      "Show or hide how the experts are served: cache hits, the predictor, PCIe copies, waiting");
+  static_cast<QHBoxLayout*>(layout())->addWidget(details_button_);
   experts_ = addTile("Expert cache", "perfExperts", "100% hit · 100% prefetched · 100% missed",
                      "Experts the gates chose in the last interval: green cached, blue prefetched by the "
-                     "predictor, amber still copying, red missed");
+                     "predictor, amber still copying, red missed",
+                     true);
   split_ = new HitSplitBar(this);
   static_cast<QVBoxLayout*>(experts_.value->parentWidget()->layout())->insertWidget(2, split_);
   predictor_ =
       addTile("Predictor", "perfPredictor", "GoodPred 100% · accuracy 100%",
               "GoodPred: share of the experts the gates chose that the predictor named AND had copied "
-              "in time; accuracy: share it named at all");
+              "in time; accuracy: share it named at all",
+              true);
   pcie_ = addTile("PCIe host→GPU", "perfPcie", "25.00 GB/s (100% of link)",
                   "Expert bytes copied to the GPU per second, and the share of "
-                  "the link bandwidth measured at start");
-  prefill_ = addTile("Prefill", "perfPrefill", "9999 tok/s",
-                     "Prompt tokens per second of the current (or last) reply");
-  decode_ = addTile("Decode", "perfDecode", "9999 tok/s",
-                    "Generated tokens per second of the current (or last) reply");
-  ttft_ = addTile("First token", "perfTtft", "99999 ms", "Time from sending to the first token of the reply");
-  blocked_ =
-      addTile("Blocked", "perfBlocked", "100%", "Share of time the compute waited for experts to arrive");
+                  "the link bandwidth measured at start",
+                  true);
+  blocked_ = addTile("Blocked", "perfBlocked", "100%",
+                     "Share of time the compute waited for experts to arrive", true);
+  connect(details_button_, &QToolButton::toggled, this, [this](bool on) {
+    setDetailsShown(on);
+    emit detailsToggled(on);
+  });
+  setDetailsShown(false);
   experts_.spark->setFixedMaximum(1.0);
   predictor_.spark->setFixedMaximum(1.0);
   blocked_.spark->setFixedMaximum(1.0);
@@ -85,12 +112,22 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
   setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   timer_.setInterval(kPollMs);
   connect(&timer_, &QTimer::timeout, this, &PerfStrip::pollNow);
-  show(figures_, false);
+  showFigures(figures_, false);
+}
+
+void PerfStrip::setDetailsShown(bool shown) {
+  details_shown_ = shown;
+  details_button_->setChecked(shown);
+  // Open, the tiles beside it carry the words: the button keeps only its arrow (the
+  // window's width at 1024 px holds all nine tiles then).
+  details_button_->setText(shown ? "◂" : "Expert cache ▸");
+  for (QWidget* tile : detail_tiles_) tile->setVisible(shown);
 }
 
 PerfStrip::Tile PerfStrip::addTile(const QString& title, const QString& object_name, const QString& widest,
-                                   const QString& tip) {
+                                   const QString& tip, bool detail) {
   auto* box = new QWidget(this);
+  if (detail) detail_tiles_.push_back(box);
   box->setObjectName(object_name + "Tile");
   box->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   box->setToolTip(tip);
@@ -151,7 +188,7 @@ void PerfStrip::pollNow() {
   }
   last_ = now;
   last_ms_ = ms;
-  show(figures_, false);
+  showFigures(figures_, false);
   if (idle && figures_.expert_uses == 0) {
     // Nothing moved in this interval: show the last reply as a whole.
     PerfFigures whole = derivePerfFigures(reply_start_, now, reply_seconds_);
@@ -183,7 +220,7 @@ void PerfStrip::showExperts(const PerfFigures& f, bool whole_reply) {
     predictor_.value->setText(f.experts_resident ? "not needed" : "–");
 }
 
-void PerfStrip::show(const PerfFigures& f, bool whole_reply) {
+void PerfStrip::showFigures(const PerfFigures& f, bool whole_reply) {
   showExperts(f, whole_reply);
   const double hit = f.cached_share + f.prefetched_share;
   if (f.expert_uses > 0)
@@ -209,6 +246,14 @@ void PerfStrip::show(const PerfFigures& f, bool whole_reply) {
   if (f.generating && f.ttft_seconds >= 0) ttft_.spark->push(f.ttft_seconds * 1e3);
   blocked_.value->setText(QString("%1%").arg(qRound(100 * f.blocked_share)));
   blocked_.spark->push(f.blocked_share);
+  const double gb = 1e9;
+  vram_.value->setText(f.vram_total_bytes > 0 ? QString("%1 / %2 GB")
+                                                    .arg(QString::number(f.vram_used_bytes / gb, 'f', 1))
+                                                    .arg(QString::number(f.vram_total_bytes / gb, 'f', 1))
+                                              : QString("–"));
+  if (f.vram_total_bytes > 0) vram_.spark->push(f.vram_used_bytes / gb);
+  ram_.value->setText(f.ram_resident_bytes > 0 ? bytesText(f.ram_resident_bytes) : QString("–"));
+  if (f.ram_resident_bytes > 0) ram_.spark->push(f.ram_resident_bytes / gb);
 }
 
 }  // namespace moe

@@ -1,12 +1,15 @@
-// The live performance strip: expert hits (cached / prefetched / in flight /
-// missed), host->device throughput and its share of the link, prefill and
-// decode tokens/s, time to first token, time blocked waiting for experts; each
-// with a sparkline over the last minute. A QTimer polls the engine's counters
-// (never a signal per expert).
+// The live performance strip. It leads with what every user reads: decode and
+// prefill tokens/s, time to first token, GPU memory and RAM in use. One click on
+// "Expert cache" shows the machinery beside them: expert hits (cached /
+// prefetched / in flight / missed), the predictor's GoodPred, host->device
+// throughput and its share of the link, time blocked waiting for experts. Each
+// figure has a sparkline over the last minute and a tooltip saying what it is. A
+// QTimer polls the engine's counters (never a signal per expert).
 #pragma once
 
 #include <QLabel>
 #include <QTimer>
+#include <QToolButton>
 #include <QWidget>
 #include <functional>
 
@@ -48,6 +51,13 @@ class PerfStrip : public QWidget {
   // Over the last poll interval while a reply runs; over the whole last reply
   // when idle (so the figures stay readable after it ends).
   const PerfFigures& figures() const { return figures_; }
+  // Shows or hides the expert-cache figures (the button does the same).
+  void setDetailsShown(bool shown);
+  bool detailsShown() const { return details_shown_; }
+  QToolButton* detailsButton() const { return details_button_; }
+
+ signals:
+  void detailsToggled(bool shown);
 
  private:
   struct Tile {
@@ -57,8 +67,9 @@ class PerfStrip : public QWidget {
     QString title;
   };
   // widest: the longest text the tile shows; it sets the tile's share of the strip.
-  Tile addTile(const QString& title, const QString& object_name, const QString& widest, const QString& tip);
-  void show(const PerfFigures& f, bool whole_reply);
+  Tile addTile(const QString& title, const QString& object_name, const QString& widest, const QString& tip,
+               bool detail = false);
+  void showFigures(const PerfFigures& f, bool whole_reply);
   void showExperts(const PerfFigures& f, bool whole_reply);
 
   CounterSource source_;
@@ -69,7 +80,10 @@ class PerfStrip : public QWidget {
   qint64 last_ms_ = -1;
   PerfFigures figures_;
   HitSplitBar* split_ = nullptr;
-  Tile experts_{}, predictor_{}, pcie_{}, prefill_{}, decode_{}, ttft_{}, blocked_{};
+  Tile experts_{}, predictor_{}, pcie_{}, prefill_{}, decode_{}, ttft_{}, blocked_{}, vram_{}, ram_{};
+  QToolButton* details_button_ = nullptr;
+  std::vector<QWidget*> detail_tiles_;
+  bool details_shown_ = true;
 };
 
 }  // namespace moe

@@ -1,5 +1,7 @@
 #include "ui/screenshots.h"
 
+#include "ui/perf_strip.h"
+
 #include <QAbstractButton>
 #include <QApplication>
 #include <QDeadlineTimer>
@@ -177,8 +179,10 @@ int renderScreenshots(MainWindow& window, AppSettings& settings, const QString& 
 
   const QString theme = settings.theme();
   applyTheme(*qobject_cast<QApplication*>(QApplication::instance()), "dark");
+  window.perfStrip()->setDetailsShown(true);  // the dark picture shows the expert-cache figures too
   pumpUntil([] { return false; }, 300);
   ok &= save(window, QDir(dir).filePath("main-dark.png"));
+  window.perfStrip()->setDetailsShown(settings.perfDetails());
   applyTheme(*qobject_cast<QApplication*>(QApplication::instance()), theme == "dark" ? "light" : theme);
 
   auto settings_dialog = window.makeSettingsDialog();

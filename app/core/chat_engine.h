@@ -82,6 +82,10 @@ struct EngineCounters {
   bool experts_resident = true;      // no offloading (every expert in fast memory)
   double blocked_seconds = 0;        // compute time spent waiting for experts, since load
   double link_bytes_per_second = 0;  // host->device link: measured (GPU) or simulated; 0: none
+  // The GPU's memory in use (every program's) and its size, as of the last load or
+  // reply; 0 when computing on the CPU.
+  uint64_t vram_used_bytes = 0, vram_total_bytes = 0;
+  uint64_t ram_resident_bytes = 0;  // this process's resident memory (EngineHost fills it in)
 };
 
 // Which experts sit in fast memory, per layer: state[layer * n_expert + e] is

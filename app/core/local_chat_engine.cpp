@@ -164,8 +164,16 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
     std::lock_guard lock(session_mu_);
     session_ = std::move(session);
   }
+  sampleDeviceMemory();
   loaded_ = true;
   return info;
+}
+
+void LocalChatEngine::sampleDeviceMemory() {
+  uint64_t used = 0, total = 0;
+  if (!session_ || !session_->backend().deviceMemory(used, total)) used = total = 0;
+  vram_used_ = used;
+  vram_total_ = total;
 }
 
 bool LocalChatEngine::loaded() const { return loaded_; }
@@ -214,6 +222,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
     fallBackToCpu(e);
   }
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
+  sampleDeviceMemory();
 
   EngineReplyStats r;
   r.prompt_tokens = st.prompt_tokens;
@@ -265,6 +274,8 @@ EngineCounters LocalChatEngine::counters() const {
   c.decode_seconds = progress_.decode_us.load(std::memory_order_relaxed) * 1e-6;
   c.total_generated =
       total_generated_.load(std::memory_order_relaxed) + (c.generating ? c.generated_tokens : 0);
+  c.vram_used_bytes = vram_used_.load(std::memory_order_relaxed);
+  c.vram_total_bytes = vram_total_.load(std::memory_order_relaxed);
   std::lock_guard lock(session_mu_);
   if (session_ && session_->policy() != OffloadPolicy::kResident) {
     c.experts_resident = false;

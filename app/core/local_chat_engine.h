@@ -68,6 +68,8 @@ class LocalChatEngine final : public ChatEngine {
   EngineLoadOptions load_opts_;  // what load() was last given
   GenerationProgress progress_;
   std::atomic<uint64_t> total_generated_{0};
+  std::atomic<uint64_t> vram_used_{0}, vram_total_{0};  // sampled on the engine thread
+  void sampleDeviceMemory();
   int n_layer_ = 0, n_expert_ = 0;
 };
 

@@ -43,6 +43,9 @@ PerfFigures derivePerfFigures(const EngineCounters& prev, const EngineCounters& 
   if (now.decode_seconds > 0 && now.generated_tokens > 1)
     f.decode_tps = (now.generated_tokens - 1) / now.decode_seconds;
   f.ttft_seconds = now.ttft_seconds;
+  f.vram_used_bytes = now.vram_used_bytes;
+  f.vram_total_bytes = now.vram_total_bytes;
+  f.ram_resident_bytes = now.ram_resident_bytes;
   return f;
 }
 

@@ -26,6 +26,10 @@ struct PerfFigures {
   double pred_accuracy = 0;      // named by the prediction
   double pred_good = 0;          // GoodPred: named and READY in time
   bool generating = false;
+  // Memory, as of the poll: the GPU's in use and its size (0: computing on the CPU),
+  // this process's resident RAM.
+  uint64_t vram_used_bytes = 0, vram_total_bytes = 0;
+  uint64_t ram_resident_bytes = 0;
 };
 
 PerfFigures derivePerfFigures(const EngineCounters& prev, const EngineCounters& now, double interval_seconds);

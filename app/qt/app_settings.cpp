@@ -14,6 +14,7 @@ const char* kPolicy = "offload/policy";
 const char* kModelsFolder = "folders/models";
 const char* kDataFolder = "folders/data";
 const char* kTheme = "ui/theme";
+const char* kPerfDetails = "ui/perf_details";
 const char* kLastModel = "models/last";
 const char* kLearnFromUse = "privacy/learn_from_use";
 const char* kRetrainOffered = "privacy/retrain_offered";
@@ -112,6 +113,9 @@ void AppSettings::setTheme(const QString& theme) {
   store_.setValue(kTheme, theme);
   emit themeChanged();
 }
+
+bool AppSettings::perfDetails() const { return store_.value(kPerfDetails, false).toBool(); }
+void AppSettings::setPerfDetails(bool shown) { store_.setValue(kPerfDetails, shown); }
 
 QString AppSettings::lastModelPath() const { return store_.value(kLastModel).toString(); }
 

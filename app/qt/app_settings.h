@@ -53,6 +53,10 @@ class AppSettings : public QObject {
   QString theme() const;  // "system", "light" or "dark"
   void setTheme(const QString& theme);
 
+  // Whether the performance strip shows the expert-cache figures (off: the plain ones only).
+  bool perfDetails() const;
+  void setPerfDetails(bool shown);
+
   QString lastModelPath() const;  // empty: the demo model
   void setLastModelPath(const QString& path);
 

@@ -1,5 +1,7 @@
 #include "app/qt/inference_worker.h"
 
+#include "app/core/process_memory.h"
+
 #include <QElapsedTimer>
 #include <QMetaObject>
 #include <limits>
@@ -102,6 +104,12 @@ void EngineHost::generate(qint64 reply_id, const std::vector<ChatMessage>& messa
   QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, reply_id),
                             Q_ARG(std::vector<moe::ChatMessage>, messages),
                             Q_ARG(moe::GenerationParams, params), Q_ARG(QString, trace_path));
+}
+
+EngineCounters InferenceWorker::counters() const {
+  EngineCounters c = engine_->counters();
+  c.ram_resident_bytes = processResidentBytes();
+  return c;
 }
 
 }  // namespace moe

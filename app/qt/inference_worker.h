@@ -32,7 +32,8 @@ class InferenceWorker : public QObject {
 
   // Thread-safe: stops reply `reply_id` (whether it is running or still queued).
   void requestStop(qint64 reply_id);
-  EngineCounters counters() const { return engine_->counters(); }
+  // The engine's counters and this process's resident memory.
+  EngineCounters counters() const;
   ExpertResidency residency() const { return engine_->residency(); }
   // Thread-safe: the engine is not destroyed with the worker (see EngineHost::leaveEngineToExit).
   void keepEngineAtDestruction() { keep_engine_ = true; }

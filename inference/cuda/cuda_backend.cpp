@@ -368,4 +368,15 @@ void CudaBackend::add(float* y, const float* x, size_t n) { cuda::launchAdd(y, x
 
 void CudaBackend::axpy(float* y, const float* x, float a, size_t n) { cuda::launchAxpy(y, x, a, n, stream_); }
 
+bool CudaBackend::deviceMemory(uint64_t& used, uint64_t& total) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  used = total_b - free_b;
+  total = total_b;
+  return true;
+}
+
 }  // namespace moe

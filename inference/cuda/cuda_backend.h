@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override;
   Device device() const override { return Device::kCuda; }
+  bool deviceMemory(uint64_t& used, uint64_t& total) override;
 
   float* allocFloats(size_t n) override;  // zero-filled device memory
   void freeFloats(float* p) override;
