@@ -249,6 +249,14 @@ class Model::Loader {
       }
       return;
     }
+    // The shapes first: the F32 arrays are sized from header values, which only the
+    // file's tensors vouch for.
+    if (split) {
+      checkDims(find(blk(il, "attn_k_b.weight")), {N, C, H});
+      checkDims(find(blk(il, "attn_v_b.weight")), {C, V, H});
+    } else {
+      checkDims(find(blk(il, "attn_kv_b.weight")), {C, H * (N + V)});
+    }
     std::vector<float> uk_t(H * C * N), uv(H * V * C);  // [head][kv_lora][nope], [head][v][kv_lora]
     if (split) {
       // llama.cpp's MLA layout: attn_k_b {nope, kv_lora, head} is W_UK^T per head,
