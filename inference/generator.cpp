@@ -123,7 +123,8 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
       st.reason = StopReason::EndToken;
       break;
     }
-    if (auto out = text.push(tok.tokenBytes(next)); !out.empty() && on_text) on_text(out);
+    const std::string bytes = params.special_token_text ? tok.tokenText(next) : tok.tokenBytes(next);
+    if (auto out = text.push(bytes); !out.empty() && on_text) on_text(out);
     if (text.stopped()) {
       st.reason = StopReason::StopString;
       break;

@@ -34,6 +34,7 @@ struct GenerationParams {
   SamplerParams sampler;
   std::vector<std::string> stop_strings;
   bool stop_at_end_token = true;           // off: the demo bench generates exactly max_tokens
+  bool special_token_text = false;         // control tokens reach stop strings and on_text as their text
   GenerationProgress* progress = nullptr;  // optional, updated as generation runs
 };
 

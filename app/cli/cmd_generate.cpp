@@ -7,6 +7,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/offload_options.h"
+#include "app/core/harmony_reply.h"
 #include "app/core/model_shape.h"
 #include "inference/tokenizer/chat_template.h"
 #include "offload/learned_predictor.h"
@@ -100,6 +101,16 @@ SessionOptions offloadSessionOptions(const Args& args) {
   return so;
 }
 
+// gpt-oss (harmony): the channels are read from the control tokens' text and the
+// reply ends at <|return|> or <|call|>; the reasoning is printed as a quoted
+// "Thinking" block before the answer (app/core/harmony_reply.h), as the app shows it.
+bool readsHarmony(const Model& model, GenerationParams& params) {
+  if (model.chatFamily() != ChatFamily::Harmony) return false;
+  params.special_token_text = true;
+  params.stop_at_end_token = false;
+  return true;
+}
+
 }  // namespace
 
 int runGenerate(const std::vector<std::string>& argv) {
@@ -121,13 +132,18 @@ int runGenerate(const std::vector<std::string>& argv) {
     special = true;
     for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
   }
+  const bool harmony = special && readsHarmony(model, params);
+  HarmonyReply channels;
   const auto& tok = model.tokenizer();
   const auto ids = tok.encode(text, tok.addBosDefault(), special);
   GenerationStats st;
   {
     const ReplyInterrupts interrupts;  // before the prompt is shown: Ctrl-C from then on stops the reply
     if (!args.flag("--chat")) printText(prompt);
-    st = session.generate(ids, params, printText, &g_cancel);
+    st = session.generate(
+        ids, params,
+        [&](std::string_view raw) { printText(harmony ? channels.push(raw) : std::string(raw)); }, &g_cancel);
+    if (harmony) printText(channels.finish());
   }
   printStats(st);
   if (args.flag("--stats")) printOffloadStats(session.offloadSnapshot(), session);
@@ -141,6 +157,7 @@ int runChat(const std::vector<std::string>& argv) {
   announceModel(model);
   GenerationParams params = generationParams(args, session);
   for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
+  const bool harmony = readsHarmony(model, params);
   const auto& tok = model.tokenizer();
 
   std::vector<ChatMessage> history;
@@ -162,15 +179,17 @@ int runChat(const std::vector<std::string>& argv) {
         tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
     std::string reply;
     GenerationStats st;
+    HarmonyReply channels;
+    auto show = [&](std::string_view s) {
+      reply += s;
+      printText(s);
+    };
     try {
       const ReplyInterrupts interrupts;
       st = session.generate(
-          ids, params,
-          [&](std::string_view s) {
-            reply += s;
-            printText(s);
-          },
+          ids, params, [&](std::string_view raw) { show(harmony ? channels.push(raw) : std::string(raw)); },
           &g_cancel);
+      if (harmony) show(channels.finish());
     } catch (const std::length_error& e) {
       std::fprintf(stderr, "%s\nThe conversation no longer fits the context: /reset to start over.\n",
                    e.what());

@@ -1,5 +1,7 @@
 #include "app/core/local_chat_engine.h"
 
+#include "app/core/harmony_reply.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -207,10 +209,23 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   // Random weights never pick the end token on purpose; the length limit ends a demo reply.
   if (demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
+  // gpt-oss: its channels are read from the control tokens' text, and the reply ends
+  // at <|return|> or <|call|> (its <|end|> closes only the reasoning).
+  const bool harmony = family == ChatFamily::Harmony;
+  HarmonyReply harmony_reply;
+  TextSink sink = on_text;
+  if (harmony) {
+    p.special_token_text = true;
+    p.stop_at_end_token = false;
+    sink = [&](std::string_view raw) {
+      if (const std::string shown = harmony_reply.push(raw); !shown.empty()) on_text(shown);
+    };
+  }
   const auto ids = promptFitting(messages, p.max_tokens);
   GenerationStats st;
   try {
-    st = session_->generate(ids, p, on_text, &cancel);
+    st = session_->generate(ids, p, sink, &cancel);
+    if (const std::string rest = harmony_reply.finish(); harmony && !rest.empty()) on_text(rest);
   } catch (const ModelFileChanged& e) {
     {
       std::lock_guard lock(session_mu_);

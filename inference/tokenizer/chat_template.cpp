@@ -107,6 +107,20 @@ std::string glm(const std::vector<ChatMessage>& messages, bool add_generation_pr
 // developer's instructions, earlier replies on the final channel, and the
 // generation prompt "<|start|>assistant". The model answers on its analysis
 // channel, then "<|start|>assistant<|channel|>final<|message|>" ... "<|return|>".
+// An earlier reply without the reasoning the app showed before it (a leading quoted
+// block that begins "> **Thinking**", app/core/harmony_reply.h): harmony prompts carry
+// only the final answers of earlier turns.
+std::string withoutThinking(const std::string& reply) {
+  if (reply.rfind("> **Thinking**", 0) != 0) return reply;
+  size_t pos = 0;
+  while (pos < reply.size() && reply[pos] == '>') {  // the quote's lines
+    const size_t eol = reply.find('\n', pos);
+    pos = eol == std::string::npos ? reply.size() : eol + 1;
+  }
+  while (pos < reply.size() && reply[pos] == '\n') ++pos;
+  return reply.substr(pos);
+}
+
 std::string harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   std::string out =
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
@@ -121,7 +135,7 @@ std::string harmony(const std::vector<ChatMessage>& messages, bool add_generatio
     if (m.role == "user")
       out += "<|start|>user<|message|>" + m.content + "<|end|>";
     else if (m.role == "assistant")
-      out += "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>";
+      out += "<|start|>assistant<|channel|>final<|message|>" + withoutThinking(m.content) + "<|end|>";
   }
   if (add_generation_prompt) out += "<|start|>assistant";
   return out;
@@ -189,7 +203,7 @@ std::vector<std::string> chatStopStrings(ChatFamily family) {
     case ChatFamily::DeepSeek: return {kDeepSeekEos, "\n\nUser:"};
     case ChatFamily::Olmoe: return {"<|endoftext|>", "<|user|>"};
     case ChatFamily::Glm: return {"<|user|>", "<|observation|>", "<|endoftext|>"};
-    case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user"};
+    case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user", "<|endoftext|>"};
   }
   return {};
 }

@@ -41,6 +41,11 @@ class Tokenizer {
   // The bytes one token stands for (may be part of a UTF-8 sequence; empty for
   // control tokens).
   virtual std::string tokenBytes(int32_t id) const = 0;
+  // tokenBytes, but a control token as its text ("<|channel|>"): for chat formats
+  // whose structure a reader must see (gpt-oss's harmony channels).
+  std::string tokenText(int32_t id) const {
+    return type(id) == TokenType::Control ? piece(id) : tokenBytes(id);
+  }
   std::string decode(std::span<const int32_t> ids) const;
 
   int32_t vocabSize() const { return static_cast<int32_t>(pieces_.size()); }

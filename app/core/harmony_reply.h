@@ -1,0 +1,38 @@
+// A gpt-oss reply in the "harmony" format, read as it streams (with its control
+// tokens as text, GenerationParams::special_token_text): the model first reasons on
+// its analysis channel, then answers on the final one,
+//   <|channel|>analysis<|message|>...<|end|><|start|>assistant<|channel|>final<|message|>...
+// The chat shows the reasoning as a quoted "Thinking" block and the answer after it,
+// and none of the markers; a reply without channels is shown as it came.
+// Qt-free; the harmony prompt drops the Thinking block again (chat_template.cpp).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace moe {
+
+// The first line of the quoted block a reply's reasoning is shown in.
+inline constexpr std::string_view kThinkingHeader = "> **Thinking**";
+
+class HarmonyReply {
+ public:
+  // The displayable Markdown for the next piece of the raw stream (possibly
+  // empty: a marker may be cut between pieces and is held until it is whole).
+  std::string push(std::string_view raw);
+  // What is still held at the end of the reply.
+  std::string finish();
+
+ private:
+  enum class Part { Header, Body };
+  std::string bodyText(std::string_view text);
+  void marker(std::string_view m);
+
+  std::string pending_;  // raw text not processed yet: a marker's beginning
+  Part part_ = Part::Body;
+  std::string header_;       // between <|channel|> (or <|start|>) and <|message|>
+  bool thinking_ = false;    // the body being read is reasoning (analysis, commentary)
+  bool quote_open_ = false;  // the Thinking block is open: a newline continues the quote
+};
+
+}  // namespace moe
