@@ -3,6 +3,7 @@
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QPainter>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -117,7 +118,10 @@ PerfStrip::PerfStrip(CounterSource source, QWidget* parent) : QWidget(parent), s
 
 void PerfStrip::setDetailsShown(bool shown) {
   details_shown_ = shown;
-  details_button_->setChecked(shown);
+  {
+    const QSignalBlocker quiet(details_button_);  // detailsToggled is for the user's clicks
+    details_button_->setChecked(shown);
+  }
   // Open, the tiles beside it carry the words: the button keeps only its arrow (the
   // window's width at 1024 px holds all nine tiles then).
   details_button_->setText(shown ? "◂" : "Expert cache ▸");

@@ -51,7 +51,8 @@ class PerfStrip : public QWidget {
   // Over the last poll interval while a reply runs; over the whole last reply
   // when idle (so the figures stay readable after it ends).
   const PerfFigures& figures() const { return figures_; }
-  // Shows or hides the expert-cache figures (the button does the same).
+  // Shows or hides the expert-cache figures; a click on the button does the same
+  // and emits detailsToggled.
   void setDetailsShown(bool shown);
   bool detailsShown() const { return details_shown_; }
   QToolButton* detailsButton() const { return details_button_; }
