@@ -397,7 +397,9 @@ class TestOffloadAsync : public QObject {
         const auto s = engine.snapshot();
         QCOMPARE(s.expert_uses, sync_engine.snapshot().expert_uses);
         QCOMPARE(s.bytes_h2d, device->copyEngine().bytesCopied());
-        if (n_slots == 3) QVERIFY2(s.device_waits > 0, qPrintable(what + ": no device-side wait"));
+        // Whether the compute side found a copy still in flight depends on the copy
+        // thread's timing (under a loaded machine it may never): the device-side wait
+        // is checked step by step, with the copies held, in computeWaitsOnTheDeviceNotForReady.
       }
     }
   }
