@@ -155,6 +155,13 @@ class Backend {
   // y[i] += a * x[i]
   virtual void axpy(float* y, const float* x, float a, size_t n) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
+  // n_rows rows of `width`: row r from src + r * src_stride to dst + r * dst_stride
+  // (strides in floats; no row may overlap another's source or destination).
+  // Default: one copy per row; a device backend does them in one launch.
+  virtual void copyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
+                        size_t n_rows) {
+    for (size_t r = 0; r < n_rows; ++r) copy(dst + r * dst_stride, src + r * src_stride, width);
+  }
   // y[i] = 0, queued like any kernel (no host round trip).
   virtual void zero(float* y, size_t n) = 0;
   // y[t] += sigmoid(gate_logits[t]) * x[t]   y, x: [n_rows][width]; gate_logits: [n_rows]
@@ -179,6 +186,14 @@ class Backend {
     float* h = nullptr;                         // [n_tokens * k][n_ff] scratch
     float* outputs = nullptr;                   // [n_tokens * k][n_embd]: row t * k + j gets
                                                 // the output of token t's rank-j expert
+    // gpt-oss: per expert a bias row added to its gate, up and down products
+    // ([n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd] in backend memory), or
+    // null; and the clamped SwiGLU (swigluClamped) in place of the plain one.
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    const float* down_bias = nullptr;
+    bool clamped_swiglu = false;
+    float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
   };
   // Fills the output rows of every (token, rank) routed to one of call.experts;
   // other rows are left as they are. A row's value does not depend on which

@@ -53,6 +53,7 @@ class Model::Loader {
     if (c_.arch == Arch::Glm4Moe && f_.findTensor("blk.0.attn_q_norm.weight")) c_.qk_norm = QkNorm::PerHead;
     m_.host_experts_.resize(c_.n_layer);
     m_.host_routers_.resize(c_.n_layer);
+    m_.host_expert_biases_.resize(c_.n_layer);
     for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(layer(il));
     m_.sizes_.other_bytes = countedBytes_;
   }
@@ -129,6 +130,15 @@ class Model::Loader {
     return host;
   }
 
+  // Every element of a small tensor (already checked) as F32 in host memory the model keeps.
+  const float* hostCopy(const std::string& name) {
+    const auto& t = find(name);
+    std::vector<float> host(t.nElements());
+    quant::dequantizeRow(t.type, f_.tensorData(t).data(), host.data(), static_cast<int64_t>(host.size()));
+    m_.owned_host_.push_back(std::move(host));
+    return m_.owned_host_.back().data();
+  }
+
   // A small tensor of the given shape as F32 in backend memory, rows one after another.
   const float* vectorOfShape(const std::string& name, const std::vector<uint64_t>& dims) {
     const auto& t = find(name);
@@ -180,6 +190,11 @@ class Model::Loader {
       L.exp_gate_bias = vectorOfShape(blk(il, "ffn_gate_exps.bias"), {F, N});
       L.exp_up_bias = vectorOfShape(blk(il, "ffn_up_exps.bias"), {F, N});
       L.exp_down_bias = vectorOfShape(blk(il, "ffn_down_exps.bias"), {E, N});
+      Model::ExpertBiases& host = m_.host_expert_biases_[il];
+      const bool on_host = m_.backend_.device() == Device::kCpu;
+      host.gate = on_host ? L.exp_gate_bias : hostCopy(blk(il, "ffn_gate_exps.bias"));
+      host.up = on_host ? L.exp_up_bias : hostCopy(blk(il, "ffn_up_exps.bias"));
+      host.down = on_host ? L.exp_down_bias : hostCopy(blk(il, "ffn_down_exps.bias"));
     }
     if (c_.arch == Arch::Glm4Moe ||
         (c_.arch == Arch::Deepseek2 && f_.findTensor(blk(il, "exp_probs_b.bias"))))

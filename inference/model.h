@@ -97,6 +97,14 @@ class Model {
   // Host view of layer il's router (empty for dense layers): weights() may be in
   // device memory, and a host-side predictor reads the router.
   const WeightView& hostRouter(int il) const { return host_routers_[size_t(il)]; }
+  // Host copies of layer il's expert biases (gpt-oss; all null otherwise): the
+  // CPU computes some experts of a device backend's model.
+  struct ExpertBiases {
+    const float* gate = nullptr;  // [n_expert][n_ff_exp]
+    const float* up = nullptr;    // [n_expert][n_ff_exp]
+    const float* down = nullptr;  // [n_expert][n_embd]
+  };
+  const ExpertBiases& hostExpertBiases(int il) const { return host_expert_biases_[size_t(il)]; }
   // True for the demo/synthetic models whose weights are random.
   bool isSynthetic() const;
 
@@ -111,10 +119,12 @@ class Model {
   ModelSizes sizes_;
   std::vector<std::vector<ExpertWeights>> host_experts_;
   std::vector<WeightView> host_routers_;
+  std::vector<ExpertBiases> host_expert_biases_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatFamily chat_family_ = ChatFamily::ChatML;
-  std::vector<float*> owned_vectors_;           // backend allocations for norms and biases
-  std::vector<std::vector<float>> owned_host_;  // host F32 matrices the model made (deepseek2's W_UK, W_UV)
+  std::vector<float*> owned_vectors_;  // backend allocations for norms and biases
+  std::vector<std::vector<float>>
+      owned_host_;  // host F32 arrays the model made (deepseek2's W_UK, W_UV; expert biases)
 };
 
 }  // namespace moe

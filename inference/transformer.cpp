@@ -34,15 +34,6 @@ struct Transformer::HostScratch {
 Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx)
     : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
-  if (cfg_.expert_biases && backend_.computesMoe())
-    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
-                                " yet (biased experts); use the CPU backend");
-  if (cfg_.isMla() && backend_.device() != Device::kCpu)
-    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
-                                " yet (multi-head latent attention); use the CPU backend");
-  if (cfg_.groupLimited() && backend_.computesMoe())
-    throw std::invalid_argument(backend_.name() + " does not run " + cfg_.arch_name +
-                                " yet (group-limited routing); use the CPU backend");
   for (int il = 0; il < cfg_.n_layer; ++il) {
     k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
     v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
@@ -307,6 +298,13 @@ void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& 
   call.n_ff = cfg_.n_ff_exp;
   call.h = s_->h;
   call.outputs = s_->expert_out;
+  const auto& L = model_.weights().layers[il];
+  call.gate_bias = L.exp_gate_bias;
+  call.up_bias = L.exp_up_bias;
+  call.down_bias = L.exp_down_bias;
+  call.clamped_swiglu = cfg_.clamped_swiglu;
+  call.swiglu_alpha = ModelConfig::kSwigluAlpha;
+  call.swiglu_limit = ModelConfig::kSwigluLimit;
   for (const ExpertRef& ref : order) {
     experts_.waitFor(il, ref);
     if (host_ && ref.on_host) {
@@ -323,7 +321,7 @@ void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& 
     call.experts = together;
     backend_.moeExperts(call);
   }
-  if (!on_host.empty()) hostExperts(on_host, served);
+  if (!on_host.empty()) hostExperts(il, on_host, served);
 }
 
 void Transformer::expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>& order,
@@ -352,7 +350,7 @@ void Transformer::expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>
     together_rows += m;
   }
   if (!together.empty()) expertsTogether(il, together, served);
-  if (!on_host.empty()) hostExperts(on_host, served);
+  if (!on_host.empty()) hostExperts(il, on_host, served);
 }
 
 // gpt-oss: each expert's bias row added to the rows it computed (rows of `width`
@@ -409,7 +407,7 @@ void Transformer::expertsTogether(int il, std::span<const ExpertRef* const> refs
 // The device's experts of this layer are queued: compute these on the host from the
 // layer's FFN input (already on the host for the expert source), then one copy of
 // all their output rows to the device and into their (token, rank) places.
-void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
+void Transformer::hostExperts(int il, std::span<const ExpertRef* const> refs,
                               const std::vector<std::vector<int>>& served) {
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, F = cfg_.n_ff_exp;
   if (!h_) h_ = std::make_unique<HostScratch>(backend_, cfg_, kMaxBatch);
@@ -421,6 +419,12 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
     backend_.toHost(s_->host_hidden.data(), s_->xn, n_rows * E);
     hidden_on_host_ = true;
   }
+  const Model::ExpertBiases& biases = model_.hostExpertBiases(il);
+  // Each of m rows of `width` plus the expert's bias row, where the model has biases.
+  auto addBiasRows = [&](float* rows, const float* bias, int expert, int m, int width) {
+    if (!bias) return;
+    for (int i = 0; i < m; ++i) host_->add(rows + size_t(i) * width, bias + size_t(expert) * width, width);
+  };
   size_t row = 0;
   for (const ExpertRef* ref : refs) {
     const auto& slots = served.at(ref->expert);
@@ -429,8 +433,11 @@ void Transformer::hostExperts(std::span<const ExpertRef* const> refs,
       std::copy_n(s_->host_hidden.data() + size_t(slots[i] / K) * E, E, h.gathered.data() + size_t(i) * E);
     host_->matmul(ref->weights.gate, h.gathered.data(), h.ff_a.data(), m);
     host_->matmul(ref->weights.up, h.gathered.data(), h.ff_b.data(), m);
+    addBiasRows(h.ff_a.data(), biases.gate, ref->expert, m, F);
+    addBiasRows(h.ff_b.data(), biases.up, ref->expert, m, F);
     activate(*host_, h.ff_a.data(), h.ff_b.data(), h.ff_a.data(), size_t(m) * F);
     host_->matmul(ref->weights.down, h.ff_a.data(), h.rows.data() + row * E, m);
+    addBiasRows(h.rows.data() + row * E, biases.down, ref->expert, m, E);
     row += size_t(m);
   }
   backend_.fromHost(h.device_rows, h.rows.data(), row * E);

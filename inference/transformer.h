@@ -86,7 +86,8 @@ class Transformer {
                         const std::vector<std::vector<int>>& served);
   void expertsOneByOneOrTogether(int il, const std::vector<ExpertRef>& order,
                                  const std::vector<std::vector<int>>& served);
-  void hostExperts(std::span<const ExpertRef* const> refs, const std::vector<std::vector<int>>& served);
+  void hostExperts(int il, std::span<const ExpertRef* const> refs,
+                   const std::vector<std::vector<int>>& served);
   // Experts on backend_ whose tokens fit the scratch together: all their gate and
   // up projections in one matmulMany, one activation, all down projections in another.
   void expertsTogether(int il, std::span<const ExpertRef* const> refs,

@@ -2,8 +2,9 @@
 // absorbed form: one KV head of rows [k_pe, c] is cached per position (K) with
 // [0, c] beside it (V), so the backend's ordinary attention computes, per query head
 // [q_pe, W_UK^T q_nope], the scores q_pe.k_pe + q_nope.(W_UK c) and the latent
-// output sum p c, which W_UV then maps to the head's value. Per-row copies and
-// per-head products: the CPU backend runs it (a device backend refuses deepseek2).
+// output sum p c, which W_UV then maps to the head's value. The heads' parts are
+// gathered and scattered by strided row copies (one launch each on a device
+// backend), and each head's W_UK / W_UV product is its own matmul.
 #include <cmath>
 
 #include "inference/transformer.h"
@@ -28,28 +29,22 @@ void Transformer::latentAttentionBlock(int il, int n) {
   }
   // The latent c (normed) and the shared rope key k_pe.
   backend_.matmul(L.wkv_a, s_->xn, s_->mla_kv_a, n);
-  for (int t = 0; t < n; ++t)
-    backend_.copy(s_->mla_latent + size_t(t) * C, s_->mla_kv_a + size_t(t) * (C + R), C);
+  backend_.copyRows(s_->mla_latent, C, s_->mla_kv_a, C + R, C, n);
   backend_.rmsNorm(s_->mla_latent, L.kv_a_norm, s_->mla_latent, n, C, cfg_.rms_eps);
 
   // Cache rows: K = [k_pe, c], V = [0, c].
   backend_.zero(s_->v, size_t(n) * D);
-  for (int t = 0; t < n; ++t) {
-    const float* c = s_->mla_latent + size_t(t) * C;
-    backend_.copy(s_->k + size_t(t) * D, s_->mla_kv_a + size_t(t) * (C + R) + C, R);
-    backend_.copy(s_->k + size_t(t) * D + R, c, C);
-    backend_.copy(s_->v + size_t(t) * D + R, c, C);
-  }
+  backend_.copyRows(s_->k, D, s_->mla_kv_a + C, C + R, R, n);
+  backend_.copyRows(s_->k + R, D, s_->mla_latent, C, C, n);
+  backend_.copyRows(s_->v + R, D, s_->mla_latent, C, C, n);
   // Query heads = [q_pe, W_UK^T q_nope].
   for (int h = 0; h < H; ++h) {
-    for (int t = 0; t < n; ++t) {
-      const float* head = s_->mla_q + (size_t(t) * H + h) * QD;
-      backend_.copy(s_->mla_nope + size_t(t) * N, head, N);
-      backend_.copy(s_->q + (size_t(t) * H + h) * D, head + N, R);
-    }
+    const float* head = s_->mla_q + size_t(h) * QD;  // token t's at + t * H * QD
+    float* q = s_->q + size_t(h) * D;
+    backend_.copyRows(s_->mla_nope, N, head, size_t(H) * QD, N, n);
+    backend_.copyRows(q, size_t(H) * D, head + N, size_t(H) * QD, R, n);
     backend_.matmul(L.mla_uk_t[size_t(h)], s_->mla_nope, s_->mla_head, n);
-    for (int t = 0; t < n; ++t)
-      backend_.copy(s_->q + (size_t(t) * H + h) * D + R, s_->mla_head + size_t(t) * C, C);
+    backend_.copyRows(q + R, size_t(H) * D, s_->mla_head, C, C, n);
   }
   // The first R dims of each head rotate: q_pe and k_pe.
   rope(s_->q, n, H);
@@ -60,11 +55,9 @@ void Transformer::latentAttentionBlock(int il, int n) {
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
   // Each head's latent output (dims R.. of its row) through W_UV, then the output projection.
   for (int h = 0; h < H; ++h) {
-    for (int t = 0; t < n; ++t)
-      backend_.copy(s_->mla_head + size_t(t) * C, s_->attn + (size_t(t) * H + h) * D + R, C);
+    backend_.copyRows(s_->mla_head, C, s_->attn + size_t(h) * D + R, size_t(H) * D, C, n);
     backend_.matmul(L.mla_uv[size_t(h)], s_->mla_head, s_->mla_value, n);
-    for (int t = 0; t < n; ++t)
-      backend_.copy(s_->mla_values + (size_t(t) * H + h) * V, s_->mla_value + size_t(t) * V, V);
+    backend_.copyRows(s_->mla_values + size_t(h) * V, size_t(H) * V, s_->mla_value, V, V, n);
   }
   backend_.matmul(L.wo, s_->mla_values, s_->out, n);
   pending_residual_ = s_->out;

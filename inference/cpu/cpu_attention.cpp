@@ -3,7 +3,6 @@
 // per-head sink logits), and the activations that sit beside them.
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "inference/cpu/cpu_backend.h"
 #include "inference/cpu/cpu_scratch.h"
 #include "inference/cpu/vector_ops.h"
+#include "inference/rope_angles.h"
 #include "models/quant.h"
 
 namespace moe {
@@ -18,43 +18,6 @@ namespace {
 
 using cpu::scratch;
 using gguf::TensorType;
-
-// YaRN's band of rotary dimensions, as ggml's ggml_rope_yarn_corr_dims gives it:
-// pair i rotates beta times over the original context at
-// corr(beta) = n_rot * ln(orig_ctx / (2 pi beta)) / (2 ln base); pairs below
-// floor(corr(beta_fast)) keep their frequency, pairs above ceil(corr(beta_slow)) are
-// interpolated, and a linear ramp joins the two.
-struct YarnBand {
-  double low = 0, high = 0;
-};
-
-YarnBand yarnBand(int n_rot, float freq_base, const RopeYarn& y) {
-  auto corr = [&](double beta) {
-    return n_rot * std::log(y.orig_ctx / (beta * 2 * std::numbers::pi)) / (2 * std::log(double(freq_base)));
-  };
-  return {std::max(0.0, std::floor(corr(y.beta_fast))),
-          std::min(double(n_rot - 1), std::ceil(corr(y.beta_slow)))};
-}
-
-// Rotation angles of one position: cs[2i] = m cos(theta_i), cs[2i+1] = m sin(theta_i),
-// theta_i = pos * base^(-2i/n_rot), m = 1 without YaRN. With YaRN, theta_i mixes the
-// interpolated angle (theta_i / factor) and the original by the ramp of pair i, and
-// m = attn_factor * (1 + 0.1 ln factor). Computed in double and rounded once to
-// float, so large positions (pos * freq up to ~1e5 rad) keep their accuracy.
-void ropeAngles(int32_t pos, int n_rot, float freq_base, const RopeYarn* yarn, float* cs) {  // cs: [n_rot]
-  const YarnBand band = yarn ? yarnBand(n_rot, freq_base, *yarn) : YarnBand{};
-  const double mscale = yarn ? yarn->attn_factor * (1.0 + 0.1 * std::log(double(yarn->factor))) : 1.0;
-  for (int i = 0; i < n_rot / 2; ++i) {
-    const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-    double theta = static_cast<double>(pos) * freq;
-    if (yarn) {
-      const double ramp = 1.0 - std::clamp((i - band.low) / std::max(0.001, band.high - band.low), 0.0, 1.0);
-      theta = theta / yarn->factor * (1.0 - ramp) + theta * ramp;
-    }
-    cs[2 * i] = static_cast<float>(std::cos(theta) * mscale);
-    cs[2 * i + 1] = static_cast<float>(std::sin(theta) * mscale);
-  }
-}
 
 // Rotates the first n_rot dims of one head. Norm: pairs (x[2i], x[2i+1]);
 // Neox: pairs (x[i], x[i + n_rot/2]).
@@ -135,7 +98,7 @@ void CpuBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_r
 void CpuBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
                           const int32_t* positions, float freq_base, RopeStyle style, const RopeYarn& yarn) {
   checkRot(n_rot, head_dim);
-  if (!(yarn.factor >= 1.0f) || yarn.orig_ctx <= 0 || !(yarn.beta_fast > 0) || !(yarn.beta_slow > 0))
+  if (!yarnValid(yarn))
     throw std::invalid_argument(
         "cpu backend: rope: YaRN needs factor >= 1, an original context and betas > 0");
   forEach(n_tokens, static_cast<int64_t>(n_heads) * n_rot * 4, [&](int64_t begin, int64_t end) {

@@ -8,7 +8,10 @@
 // Rows. For one kv head the query rows are the pairs (t, g), t < n_tokens, g < group
 // (group = n_head / n_head_kv), numbered r = t * group + g: the group's heads of one
 // token are neighbours, so a block of rows shares one kv head and spans few tokens.
-// Row r sees keys 0 .. pos0 + r / group (its causal limit).
+// Row r sees keys 0 .. pos0 + r / group (its causal limit); with a sliding window
+// (gpt-oss's even layers) only the last `window` of them: a block starts at its first
+// row's window and masks the keys before each row's. A head's sink logit (gpt-oss)
+// joins the softmax's denominator when the output is divided by it (withSink).
 //
 // Decode (n_tokens <= kDecodeMaxTokens): flash-decoding. The keys 0 .. pos0+n_tokens-1
 // are cut into n_chunks chunks of chunk_keys; grid = (chunk, kv head x row block), a
@@ -112,9 +115,11 @@ struct RowShare<8, NV> {  // 16-byte loads: head_dim % 8 == 0, rows 16-byte alig
 #pragma unroll
     for (int c = 0; c < NV; ++c) w[c] = make_uint4(0u, 0u, 0u, 0u);
   }
-  // Dim i of the lane's 8 * NV (i a compile-time constant once unrolled).
+  // Dim i of the lane's 8 * NV (i a compile-time constant once unrolled). The "% NV"
+  // (a no-op: i < 8 * NV) keeps each NV's code distinct, so a host compiler building
+  // the stand-in cannot fold the instantiations into one and then warn about bounds.
   __device__ __forceinline__ float at(int i) const {
-    const uint4& v = w[i / 8];
+    const uint4& v = w[i / 8 % NV];
     const int e = i % 8;
     const uint32_t word = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
     return e % 2 == 0 ? lowHalf(word) : highHalf(word);
@@ -139,19 +144,32 @@ struct RowShare<1, NV> {  // 2-byte loads: any head_dim and alignment
   __device__ __forceinline__ float at(int i) const { return __half2float(__ushort_as_half(h[i])); }
 };
 
+// A head's sink logit (gpt-oss) joins a softmax of running max m, sum l and weighted
+// sum o: with m' = max(m, sink), o and l are rescaled by e^(m - m') and l gains
+// e^(sink - m'), a term with no value.
+__device__ __forceinline__ void withSink(float sink, float m, float& l, float& o) {
+  const float m2 = fmaxf(m, sink);
+  const float c = expf(m - m2);
+  l = l * c + expf(sink - m2);
+  o *= c;
+}
+
 // ---------------------------------------------------------------------------
 // Decode: flash-decoding
 
 constexpr int kDecodeMaxTokens = 4;
-constexpr int kMinChunkKeys = 64;   // no chunk shorter (the merge costs a partial per row)
-constexpr int kTargetBlocks = 256;  // ~2 blocks per SM on a 132-SM GPU
-constexpr int kMaxChunks = 256;     // the merge kernel's shared weights
-constexpr int kMaxDecodeRows = 8;   // rows per block
-constexpr int kKeysPerLane = 2;     // keys a lane loads per step (their K and V in flight together)
+constexpr int kMinChunkKeys = 64;    // no chunk shorter (the merge costs a partial per row)
+constexpr int kTargetBlocks = 256;   // ~2 blocks per SM on a 132-SM GPU
+constexpr int kMaxChunks = 256;      // the merge kernel's shared weights
+constexpr int kMaxDecodeRows = 8;    // rows per block
+constexpr int kWideDecodeRows = 2;   // rows per block for head_dim > 256 (registers, shared memory)
+constexpr int kKeysPerLane = 2;      // keys a lane loads per step (their K and V in flight together)
+constexpr int kNarrowHeadDim = 256;  // up to here a lane holds at most 8 dims of a key
 
-int decodeRowsPerBlock(int n_rows) {
+int decodeRowsPerBlock(int n_rows, int head_dim) {
   const int r = pow2Ceil(n_rows);
-  return r < kMaxDecodeRows ? r : kMaxDecodeRows;
+  const int most = head_dim > kNarrowHeadDim ? kWideDecodeRows : kMaxDecodeRows;
+  return r < most ? r : most;
 }
 
 // grid (n_chunks, n_head_kv * row_blocks), kThreads threads. partial (n_chunks > 1):
@@ -163,8 +181,9 @@ template <int VEC, int NV, int R>
 __global__ void __launch_bounds__(kThreads, 2)
     attentionDecodeKernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                           const __half* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
-                          int n_head_kv, int head_dim, float scale, int lanes_per_key, int chunk_keys,
-                          float* __restrict__ out, float* __restrict__ partial) {
+                          int n_head_kv, int head_dim, float scale, const float* __restrict__ sinks,
+                          int window, int lanes_per_key, int chunk_keys, float* __restrict__ out,
+                          float* __restrict__ partial) {
   constexpr int D = VEC * NV;  // dims per lane
   constexpr int KT = kKeysPerLane;
   __shared__ float sm_m[kWarps][R], sm_l[kWarps][R];
@@ -176,8 +195,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kvh = blockIdx.y / row_blocks;
   const int row0 = (blockIdx.y % row_blocks) * R;
   const int chunk = blockIdx.x, n_chunks = gridDim.x;
-  const int key_begin = chunk * chunk_keys;
-  const int key_end = imin(pos0 + n_tokens, key_begin + chunk_keys);
+  // A sliding window hides the keys before the block's first row's window.
+  const int window_begin = window > 0 ? pos0 + row0 / group - window + 1 : 0;
+  const int key_begin = chunk * chunk_keys > window_begin ? chunk * chunk_keys : window_begin;
+  const int key_end = imin(pos0 + n_tokens, chunk * chunk_keys + chunk_keys);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int lpk = lanes_per_key, slots = 32 / lpk;  // a warp takes `slots` keys at once
   const int slot = lane / lpk, sub = lane % lpk;
@@ -186,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const __half* v_head = v_cache + static_cast<size_t>(kvh) * head_dim;
 
   float qr[R][D], acc[R][D], m[R], l[R];
-  int limit[R];  // last key row r sees; -1 past n_rows
+  int limit[R];  // last key row r sees (-1 past n_rows); with a window, from limit - window + 1
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = row0 + r;
@@ -239,7 +260,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int o = 16; o > 0; o /= 2)  // over the key's lanes
           if (o < lpk) dot[r] += __shfl_xor_sync(kFull, dot[r], o);
-        s[kt][r] = key[kt] < key_end && key[kt] <= limit[r] ? dot[r] * scale : -INFINITY;
+        const bool seen =
+            key[kt] < key_end && key[kt] <= limit[r] && (window <= 0 || key[kt] > limit[r] - window);
+        s[kt][r] = seen ? dot[r] * scale : -INFINITY;
       }
     }
 #pragma unroll
@@ -308,8 +331,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         o += sm_acc[w][r][d] * weight;
       }
     const size_t item = static_cast<size_t>(row / group) * n_head + kvh * group + row % group;
-    if (n_chunks == 1) {
-      out[item * head_dim + d] = o / l_all;  // l_all >= 1: key 0 is in the chunk
+    if (n_chunks == 1) {  // the row's own key is in the chunk: m_all finite, l_all >= 1
+      if (sinks) withSink(sinks[kvh * group + row % group], m_all, l_all, o);
+      out[item * head_dim + d] = o / l_all;
     } else {
       const size_t part = item * n_chunks + chunk;
       partial[2 * static_cast<size_t>(items) * n_chunks + part * head_dim + d] = o;
@@ -324,23 +348,24 @@ __global__ void __launch_bounds__(kThreads, 2)
 // grid n_items, kThreads threads: out[item] = sum_c acc_c * e^(m_c - m) / sum_c l_c * e^(m_c - m).
 __global__ void __launch_bounds__(kThreads)
     attentionMergeKernel(const float* __restrict__ partial, int n_items, int n_chunks, int head_dim,
-                         float* __restrict__ out) {
+                         int n_head, const float* __restrict__ sinks, float* __restrict__ out) {
   __shared__ float weight[kMaxChunks];
   const size_t item = blockIdx.x;
   const float* pm = partial + item * n_chunks;
   const float* pl = partial + static_cast<size_t>(n_items) * n_chunks + item * n_chunks;
   const float* pacc = partial + 2 * static_cast<size_t>(n_items) * n_chunks + item * n_chunks * head_dim;
   float m_max = -INFINITY;
-  for (int c = 0; c < n_chunks; ++c) m_max = fmaxf(m_max, pm[c]);  // finite: chunk 0 holds key 0
+  for (int c = 0; c < n_chunks; ++c) m_max = fmaxf(m_max, pm[c]);  // finite: a chunk holds the row's own key
   for (int c = threadIdx.x; c < n_chunks; c += kThreads)
     weight[c] = pm[c] == -INFINITY ? 0.0f : expf(pm[c] - m_max);
   __syncthreads();
   float l_all = 0.0f;
   for (int c = 0; c < n_chunks; ++c) l_all += pl[c] * weight[c];
   for (int d = threadIdx.x; d < head_dim; d += kThreads) {
-    float o = 0.0f;
+    float o = 0.0f, l = l_all;
     for (int c = 0; c < n_chunks; ++c) o += pacc[static_cast<size_t>(c) * head_dim + d] * weight[c];
-    out[item * head_dim + d] = o / l_all;
+    if (sinks) withSink(sinks[item % n_head], m_max, l, o);
+    out[item * head_dim + d] = o / l;
   }
 }
 
@@ -350,10 +375,10 @@ struct DecodePlan {
   int rows_per_block, row_blocks, n_chunks, chunk_keys;
 };
 
-DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv) {
+DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim) {
   DecodePlan p;
   const int n_rows = n_tokens * (n_head / n_head_kv);
-  p.rows_per_block = decodeRowsPerBlock(n_rows);
+  p.rows_per_block = decodeRowsPerBlock(n_rows, head_dim);
   p.row_blocks = (n_rows + p.rows_per_block - 1) / p.rows_per_block;
   const int n_keys = pos0 + n_tokens;
   const int blocks_y = n_head_kv * p.row_blocks;
@@ -373,6 +398,8 @@ struct AttentionArgs {
   const __half *k, *v;
   int pos0, n_tokens, n_head, n_head_kv, head_dim;
   float scale;
+  const float* sinks;  // [n_head] or null
+  int window;          // > 0: sliding window
   float *out, *partial;
 };
 
@@ -380,8 +407,8 @@ template <int VEC, int NV, int R>
 void launchDecodeRows(const DecodePlan& p, int lanes_per_key, const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_chunks), static_cast<unsigned>(a.n_head_kv * p.row_blocks));
   launchKernel(attentionDecodeKernel<VEC, NV, R>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
-               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, lanes_per_key, p.chunk_keys, a.out,
-               a.partial);
+               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, a.sinks, a.window, lanes_per_key,
+               p.chunk_keys, a.out, a.partial);
 }
 
 template <int VEC, int NV>
@@ -389,9 +416,11 @@ void launchDecode(const DecodePlan& p, int lanes_per_key, const AttentionArgs& a
   switch (p.rows_per_block) {
     case 1: return launchDecodeRows<VEC, NV, 1>(p, lanes_per_key, a, stream);
     case 2: return launchDecodeRows<VEC, NV, 2>(p, lanes_per_key, a, stream);
-    case 4: return launchDecodeRows<VEC, NV, 4>(p, lanes_per_key, a, stream);
-    case 8: return launchDecodeRows<VEC, NV, 8>(p, lanes_per_key, a, stream);
     default:
+      if constexpr (VEC * NV <= 8) {  // a wide head's 4 or 8 rows would not fit the registers
+        if (p.rows_per_block == 4) return launchDecodeRows<VEC, NV, 4>(p, lanes_per_key, a, stream);
+        if (p.rows_per_block == 8) return launchDecodeRows<VEC, NV, 8>(p, lanes_per_key, a, stream);
+      }
       throw std::logic_error("attention: no decode kernel for " + std::to_string(p.rows_per_block) + " rows");
   }
 }
@@ -424,20 +453,24 @@ __device__ __forceinline__ void stageTile(const __half* head, size_t kv_stride, 
 }
 
 // NDL: head dims per lane in O += P V (head_dim <= 32 * NDL); RW: rows per warp; BK: keys per tile.
-template <int NDL, int RW, int BK>
+// QS: the block's query rows staged in shared memory; false for wide heads (deepseek2's
+// 576 dims), whose K/V tile alone takes most of the 48 KB: S then reads q from global
+// memory (each query element once per key tile, from L1/L2).
+template <int NDL, int RW, int BK, bool QS = true>
 __global__ void __launch_bounds__(kThreads)
     attentionPrefillKernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                            const __half* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
-                           int n_head_kv, int head_dim, float scale, bool pairs, float* __restrict__ out) {
+                           int n_head_kv, int head_dim, float scale, const float* __restrict__ sinks,
+                           int window, bool pairs, float* __restrict__ out) {
   constexpr int BQ = kWarps * RW;           // rows per block
   constexpr int kStride = 32 * NDL + 1;     // shared row capacity (the odd stride used is head_dim | 1)
   constexpr int RS = BQ / 8, KS = BK / 16;  // S = Q K^T: 8 row groups x 16 key groups of threads
   constexpr int TPR = kThreads / BQ;        // softmax threads per row
   static_assert(BQ % 8 == 0 && BK % 16 == 0 && 32 % TPR == 0 && BK % TPR == 0, "tile shape");
-  __shared__ float q_s[BQ * kStride];
+  __shared__ float q_s[QS ? BQ * kStride : 1];
   __shared__ float kv_s[BK * kStride];  // the K tile, then the V tile
   __shared__ float p_s[BQ][BK];         // scores, then probabilities
-  __shared__ float corr_s[BQ], l_s[BQ];
+  __shared__ float corr_s[BQ], l_s[BQ], m_s[BQ];
 
   const int group = n_head / n_head_kv;
   const int n_rows = n_tokens * group;
@@ -453,17 +486,24 @@ __global__ void __launch_bounds__(kThreads)
     return static_cast<size_t>(row / group) * n_head + kvh * group + row % group;
   };
   auto rowLimit = [&](int row) { return row < n_rows ? pos0 + row / group : -1; };
+  auto rowFirst = [&](int row) { return window > 0 ? pos0 + row / group - window + 1 : 0; };
 
-  for (int idx = threadIdx.x; idx < BQ * head_dim; idx += kThreads) {
-    const int r = idx / head_dim, d = idx % head_dim;
-    const int row = row0 + r;
-    q_s[r * stride + d] = row < n_rows ? __ldg(q + rowItem(row) * head_dim + d) : 0.0f;
-  }
+  if (QS)
+    for (int idx = threadIdx.x; idx < BQ * head_dim; idx += kThreads) {
+      const int r = idx / head_dim, d = idx % head_dim;
+      const int row = row0 + r;
+      q_s[r * stride + d] = row < n_rows ? __ldg(q + rowItem(row) * head_dim + d) : 0.0f;
+    }
 
   const int kg = threadIdx.x % 16, rg = threadIdx.x / 16;  // S: keys kg + 16j, rows rg + 8i
-  int s_limit[RS];
+  const float* q_row[RS];                                  // !QS: row rg + 8i's query, or null past n_rows
+  int s_limit[RS], s_first[RS];
 #pragma unroll
-  for (int i = 0; i < RS; ++i) s_limit[i] = rowLimit(row0 + rg + 8 * i);
+  for (int i = 0; i < RS; ++i) {
+    const int row = row0 + rg + 8 * i;
+    s_limit[i] = rowLimit(row), s_first[i] = rowFirst(row);
+    q_row[i] = row < n_rows ? q + rowItem(row) * head_dim : nullptr;
+  }
   const int sm_row = threadIdx.x / TPR, sm_part = threadIdx.x % TPR;  // softmax: row, key offset
   float m_run = -INFINITY, l_run = 0.0f;
   float acc[RW][NDL];
@@ -472,7 +512,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < NDL; ++c) acc[i][c] = 0.0f;
 
-  for (int key0 = 0; key0 < n_keys; key0 += BK) {
+  // A sliding window hides the keys before the first row's window from the whole block.
+  const int window_begin = rowFirst(row0);
+  for (int key0 = window_begin > 0 ? window_begin : 0; key0 < n_keys; key0 += BK) {
     const int tile_keys = imin(BK, n_keys - key0);
     stageTile(k_head, kv_stride, key0, tile_keys, head_dim, pairs, stride, kv_s);
     __syncthreads();  // K tile (and, the first time, Q) staged
@@ -486,7 +528,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int d = 0; d < head_dim; ++d) {
       float qv[RS], kv[KS];
 #pragma unroll
-      for (int i = 0; i < RS; ++i) qv[i] = q_s[(rg + 8 * i) * stride + d];
+      for (int i = 0; i < RS; ++i)
+        qv[i] = QS ? q_s[(rg + 8 * i) * stride + d] : (q_row[i] ? __ldg(q_row[i] + d) : 0.0f);
 #pragma unroll
       for (int j = 0; j < KS; ++j) kv[j] = kv_s[(kg + 16 * j) * stride + d];
 #pragma unroll
@@ -498,7 +541,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < RS; ++i)
 #pragma unroll
       for (int j = 0; j < KS; ++j)  // keys past the tile are past every row's limit
-        p_s[rg + 8 * i][kg + 16 * j] = key0 + kg + 16 * j <= s_limit[i] ? dot[i][j] * scale : -INFINITY;
+        p_s[rg + 8 * i][kg + 16 * j] = key0 + kg + 16 * j <= s_limit[i] && key0 + kg + 16 * j >= s_first[i]
+                                           ? dot[i][j] * scale
+                                           : -INFINITY;
     __syncthreads();  // scores written, K tile no longer read
 
     float m_tile = -INFINITY;
@@ -515,7 +560,7 @@ __global__ void __launch_bounds__(kThreads)
     if (m_new != -INFINITY) correction = expf(m_run - m_new);
     l_run = l_run * correction + sum;
     m_run = m_new;
-    if (sm_part == 0) corr_s[sm_row] = correction, l_s[sm_row] = l_run;
+    if (sm_part == 0) corr_s[sm_row] = correction, l_s[sm_row] = l_run, m_s[sm_row] = m_run;
     stageTile(v_head, kv_stride, key0, tile_keys, head_dim, pairs, stride, kv_s);
     __syncthreads();  // probabilities, corrections and the V tile ready
 
@@ -546,23 +591,25 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < RW; ++i) {
     const int row = row0 + warp * RW + i;
     if (row >= n_rows) continue;
-    const float l_all = l_s[warp * RW + i];  // >= 1: key 0 is in every row's range
+    float l_all = l_s[warp * RW + i];  // >= 1: the row's own key is in its range
     float* o = out + rowItem(row) * head_dim;
 #pragma unroll
     for (int c = 0; c < NDL; ++c) {
       const int d = lane + 32 * c;
-      if (d < head_dim) o[d] = acc[i][c] / l_all;
+      float l = l_all, v = acc[i][c];
+      if (sinks) withSink(sinks[rowItem(row) % n_head], m_s[warp * RW + i], l, v);
+      if (d < head_dim) o[d] = v / l;
     }
   }
 }
 
-template <int NDL, int RW, int BK>
+template <int NDL, int RW, int BK, bool QS = true>
 void launchPrefill(const AttentionArgs& a, bool pairs, cudaStream_t stream) {
   constexpr int BQ = kWarps * RW;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_head_kv);
   const dim3 grid(static_cast<unsigned>((n_rows + BQ - 1) / BQ), static_cast<unsigned>(a.n_head_kv));
-  launchKernel(attentionPrefillKernel<NDL, RW, BK>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
-               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, pairs, a.out);
+  launchKernel(attentionPrefillKernel<NDL, RW, BK, QS>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
+               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, a.sinks, a.window, pairs, a.out);
 }
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -592,7 +639,7 @@ void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* d
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim) {
   if (n_tokens <= 0 || n_tokens > kDecodeMaxTokens || n_head <= 0 || n_head_kv <= 0 || head_dim <= 0)
     return 0;
-  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv);
+  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv, head_dim);
   if (p.n_chunks == 1) return 0;
   return static_cast<size_t>(n_tokens) * n_head * p.n_chunks * (head_dim + 2) * sizeof(float);
 }
@@ -608,14 +655,14 @@ size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_
 }
 
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
-                     int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
-                     size_t scratch_bytes, cudaStream_t stream) {
+                     int n_head, int n_head_kv, int head_dim, float scale, const float* sinks, int window,
+                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream) {
   if (n_tokens <= 0) return;
   if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0 || head_dim <= 0 || head_dim > kMaxHeadDim ||
-      pos0 < 0)
+      pos0 < 0 || window < 0)
     throw std::invalid_argument("attention: bad shape");
-  const AttentionArgs a{q,         k_cache,  v_cache, pos0, n_tokens, n_head,
-                        n_head_kv, head_dim, scale,   out,  scratch};
+  const AttentionArgs a{q,        k_cache, v_cache, pos0,   n_tokens, n_head, n_head_kv,
+                        head_dim, scale,   sinks,   window, out,      scratch};
   if (n_tokens > kDecodeMaxTokens) {
     const bool pairs = head_dim % 2 == 0 && aligned(k_cache, 4) && aligned(v_cache, 4);
     if (head_dim <= 32)
@@ -624,18 +671,26 @@ void launchAttention(const float* q, const __half* k_cache, const __half* v_cach
       launchPrefill<2, 8, 32>(a, pairs, stream);
     else if (head_dim <= 128)
       launchPrefill<4, 8, 32>(a, pairs, stream);
-    else
+    else if (head_dim <= kNarrowHeadDim)
       launchPrefill<8, 4, 16>(a, pairs, stream);
+    else
+      launchPrefill<kMaxHeadDim / 32, 2, 16, false>(a, pairs, stream);
     checkLaunch("attention prefill kernel");
     return;
   }
 
-  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv);
+  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv, head_dim);
   const size_t need = attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, head_dim);
   if (need > 0 && (scratch == nullptr || scratch_bytes < need))
     throw std::invalid_argument("attention: scratch of " + std::to_string(scratch_bytes) + " bytes, " +
                                 std::to_string(need) + " needed");
-  if (head_dim % 8 == 0 && aligned(k_cache, 16) && aligned(v_cache, 16))  // 16-byte loads
+  const bool wide_loads = head_dim % 8 == 0 && aligned(k_cache, 16) && aligned(v_cache, 16);
+  if (head_dim > kNarrowHeadDim && !wide_loads)
+    throw std::invalid_argument("attention: head_dim " + std::to_string(head_dim) +
+                                " above 256 needs a multiple of 8 and 16-byte aligned K/V");
+  if (head_dim > kNarrowHeadDim)  // 32 lanes a key, 3 vectors of 8 dims each (up to 768)
+    launchDecode<8, 3>(p, 32, a, stream);
+  else if (wide_loads)  // 16-byte loads
     launchDecode<8, 1>(p, pow2Ceil(head_dim / 8), a, stream);
   else if (head_dim <= 32)  // 2-byte loads
     launchDecode<1, 1>(p, pow2Ceil(head_dim), a, stream);
@@ -648,7 +703,7 @@ void launchAttention(const float* q, const __half* k_cache, const __half* v_cach
   checkLaunch("attention decode kernel");
   if (p.n_chunks > 1) {
     launchKernel(attentionMergeKernel, static_cast<unsigned>(n_tokens * n_head), kThreads, 0, stream, scratch,
-                 n_tokens * n_head, p.n_chunks, head_dim, out);
+                 n_tokens * n_head, p.n_chunks, head_dim, n_head, sinks, out);
     checkLaunch("attention merge kernel");
   }
 }

@@ -8,6 +8,7 @@
 #include "inference/cuda/cuda_backend_internal.h"
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
+#include "inference/rope_angles.h"
 #include "models/quant.h"
 
 namespace moe {
@@ -220,6 +221,13 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {  // [n], device
             "cuda backend: copy");
 }
 
+void CudaBackend::copyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
+                           size_t n_rows) {
+  if (width == 0 || n_rows == 0) return;
+  if (n_rows == 1) return copy(dst, src, width);
+  cuda::launchCopyRows(dst, dst_stride, src, src_stride, width, n_rows, stream_);
+}
+
 void CudaBackend::zero(float* y, size_t n) {  // 0.0f is all zero bytes
   if (n) checkCuda(cudaMemsetAsync(y, 0, n * sizeof(float), stream_), "cuda backend: zero");
 }
@@ -288,23 +296,24 @@ void CudaBackend::addRmsNorm(float* x, const float* delta, const float* weight, 
   cuda::launchAddRmsNorm(x, delta, weight, y, n_rows, dim, eps, stream_);
 }
 
-// cos/sin of every (token, pair), computed in double and rounded once to float
-// exactly as the CPU backend's ropeAngles does, uploaded once per distinct
-// positions vector (q and k of every layer of a step share it).
-const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base) {
+// cos/sin of every (token, pair) as the CPU backend's rope computes them
+// (ropeAngles), uploaded once per distinct positions vector and rope parameters
+// (q and k of every layer of a step share it).
+const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base,
+                                    const RopeYarn* yarn) {
   const size_t n = static_cast<size_t>(n_tokens) * n_rot;
-  const bool same = rope_n_rot_ == n_rot && rope_base_ == freq_base &&
-                    rope_positions_.size() == size_t(n_tokens) &&
-                    std::equal(positions, positions + n_tokens, rope_positions_.begin());
+  const RopeYarn key = yarn ? *yarn : RopeYarn{};
+  const bool same =
+      rope_n_rot_ == n_rot && rope_base_ == freq_base && rope_yarn_ == bool(yarn) &&
+      (!yarn || (key.factor == rope_yarn_key_.factor && key.orig_ctx == rope_yarn_key_.orig_ctx &&
+                 key.beta_fast == rope_yarn_key_.beta_fast && key.beta_slow == rope_yarn_key_.beta_slow &&
+                 key.attn_factor == rope_yarn_key_.attn_factor)) &&
+      rope_positions_.size() == size_t(n_tokens) &&
+      std::equal(positions, positions + n_tokens, rope_positions_.begin());
   if (same && rope_cs_.bytes >= n * sizeof(float)) return static_cast<const float*>(rope_cs_.ptr);
   rope_host_.resize(n);
   for (int t = 0; t < n_tokens; ++t)
-    for (int i = 0; i < n_rot / 2; ++i) {
-      const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-      const double theta = static_cast<double>(positions[t]) * freq;
-      rope_host_[size_t(t) * n_rot + 2 * i] = static_cast<float>(std::cos(theta));
-      rope_host_[size_t(t) * n_rot + 2 * i + 1] = static_cast<float>(std::sin(theta));
-    }
+    ropeAngles(positions[t], n_rot, freq_base, yarn, rope_host_.data() + size_t(t) * n_rot);
   auto* dev = static_cast<float*>(scratch(rope_cs_, n * sizeof(float), "rope table"));
   // Invalidate before the copy: if it throws, the cache must not claim the new key.
   rope_positions_.clear();
@@ -312,6 +321,8 @@ const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int 
   rope_positions_.assign(positions, positions + n_tokens);
   rope_n_rot_ = n_rot;
   rope_base_ = freq_base;
+  rope_yarn_ = bool(yarn);
+  rope_yarn_key_ = key;
   return dev;
 }
 
@@ -321,7 +332,20 @@ void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_
     throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_heads <= 0) return;
-  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base);
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr);
+  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+}
+
+void CudaBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                           const int32_t* positions, float freq_base, RopeStyle style, const RopeYarn& yarn) {
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+    throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
+                                " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  if (!yarnValid(yarn))
+    throw std::invalid_argument(
+        "cuda backend: rope: YaRN needs factor >= 1, an original context and betas > 0");
+  if (n_tokens <= 0 || n_heads <= 0) return;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, &yarn);
   cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
 }
 
@@ -331,19 +355,17 @@ void CudaBackend::ropePair(float* q, int n_head, float* k, int n_head_kv, int n_
     throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_head <= 0 || n_head_kv <= 0) return;
-  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base);
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr);
   cuda::launchRope(q, n_head, k, n_head_kv, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
 }
 
 void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,
                             int n_tokens, const AttentionShape& shape, float* out) {
-  if (shape.sinks || shape.window > 0)
-    throw std::invalid_argument("cuda backend: attention sinks and sliding windows are not implemented yet");
   const int n_head = shape.n_head, n_head_kv = shape.n_head_kv, hd = shape.head_dim;
-  if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0)
+  if (n_head <= 0 || n_head_kv <= 0 || hd <= 0 || n_head % n_head_kv != 0 || pos0 < 0 || shape.window < 0)
     throw std::invalid_argument("cuda backend: attention: bad shape n_head " + std::to_string(n_head) +
                                 ", n_head_kv " + std::to_string(n_head_kv) + ", head_dim " +
-                                std::to_string(hd));
+                                std::to_string(hd) + ", window " + std::to_string(shape.window));
   if (hd > cuda::kMaxHeadDim)
     throw std::invalid_argument("cuda backend: attention: head_dim " + std::to_string(hd) +
                                 " above the supported " + std::to_string(cuda::kMaxHeadDim));
@@ -356,12 +378,17 @@ void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCach
   auto* partials =
       scratch_bytes ? static_cast<float*>(scratch(attn_, scratch_bytes, "attention partials")) : nullptr;
   cuda::launchAttention(q, static_cast<const __half*>(k_cache.data), static_cast<const __half*>(v_cache.data),
-                        pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, out, partials, scratch_bytes,
-                        stream_);
+                        pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, shape.sinks, shape.window, out,
+                        partials, scratch_bytes, stream_);
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {
-  cuda::launchSwiglu(gate, up, out, n, stream_);
+  cuda::launchSwiglu(gate, up, out, n, cuda::Activation{}, stream_);
+}
+
+void CudaBackend::swigluClamped(const float* gate, const float* up, float* out, size_t n, float alpha,
+                                float limit) {
+  cuda::launchSwiglu(gate, up, out, n, cuda::Activation{true, alpha, limit}, stream_);
 }
 
 void CudaBackend::add(float* y, const float* x, size_t n) { cuda::launchAdd(y, x, n, stream_); }

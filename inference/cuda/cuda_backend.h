@@ -67,12 +67,18 @@ class CudaBackend final : public Backend {
                    const float* v_src, size_t n) override;
   void rope(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
             float freq_base, RopeStyle style) override;
+  void ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                float freq_base, RopeStyle style, const RopeYarn& yarn) override;
   void attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0, int n_tokens,
                  const AttentionShape& shape, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, size_t n) override;
+  void swigluClamped(const float* gate, const float* up, float* out, size_t n, float alpha,
+                     float limit) override;
   void add(float* y, const float* x, size_t n) override;
   void axpy(float* y, const float* x, float a, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;  // dst and src must not overlap
+  void copyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
+                size_t n_rows) override;
   void zero(float* y, size_t n) override;
   void sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width) override;
   bool computesMoe() const override { return true; }
@@ -119,7 +125,8 @@ class CudaBackend final : public Backend {
   void matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens);
   void sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens, float* y,
              int64_t ldy);
-  const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base);
+  const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base,
+                         const RopeYarn* yarn);
   void release() noexcept;
   const float* deviceSelectionBias(const float* host, int n);
   void freeAfterQueuedWork(void* p) noexcept;
@@ -161,6 +168,8 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> rope_positions_;
   int rope_n_rot_ = 0;
   float rope_base_ = 0.0f;
+  bool rope_yarn_ = false;
+  RopeYarn rope_yarn_key_;
   std::vector<float> rope_host_;
 };
 

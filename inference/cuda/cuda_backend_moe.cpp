@@ -43,11 +43,13 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
                                 std::to_string(rule.n_expert) + " experts");
   const size_t n = static_cast<size_t>(n_tokens) * rule.k;
   auto* ids = reinterpret_cast<int*>(routing);
-  if (rule.n_expert <= cuda::kMaxRouteExperts && rule.k <= cuda::kMaxRouteK) {
+  if (rule.n_expert <= cuda::kMaxRouteExperts && rule.k <= cuda::kMaxRouteK &&
+      (!rule.groupLimited() || (rule.groups <= cuda::kMaxRouteGroups && rule.n_expert % rule.groups == 0))) {
     const float* bias =
         rule.selection_bias ? deviceSelectionBias(rule.selection_bias, rule.n_expert) : nullptr;
     cuda::launchRouteTopK(logits, bias, n_tokens, rule.n_expert, rule.k, rule.gating == GatingFunc::Softmax,
-                          rule.norm_topk, rule.scale, ids, routing + n, stream_);
+                          rule.norm_topk, rule.scale, rule.groupLimited() ? rule.groups : 0, rule.group_used,
+                          ids, routing + n, stream_);
     // ids and weights are adjacent: one read back of both.
     std::vector<int32_t> both(2 * n);
     readBack(both.data(), routing, both.size() * sizeof(int32_t));
@@ -55,7 +57,8 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
     std::memcpy(host_weights, both.data() + n, n * sizeof(float));
     return;
   }
-  // A router wider than the kernel's shared memory: routed on the host, the same rule.
+  // A router wider than the kernel's shared memory (or groups it does not take):
+  // routed on the host, the same rule.
   std::vector<float> host_logits(static_cast<size_t>(n_tokens) * rule.n_expert);
   toHost(host_logits.data(), logits, host_logits.size());
   for (int t = 0; t < n_tokens; ++t)
@@ -81,6 +84,10 @@ void CudaBackend::moeExperts(const MoeExpertsCall& c) {
   m.ids = reinterpret_cast<const int*>(c.routing);
   m.h = c.h;
   m.outputs = c.outputs;
+  m.act = cuda::Activation{c.clamped_swiglu, c.swiglu_alpha, c.swiglu_limit};
+  m.gate_bias = c.gate_bias;
+  m.up_bias = c.up_bias;
+  m.down_bias = c.down_bias;
   m.x_act = scratch(moe_x_act_, cuda::quantizedActBytes(c.n_embd, c.n_tokens), "MoE activations");
   m.h_act = scratch(moe_h_act_, cuda::quantizedActBytes(c.n_ff, n_slots), "MoE expert activations");
   m.plan = static_cast<int*>(scratch(moe_plan_,

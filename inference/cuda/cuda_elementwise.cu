@@ -2,7 +2,8 @@
 // Where the CPU backend's float arithmetic can be reproduced exactly it is: rope
 // and axpy use explicit round-to-nearest multiplies/adds (__fmul_rn, __fadd_rn)
 // so nvcc cannot fuse them into an FMA the CPU does not do; rmsNorm sums squares
-// in double like the CPU. Only expf (swiglu) differs by an ulp or two.
+// in double like the CPU. Only expf (the SwiGLUs) differs by an ulp or two.
+#include "inference/cuda/cuda_activation.cuh"
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/cuda/cuda_launch.h"
@@ -71,12 +72,17 @@ __global__ void ropeKernel(float* x, int64_t pairs, int n_heads, float* x2, int6
   }
 }
 
-__global__ void swigluKernel(const float* gate, const float* up, float* out, size_t n) {
+__global__ void swigluKernel(const float* gate, const float* up, float* out, size_t n, Activation act) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const float g = gate[i];
-    out[i] = __fmul_rn(g / (1.0f + expf(-g)), up[i]);
-  }
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = gatedActivation(gate[i], up[i], act);
+}
+
+__global__ void copyRowsKernel(float* dst, size_t dst_stride, const float* src, size_t src_stride,
+                               size_t width, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i / width * dst_stride + i % width] = src[i / width * src_stride + i % width];
 }
 
 __global__ void addKernel(float* y, const float* x, size_t n) {
@@ -120,10 +126,19 @@ void launchRope(float* x, int n_heads, float* x2, int n_heads2, int n_tokens, in
   checkLaunch("rope kernel");
 }
 
-void launchSwiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t stream) {
+void launchSwiglu(const float* gate, const float* up, float* out, size_t n, const Activation& act,
+                  cudaStream_t stream) {
   if (n == 0) return;
-  launchKernel(swigluKernel, gridFor(n), kThreads, 0, stream, gate, up, out, n);
+  launchKernel(swigluKernel, gridFor(n), kThreads, 0, stream, gate, up, out, n, act);
   checkLaunch("swiglu kernel");
+}
+
+void launchCopyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
+                    size_t n_rows, cudaStream_t stream) {
+  const size_t n = width * n_rows;
+  if (n == 0) return;
+  launchKernel(copyRowsKernel, gridFor(n), kThreads, 0, stream, dst, dst_stride, src, src_stride, width, n);
+  checkLaunch("copy rows kernel");
 }
 
 void launchAdd(float* y, const float* x, size_t n, cudaStream_t stream) {

@@ -32,8 +32,9 @@ enum class ElemType {
   IQ4_XS
 };
 
-// Largest head_dim the attention kernel holds in registers.
-inline constexpr int kMaxHeadDim = 256;
+// Largest head_dim the attention kernels take: deepseek2's latent attention attends
+// over rows of kv_lora + rope dims (512 + 64). Above 256 it must be a multiple of 8.
+inline constexpr int kMaxHeadDim = 576;
 
 // out[t][c] = decode(table row tokens[t])[c]; tokens: [n_tokens] device ints already range-checked.
 void launchEmbed(ElemType type, const uint8_t* table, size_t row_bytes, int64_t cols, const int32_t* tokens,
@@ -76,11 +77,19 @@ uint64_t gemmWeightPasses(int n_tokens);
 uint64_t gemmActivationPasses(int64_t rows);
 inline constexpr int kMinMmaComputeCapability = 80;  // major * 10 + minor
 
+// An FFN's gated activation: silu(gate) * up, or gpt-oss's clamped variant
+// (Backend::swigluClamped) when `clamped`.
+struct Activation {
+  bool clamped = false;
+  float alpha = 0.0f, limit = 0.0f;
+};
+
 // The routed experts of one MoE layer (cuda_moe.cu). At most kMaxCallExperts experts
 // per launch (their weight pointers travel in the kernel's arguments).
 inline constexpr int kMaxCallExperts = 64;
 inline constexpr int kMaxRouteExperts = 512;  // device routing: n_expert <= this
 inline constexpr int kMaxRouteK = 64;         // and n_expert_used <= this
+inline constexpr int kMaxRouteGroups = 64;    // and expert groups <= this
 struct ExpertTable {
   int count = 0;
   int ids[kMaxCallExperts];
@@ -102,12 +111,20 @@ struct MoeLaunch {
   float* h = nullptr;                    // [n_slots][n_ff] silu(gate) * up
   void* h_act = nullptr;                 // quantizedActBytes(n_ff, n_slots)
   float* outputs = nullptr;              // [n_slots][n_embd] each (token, rank)'s expert output
+  Activation act;
+  // gpt-oss: per expert a bias row added to its gate, up and down products
+  // ([n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd], indexed by expert id), or null.
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
 };
 // logits: [n_tokens][n_expert] -> ids, weights: [n_tokens][k] (ties to the lower id;
 // softmax or sigmoid gating; bias: [n_expert] added for choosing only, or null;
+// groups > 1: chosen only within the group_used best of `groups` equal groups;
 // norm: weights renormalised over the k; then * scale).
 void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n_expert, int k, bool softmax,
-                     bool norm, float scale, int* ids, float* weights, cudaStream_t stream);
+                     bool norm, float scale, int groups, int group_used, int* ids, float* weights,
+                     cudaStream_t stream);
 // Fills the slots of every (token, rank) routed to the table's experts.
 void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream);
 // out[t] = sum over j ascending of weights[t][j] * slots[t * k + j]; out: [n_tokens][n_embd].
@@ -140,12 +157,19 @@ void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* d
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim);
 // The largest attentionScratchBytes of any call within a context of n_ctx positions.
 size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_dim);
+// sinks: [n_head] logits that join each head's softmax denominator (gpt-oss), or
+// null; window > 0: the query at position p sees keys p - window + 1 .. p only.
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
-                     int n_head, int n_head_kv, int head_dim, float scale, float* out, float* scratch,
-                     size_t scratch_bytes, cudaStream_t stream);
+                     int n_head, int n_head_kv, int head_dim, float scale, const float* sinks, int window,
+                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream);
 
-void launchSwiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t stream);
+// out[i] = the gated activation of gate[i] and up[i].
+void launchSwiglu(const float* gate, const float* up, float* out, size_t n, const Activation& act,
+                  cudaStream_t stream);
 void launchAdd(float* y, const float* x, size_t n, cudaStream_t stream);
+// Row r < n_rows of `width` floats from src + r * src_stride to dst + r * dst_stride.
+void launchCopyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
+                    size_t n_rows, cudaStream_t stream);
 void launchAxpy(float* y, const float* x, float a, size_t n, cudaStream_t stream);
 
 // An empty kernel: launching it proves the binary holds code this device can run.

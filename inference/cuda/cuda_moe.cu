@@ -3,6 +3,7 @@
 //   routeTopKKernel   router logits -> top-k expert ids and mixing weights per token
 //   planKernel        for each expert of the call, the (token, rank) slots it serves
 //   gateUpKernel      silu(gate . x) * (up . x) of every served slot, all experts at once
+//                     (gpt-oss: each product plus its expert's bias, the clamped SwiGLU)
 //   (quantizeActsKernel of cuda_matvec.cu on those rows)
 //   downKernel        down . h into each slot's row of the slot buffer
 // (gate/up and down as int8 tensor-core GEMMs, cuda_gemm.cuh, when the call asks:
@@ -12,7 +13,10 @@
 // and the sum runs in rank order, so the result is the same bits whichever experts
 // share a call, in whatever order: every caching policy computes the same.
 #include <math.h>
+#include <stdexcept>
+#include <string>
 
+#include "inference/cuda/cuda_activation.cuh"
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_gemm.cuh"
 #include "inference/cuda/cuda_kernels.h"
@@ -26,15 +30,53 @@ constexpr int kWarps = 4;  // weight rows per block
 constexpr int kTokenTile = 8;
 constexpr int kRouteThreads = 64;  // a token's experts are few (<= kMaxRouteExperts): 8 each at most
 
+constexpr double kTaken = -1e300;     // below every (biased) probability
+constexpr double kExcluded = -1e299;  // an expert of a group left out: above kTaken, below the rest
+
+// Group-limited routing (one thread): a group's score is the sum of its two largest
+// selection scores (one, for groups of one); the experts outside the group_used
+// best groups (ties: the lower group) get kExcluded, which ranks them, among
+// themselves by id, after every other expert, as the CPU's -inf does.
+// score and kept: kMaxRouteGroups of shared scratch.
+__device__ void excludeWeakGroups(double* choice, int n_expert, int groups, int group_used, double* score,
+                                  bool* kept) {
+  const int per_group = n_expert / groups;
+  for (int g = 0; g < groups; ++g) {
+    double first = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const double c = choice[e];
+      if (c > first)
+        second = first, first = c;
+      else if (c > second)
+        second = c;
+    }
+    score[g] = per_group >= 2 ? 0.0 + first + second : 0.0 + first;
+  }
+  for (int g = 0; g < groups; ++g) kept[g] = false;
+  for (int i = 0; i < group_used; ++i) {
+    int best = -1;
+    for (int g = 0; g < groups; ++g)
+      if (!kept[g] && (best < 0 || score[g] > score[best])) best = g;
+    kept[best] = true;
+  }
+  for (int g = 0; g < groups; ++g)
+    if (!kept[g])
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) choice[e] = kExcluded;
+}
+
 // One block per token. Probabilities in double, top-k by probability (plus the
-// selection bias, when given) with ties to the lower id, weights the unbiased
-// probabilities, optional renormalisation, then the scale: the CPU's routeToken.
+// selection bias, when given; within the best groups, when groups > 1) with ties to
+// the lower id, weights the unbiased probabilities, optional renormalisation, then
+// the scale: the CPU's routeToken.
 __global__ void routeTopKKernel(const float* logits, const float* bias, int n_expert, int k, bool softmax,
-                                bool norm, float scale, int* ids, float* weights) {
+                                bool norm, float scale, int groups, int group_used, int* ids,
+                                float* weights) {
   __shared__ double p[kMaxRouteExperts];
   __shared__ double choice[kMaxRouteExperts];
   __shared__ double chosen_p[kMaxRouteK];
   __shared__ double total;
+  __shared__ double group_score[kMaxRouteGroups];
+  __shared__ bool group_kept[kMaxRouteGroups];
   const int t = blockIdx.x;
   const float* row = logits + static_cast<int64_t>(t) * n_expert;
   if (softmax) {
@@ -63,13 +105,16 @@ __global__ void routeTopKKernel(const float* logits, const float* bias, int n_ex
   __syncthreads();
   for (int e = threadIdx.x; e < n_expert; e += blockDim.x) choice[e] = bias ? p[e] + double(bias[e]) : p[e];
   __syncthreads();
+  if (groups > 1) {
+    if (threadIdx.x == 0) excludeWeakGroups(choice, n_expert, groups, group_used, group_score, group_kept);
+    __syncthreads();
+  }
   if (threadIdx.x >= 32) return;  // warp 0 picks the k largest
   // Every lane ends each round knowing the winner; the lane that owns its entry
   // (e % 32 == lane) marks it taken, and only that lane ever reads it again.
   const int lane = threadIdx.x;
   int* out_ids = ids + static_cast<int64_t>(t) * k;
   double chosen_sum = 0;
-  constexpr double kTaken = -1e300;  // below every (biased) probability
   for (int i = 0; i < k; ++i) {
     double best = kTaken;
     int best_id = n_expert;
@@ -107,9 +152,25 @@ __global__ void planKernel(const int* ids, int n_slots, ExpertTable table, int* 
 
 // grid (row blocks of n_ff, experts of the call). x: acts of the layer input, one
 // row per token; h: [n_slots][n_ff].
+// An expert's bias for row r of a product (gpt-oss), 0 without biases.
+__device__ __forceinline__ float expertBias(const float* bias, int expert, int64_t width, int64_t r) {
+  return bias ? bias[static_cast<int64_t>(expert) * width + r] : 0.0f;
+}
+
+// The epilogue of gate and up: biases (when given), then the gated activation.
+struct GateUpEpilogue {
+  Activation act;
+  const float *gate_bias, *up_bias;
+  __device__ __forceinline__ float operator()(float g, float u, int expert, int64_t n_ff, int64_t r) const {
+    if (gate_bias) g = __fadd_rn(g, expertBias(gate_bias, expert, n_ff, r));
+    if (up_bias) u = __fadd_rn(u, expertBias(up_bias, expert, n_ff, r));
+    return gatedActivation(g, u, act);
+  }
+};
+
 template <ElemType T>
 __global__ void gateUpKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k,
-                             const int* plan, int n_slots, float* h) {
+                             const int* plan, int n_slots, float* h, GateUpEpilogue epi) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= n_ff) return;
   const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
@@ -124,17 +185,16 @@ __global__ void gateUpKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, 
     rowDot<T, kTokenTile>(gate, x, tok, nt, g);
     rowDot<T, kTokenTile>(up, x, tok, nt, u);
     if (threadIdx.x % 32 == 0)
-      for (int i = 0; i < nt; ++i) {
-        const float gv = g[i];
-        h[static_cast<int64_t>(list[1 + i0 + i]) * n_ff + r] = __fmul_rn(gv / (1.0f + expf(-gv)), u[i]);
-      }
+      for (int i = 0; i < nt; ++i)
+        h[static_cast<int64_t>(list[1 + i0 + i]) * n_ff + r] =
+            epi(g[i], u[i], table.ids[blockIdx.y], n_ff, r);
   }
 }
 
 // grid (row blocks of n_embd, experts of the call). hq: acts of h, one row per slot.
 template <ElemType T>
 __global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
-                           int n_slots, float* slots) {
+                           int n_slots, float* slots, const float* down_bias) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= n_embd) return;
   const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
@@ -147,7 +207,9 @@ __global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, 
     float y[kTokenTile];
     rowDot<T, kTokenTile>(down, hq, slot, nt, y);
     if (threadIdx.x % 32 == 0)
-      for (int i = 0; i < nt; ++i) slots[slot[i] * n_embd + r] = y[i];
+      for (int i = 0; i < nt; ++i)
+        slots[slot[i] * n_embd + r] =
+            down_bias ? __fadd_rn(y[i], expertBias(down_bias, table.ids[blockIdx.y], n_embd, r)) : y[i];
   }
 }
 
@@ -173,7 +235,7 @@ __device__ __forceinline__ bool gemmSlots(const int* plan, int n_slots, int k, i
 template <ElemType T>
 __global__ void __launch_bounds__(kGemmThreads)
     gateUpGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k, const int* plan,
-                     int n_slots, float* h) {
+                     int n_slots, float* h, GateUpEpilogue epi) {
   __shared__ GemmTiles tiles;
   __shared__ int slots[kGemmTokens];
   __shared__ int64_t act_rows[kGemmTokens];
@@ -188,16 +250,15 @@ __global__ void __launch_bounds__(kGemmThreads)
     for (int i = 0; i < 4; ++i) {
       const int64_t r = row0 + gemmAccRow(i);
       const int slot = slots[gemmAccToken(j, i)];
-      const float gv = g[j][i];
       if (r < n_ff && slot >= 0)
-        h[static_cast<int64_t>(slot) * n_ff + r] = __fmul_rn(gv / (1.0f + expf(-gv)), u[j][i]);
+        h[static_cast<int64_t>(slot) * n_ff + r] = epi(g[j][i], u[j][i], table.ids[blockIdx.z], n_ff, r);
     }
 }
 
 template <ElemType T>
 __global__ void __launch_bounds__(kGemmThreads)
     downGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
-                   int n_slots, float* outputs) {
+                   int n_slots, float* outputs, const float* down_bias) {
   __shared__ GemmTiles tiles;
   __shared__ int slots[kGemmTokens];
   __shared__ int64_t act_rows[kGemmTokens];
@@ -211,7 +272,9 @@ __global__ void __launch_bounds__(kGemmThreads)
     for (int i = 0; i < 4; ++i) {
       const int64_t r = row0 + gemmAccRow(i);
       const int slot = slots[gemmAccToken(j, i)];
-      if (r < n_embd && slot >= 0) outputs[static_cast<int64_t>(slot) * n_embd + r] = y[j][i];
+      if (r < n_embd && slot >= 0)
+        outputs[static_cast<int64_t>(slot) * n_embd + r] =
+            down_bias ? __fadd_rn(y[j][i], expertBias(down_bias, table.ids[blockIdx.z], n_embd, r)) : y[j][i];
     }
 }
 
@@ -252,17 +315,18 @@ template <ElemType T>
 void launchExpertsT(const MoeLaunch& m, cudaStream_t stream) {
   const ActRows x =
       actRows(T, isFloatType(T) ? static_cast<const void*>(m.x) : m.x_act, m.n_embd, m.n_tokens);
+  const GateUpEpilogue epi{m.act, m.gate_bias, m.up_bias};
   if constexpr (!isFloatType(T))
     if (m.up_gemm) {
       launchKernel(gateUpGemmKernel<T>, gemmGrid(m.n_ff, m), kGemmThreads, 0, stream, m.table, m.up_row_bytes,
-                   m.n_ff, x, m.k, m.plan, m.n_slots, m.h);
+                   m.n_ff, x, m.k, m.plan, m.n_slots, m.h, epi);
       checkLaunch("MoE gate/up GEMM kernel");
       return;
     }
   const dim3 up_grid(static_cast<unsigned>((m.n_ff + kWarps - 1) / kWarps),
                      static_cast<unsigned>(m.table.count));
   launchKernel(gateUpKernel<T>, up_grid, kWarps * 32, 0, stream, m.table, m.up_row_bytes, m.n_ff, x, m.k,
-               m.plan, m.n_slots, m.h);
+               m.plan, m.n_slots, m.h, epi);
   checkLaunch("MoE gate/up kernel");
 }
 
@@ -272,24 +336,29 @@ void launchDownT(const MoeLaunch& m, cudaStream_t stream) {
   if constexpr (!isFloatType(T))
     if (m.down_gemm) {
       launchKernel(downGemmKernel<T>, gemmGrid(m.n_embd, m), kGemmThreads, 0, stream, m.table,
-                   m.down_row_bytes, m.n_embd, hq, m.plan, m.n_slots, m.outputs);
+                   m.down_row_bytes, m.n_embd, hq, m.plan, m.n_slots, m.outputs, m.down_bias);
       checkLaunch("MoE down GEMM kernel");
       return;
     }
   const dim3 grid(static_cast<unsigned>((m.n_embd + kWarps - 1) / kWarps),
                   static_cast<unsigned>(m.table.count));
   launchKernel(downKernel<T>, grid, kWarps * 32, 0, stream, m.table, m.down_row_bytes, m.n_embd, hq, m.plan,
-               m.n_slots, m.outputs);
+               m.n_slots, m.outputs, m.down_bias);
   checkLaunch("MoE down kernel");
 }
 
 }  // namespace
 
 void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n_expert, int k, bool softmax,
-                     bool norm, float scale, int* ids, float* weights, cudaStream_t stream) {
+                     bool norm, float scale, int groups, int group_used, int* ids, float* weights,
+                     cudaStream_t stream) {
   if (n_tokens <= 0) return;
+  if (groups > 1 &&
+      (groups > kMaxRouteGroups || n_expert % groups != 0 || group_used <= 0 || group_used >= groups))
+    throw std::invalid_argument("MoE routing: " + std::to_string(group_used) + " of " +
+                                std::to_string(groups) + " expert groups");
   launchKernel(routeTopKKernel, static_cast<unsigned>(n_tokens), kRouteThreads, 0, stream, logits, bias,
-               n_expert, k, softmax, norm, scale, ids, weights);
+               n_expert, k, softmax, norm, scale, groups > 1 ? groups : 0, group_used, ids, weights);
   checkLaunch("MoE routing kernel");
 }
 

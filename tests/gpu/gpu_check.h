@@ -26,6 +26,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -66,6 +67,14 @@ struct State {
 inline State& state() {
   static State s;
   return s;
+}
+
+// MOECHAT_GPU_TESTS_QUICK=1 (CI's ThreadSanitizer stage): a test whose cases repeat
+// the same threads over more shapes or architectures runs a representative few;
+// the full set runs in the plain and ASan stages.
+inline bool quick() {
+  const char* v = std::getenv("MOECHAT_GPU_TESTS_QUICK");
+  return v && *v && std::string(v) != "0";
 }
 
 inline std::string vformat(const char* fmt, va_list ap) {

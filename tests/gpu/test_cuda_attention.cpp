@@ -104,11 +104,14 @@ struct DeviceKv {
 struct Case {
   int n_head, n_head_kv, head_dim, pos0, n_tokens;
   size_t misalign = 0;  // elements of offset of q, k, v and out
+  bool sinks = false;   // a sink logit per head (gpt-oss)
+  int window = 0;       // > 0: sliding window
 };
 
 std::string describe(const Case& c) {
-  return gpu_check::format("heads %d/%d dim %d pos0 %d n %d%s", c.n_head, c.n_head_kv, c.head_dim, c.pos0,
-                           c.n_tokens, c.misalign ? " misaligned" : "");
+  return gpu_check::format("heads %d/%d dim %d pos0 %d n %d%s%s window %d", c.n_head, c.n_head_kv, c.head_dim,
+                           c.pos0, c.n_tokens, c.misalign ? " misaligned" : "", c.sinks ? " sinks" : "",
+                           c.window);
 }
 
 // Runs one case on both backends; the cache has 9 rows of random values past the
@@ -119,12 +122,17 @@ double attentionError(const Case& c, uint32_t seed) {
   const auto k = randomFloats(size_t(n_ctx) * kv_width, seed, -2.0f, 2.0f);
   const auto v = randomFloats(size_t(n_ctx) * kv_width, seed + 1);
   const auto q = randomFloats(size_t(c.n_tokens) * c.n_head * c.head_dim, seed + 2, -2.0f, 2.0f);
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+  AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+  shape.window = c.window;
+  // Sinks from -2 to 6: from negligible to outweighing every key.
+  const auto sinks = randomFloats(size_t(c.n_head), seed + 3, -2.0f, 6.0f);
+  if (c.sinks) shape.sinks = sinks.data();
   // The reference attends over what the GPU's F16 cache holds.
   auto k_half = roundedToHalf(k), v_half = roundedToHalf(v);
   std::vector<float> want(q.size());
   cpu_->attention(q.data(), hostKv(k_half), hostKv(v_half), c.pos0, c.n_tokens, shape, want.data());
-  DeviceFloats dq(*gpu_, q, c.misalign), dout(*gpu_, q.size(), c.misalign);
+  DeviceFloats dq(*gpu_, q, c.misalign), dout(*gpu_, q.size(), c.misalign), dsinks(*gpu_, sinks);
+  if (c.sinks) shape.sinks = dsinks.p;
   DeviceKv dk(*gpu_, k, c.misalign), dv(*gpu_, v, c.misalign);
   gpu_->attention(dq.p, dk.view, dv.view, c.pos0, c.n_tokens, shape, dout.p);
   return relMaxDiff(dout.read(), want);
@@ -223,11 +231,56 @@ TEST_CASE(prefill) {
   });
 }
 
+// gpt-oss's attention: a sink logit per head joins the softmax's denominator, and
+// (every other layer) a sliding window hides the keys more than window - 1 before
+// the query. Decode with one chunk and with chunks wholly before the window; prefill
+// tiles that start inside the window or past it; windows of 1 (only the query's own
+// key) to wider than the context.
+TEST_CASE(sinksAndWindows) {
+  runCases({
+      {8, 2, 64, 0, 1, 0, true, 0},  // sinks alone
+      {8, 2, 64, 30, 1, 0, true, 0},
+      {8, 2, 64, 2000, 1, 0, true, 0},     // sinks through the chunk merge
+      {8, 2, 64, 30, 1, 0, false, 16},     // window inside one chunk
+      {8, 2, 64, 2000, 1, 0, false, 128},  // most chunks before the window
+      {8, 2, 64, 2000, 1, 0, true, 128},   // both (as gpt-oss's windowed layers)
+      {8, 2, 64, 2000, 1, 0, true, 1},     // only the query's own key
+      {8, 2, 64, 100, 1, 0, true, 4000},   // window wider than the context
+      {8, 1, 64, 999, 3, 0, true, 100},    // several tokens: each row its own window
+      {4, 4, 33, 700, 2, 0, true, 50},     // 2-byte loads
+      {8, 2, 64, 0, 37, 0, true, 0},       // prefill
+      {8, 2, 64, 0, 37, 0, false, 8},
+      {8, 2, 64, 100, 37, 0, true, 16},  // the block's window starts past key 0
+      {8, 2, 64, 0, 256, 0, true, 128},
+      {4, 1, 128, 300, 256, 0, true, 64},
+      {6, 3, 33, 5, 37, 0, true, 3},
+  });
+}
+
+// deepseek2's latent attention: one kv head of 576 dims (kv_lora 512 + 64 rope dims)
+// shared by every query head (16 in DeepSeek-V2-Lite). Wide heads take their own
+// kernel forms: decode with 3 vectors of 8 dims a lane and 2 rows a block, prefill
+// reading q from global memory.
+TEST_CASE(wideHeads) {
+  runCases({
+      {16, 1, 576, 0, 1},
+      {16, 1, 576, 100, 1},
+      {16, 1, 576, 1500, 1},  // chunks merged
+      {16, 1, 576, 300, 3},
+      {3, 1, 576, 40, 1},  // an odd group: the last row block half full
+      {16, 1, 576, 0, 37},
+      {16, 1, 576, 50, 37},
+      {4, 2, 264, 20, 5},  // just past 256
+  });
+}
+
 TEST_CASE(rejectsBadShapes) {
   DeviceFloats d(*gpu_, 600);
   DeviceKv kv(*gpu_, 600);
-  const AttentionShape too_wide{1, 1, 300, 0.1f};
+  const AttentionShape too_wide{1, 1, 640, 0.1f};  // above the widest kernel, 576
   CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, too_wide, d.p));
+  const AttentionShape wide_odd{1, 1, 300, 0.1f};  // above 256 only multiples of 8
+  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, wide_odd, d.p));
   const AttentionShape uneven{6, 4, 16, 0.25f};  // 6 heads do not share 4 kv heads evenly
   CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, uneven, d.p));
   // 600 elements hold 37 rows of 16: a query at position 37 needs 38.

@@ -119,9 +119,14 @@ struct DeviceFloats {
 struct CpuLayer {
   std::vector<float> h, out;
 };
+// gpt-oss: a bias row per expert on each product, and the clamped SwiGLU.
+struct GptOssParts {
+  std::vector<float> gate, up, down;  // [n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd]
+  float alpha = 1.702f, limit = 0.0f;
+};
 CpuLayer cpuLayer(const Experts& ex, const std::vector<float>& x, const std::vector<int>& ids,
                   const std::vector<float>& weights, const std::vector<float>& h_used, int n_tokens, int k,
-                  int n_embd, int n_ff) {
+                  int n_embd, int n_ff, const GptOssParts* oss = nullptr) {
   CpuLayer r;
   r.h.assign(size_t(n_tokens) * k * n_ff, 0.0f);
   r.out.assign(size_t(n_tokens) * n_embd, 0.0f);
@@ -131,10 +136,18 @@ CpuLayer cpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
       const size_t slot = size_t(t) * k + j;
       const auto& w = ex.cpu[ids[slot]].weights;
       float* h = r.h.data() + slot * n_ff;
+      const int e = ids[slot];
       cpu_->matmul(w.gate, x.data() + size_t(t) * n_embd, h, 1);
       cpu_->matmul(w.up, x.data() + size_t(t) * n_embd, u.data(), 1);
-      cpu_->swiglu(h, u.data(), h, n_ff);
+      if (oss) {
+        cpu_->add(h, oss->gate.data() + size_t(e) * n_ff, n_ff);
+        cpu_->add(u.data(), oss->up.data() + size_t(e) * n_ff, n_ff);
+        cpu_->swigluClamped(h, u.data(), h, n_ff, oss->alpha, oss->limit);
+      } else {
+        cpu_->swiglu(h, u.data(), h, n_ff);
+      }
       cpu_->matmul(w.down, h_used.data() + slot * n_ff, y.data(), 1);
+      if (oss) cpu_->add(y.data(), oss->down.data() + size_t(e) * n_embd, n_embd);
       for (int c = 0; c < n_embd; ++c) r.out[size_t(t) * n_embd + c] += weights[slot] * y[c];
     }
   return r;
@@ -149,7 +162,7 @@ struct LayerRun {
 // split into calls of at most `per_call`.
 LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vector<float>& logits,
                   const moe::RoutingRule& rule, int n_tokens, int n_embd, int n_ff, bool reverse,
-                  int per_call) {
+                  int per_call, const GptOssParts* oss = nullptr) {
   const int k = rule.k;
   LayerRun r;
   r.ids.resize(size_t(n_tokens) * k);
@@ -174,6 +187,16 @@ LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
   call.n_ff = n_ff;
   call.h = h.p;
   call.outputs = outputs.p;
+  std::vector<float> none(1);
+  DeviceFloats gate_b(oss ? oss->gate : none), up_b(oss ? oss->up : none), down_b(oss ? oss->down : none);
+  if (oss) {
+    call.gate_bias = gate_b.p;
+    call.up_bias = up_b.p;
+    call.down_bias = down_b.p;
+    call.clamped_swiglu = true;
+    call.swiglu_alpha = oss->alpha;
+    call.swiglu_limit = oss->limit;
+  }
   for (size_t i = 0; i < refs.size(); i += per_call) {
     call.experts =
         std::span<const ExpertRef* const>(refs).subspan(i, std::min<size_t>(per_call, refs.size() - i));
@@ -198,8 +221,8 @@ TEST_CASE(initTestCase) {
 TEST_CASE(routingEqualsTheCpusExactly) {
   for (moe::GatingFunc gating : {moe::GatingFunc::Softmax, moe::GatingFunc::Sigmoid})
     for (auto [n_expert, k] : {std::pair{8, 2}, std::pair{60, 4}, std::pair{128, 8}, std::pair{512, 1}})
-      for (int variant = 0; variant < 4; ++variant) {
-        const bool norm = variant & 1, biased = variant & 2;
+      for (int variant = 0; variant < 8; ++variant) {
+        const bool norm = variant & 1, biased = variant & 2, grouped = variant & 4;
         const int n_tokens = 37;
         auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_expert + k), -4.0f, 4.0f);
         // Token 0's two largest logits tie (experts 5 and 6): the lower id ranks first.
@@ -208,6 +231,10 @@ TEST_CASE(routingEqualsTheCpusExactly) {
         const auto bias = randomFloats(size_t(n_expert), uint32_t(3 * n_expert), -0.5f, 0.5f);
         moe::RoutingRule rule{n_expert, k, gating, norm, 2.5f};
         if (biased) rule.selection_bias = bias.data();
+        if (grouped) {  // deepseek2's group-limited routing: 4 groups, the best 2 (k = 8: 3)
+          rule.groups = 4;
+          rule.group_used = k > 4 ? 3 : 2;
+        }
         std::vector<int> ids(size_t(n_tokens) * k), want_ids(ids.size());
         std::vector<float> w(ids.size()), want_w(ids.size());
         DeviceFloats dlogits(logits), routing(2 * ids.size());
@@ -215,8 +242,9 @@ TEST_CASE(routingEqualsTheCpusExactly) {
         for (int t = 0; t < n_tokens; ++t)
           moe::routeToken(&logits[size_t(t) * n_expert], rule, &want_ids[size_t(t) * k],
                           &want_w[size_t(t) * k]);
-        const std::string what = gpu_check::format("%d experts top-%d gating %d norm %d bias %d", n_expert, k,
-                                                   int(gating), int(norm), int(biased));
+        const std::string what =
+            gpu_check::format("%d experts top-%d gating %d norm %d bias %d groups %d", n_expert, k,
+                              int(gating), int(norm), int(biased), int(grouped));
         CHECK_MSG(ids == want_ids, what + ": ids");
         CHECK_MSG(w == want_w, what + ": weights");
         // The device copy holds the same ids and weights.
@@ -242,6 +270,8 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
                         {TensorType::Q3_K, TensorType::Q2_K, 256, 256, false},
                         {TensorType::IQ4_XS, TensorType::Q5_1, 256, 256, false}};
   for (const Case& c : cases) {
+    if (gpu_check::quick() && &c != &cases[0] && &c != &cases[5])
+      continue;  // one K-quant-free, one added type
     const int n_expert = 12;
     Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);
     // Up to 8 tokens the matvec form, beyond it the GEMM form (quantised types, int8
@@ -264,6 +294,41 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
       CHECK_MSG(err < 1e-5, what + gpu_check::format(": err %g", err));
       CHECK_MSG(one_by_one.out == all.out, what + ": experts one by one, reversed, differ in bits");
       CHECK_MSG(pairs.out == all.out, what + ": experts in pairs differ in bits");
+    }
+  }
+}
+
+// gpt-oss's experts: each product plus its expert's bias row, the clamped SwiGLU
+// (a limit the random products cross, so both clamps act), in the matvec form and
+// in the GEMM form, against the CPU's matmul, add and swigluClamped; any order of
+// the experts gives the same bits.
+TEST_CASE(biasedClampedExpertsMatchCpu) {
+  const int n_expert = 12, n_embd = 64, n_ff = 96;
+  for (auto [up, down] :
+       {std::pair{TensorType::MXFP4, TensorType::MXFP4}, std::pair{TensorType::Q8_0, TensorType::F16}}) {
+    if (gpu_check::quick() && up != TensorType::MXFP4) continue;
+    Experts ex(n_expert, n_embd, n_ff, up, down);
+    GptOssParts oss;
+    oss.gate = randomFloats(size_t(n_expert) * n_ff, 7, -0.5f, 0.5f);
+    oss.up = randomFloats(size_t(n_expert) * n_ff, 8, -0.5f, 0.5f);
+    oss.down = randomFloats(size_t(n_expert) * n_embd, 9, -0.5f, 0.5f);
+    oss.limit = 0.4f;
+    for (auto [n_tokens, k] : {std::pair{1, 4}, std::pair{8, 3}, std::pair{80, 4}}) {
+      const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(up),
+                                                 moe::gguf::tensorTypeName(down), n_tokens, k);
+      const auto x = randomFloats(size_t(n_tokens) * n_embd, uint32_t(n_tokens * 5 + k));
+      const auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_tokens + 17 * k), -3.0f, 3.0f);
+      const moe::RoutingRule rule{n_expert, k, moe::GatingFunc::Softmax, true, 1.0f};
+      const LayerRun all = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, false, 64, &oss);
+      const LayerRun one_by_one = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, true, 1, &oss);
+      const CpuLayer want = cpuLayer(ex, x, all.ids, all.weights, all.h, n_tokens, k, n_embd, n_ff, &oss);
+      const double err_h = relMaxDiff(all.h, want.h), err = relMaxDiff(all.out, want.out);
+      CHECK_MSG(err_h < 1e-5, what + gpu_check::format(": h err %g", err_h));
+      CHECK_MSG(err < 1e-5, what + gpu_check::format(": err %g", err));
+      CHECK_MSG(one_by_one.out == all.out, what + ": experts one by one, reversed, differ in bits");
+      // The biases and the clamp change h.
+      const LayerRun plain = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, false, 64);
+      CHECK_MSG(relMaxDiff(plain.h, all.h) > 1e-2, what + ": biases and clamp changed nothing");
     }
   }
 }

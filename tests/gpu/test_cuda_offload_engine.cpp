@@ -127,40 +127,46 @@ TEST_CASE(policiesMatchCpu) {
 // cpu-experts on a GPU: the misses the CPU rule picks run on a CPU backend (the
 // Transformer's host backend) while the GPU computes the rest; logits as with
 // every expert resident on the CPU. The CPU cost is set so both branches occur.
+// gpt-oss (F16, so the bound of float-typed weights holds): the host adds each
+// expert's biases and computes the clamped SwiGLU as the GPU's kernels do.
 TEST_CASE(cpuExpertsOnTheHost) {
-  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
-  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-  const Run want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  for (const char* arch : {"qwen3moe", "gpt-oss"}) {
+    moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);
+    if (spec.arch == "gpt-oss") spec.expert_type = spec.weight_type = moe::gguf::TensorType::F16;
+    const auto bytes = moe::synth::buildModel(spec).toBytes();
+    auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+    moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
+    moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
+    const Run want = runSteps(cpu_tf, cpu_model->config().n_vocab);
 
-  auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
-  for (auto policy : {moe::OffloadPolicy::kCpuExperts, moe::OffloadPolicy::kProactive}) {
-    moe::OffloadConfig oc;
-    oc.policy = policy;
-    oc.cache_slots = 6;
-    oc.device = moe::makeOffloadDevice(*gpu_);
-    const double copy_s =
-        double(moe::HostExpertStore(*gpu_model).expertBytes()) / oc.device->linkBytesPerSecond();
-    oc.cpu_cost = {1.5 * copy_s, 4 * copy_s};
-    moe::OffloadEngine engine(*gpu_model, *cpu_, oc);
-    moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
-    tf.setHostBackend(cpu_.get());
-    const Run got = runSteps(tf, gpu_model->config().n_vocab);
-    engine.waitIdle();
-    const std::string what = moe::policyName(policy);
-    double worst = 0;
-    for (size_t i = 0; i < want.logits.size(); ++i) {
-      const double err = relMaxDiff(got.logits[i], want.logits[i]);
-      CHECK_MSG(err < kLogitsBound, what + gpu_check::format(" step %zu: err %g", i, err));  // qwen3moe: BF16
-      worst = std::max(worst, err);
+    auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+    for (auto policy : {moe::OffloadPolicy::kCpuExperts, moe::OffloadPolicy::kProactive}) {
+      moe::OffloadConfig oc;
+      oc.policy = policy;
+      oc.cache_slots = 6;
+      oc.device = moe::makeOffloadDevice(*gpu_);
+      const double copy_s =
+          double(moe::HostExpertStore(*gpu_model).expertBytes()) / oc.device->linkBytesPerSecond();
+      oc.cpu_cost = {1.5 * copy_s, 4 * copy_s};
+      moe::OffloadEngine engine(*gpu_model, *cpu_, oc);
+      moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
+      tf.setHostBackend(cpu_.get());
+      const Run got = runSteps(tf, gpu_model->config().n_vocab);
+      engine.waitIdle();
+      const std::string what = std::string(arch) + " " + moe::policyName(policy);
+      double worst = 0;
+      for (size_t i = 0; i < want.logits.size(); ++i) {
+        const double err = relMaxDiff(got.logits[i], want.logits[i]);
+        CHECK_MSG(err < kLogitsBound, what + gpu_check::format(" step %zu: err %g", i, err));  // float-typed
+        worst = std::max(worst, err);
+      }
+      INFO("%s: largest error %g", what.c_str(), worst);
+      const auto s = engine.snapshot();
+      CHECK_MSG(s.cpu_computed > 0, what + ": the CPU computed no expert");
+      CHECK_MSG(s.bytes_h2d > 0, what + ": nothing was copied");
+      INFO("%s: %llu of %llu misses on the CPU", what.c_str(), (unsigned long long)s.cpu_computed,
+           (unsigned long long)s.misses);
     }
-    INFO("%s: largest error %g", what.c_str(), worst);
-    const auto s = engine.snapshot();
-    CHECK_MSG(s.cpu_computed > 0, what + ": the CPU computed no expert");
-    CHECK_MSG(s.bytes_h2d > 0, what + ": nothing was copied");
-    INFO("%s: %llu of %llu misses on the CPU", what.c_str(), (unsigned long long)s.cpu_computed,
-         (unsigned long long)s.misses);
   }
 }
 
