@@ -138,10 +138,12 @@ double attentionError(const Case& c, uint32_t seed) {
   return relMaxDiff(dout.read(), want);
 }
 
-void runCases(const std::vector<Case>& cases) {
+// quick_keys > 0: under MOECHAT_GPU_TESTS_QUICK only the cases of at most that many keys.
+void runCases(const std::vector<Case>& cases, int quick_keys = 0) {
   Errors errors;
   uint32_t seed = 100;
   for (const Case& c : cases) {
+    if (quick_keys > 0 && gpu_check::quick() && c.pos0 + c.n_tokens > quick_keys) continue;
     const double err = attentionError(c, seed += 3);
     errors.check(err < 1e-5, err, describe(c));
   }
@@ -237,24 +239,26 @@ TEST_CASE(prefill) {
 // tiles that start inside the window or past it; windows of 1 (only the query's own
 // key) to wider than the context.
 TEST_CASE(sinksAndWindows) {
-  runCases({
-      {8, 2, 64, 0, 1, 0, true, 0},  // sinks alone
-      {8, 2, 64, 30, 1, 0, true, 0},
-      {8, 2, 64, 2000, 1, 0, true, 0},     // sinks through the chunk merge
-      {8, 2, 64, 30, 1, 0, false, 16},     // window inside one chunk
-      {8, 2, 64, 2000, 1, 0, false, 128},  // most chunks before the window
-      {8, 2, 64, 2000, 1, 0, true, 128},   // both (as gpt-oss's windowed layers)
-      {8, 2, 64, 2000, 1, 0, true, 1},     // only the query's own key
-      {8, 2, 64, 100, 1, 0, true, 4000},   // window wider than the context
-      {8, 1, 64, 999, 3, 0, true, 100},    // several tokens: each row its own window
-      {4, 4, 33, 700, 2, 0, true, 50},     // 2-byte loads
-      {8, 2, 64, 0, 37, 0, true, 0},       // prefill
-      {8, 2, 64, 0, 37, 0, false, 8},
-      {8, 2, 64, 100, 37, 0, true, 16},  // the block's window starts past key 0
-      {8, 2, 64, 0, 256, 0, true, 128},
-      {4, 1, 128, 300, 256, 0, true, 64},
-      {6, 3, 33, 5, 37, 0, true, 3},
-  });
+  runCases(
+      {
+          {8, 2, 64, 0, 1, 0, true, 0},  // sinks alone
+          {8, 2, 64, 30, 1, 0, true, 0},
+          {8, 2, 64, 2000, 1, 0, true, 0},     // sinks through the chunk merge
+          {8, 2, 64, 30, 1, 0, false, 16},     // window inside one chunk
+          {8, 2, 64, 2000, 1, 0, false, 128},  // most chunks before the window
+          {8, 2, 64, 2000, 1, 0, true, 128},   // both (as gpt-oss's windowed layers)
+          {8, 2, 64, 2000, 1, 0, true, 1},     // only the query's own key
+          {8, 2, 64, 100, 1, 0, true, 4000},   // window wider than the context
+          {8, 1, 64, 999, 3, 0, true, 100},    // several tokens: each row its own window
+          {4, 4, 33, 700, 2, 0, true, 50},     // 2-byte loads
+          {8, 2, 64, 0, 37, 0, true, 0},       // prefill
+          {8, 2, 64, 0, 37, 0, false, 8},
+          {8, 2, 64, 100, 37, 0, true, 16},  // the block's window starts past key 0
+          {8, 2, 64, 0, 256, 0, true, 128},
+          {4, 1, 128, 300, 256, 0, true, 64},
+          {6, 3, 33, 5, 37, 0, true, 3},
+      },
+      /*quick_keys=*/300);
 }
 
 // deepseek2's latent attention: one kv head of 576 dims (kv_lora 512 + 64 rope dims)
@@ -262,16 +266,18 @@ TEST_CASE(sinksAndWindows) {
 // kernel forms: decode with 3 vectors of 8 dims a lane and 2 rows a block, prefill
 // reading q from global memory.
 TEST_CASE(wideHeads) {
-  runCases({
-      {16, 1, 576, 0, 1},
-      {16, 1, 576, 100, 1},
-      {16, 1, 576, 1500, 1},  // chunks merged
-      {16, 1, 576, 300, 3},
-      {3, 1, 576, 40, 1},  // an odd group: the last row block half full
-      {16, 1, 576, 0, 37},
-      {16, 1, 576, 50, 37},
-      {4, 2, 264, 20, 5},  // just past 256
-  });
+  runCases(
+      {
+          {16, 1, 576, 0, 1},
+          {16, 1, 576, 100, 1},
+          {16, 1, 576, 1500, 1},  // chunks merged
+          {16, 1, 576, 300, 3},
+          {3, 1, 576, 40, 1},  // an odd group: the last row block half full
+          {16, 1, 576, 0, 37},
+          {16, 1, 576, 50, 37},
+          {4, 2, 264, 20, 5},  // just past 256
+      },
+      /*quick_keys=*/120);
 }
 
 TEST_CASE(rejectsBadShapes) {
