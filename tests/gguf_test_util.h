@@ -1,20 +1,19 @@
 // Helpers shared by the GGUF test programs (test_gguf, test_gguf_robustness).
 #pragma once
 
-#include <QDir>
-#include <QElapsedTimer>
-#include <QFile>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
-#include <QProcess>
-#include <QStandardPaths>
-#include <QTemporaryDir>
-#include <QtTest>
-
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include <time.h>
 
@@ -171,7 +170,12 @@ inline double threadCpuMs() {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-QString repoRoot() { return QDir(QStringLiteral(MOECHAT_TEST_DATA "/../..")).canonicalPath(); }
+// The repository's root directory (canonical); empty where it cannot be resolved.
+inline std::string repoRoot() {
+  std::error_code ec;
+  const auto root = std::filesystem::canonical(MOECHAT_TEST_DATA "/../..", ec);
+  return ec ? std::string() : root.string();
+}
 
 }  // namespace gguf_test
 

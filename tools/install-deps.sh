@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-dev   # libFuzzer target (tests/fuzz)
   clang-format            # the tree's format, checked in CI
   libboost-context-dev    # fibers of the CUDA stand-in (tests/cuda_standin)
+  libgtest-dev            # GoogleTest: the engine and GPU tests (tests/engine, tests/gpu)
   wamerican               # the word list the demo model's English is checked against (tests/test_demo_model.cpp)
 )
 # Node runs the third-party GGUF parser of the interop test; use the one present.

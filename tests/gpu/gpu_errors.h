@@ -1,13 +1,15 @@
 // The checks of a test case's loop, reported together at its end, so that one GPU
-// run names every failing type or shape (a failed CHECK ends its case at the first),
+// run names every failing type or shape (a failed ASSERT ends its case at the first),
 // with the largest error seen (how much room each tolerance leaves).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
-#include "gpu/gpu_check.h"
+#include "support/test_log.h"
 
-namespace gpu_check {
+namespace moe::test {
 
 struct Errors {
   std::string failures, worst_what;
@@ -16,10 +18,12 @@ struct Errors {
     if (!ok) failures += "\n   " + what + format(" (err %g)", err);
     if (err > worst) worst = err, worst_what = what;
   }
+  // A fatal failure in report() returns from report() only: a case that goes on
+  // after it calls ASSERT_NO_FATAL_FAILURE(errors.report()).
   void report() const {
-    INFO("largest error %g (%s)", worst, worst_what.c_str());
-    CHECK_MSG(failures.empty(), "failed:" + failures);
+    info("largest error %g (%s)", worst, worst_what.c_str());
+    ASSERT_TRUE(failures.empty()) << "failed:" << failures;
   }
 };
 
-}  // namespace gpu_check
+}  // namespace moe::test

@@ -18,8 +18,10 @@
 // rounding itself: up to 5e-4 here.)
 // kvCacheIsHalf checks that the cache holds 2-byte IEEE halves, rounded to nearest
 // even, bit for bit.
-// Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
-// (tests/gpu/gpu_check.h) so it builds on the GPU machine.
+// Each case skips (moe::test::GpuTest) when the build has no CUDA or no device is
+// usable. Qt-free (GoogleTest) so it builds on the GPU machine.
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
@@ -28,12 +30,13 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "gpu/gpu_check.h"
 #include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/quant.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"
@@ -49,9 +52,9 @@ using moe::Backend;
 #if MOECHAT_HAVE_CUDA
 namespace {
 
-std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
+std::unique_ptr<Backend> gpu_, cpu_;  // made in SetUpTestSuite
 
-using gpu_check::Errors;
+using moe::test::Errors;
 
 // Device floats, freed with the backend; `offset` floats of padding in front make the
 // view start unaligned (the kernels' scalar-load fallback).
@@ -109,7 +112,7 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return gpu_check::format("heads %d/%d dim %d pos0 %d n %d%s%s window %d", c.n_head, c.n_head_kv, c.head_dim,
+  return moe::test::format("heads %d/%d dim %d pos0 %d n %d%s%s window %d", c.n_head, c.n_head_kv, c.head_dim,
                            c.pos0, c.n_tokens, c.misalign ? " misaligned" : "", c.sinks ? " sinks" : "",
                            c.window);
 }
@@ -143,7 +146,7 @@ void runCases(const std::vector<Case>& cases, int quick_keys = 0) {
   Errors errors;
   uint32_t seed = 100;
   for (const Case& c : cases) {
-    if (quick_keys > 0 && gpu_check::quick() && c.pos0 + c.n_tokens > quick_keys) continue;
+    if (quick_keys > 0 && moe::test::gpuTestsQuick() && c.pos0 + c.n_tokens > quick_keys) continue;
     const double err = attentionError(c, seed += 3);
     errors.check(err < 1e-5, err, describe(c));
   }
@@ -152,31 +155,33 @@ void runCases(const std::vector<Case>& cases, int quick_keys = 0) {
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = std::make_unique<moe::CudaBackend>();
-  // The reference: the CPU backend with float activations (attention never quantises,
-  // but the fixture is the same as cuda_kernels').
-  auto cpu = std::make_unique<moe::CpuBackend>(2);
-  cpu->setQuantisedActivations(false);
-  cpu_ = std::move(cpu);
-  INFO("backend: %s", gpu_->name().c_str());
-}
+class CudaAttention : public moe::test::GpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!moe::test::noCudaReason().empty()) return;
+    gpu_ = std::make_unique<moe::CudaBackend>();
+    // The reference: the CPU backend with float activations (attention never quantises,
+    // but the fixture is the same as cuda_kernels').
+    auto cpu = std::make_unique<moe::CpuBackend>(2);
+    cpu->setQuantisedActivations(false);
+    cpu_ = std::move(cpu);
+    moe::test::info("backend: %s", gpu_->name().c_str());
+  }
+};
 
 // The chunking the decode cases below rely on: one chunk (no partials) for a short
 // context, several for a long one.
-TEST_CASE(decodeChunking) {
-  CHECK_EQ(moe::cuda::attentionScratchBytes(0, 1, 8, 2, 128), size_t{0});
-  CHECK_EQ(moe::cuda::attentionScratchBytes(30, 1, 8, 2, 128), size_t{0});
-  CHECK(moe::cuda::attentionScratchBytes(999, 1, 8, 2, 128) > 0);
+TEST_F(CudaAttention, decodeChunking) {
+  EXPECT_EQ(moe::cuda::attentionScratchBytes(0, 1, 8, 2, 128), size_t{0});
+  EXPECT_EQ(moe::cuda::attentionScratchBytes(30, 1, 8, 2, 128), size_t{0});
+  EXPECT_GT(moe::cuda::attentionScratchBytes(999, 1, 8, 2, 128), size_t{0});
   const size_t per_chunk = 8 * (128 + 2) * sizeof(float);  // m, l and acc of each query head
-  CHECK(moe::cuda::attentionScratchBytes(4095, 1, 8, 2, 128) >= 16 * per_chunk);
-  CHECK_EQ(moe::cuda::attentionScratchBytes(0, 37, 8, 2, 128), size_t{0});  // prefill: no partials
+  EXPECT_GE(moe::cuda::attentionScratchBytes(4095, 1, 8, 2, 128), 16 * per_chunk);
+  EXPECT_EQ(moe::cuda::attentionScratchBytes(0, 37, 8, 2, 128), size_t{0});  // prefill: no partials
 }
 
 // One token at contexts 1 .. 4,096 (pos0 = context - 1): one chunk up to 64 keys, many beyond.
-TEST_CASE(decode) {
+TEST_F(CudaAttention, decode) {
   std::vector<Case> cases;
   for (int ctx : {1, 2, 31, 1000}) {
     cases.push_back({8, 2, 128, ctx - 1, 1});  // GQA 4:1, 16-byte loads, 16 lanes a key
@@ -198,7 +203,7 @@ TEST_CASE(decode) {
 }
 
 // 2 .. 4 tokens: rows of one block see different numbers of keys (the causal mask per row).
-TEST_CASE(decodeSeveralTokens) {
+TEST_F(CudaAttention, decodeSeveralTokens) {
   runCases({
       {8, 2, 128, 0, 2},
       {8, 2, 128, 62, 3},  // keys 0 .. 64: the last chunk holds keys only later tokens see
@@ -210,7 +215,7 @@ TEST_CASE(decodeSeveralTokens) {
 }
 
 // Prefill: 1 (the decode path), 37 and 256 tokens, from position 0 and later.
-TEST_CASE(prefill) {
+TEST_F(CudaAttention, prefill) {
   runCases({
       {8, 2, 128, 0, 1},
       {8, 2, 128, 40, 1},
@@ -238,7 +243,7 @@ TEST_CASE(prefill) {
 // the query. Decode with one chunk and with chunks wholly before the window; prefill
 // tiles that start inside the window or past it; windows of 1 (only the query's own
 // key) to wider than the context.
-TEST_CASE(sinksAndWindows) {
+TEST_F(CudaAttention, sinksAndWindows) {
   runCases(
       {
           {8, 2, 64, 0, 1, 0, true, 0},  // sinks alone
@@ -265,7 +270,7 @@ TEST_CASE(sinksAndWindows) {
 // shared by every query head (16 in DeepSeek-V2-Lite). Wide heads take their own
 // kernel forms: decode with 3 vectors of 8 dims a lane and 2 rows a block, prefill
 // reading q from global memory.
-TEST_CASE(wideHeads) {
+TEST_F(CudaAttention, wideHeads) {
   runCases(
       {
           {16, 1, 576, 0, 1},
@@ -280,30 +285,30 @@ TEST_CASE(wideHeads) {
       /*quick_keys=*/120);
 }
 
-TEST_CASE(rejectsBadShapes) {
+TEST_F(CudaAttention, rejectsBadShapes) {
   DeviceFloats d(*gpu_, 600);
   DeviceKv kv(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 640, 0.1f};  // above the widest kernel, 576
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, too_wide, d.p));
+  ASSERT_THROW(gpu_->attention(d.p, kv.view, kv.view, 0, 1, too_wide, d.p), std::invalid_argument);
   const AttentionShape wide_odd{1, 1, 300, 0.1f};  // above 256 only multiples of 8
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, wide_odd, d.p));
+  ASSERT_THROW(gpu_->attention(d.p, kv.view, kv.view, 0, 1, wide_odd, d.p), std::invalid_argument);
   const AttentionShape uneven{6, 4, 16, 0.25f};  // 6 heads do not share 4 kv heads evenly
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.view, kv.view, 0, 1, uneven, d.p));
+  ASSERT_THROW(gpu_->attention(d.p, kv.view, kv.view, 0, 1, uneven, d.p), std::invalid_argument);
   // 600 elements hold 37 rows of 16: a query at position 37 needs 38.
   const AttentionShape fits{1, 1, 16, 0.25f};
   gpu_->attention(d.p, kv.view, kv.view, 36, 1, fits, d.p);
-  CHECK_THROWS(std::out_of_range, gpu_->attention(d.p, kv.view, kv.view, 37, 1, fits, d.p));
+  ASSERT_THROW(gpu_->attention(d.p, kv.view, kv.view, 37, 1, fits, d.p), std::out_of_range);
   // The kernels read only F16 caches; an F32 one (device floats) is refused.
   const moe::KvCache f32{d.p, moe::KvType::F32, 600};
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, f32, f32, 0, 1, fits, d.p));
-  CHECK_THROWS(std::invalid_argument, gpu_->storeKv(f32, 0, d.p, 16));
-  CHECK_THROWS(std::out_of_range, gpu_->storeKv(kv.view, 590, d.p, 16));
+  ASSERT_THROW(gpu_->attention(d.p, f32, f32, 0, 1, fits, d.p), std::invalid_argument);
+  ASSERT_THROW(gpu_->storeKv(f32, 0, d.p, 16), std::invalid_argument);
+  ASSERT_THROW(gpu_->storeKv(kv.view, 590, d.p, 16), std::out_of_range);
 }
 
 // The cache holds 2-byte halves: allocKv's type and device bytes, and storeKv's
 // bits read back raw, against the host's round-to-nearest-even conversion
 // (quant::fp32ToFp16) on ties, subnormals, overflow, signed zero and random values.
-TEST_CASE(kvCacheIsHalf) {
+TEST_F(CudaAttention, kvCacheIsHalf) {
   std::vector<float> values = {
       1.0f + 0x1p-11f,         // halfway between 1 and its successor: ties to even, 1
       1.0f + 3 * 0x1p-11f,     // halfway, ties to even: up to 1 + 2^-9
@@ -329,10 +334,10 @@ TEST_CASE(kvCacheIsHalf) {
   const uint64_t before = cudastandin::totals().bytes_allocated;
 #endif
   DeviceKv kv(*gpu_, n_elems);
-  CHECK(kv.view.type == moe::KvType::F16);
-  CHECK_EQ(kv.view.n_elems, n_elems);
+  ASSERT_EQ(kv.view.type, moe::KvType::F16);
+  ASSERT_EQ(kv.view.n_elems, n_elems);
 #if MOECHAT_CUDA_STANDIN
-  CHECK_EQ(cudastandin::totals().bytes_allocated - before, uint64_t(n_elems * 2));  // n_elems is even
+  EXPECT_EQ(cudastandin::totals().bytes_allocated - before, uint64_t(n_elems * 2));  // n_elems is even
 #endif
   DeviceFloats src(*gpu_, values);
   gpu_->storeKv(kv.view, first, src.p, values.size());
@@ -344,21 +349,19 @@ TEST_CASE(kvCacheIsHalf) {
     const bool stored = i >= first && i < first + values.size();
     const uint16_t want = stored ? moe::quant::fp32ToFp16(values[i - first]) : 0;
     if (bits[i] != want)
-      mismatches += gpu_check::format("\n   element %zu (%a): 0x%04x, want 0x%04x", i,
+      mismatches += moe::test::format("\n   element %zu (%a): 0x%04x, want 0x%04x", i,
                                       stored ? double(values[i - first]) : 0.0, bits[i], want);
   }
-  CHECK_MSG(mismatches.empty(), "stored halves differ:" + mismatches);
-  CHECK_EQ(bits[first + 0], uint16_t(0x3c00));   // 1.0: the tie went to even
-  CHECK_EQ(bits[first + 6], uint16_t(0x7c00));   // infinity
-  CHECK_EQ(bits[first + 11], uint16_t(0x0400));  // the smallest normal
+  EXPECT_TRUE(mismatches.empty()) << "stored halves differ:" << mismatches;
+  EXPECT_EQ(bits[first + 0], uint16_t(0x3c00));   // 1.0: the tie went to even
+  EXPECT_EQ(bits[first + 6], uint16_t(0x7c00));   // infinity
+  EXPECT_EQ(bits[first + 11], uint16_t(0x0400));  // the smallest normal
 }
 
 #else  // built without CUDA: the whole suite reports skipped
 
-TEST_CASE(initTestCase) {
-  SKIP_SUITE("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+TEST(CudaAttention, skipped) {
+  GTEST_SKIP() << moe::test::kNoCudaDevice << "built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)";
 }
 
 #endif
-
-GPU_CHECK_MAIN(TestCudaAttention)

@@ -13,9 +13,10 @@
 // the same; 25 of 25 runs give the reference's greedy tokens. (Against an F32 CPU
 // cache they were up to 8.4e-5, and qwen2moe's tokens differed from position 14.)
 // The bound leaves room for a GPU's own exp and division.
-// Skipped as a whole without a CUDA device (the CPU stand-in is one). The
-// cpu-experts runs report how many experts the CPU computed (none where the
-// copies are always sooner).
+// Skipped as a whole without a CUDA device (the CPU stand-in is one): each case
+// skips (moe::test::GpuTest). The cpu-experts runs report how many experts the
+// CPU computed (none where the copies are always sooner).
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,11 +26,12 @@
 #include <vector>
 
 #include "app/core/engine_session.h"
-#include "gpu/gpu_check.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"
@@ -94,17 +96,23 @@ std::filesystem::path modelDir() {
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  std::filesystem::create_directories(modelDir());
-}
+class CudaEndToEnd : public moe::test::GpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!moe::test::noCudaReason().empty()) return;
+    std::filesystem::create_directories(modelDir());
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    std::filesystem::remove_all(modelDir(), ec);
+  }
+};
 
-TEST_CASE(everyArchitectureEveryPolicy) {
+TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
   int runs = 0, same_tokens = 0;
   std::vector<std::string> archs = moe::synth::supportedArchs();
-  if (gpu_check::quick())  // every policy's threads, over the plainest and the two most different forward
-                           // passes
+  if (moe::test::gpuTestsQuick())  // every policy's threads, over the plainest and the two most different
+                                   // forward passes
     archs = {"llama", "gpt-oss", "deepseek2"};
   for (const std::string& arch : archs) {
     const std::string path = (modelDir() / (arch + ".gguf")).string();
@@ -119,7 +127,7 @@ TEST_CASE(everyArchitectureEveryPolicy) {
     moe::Generator ref_gen(*ref_model, ref_tf);
     const std::vector<int32_t> prompt = promptFor(ref_model->config().n_vocab);
     const Reply ref = run(ref_gen, ref_tf, prompt, nullptr);
-    CHECK_EQ(ref.tokens.size(), prompt.size() + kReplyTokens - 1);
+    ASSERT_EQ(ref.tokens.size(), prompt.size() + kReplyTokens - 1);
 
     for (moe::OffloadPolicy policy : moe::allPolicies()) {
       moe::SessionOptions opts;
@@ -134,29 +142,24 @@ TEST_CASE(everyArchitectureEveryPolicy) {
       cudastandin::setCopyLatencyMicros(policy == moe::OffloadPolicy::kCpuExperts ? 1000 : 0);
 #endif
       moe::EngineSession s(opts);
-      CHECK_MSG(s.backend().name().rfind("cuda", 0) == 0, s.backend().name());
+      ASSERT_EQ(s.backend().name().rfind("cuda", 0), 0u) << s.backend().name();
       const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
       const double err = nmse(got.logits, ref.logits);
       const double tol = arch == "glm4moe" ? kNmseGlm4Moe : kNmse;
       const int diverged = firstDifference(got.tokens, ref.tokens);
-      INFO("%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),
-           moe::policyName(policy), err, tol,
-           diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
-           (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed
-                                                                          : 0));
-      CHECK_EQ(got.logits.size(), ref.logits.size());
-      CHECK_MSG(err < tol, gpu_check::format("%s %s: NMSE %.3e", arch.c_str(), moe::policyName(policy), err));
+      moe::test::info(
+          "%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),
+          moe::policyName(policy), err, tol,
+          diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
+          (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed
+                                                                         : 0));
+      ASSERT_EQ(got.logits.size(), ref.logits.size());
+      EXPECT_LT(err, tol) << moe::test::format("%s %s: NMSE %.3e", arch.c_str(), moe::policyName(policy),
+                                               err);
       ++runs;
       same_tokens += diverged < 0;
     }
   }
-  INFO("%d of %d runs produced the reference's greedy tokens", same_tokens, runs);
-  CHECK_EQ(runs, int(archs.size()) * 5);  // every architecture (quick: 3) x 5 policies
+  moe::test::info("%d of %d runs produced the reference's greedy tokens", same_tokens, runs);
+  EXPECT_EQ(runs, int(archs.size()) * 5);  // every architecture (quick: 3) x 5 policies
 }
-
-TEST_CASE(removeModelFiles) {
-  std::error_code ec;
-  std::filesystem::remove_all(modelDir(), ec);
-}
-
-GPU_CHECK_MAIN(TestCudaEndToEnd)

@@ -25,8 +25,10 @@
 //                 the CPU's F32 cache they were 5.5e-4 and 1.3e-2.
 // A wrong index, pairing, block layout or mask gives errors of order 1e-2 .. 1 in the
 // ops above.
-// Skipped (SKIP_SUITE) when the build has no CUDA or no device is usable. Qt-free
-// (tests/gpu/gpu_check.h) so it builds on the GPU machine.
+// Each case skips (moe::test::GpuTest) when the build has no CUDA or no device is
+// usable. Qt-free (GoogleTest) so it builds on the GPU machine.
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -38,7 +40,6 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "gpu/gpu_check.h"
 #include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
@@ -46,6 +47,8 @@
 #include "models/gguf.h"
 #include "models/quant.h"
 #include "models/synthetic_model.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"
@@ -64,9 +67,9 @@ using moe::gguf::TensorType;
 #if MOECHAT_HAVE_CUDA
 namespace {
 
-std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
+std::unique_ptr<Backend> gpu_, cpu_;  // made in SetUpTestSuite
 
-using gpu_check::Errors;
+using moe::test::Errors;
 
 // A device copy of a host vector, freed with the backend.
 struct DeviceFloats {
@@ -151,38 +154,40 @@ std::string label(TensorType t, const std::string& rest) {
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = std::make_unique<moe::CudaBackend>();
-  // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
-  // matvec quantises to the same bytes (models/quant_dot.h).
-  cpu_ = std::make_unique<moe::CpuBackend>(2);
-  INFO("backend: %s", gpu_->name().c_str());
-}
+class CudaKernels : public moe::test::GpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!moe::test::noCudaReason().empty()) return;
+    gpu_ = std::make_unique<moe::CudaBackend>();
+    // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
+    // matvec quantises to the same bytes (models/quant_dot.h).
+    cpu_ = std::make_unique<moe::CpuBackend>(2);
+    moe::test::info("backend: %s", gpu_->name().c_str());
+  }
+};
 
-TEST_CASE(memory) {
+TEST_F(CudaKernels, memory) {
   DeviceFloats zeros(*gpu_, 1001);
-  for (float v : zeros.read()) CHECK_EQ(v, 0.0f);
+  for (float v : zeros.read()) ASSERT_EQ(v, 0.0f);
   const auto host = randomFloats(1001, 1);
   DeviceFloats a(*gpu_, host), b(*gpu_, 1001);
-  CHECK_EQ(a.read(), host);
+  ASSERT_EQ(a.read(), host);
   gpu_->copy(b.p, a.p, 1001);
-  CHECK_EQ(b.read(), host);
+  ASSERT_EQ(b.read(), host);
   gpu_->zero(b.p + 1, 999);  // the ends stay: exactly n floats are cleared
   auto cleared = host;
   std::fill(cleared.begin() + 1, cleared.end() - 1, 0.0f);
-  CHECK_EQ(b.read(), cleared);
-  CHECK_THROWS(std::invalid_argument, gpu_->copy(a.p + 1, a.p, 10));  // overlapping
+  ASSERT_EQ(b.read(), cleared);
+  ASSERT_THROW(gpu_->copy(a.p + 1, a.p, 10), std::invalid_argument);  // overlapping
   float stranger = 0.0f;
-  CHECK_THROWS(std::invalid_argument, gpu_->freeFloats(&stranger));
+  ASSERT_THROW(gpu_->freeFloats(&stranger), std::invalid_argument);
   // Out of memory is a readable exception, and the backend stays usable.
-  CHECK_THROWS(moe::CudaOutOfMemory, gpu_->allocFloats(size_t{1} << 48));
+  ASSERT_THROW(gpu_->allocFloats(size_t{1} << 48), moe::CudaOutOfMemory);
   DeviceFloats after(*gpu_, host);
-  CHECK_EQ(after.read(), host);
+  EXPECT_EQ(after.read(), host);
 }
 
-TEST_CASE(embedAllTypes) {
+TEST_F(CudaKernels, embedAllTypes) {
   const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, 48};
   Errors errors;
   for (TensorType type : kAllTypes) {
@@ -195,7 +200,7 @@ TEST_CASE(embedAllTypes) {
     const auto got = out.read();
     errors.check(got == want, relMaxDiff(got, want), label(type, "embed differs"));
     const int32_t bad = 50;
-    CHECK_THROWS(std::out_of_range, gpu_->embed(table.dev, &bad, 1, out.p));
+    ASSERT_THROW(gpu_->embed(table.dev, &bad, 1, out.p), std::out_of_range);
   }
   for (TensorType type : kAddedTypes) {
     const int64_t cols = isKQuant(type) ? 512 : 96;
@@ -210,7 +215,7 @@ TEST_CASE(embedAllTypes) {
   errors.report();
 }
 
-TEST_CASE(matmulAllTypes) {
+TEST_F(CudaKernels, matmulAllTypes) {
   struct Shape {
     int64_t rows, cols;
   };
@@ -232,7 +237,7 @@ TEST_CASE(matmulAllTypes) {
         const double err = relMaxDiff(dy.read(), want);
         errors.check(
             err < 1e-5, err,
-            label(type, gpu_check::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
+            label(type, moe::test::format("%lldx%lld n=%d", (long long)s.rows, (long long)s.cols, n_tokens)));
       }
   }
   // One token (matvec), 7 (matvec, a tile of 8) and 33 (the int8 GEMM where the device has it).
@@ -248,7 +253,7 @@ TEST_CASE(matmulAllTypes) {
       const double err = relMaxDiff(dy.read(), want);
       errors.check(
           err < 1e-5, err,
-          label(type, gpu_check::format("%lldx%lld n=%d", (long long)rows, (long long)cols, n_tokens)));
+          label(type, moe::test::format("%lldx%lld n=%d", (long long)rows, (long long)cols, n_tokens)));
     }
   errors.report();
 }
@@ -257,7 +262,7 @@ TEST_CASE(matmulAllTypes) {
 // the matvec share one launch (up to four): q, k and v of a decode step are 2 launches
 // (1 for F16/BF16 weights, whose activations stay float).
 // Each output must equal its own matmul on the CPU, whatever its group.
-TEST_CASE(matmulManyGroupsTheMatvecs) {
+TEST_F(CudaKernels, matmulManyGroupsTheMatvecs) {
   Errors errors;
   for (int n_tokens : {1, 7, 33}) {
     const int64_t cols = 512;
@@ -280,18 +285,20 @@ TEST_CASE(matmulManyGroupsTheMatvecs) {
     gpu_->matmulMany(jobs);
 #if MOECHAT_CUDA_STANDIN
     const uint64_t launches = cudastandin::totals().all.kernel_launches - before.kernel_launches;
-    INFO("matmulMany of 2 F16, q, k, v (Q4_K), Q6_K, Q4_K, Q8_0 at %d tokens: %llu launches", n_tokens,
-         (unsigned long long)launches);
+    moe::test::info("matmulMany of 2 F16, q, k, v (Q4_K), Q6_K, Q4_K, Q8_0 at %d tokens: %llu launches",
+                    n_tokens, (unsigned long long)launches);
     // The two F16 matrices (one launch, float activations); Q8_K activations for the
     // K-quants, shared by q, k, v (one launch), Q6_K (one), the last Q4_K (one); Q8_0
     // activations and their matvec. More tokens: GEMMs and tiles.
-    if (n_tokens <= 8) CHECK_EQ(launches, uint64_t{7});
+    if (n_tokens <= 8) {
+      EXPECT_EQ(launches, uint64_t{7});
+    }
 #endif
     for (size_t i = 0; i < jobs.size(); ++i) {
       std::vector<float> want(size_t(n_tokens) * ws[i]->host.rows);
       cpu_->matmul(ws[i]->host, x.data(), want.data(), n_tokens);
       const double err = relMaxDiff(ys[i]->read(), want);
-      errors.check(err < 1e-5, err, label(ws[i]->host.type, gpu_check::format("job %zu n=%d", i, n_tokens)));
+      errors.check(err < 1e-5, err, label(ws[i]->host.type, moe::test::format("job %zu n=%d", i, n_tokens)));
     }
   }
   errors.report();
@@ -300,7 +307,7 @@ TEST_CASE(matmulManyGroupsTheMatvecs) {
 // 4100 rows of 4096 are more than one 16M-float dequantisation tile (the F16/BF16
 // path beyond 8 tokens): the second tile's GEMM must land at rows 4096.. of every
 // token's output.
-TEST_CASE(matmulTileBoundary) {
+TEST_F(CudaKernels, matmulTileBoundary) {
   for (TensorType type : {TensorType::F16, TensorType::BF16}) {
     TestWeight w(*gpu_, type, 4100, 4096, 5);
     const int n_tokens = 9;
@@ -309,28 +316,28 @@ TEST_CASE(matmulTileBoundary) {
     cpu_->matmul(w.host, x.data(), want.data(), n_tokens);
     DeviceFloats dx(*gpu_, x), dy(*gpu_, want.size());
     gpu_->matmul(w.dev, dx.p, dy.p, n_tokens);
-    CHECK_MSG(relMaxDiff(dy.read(), want) < 1e-5, label(type, "tile boundary"));
+    EXPECT_LT(relMaxDiff(dy.read(), want), 1e-5) << label(type, "tile boundary");
   }
 }
 
 // A kernel reading pageable host memory would poison the context; the backend
 // refuses the weight with a message and stays usable.
-TEST_CASE(matmulRejectsPageableWeight) {
+TEST_F(CudaKernels, matmulRejectsPageableWeight) {
   TestWeight w(*gpu_, TensorType::F16, 8, 32, 3);
   DeviceFloats dx(*gpu_, randomFloats(32, 4)), dy(*gpu_, 8);
-  CHECK_THROWS(std::invalid_argument, gpu_->matmul(w.host, dx.p, dy.p, 1));
+  ASSERT_THROW(gpu_->matmul(w.host, dx.p, dy.p, 1), std::invalid_argument);
   WeightView too_wide = w.dev;  // 33 F16 columns do not fit 64-byte rows
   too_wide.cols = 33;
-  CHECK_THROWS(std::invalid_argument, gpu_->matmul(too_wide, dx.p, dy.p, 1));
+  ASSERT_THROW(gpu_->matmul(too_wide, dx.p, dy.p, 1), std::invalid_argument);
   gpu_->matmul(w.dev, dx.p, dy.p, 1);
   gpu_->synchronize();
   TestWeight k(*gpu_, TensorType::Q6_K, 8, 256, 3);  // K-quant rows are whole blocks of 256
   WeightView narrow = k.dev;
   narrow.cols = 128;
-  CHECK_THROWS(std::invalid_argument, gpu_->matmul(narrow, dx.p, dy.p, 1));
+  ASSERT_THROW(gpu_->matmul(narrow, dx.p, dy.p, 1), std::invalid_argument);
 }
 
-TEST_CASE(rmsNorm) {
+TEST_F(CudaKernels, rmsNorm) {
   const int rows = 7, dim = 4097;
   const auto x = randomFloats(size_t(rows) * dim, 21, -3.0f, 3.0f);
   const auto weight = randomFloats(dim, 22);
@@ -343,14 +350,14 @@ TEST_CASE(rmsNorm) {
       float* out = in_place ? dx.p : dy.p;
       gpu_->rmsNorm(dx.p, with_weight ? dw.p : nullptr, out, rows, dim, 1e-5f);
       const double err = relMaxDiff(in_place ? dx.read() : dy.read(), want);
-      CHECK_MSG(err < 1e-6,
-                gpu_check::format("weight %d in place %d: err %g", int(with_weight), int(in_place), err));
+      EXPECT_LT(err, 1e-6) << moe::test::format("weight %d in place %d: err %g", int(with_weight),
+                                                int(in_place), err);
     }
 }
 
 // The residual add and the next norm in one launch: x gets exactly x + delta (the
 // same float add as the add kernel), y its norm.
-TEST_CASE(addRmsNorm) {
+TEST_F(CudaKernels, addRmsNorm) {
   const int rows = 5, dim = 2049;
   const auto x = randomFloats(size_t(rows) * dim, 31, -3.0f, 3.0f);
   const auto delta = randomFloats(size_t(rows) * dim, 32, -1.0f, 1.0f);
@@ -360,12 +367,12 @@ TEST_CASE(addRmsNorm) {
   cpu_->rmsNorm(want_x.data(), weight.data(), want_y.data(), rows, dim, 1e-5f);
   DeviceFloats dx(*gpu_, x), dd(*gpu_, delta), dw(*gpu_, weight), dy(*gpu_, x.size());
   gpu_->addRmsNorm(dx.p, dd.p, dw.p, dy.p, rows, dim, 1e-5f);
-  CHECK(dx.read() == want_x);
+  EXPECT_TRUE(dx.read() == want_x);
   const double err = relMaxDiff(dy.read(), want_y);
-  CHECK_MSG(err < 1e-6, gpu_check::format("err %g", err));
+  EXPECT_LT(err, 1e-6) << moe::test::format("err %g", err);
 }
 
-TEST_CASE(ropeBothStyles) {
+TEST_F(CudaKernels, ropeBothStyles) {
   const int head_dim = 96, n_rot = 64;  // partial rotation: dims 64..95 pass through
   const std::vector<int32_t> positions = {0, 1, 7, 300, 40000};
   const std::vector<int32_t> later = {5, 6, 7, 8, 9};
@@ -378,17 +385,17 @@ TEST_CASE(ropeBothStyles) {
       cpu_->rope(x.data(), n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       gpu_->rope(dx.p, n, heads, head_dim, n_rot, pos->data(), 10000.0f, style);
       const double err = relMaxDiff(dx.read(), x);
-      CHECK_MSG(err < 1e-6, gpu_check::format("style %d heads %d: err %g", int(style), heads, err));
+      EXPECT_LT(err, 1e-6) << moe::test::format("style %d heads %d: err %g", int(style), heads, err);
     }
   DeviceFloats dx(*gpu_, 96);
-  CHECK_THROWS(std::invalid_argument,
-               gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm));
+  ASSERT_THROW(gpu_->rope(dx.p, 1, 1, 96, 63, positions.data(), 10000.0f, RopeStyle::Norm),
+               std::invalid_argument);
 }
 
 // YaRN (gpt-oss, deepseek2): the same host-computed angles as the CPU's, interpolated
 // frequencies outside the band and cos/sin scaled; a second call with other
 // parameters must not reuse the first one's table.
-TEST_CASE(ropeYarn) {
+TEST_F(CudaKernels, ropeYarn) {
   const int head_dim = 64, n_rot = 64, heads = 3;
   const std::vector<int32_t> positions = {0, 1, 9, 4097, 131000};
   const int n = int(positions.size());
@@ -404,20 +411,20 @@ TEST_CASE(ropeYarn) {
       cpu_->ropeYarn(x.data(), n, heads, head_dim, n_rot, positions.data(), 150000.0f, style, yarn);
       gpu_->ropeYarn(dx.p, n, heads, head_dim, n_rot, positions.data(), 150000.0f, style, yarn);
       const double err = relMaxDiff(dx.read(), x);
-      CHECK_MSG(err < 1e-6,
-                gpu_check::format("style %d attn_factor %g: err %g", int(style), attn_factor, err));
-      CHECK(relMaxDiff(x, before) > 1e-2);  // it rotated
+      EXPECT_LT(err, 1e-6) << moe::test::format("style %d attn_factor %g: err %g", int(style), attn_factor,
+                                                err);
+      EXPECT_GT(relMaxDiff(x, before), 1e-2);  // it rotated
     }
   DeviceFloats dx(*gpu_, 64);
   moe::RopeYarn bad = yarn;
   bad.orig_ctx = 0;
-  CHECK_THROWS(std::invalid_argument,
-               gpu_->ropeYarn(dx.p, 1, 1, 64, 64, positions.data(), 10000.0f, RopeStyle::Norm, bad));
+  ASSERT_THROW(gpu_->ropeYarn(dx.p, 1, 1, 64, 64, positions.data(), 10000.0f, RopeStyle::Norm, bad),
+               std::invalid_argument);
 }
 
 // q and k rotated in one launch, and k and v stored in one: the same values as the
 // single calls (the same kernels' arithmetic), 2 launches where there were 4.
-TEST_CASE(ropeAndStorePairs) {
+TEST_F(CudaKernels, ropeAndStorePairs) {
   const int head_dim = 96, n_rot = 64, n_head = 4, n_head_kv = 2;
   const std::vector<int32_t> positions = {3, 4, 5};
   const int n = int(positions.size());
@@ -437,21 +444,21 @@ TEST_CASE(ropeAndStorePairs) {
     gpu_->ropePair(q2.p, n_head, k2.p, n_head_kv, n, head_dim, n_rot, positions.data(), 10000.0f, style);
     gpu_->storeKvPair(kc2.kv, vc2.kv, 0, k2.p, dv.p, kv_elems);
 #if MOECHAT_CUDA_STANDIN
-    CHECK_EQ(cudastandin::totals().all.kernel_launches - before.kernel_launches, uint64_t{2});
+    EXPECT_EQ(cudastandin::totals().all.kernel_launches - before.kernel_launches, uint64_t{2});
 #endif
-    CHECK(q2.read() == q1.read());
-    CHECK(k2.read() == k1.read());
+    EXPECT_TRUE(q2.read() == q1.read());
+    EXPECT_TRUE(k2.read() == k1.read());
     // The F16 caches' bytes (kv_elems halves, read back as kv_elems / 2 floats).
     for (auto [one, two] : {std::pair{&kc1, &kc2}, std::pair{&vc1, &vc2}}) {
       std::vector<float> a(kv_elems / 2), b(kv_elems / 2);
       gpu_->toHost(a.data(), static_cast<const float*>(one->kv.data), a.size());
       gpu_->toHost(b.data(), static_cast<const float*>(two->kv.data), b.size());
-      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
     }
   }
 }
 
-TEST_CASE(attentionPrefillAndDecode) {
+TEST_F(CudaKernels, attentionPrefillAndDecode) {
   struct Case {
     int n_head, n_head_kv, head_dim, pos0, n_tokens;
   };
@@ -481,17 +488,17 @@ TEST_CASE(attentionPrefillAndDecode) {
     gpu_->attention(dq.p, dk.kv, dv.kv, c.pos0, c.n_tokens, shape, dout.p);
     const double err = relMaxDiff(dout.read(), want);
     errors.check(err < 1e-5, err,
-                 gpu_check::format("heads %d/%d dim %d pos0 %d n %d", c.n_head, c.n_head_kv, c.head_dim,
+                 moe::test::format("heads %d/%d dim %d pos0 %d n %d", c.n_head, c.n_head_kv, c.head_dim,
                                    c.pos0, c.n_tokens));
   }
-  errors.report();
+  ASSERT_NO_FATAL_FAILURE(errors.report());
   DeviceFloats d(*gpu_, 600);
   DeviceKv kv(*gpu_, 600);
   const AttentionShape too_wide{1, 1, 300, 0.1f};
-  CHECK_THROWS(std::invalid_argument, gpu_->attention(d.p, kv.kv, kv.kv, 0, 1, too_wide, d.p));
+  ASSERT_THROW(gpu_->attention(d.p, kv.kv, kv.kv, 0, 1, too_wide, d.p), std::invalid_argument);
 }
 
-TEST_CASE(elementwise) {
+TEST_F(CudaKernels, elementwise) {
   const size_t n = 100003;
   const auto a = randomFloats(n, 51, -6.0f, 6.0f), b = randomFloats(n, 52);
   DeviceFloats da(*gpu_, a), db(*gpu_, b), dout(*gpu_, n);
@@ -499,32 +506,32 @@ TEST_CASE(elementwise) {
   std::vector<float> want(n);
   cpu_->swiglu(a.data(), b.data(), want.data(), n);
   gpu_->swiglu(da.p, db.p, dout.p, n);
-  CHECK(relMaxDiff(dout.read(), want) < 1e-6);
+  EXPECT_LT(relMaxDiff(dout.read(), want), 1e-6);
   // gpt-oss's clamped variant, with a limit inside the inputs' range (-6 .. 6) so
   // both clamps act.
   cpu_->swigluClamped(a.data(), b.data(), want.data(), n, 1.702f, 4.0f);
   gpu_->swigluClamped(da.p, db.p, dout.p, n, 1.702f, 4.0f);
-  CHECK(relMaxDiff(dout.read(), want) < 1e-6);
+  EXPECT_LT(relMaxDiff(dout.read(), want), 1e-6);
 
   auto y = a;
   cpu_->add(y.data(), b.data(), n);
   gpu_->add(da.p, db.p, n);
-  CHECK_EQ(da.read(), y);  // exact: one float add per element on both
+  ASSERT_EQ(da.read(), y);  // exact: one float add per element on both
 
   cpu_->axpy(y.data(), b.data(), -0.37f, n);
   gpu_->axpy(da.p, db.p, -0.37f, n);
-  CHECK(relMaxDiff(da.read(), y) < 1e-6);
+  EXPECT_LT(relMaxDiff(da.read(), y), 1e-6);
 }
 
-TEST_CASE(factory) {
+TEST_F(CudaKernels, factory) {
   std::string why = "unchanged";
   auto cpu = moe::makeBackend(moe::DeviceChoice::kCpu, 1, &why);
-  CHECK(cpu->device() == moe::Device::kCpu);
+  EXPECT_EQ(cpu->device(), moe::Device::kCpu);
   auto cuda = moe::makeBackend(moe::DeviceChoice::kCuda, 1, &why);
-  CHECK(cuda->device() == moe::Device::kCuda);
+  EXPECT_EQ(cuda->device(), moe::Device::kCuda);
   auto any = moe::makeBackend(moe::DeviceChoice::kAuto, 1, &why);
-  CHECK(any->device() == moe::Device::kCuda);
-  CHECK_THROWS(std::invalid_argument, moe::parseDeviceChoice("tpu"));
+  EXPECT_EQ(any->device(), moe::Device::kCuda);
+  ASSERT_THROW(moe::parseDeviceChoice("tpu"), std::invalid_argument);
 }
 
 // Each tiny synthetic model (every architecture, mixed weight types) runs a
@@ -534,7 +541,7 @@ TEST_CASE(factory) {
 constexpr double kForwardBoundFloat = 1e-4;        // every weight F32, F16 or BF16
 constexpr double kForwardBoundQuantised = 1.5e-2;  // 8-bit activations (see the top)
 
-TEST_CASE(forwardMatchesCpu) {
+TEST_F(CudaKernels, forwardMatchesCpu) {
   std::vector<moe::synth::SyntheticSpec> specs;
   for (const std::string& arch : moe::synth::supportedArchs()) specs.push_back(moe::synth::tinySpec(arch));
   specs.push_back(moe::synth::tinySpec("deepseek2-legacy"));  // attn_kv_b, q without q_lora, no groups
@@ -550,7 +557,8 @@ TEST_CASE(forwardMatchesCpu) {
   cpu_f16kv.setKvType(moe::KvType::F16);
   Errors float_errors, quantised_errors;
   for (const auto& spec : specs) {
-    if (gpu_check::quick() && spec.arch != "llama" && spec.arch != "gpt-oss" && spec.arch != "deepseek2")
+    if (moe::test::gpuTestsQuick() && spec.arch != "llama" && spec.arch != "gpt-oss" &&
+        spec.arch != "deepseek2")
       continue;
     const std::string arch = spec.arch + " " + moe::gguf::tensorTypeName(spec.expert_type);
     const auto bytes = moe::synth::buildModel(spec).toBytes();
@@ -581,7 +589,7 @@ TEST_CASE(forwardMatchesCpu) {
       cpu_tf.forward(std::span(&next, 1), cpu_logits);
       gpu_tf.forward(std::span(&next, 1), gpu_logits);
       err = relMaxDiff(gpu_logits, cpu_logits);
-      errors.check(err < bound, err, gpu_check::format("%s decode %d", arch.c_str(), step));
+      errors.check(err < bound, err, moe::test::format("%s decode %d", arch.c_str(), step));
     }
   }
   float_errors.report();
@@ -590,10 +598,8 @@ TEST_CASE(forwardMatchesCpu) {
 
 #else  // built without CUDA: the whole suite reports skipped
 
-TEST_CASE(initTestCase) {
-  SKIP_SUITE("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+TEST(CudaKernels, skipped) {
+  GTEST_SKIP() << moe::test::kNoCudaDevice << "built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)";
 }
 
 #endif
-
-GPU_CHECK_MAIN(TestCudaKernels)

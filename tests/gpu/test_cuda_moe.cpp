@@ -20,8 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "engine_fixture.h"
-#include "gpu/gpu_check.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
@@ -29,6 +30,8 @@
 #include "models/gguf.h"
 #include "models/quant.h"
 #include "models/synthetic_model.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"
@@ -41,7 +44,7 @@ using moe::gguf::TensorType;
 
 namespace {
 
-std::unique_ptr<Backend> gpu_, cpu_;  // made in initTestCase
+std::unique_ptr<Backend> gpu_, cpu_;  // made in CudaMoe::SetUpTestSuite
 
 struct HostWeight {
   std::vector<uint8_t> bytes;
@@ -210,15 +213,17 @@ LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
-  cpu_ = std::make_unique<moe::CpuBackend>(2);
-  INFO("backend: %s", gpu_->name().c_str());
-}
+class CudaMoe : public moe::test::GpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!moe::test::noCudaReason().empty()) return;  // each case skips (GpuTest)
+    gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
+    cpu_ = std::make_unique<moe::CpuBackend>(2);
+    moe::test::info("backend: %s", gpu_->name().c_str());
+  }
+};
 
-TEST_CASE(routingEqualsTheCpusExactly) {
+TEST_F(CudaMoe, routingEqualsTheCpusExactly) {
   for (moe::GatingFunc gating : {moe::GatingFunc::Softmax, moe::GatingFunc::Sigmoid})
     for (auto [n_expert, k] : {std::pair{8, 2}, std::pair{60, 4}, std::pair{128, 8}, std::pair{512, 1}})
       for (int variant = 0; variant < 8; ++variant) {
@@ -243,18 +248,18 @@ TEST_CASE(routingEqualsTheCpusExactly) {
           moe::routeToken(&logits[size_t(t) * n_expert], rule, &want_ids[size_t(t) * k],
                           &want_w[size_t(t) * k]);
         const std::string what =
-            gpu_check::format("%d experts top-%d gating %d norm %d bias %d groups %d", n_expert, k,
+            moe::test::format("%d experts top-%d gating %d norm %d bias %d groups %d", n_expert, k,
                               int(gating), int(norm), int(biased), int(grouped));
-        CHECK_MSG(ids == want_ids, what + ": ids");
-        CHECK_MSG(w == want_w, what + ": weights");
+        ASSERT_TRUE(ids == want_ids) << what + ": ids";
+        ASSERT_TRUE(w == want_w) << what + ": weights";
         // The device copy holds the same ids and weights.
         const auto dev = routing.read();
-        CHECK_MSG(std::equal(want_w.begin(), want_w.end(), dev.begin() + ids.size()),
-                  what + ": device weights");
+        ASSERT_TRUE(std::equal(want_w.begin(), want_w.end(), dev.begin() + ids.size()))
+            << what + ": device weights";
       }
 }
 
-TEST_CASE(expertsMatchCpuInAnyOrder) {
+TEST_F(CudaMoe, expertsMatchCpuInAnyOrder) {
   struct Case {
     TensorType up, down;
     int n_embd, n_ff;
@@ -270,7 +275,7 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
                         {TensorType::Q3_K, TensorType::Q2_K, 256, 256, false},
                         {TensorType::IQ4_XS, TensorType::Q5_1, 256, 256, false}};
   for (const Case& c : cases) {
-    if (gpu_check::quick() && &c != &cases[0] && &c != &cases[5])
+    if (moe::test::gpuTestsQuick() && &c != &cases[0] && &c != &cases[5])
       continue;  // one K-quant-free, one added type
     const int n_expert = 12;
     Experts ex(n_expert, c.n_embd, c.n_ff, c.up, c.down);
@@ -280,7 +285,7 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
     for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{8, 3}, std::pair{13, 2},
                                std::pair{16, 6}, std::pair{80, 6}}) {
       if (!c.every_size && !(n_tokens == 8 || n_tokens == 80)) continue;
-      const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
+      const std::string what = moe::test::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
                                                  moe::gguf::tensorTypeName(c.down), n_tokens, k);
       const auto x = randomFloats(size_t(n_tokens) * c.n_embd, uint32_t(n_tokens * 7 + k));
       const auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_tokens + 31 * k), -3.0f, 3.0f);
@@ -290,10 +295,10 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
       const LayerRun pairs = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, true, 2);
       const CpuLayer want = cpuLayer(ex, x, all.ids, all.weights, all.h, n_tokens, k, c.n_embd, c.n_ff);
       const double err_h = relMaxDiff(all.h, want.h), err = relMaxDiff(all.out, want.out);
-      CHECK_MSG(err_h < 1e-5, what + gpu_check::format(": h err %g", err_h));
-      CHECK_MSG(err < 1e-5, what + gpu_check::format(": err %g", err));
-      CHECK_MSG(one_by_one.out == all.out, what + ": experts one by one, reversed, differ in bits");
-      CHECK_MSG(pairs.out == all.out, what + ": experts in pairs differ in bits");
+      ASSERT_TRUE(err_h < 1e-5) << what + moe::test::format(": h err %g", err_h);
+      ASSERT_TRUE(err < 1e-5) << what + moe::test::format(": err %g", err);
+      ASSERT_TRUE(one_by_one.out == all.out) << what + ": experts one by one, reversed, differ in bits";
+      ASSERT_TRUE(pairs.out == all.out) << what + ": experts in pairs differ in bits";
     }
   }
 }
@@ -302,11 +307,11 @@ TEST_CASE(expertsMatchCpuInAnyOrder) {
 // (a limit the random products cross, so both clamps act), in the matvec form and
 // in the GEMM form, against the CPU's matmul, add and swigluClamped; any order of
 // the experts gives the same bits.
-TEST_CASE(biasedClampedExpertsMatchCpu) {
+TEST_F(CudaMoe, biasedClampedExpertsMatchCpu) {
   const int n_expert = 12, n_embd = 64, n_ff = 96;
   for (auto [up, down] :
        {std::pair{TensorType::MXFP4, TensorType::MXFP4}, std::pair{TensorType::Q8_0, TensorType::F16}}) {
-    if (gpu_check::quick() && up != TensorType::MXFP4) continue;
+    if (moe::test::gpuTestsQuick() && up != TensorType::MXFP4) continue;
     Experts ex(n_expert, n_embd, n_ff, up, down);
     GptOssParts oss;
     oss.gate = randomFloats(size_t(n_expert) * n_ff, 7, -0.5f, 0.5f);
@@ -314,7 +319,7 @@ TEST_CASE(biasedClampedExpertsMatchCpu) {
     oss.down = randomFloats(size_t(n_expert) * n_embd, 9, -0.5f, 0.5f);
     oss.limit = 0.4f;
     for (auto [n_tokens, k] : {std::pair{1, 4}, std::pair{8, 3}, std::pair{80, 4}}) {
-      const std::string what = gpu_check::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(up),
+      const std::string what = moe::test::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(up),
                                                  moe::gguf::tensorTypeName(down), n_tokens, k);
       const auto x = randomFloats(size_t(n_tokens) * n_embd, uint32_t(n_tokens * 5 + k));
       const auto logits = randomFloats(size_t(n_tokens) * n_expert, uint32_t(n_tokens + 17 * k), -3.0f, 3.0f);
@@ -323,18 +328,18 @@ TEST_CASE(biasedClampedExpertsMatchCpu) {
       const LayerRun one_by_one = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, true, 1, &oss);
       const CpuLayer want = cpuLayer(ex, x, all.ids, all.weights, all.h, n_tokens, k, n_embd, n_ff, &oss);
       const double err_h = relMaxDiff(all.h, want.h), err = relMaxDiff(all.out, want.out);
-      CHECK_MSG(err_h < 1e-5, what + gpu_check::format(": h err %g", err_h));
-      CHECK_MSG(err < 1e-5, what + gpu_check::format(": err %g", err));
-      CHECK_MSG(one_by_one.out == all.out, what + ": experts one by one, reversed, differ in bits");
+      ASSERT_TRUE(err_h < 1e-5) << what + moe::test::format(": h err %g", err_h);
+      ASSERT_TRUE(err < 1e-5) << what + moe::test::format(": err %g", err);
+      ASSERT_TRUE(one_by_one.out == all.out) << what + ": experts one by one, reversed, differ in bits";
       // The biases and the clamp change h.
       const LayerRun plain = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, false, 64);
-      CHECK_MSG(relMaxDiff(plain.h, all.h) > 1e-2, what + ": biases and clamp changed nothing");
+      ASSERT_TRUE(relMaxDiff(plain.h, all.h) > 1e-2) << what + ": biases and clamp changed nothing";
     }
   }
 }
 
 #if MOECHAT_CUDA_STANDIN
-TEST_CASE(launchesPerLayerIndependentOfTokensAndTopK) {
+TEST_F(CudaMoe, launchesPerLayerIndependentOfTokensAndTopK) {
   const int n_expert = 16, n_embd = 64, n_ff = 32;  // launch counts do not depend on sizes or types
   Experts ex(n_expert, n_embd, n_ff, TensorType::Q8_0, TensorType::Q4_0);
   uint64_t launches_first = 0;
@@ -372,22 +377,22 @@ TEST_CASE(launchesPerLayerIndependentOfTokensAndTopK) {
     const auto after = cudastandin::totals().all;
     if (run == 0) continue;
     const uint64_t launches = after.kernel_launches - before.kernel_launches;
-    INFO("top-%d, %d tokens, %zu experts: %llu launches, %llu host waits, %llu stream waits", k, n_tokens,
-         refs.size(), (unsigned long long)launches,
-         (unsigned long long)(after.host_syncs - before.host_syncs),
-         (unsigned long long)(after.stream_syncs - before.stream_syncs));
+    moe::test::info("top-%d, %d tokens, %zu experts: %llu launches, %llu host waits, %llu stream waits", k,
+                    n_tokens, refs.size(), (unsigned long long)launches,
+                    (unsigned long long)(after.host_syncs - before.host_syncs),
+                    (unsigned long long)(after.stream_syncs - before.stream_syncs));
     if (!launches_first) launches_first = launches;
-    CHECK_EQ(launches, launches_first);
-    CHECK(launches <= 8);
-    CHECK_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0));
-    CHECK_EQ(after.host_syncs - before.host_syncs, uint64_t(1));  // the routing read back
+    ASSERT_EQ(launches, launches_first);
+    ASSERT_TRUE(launches <= 8);
+    ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0));
+    ASSERT_EQ(after.host_syncs - before.host_syncs, uint64_t(1));  // the routing read back
   }
 }
 #endif
 
 // A decode step of each tiny synthetic model (widened to K-quant rows): the matmul
 // kernels read at most 1.1x the bytes of the weights the step uses.
-TEST_CASE(decodeReadsTheWeightsOnce) {
+TEST_F(CudaMoe, decodeReadsTheWeightsOnce) {
   for (auto [arch, et, wt] : {std::tuple{"qwen3moe", TensorType::Q4_K, TensorType::Q6_K},
                               std::tuple{"olmoe", TensorType::Q8_0, TensorType::Q4_0},
                               std::tuple{"deepseek", TensorType::Q5_K, TensorType::Q8_0}}) {
@@ -409,10 +414,10 @@ TEST_CASE(decodeReadsTheWeightsOnce) {
     const Backend::MatmulTraffic after = gpu_->matmulTraffic();
     const double weights = double(after.weight_bytes - before.weight_bytes);
     const double read = double(after.bytes_read - before.bytes_read);
-    INFO("%s %s experts: a decode step reads %.0f bytes for %.0f bytes of weights (%.3fx)", arch,
-         moe::gguf::tensorTypeName(et), read, weights, read / weights);
-    CHECK(weights > 0);
-    CHECK_MSG(read <= 1.1 * weights, gpu_check::format("%s: %.3fx", arch, read / weights));
+    moe::test::info("%s %s experts: a decode step reads %.0f bytes for %.0f bytes of weights (%.3fx)", arch,
+                    moe::gguf::tensorTypeName(et), read, weights, read / weights);
+    ASSERT_TRUE(weights > 0);
+    ASSERT_TRUE(read <= 1.1 * weights) << moe::test::format("%s: %.3fx", arch, read / weights);
   }
 }
 
@@ -421,7 +426,7 @@ TEST_CASE(decodeReadsTheWeightsOnce) {
 // KV cache, activations, every scratch buffer of the backend): a prompt longer than
 // one batch and decode steps then allocate nothing, so running out of device memory
 // is reported before the first token, never in the middle of a reply.
-TEST_CASE(noDeviceAllocationAfterTheSessionStarts) {
+TEST_F(CudaMoe, noDeviceAllocationAfterTheSessionStarts) {
   // Quantised weights, and F16 ones (whose prefill dequantises a tile for cuBLAS).
   for (TensorType weight_type : {TensorType::Q4_0, TensorType::F16}) {
     auto spec = moe::synth::tinySpec("qwen3moe");
@@ -438,10 +443,8 @@ TEST_CASE(noDeviceAllocationAfterTheSessionStarts) {
     std::vector<float> logits;
     tf.forward(prompt, logits);
     for (int32_t next : {3, 5, 7}) tf.forward(std::span(&next, 1), logits);
-    CHECK_MSG(cudastandin::totals().mallocs == mallocs, std::string(moe::gguf::tensorTypeName(weight_type)) +
-                                                            " weights: cudaMalloc during the session");
+    ASSERT_TRUE(cudastandin::totals().mallocs == mallocs)
+        << std::string(moe::gguf::tensorTypeName(weight_type)) + " weights: cudaMalloc during the session";
   }
 }
 #endif
-
-GPU_CHECK_MAIN(TestCudaMoe)

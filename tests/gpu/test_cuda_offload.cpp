@@ -1,7 +1,7 @@
 // The CUDA pieces of the offload engine: pinned host memory, the cudaMalloc slot
 // slab, the cudaMemcpyAsync copy engine (byte counts, data, and that the compute
 // stream really waits on a chunk's event), the transfer worker feeding a device
-// cache through it, and the bandwidth probe. Skipped (SKIP_SUITE) without CUDA or a device.
+// cache through it, and the bandwidth probe. Skipped without CUDA or a device (GpuTest).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -11,12 +11,15 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/gpu_check.h"
+#include <gtest/gtest.h>
+
 #include "inference/backend_factory.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -98,53 +101,51 @@ struct StreamGate {
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-}
+// Each case skips without a usable device (GpuTest).
+class CudaOffload : public moe::test::GpuTest {};
 
-TEST_CASE(pinnedAllocator) {
+TEST_F(CudaOffload, pinnedAllocator) {
   moe::CudaPinnedAllocator alloc;
   const size_t n = size_t{8} << 20;
   uint8_t* p = alloc.allocate(n);
-  CHECK(p != nullptr);
-  CHECK(moe::isPinnedHostMemory(p));
-  CHECK_EQ(alloc.bytesAllocated(), uint64_t(n));
+  ASSERT_TRUE(p != nullptr);
+  ASSERT_TRUE(moe::isPinnedHostMemory(p));
+  ASSERT_EQ(alloc.bytesAllocated(), uint64_t(n));
   std::memset(p, 0xab, n);
-  CHECK_EQ(p[n - 1], uint8_t(0xab));
+  ASSERT_EQ(p[n - 1], uint8_t(0xab));
   alloc.deallocate(p, n);
-  CHECK_EQ(alloc.bytesAllocated(), uint64_t(0));
+  ASSERT_EQ(alloc.bytesAllocated(), uint64_t(0));
   // An impossible request is a readable exception, not a crash.
-  CHECK_THROWS(moe::CudaError, alloc.allocate(size_t{1} << 50));
+  ASSERT_THROW((void)alloc.allocate(size_t{1} << 50), moe::CudaError);
 }
 
-TEST_CASE(hostRegistration) {
+TEST_F(CudaOffload, hostRegistration) {
   std::vector<uint8_t> buf(size_t{4} << 20, 1);
-  CHECK(!moe::isPinnedHostMemory(buf.data()));
+  ASSERT_FALSE(moe::isPinnedHostMemory(buf.data()));
   {
     moe::CudaHostRegistration reg(buf.data(), buf.size());
-    CHECK(moe::isPinnedHostMemory(buf.data()));
+    ASSERT_TRUE(moe::isPinnedHostMemory(buf.data()));
   }
-  CHECK(!moe::isPinnedHostMemory(buf.data()));
+  ASSERT_FALSE(moe::isPinnedHostMemory(buf.data()));
 }
 
-TEST_CASE(slotMemory) {
+TEST_F(CudaOffload, slotMemory) {
   moe::ExpertCache cache(4, 1000, 2, 3, std::make_unique<moe::CudaSlotMemory>());
-  CHECK_EQ(cache.slotBytes(), size_t(1024));  // rounded to 256
+  ASSERT_EQ(cache.slotBytes(), size_t(1024));  // rounded to 256
   for (int s = 0; s < 4; ++s) {
     cudaPointerAttributes attr{};
     moe::checkCuda(cudaPointerGetAttributes(&attr, cache.slotData(s)), "attributes");
-    CHECK_EQ(int(attr.type), int(cudaMemoryTypeDevice));
-    CHECK_EQ(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
+    ASSERT_EQ(int(attr.type), int(cudaMemoryTypeDevice));
+    ASSERT_EQ(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
   }
   const auto bytes = pattern(4 * 1024, 9);
   moe::checkCuda(cudaMemcpy(cache.slotData(0), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "fill");
-  CHECK_EQ(readDevice(cache.slotData(0), bytes.size()), bytes);
+  ASSERT_EQ(readDevice(cache.slotData(0), bytes.size()), bytes);
   moe::CudaSlotMemory mem;
-  CHECK_THROWS(moe::CudaOutOfMemory, mem.allocate(size_t{1} << 50));
+  ASSERT_THROW((void)mem.allocate(size_t{1} << 50), moe::CudaOutOfMemory);
 }
 
-TEST_CASE(copyEngineBytes) {
+TEST_F(CudaOffload, copyEngineBytes) {
   moe::ExpertCache cache(2, 8192, 1, 3, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(8192);
   const auto bytes = pattern(8192, 3);
@@ -152,24 +153,24 @@ TEST_CASE(copyEngineBytes) {
   moe::CudaCopyEngine engine;
   const size_t chunk[3] = {3000, 3000, 2000}, offset[3] = {0, 3072, 6144};
   for (int c = 0; c < 3; ++c) engine.copy(cache.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
-  CHECK_EQ(engine.bytesCopied(), uint64_t(8000));
-  CHECK_EQ(engine.copies(), uint64_t(3));
-  CHECK_EQ(engine.trackedRanges(), size_t(3));
+  ASSERT_EQ(engine.bytesCopied(), uint64_t(8000));
+  ASSERT_EQ(engine.copies(), uint64_t(3));
+  ASSERT_EQ(engine.trackedRanges(), size_t(3));
   const auto back = readDevice(cache.slotData(1), 8192);
   for (int c = 0; c < 3; ++c)
-    CHECK(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
-  CHECK(engine.isComplete(cache.slotData(1), 8192));
+    ASSERT_TRUE(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
+  ASSERT_TRUE(engine.isComplete(cache.slotData(1), 8192));
   // The same chunk again replaces its record (no growth per reuse of a slot).
   engine.copy(cache.slotData(1), src.p, 3000);
-  CHECK_EQ(engine.trackedRanges(), size_t(3));
-  CHECK_EQ(engine.bytesCopied(), uint64_t(11000));
-  CHECK_EQ(engine.simulatedSeconds(), 0.0);
+  ASSERT_EQ(engine.trackedRanges(), size_t(3));
+  ASSERT_EQ(engine.bytesCopied(), uint64_t(11000));
+  ASSERT_EQ(engine.simulatedSeconds(), 0.0);
 }
 
 // The copy stream is held shut, so the chunk's event cannot complete: a compute
 // stream that streamWaitFor'd the slot must not run its next operation (a
 // device-to-device read of the slot) until the gate opens, and then reads the new bytes.
-TEST_CASE(computeStreamWaitsForChunk) {
+TEST_F(CudaOffload, computeStreamWaitsForChunk) {
   moe::ExpertCache cache(2, 4096, 1, 3, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(4096);
   const auto bytes = pattern(4096, 77);
@@ -184,27 +185,27 @@ TEST_CASE(computeStreamWaitsForChunk) {
   {
     StreamGate gate(engine.stream());
     engine.copyAsync(cache.slotData(0), src.p, 4096);
-    CHECK(!engine.isComplete(cache.slotData(0), 4096));
-    CHECK(!engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
-    CHECK(moe::streamWaitForSlot(engine, compute, cache, 0));
+    ASSERT_FALSE(engine.isComplete(cache.slotData(0), 4096));
+    ASSERT_FALSE(engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
+    ASSERT_TRUE(moe::streamWaitForSlot(engine, compute, cache, 0));
     moe::checkCuda(cudaMemcpyAsync(consumer, cache.slotData(0), 4096, cudaMemcpyDeviceToDevice, compute),
                    "read");
     moe::checkCuda(cudaEventRecord(done, compute), "record");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK_EQ(int(cudaEventQuery(done)), int(cudaErrorNotReady));  // still waiting on the copy
+    ASSERT_EQ(int(cudaEventQuery(done)), int(cudaErrorNotReady));  // still waiting on the copy
     cudaGetLastError();
     gate.open();
     moe::checkCuda(cudaStreamSynchronize(compute), "sync");
   }
-  CHECK(engine.isComplete(cache.slotData(0), 4096));
-  CHECK_EQ(readDevice(consumer, 4096), bytes);
+  ASSERT_TRUE(engine.isComplete(cache.slotData(0), 4096));
+  ASSERT_EQ(readDevice(consumer, 4096), bytes);
   cudaFree(consumer);
   cudaEventDestroy(done);
   cudaStreamDestroy(compute);
 }
 
 // The host-side transfer worker, unchanged, over the CUDA slab and copy engine.
-TEST_CASE(transferWorkerFillsDeviceCache) {
+TEST_F(CudaOffload, transferWorkerFillsDeviceCache) {
   PinnedExpertBytes source(2, 4);
   moe::ExpertCache cache(4, source.expertBytes(), 2, moe::ExpertBytesSource::kChunks,
                          std::make_unique<moe::CudaSlotMemory>());
@@ -216,26 +217,26 @@ TEST_CASE(transferWorkerFillsDeviceCache) {
   for (int e : chosen) {
     worker.waitReady(1, e);
     const int slot = cache.find(1, e);
-    CHECK(slot >= 0);
+    ASSERT_TRUE(slot >= 0);
     const auto back = readDevice(cache.slotData(slot), source.expertBytes());
     for (int c = 0; c < moe::ExpertBytesSource::kChunks; ++c)
-      CHECK(std::memcmp(back.data() + source.chunkOffset(c), source.expertData(1, e) + source.chunkOffset(c),
-                        source.chunkBytes(c)) == 0);
+      ASSERT_TRUE(std::memcmp(back.data() + source.chunkOffset(c),
+                              source.expertData(1, e) + source.chunkOffset(c), source.chunkBytes(c)) == 0);
   }
   worker.release(1);
   worker.waitIdle();
-  CHECK_EQ(engine.bytesCopied(), uint64_t(2 * 8000));
-  CHECK_EQ(engine.copies(), uint64_t(2 * moe::ExpertBytesSource::kChunks));
+  ASSERT_EQ(engine.bytesCopied(), uint64_t(2 * 8000));
+  ASSERT_EQ(engine.copies(), uint64_t(2 * moe::ExpertBytesSource::kChunks));
 }
 
-TEST_CASE(bandwidthProbe) {
+TEST_F(CudaOffload, bandwidthProbe) {
   const auto samples = moe::measurePinnedH2DBandwidthSamples({size_t{1} << 20, size_t{4} << 20}, 3);
-  CHECK_EQ(samples.size(), size_t(2));
-  CHECK_EQ(samples[1].bytes, size_t{4} << 20);
-  for (const auto& s : samples) CHECK(s.gb_per_s > 0.0);
+  ASSERT_EQ(samples.size(), size_t(2));
+  ASSERT_EQ(samples[1].bytes, size_t{4} << 20);
+  for (const auto& s : samples) ASSERT_TRUE(s.gb_per_s > 0.0);
   const double best = moe::measurePinnedH2DBandwidth();
-  CHECK(best > 0.0);
-  INFO("pinned H2D bandwidth: %.1f GB/s", best);
+  ASSERT_TRUE(best > 0.0);
+  moe::test::info("pinned H2D bandwidth: %.1f GB/s", best);
 }
 
 #if MOECHAT_CUDA_STANDIN
@@ -243,7 +244,7 @@ TEST_CASE(bandwidthProbe) {
 // there must queue its copies on device 1 from the transfer worker's thread too
 // (a new thread is bound to device 0). The stand-in counts operations queued to a
 // stream from a thread bound to another device.
-TEST_CASE(copyThreadBindsToTheComputeDevice) {
+TEST_F(CudaOffload, copyThreadBindsToTheComputeDevice) {
   cudastandin::setDeviceCount(2);
   moe::checkCuda(cudaSetDevice(1), "cudaSetDevice");
   {
@@ -253,7 +254,7 @@ TEST_CASE(copyThreadBindsToTheComputeDevice) {
     const uint64_t before = cudastandin::totals().all.wrong_device_ops;
     std::thread worker([&] { engine.copy(dst, src.p, 4096); });
     worker.join();
-    CHECK_EQ(cudastandin::totals().all.wrong_device_ops - before, uint64_t(0));
+    EXPECT_EQ(cudastandin::totals().all.wrong_device_ops - before, uint64_t(0));  // then back to one device
     cudaFree(dst);
   }
   moe::checkCuda(cudaSetDevice(0), "cudaSetDevice");
@@ -263,17 +264,8 @@ TEST_CASE(copyThreadBindsToTheComputeDevice) {
 
 #else  // built without CUDA: the whole case reports skipped
 
-TEST_CASE(initTestCase) {
-  SKIP_SUITE("no CUDA device: built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)");
+TEST(CudaOffload, skipped) {
+  GTEST_SKIP() << moe::test::kNoCudaDevice << "built without CUDA (nvcc not found or MOECHAT_CUDA=OFF)";
 }
-TEST_CASE(pinnedAllocator) {}
-TEST_CASE(hostRegistration) {}
-TEST_CASE(slotMemory) {}
-TEST_CASE(copyEngineBytes) {}
-TEST_CASE(computeStreamWaitsForChunk) {}
-TEST_CASE(transferWorkerFillsDeviceCache) {}
-TEST_CASE(bandwidthProbe) {}
 
 #endif
-
-GPU_CHECK_MAIN(TestCudaOffload)

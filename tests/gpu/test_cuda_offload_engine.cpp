@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "app/core/engine_session.h"
 #include "app/core/local_chat_engine.h"
 #include "engine_fixture.h"
-#include "gpu/gpu_check.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
@@ -24,6 +25,8 @@
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
+#include "support/gpu_suite.h"
+#include "support/test_log.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_check.h"
@@ -34,12 +37,12 @@
 
 namespace {
 
-struct Run {
+struct StepLogits {
   std::vector<std::vector<float>> logits;  // the prompt's (all rows), then one per decode step
 };
 
-Run runSteps(moe::Transformer& tf, int n_vocab) {
-  Run r;
+StepLogits runSteps(moe::Transformer& tf, int n_vocab) {
+  StepLogits r;
   std::vector<int32_t> prompt(20);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % n_vocab);
   std::vector<float> logits;
@@ -53,7 +56,7 @@ Run runSteps(moe::Transformer& tf, int n_vocab) {
   return r;
 }
 
-std::unique_ptr<moe::Backend> gpu_, cpu_;  // made in initTestCase
+std::unique_ptr<moe::Backend> gpu_, cpu_;  // made in CudaOffloadEngine::SetUpTestSuite
 
 // Logits against the CPU backend, relMaxDiff. With the reference's KV cache F16 as
 // the GPU's, what is left is the order of float sums: measured (stand-in) 2.3e-5 at
@@ -66,26 +69,28 @@ constexpr double kLogitsBoundF32Reference = 1e-3;
 
 }  // namespace
 
-TEST_CASE(initTestCase) {
-  std::string why;
-  if (!moe::cudaDeviceAvailable(&why)) SKIP_SUITE(("no CUDA device: " + why).c_str());
-  gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
-  // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
-  // matvec quantises to the same bytes, with an F16 KV cache as the GPU's.
-  auto cpu = std::make_unique<moe::CpuBackend>(2);
-  cpu->setKvType(moe::KvType::F16);
-  cpu_ = std::move(cpu);
-  INFO("backend: %s", gpu_->name().c_str());
-}
+class CudaOffloadEngine : public moe::test::GpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!moe::test::noCudaReason().empty()) return;  // each case skips (GpuTest)
+    gpu_ = moe::makeBackend(moe::DeviceChoice::kCuda, 2);
+    // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
+    // matvec quantises to the same bytes, with an F16 KV cache as the GPU's.
+    auto cpu = std::make_unique<moe::CpuBackend>(2);
+    cpu->setKvType(moe::KvType::F16);
+    cpu_ = std::move(cpu);
+    moe::test::info("backend: %s", gpu_->name().c_str());
+  }
+};
 
-TEST_CASE(policiesMatchCpu) {
+TEST_F(CudaOffloadEngine, policiesMatchCpu) {
   double worst = 0;
   for (const std::string arch : {"qwen3moe", "olmoe", "deepseek"}) {
     const auto bytes = moe::synth::buildModel(moe::synth::tinySpec(arch)).toBytes();
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
     moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
     moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-    const Run want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+    const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const int total = moe::OffloadEngine::routedExperts(*gpu_model);
@@ -94,34 +99,34 @@ TEST_CASE(policiesMatchCpu) {
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
       for (int n_slots : {3, total / 2}) {
         const std::string what =
-            gpu_check::format("%s %s %d slots", arch.c_str(), moe::policyName(policy), n_slots);
+            moe::test::format("%s %s %d slots", arch.c_str(), moe::policyName(policy), n_slots);
         moe::OffloadConfig oc;
         oc.policy = policy;
         oc.cache_slots = n_slots;
         oc.device = moe::makeOffloadDevice(*gpu_);
-        CHECK(oc.device);
+        ASSERT_TRUE(oc.device);
         moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
         moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
-        const Run got = runSteps(tf, gpu_model->config().n_vocab);
+        const StepLogits got = runSteps(tf, gpu_model->config().n_vocab);
         engine.waitIdle();
         for (size_t i = 0; i < want.logits.size(); ++i) {
           const double err = relMaxDiff(got.logits[i], want.logits[i]);
-          CHECK_MSG(err < bound, what + gpu_check::format(" step %zu: err %g", i, err));
+          ASSERT_TRUE(err < bound) << what + moe::test::format(" step %zu: err %g", i, err);
           worst = std::max(worst, err);
         }
         const auto s = engine.snapshot();
-        CHECK_MSG(s.bytes_h2d > 0, what);
-        CHECK_MSG(s.expert_uses > 0, what);
-        CHECK_EQ(s.cpu_computed, uint64_t(0));  // no CPU backend given: no CPU fallback
-        CHECK_MSG(s.link_bytes_per_second > 0,
-                  what);  // measured at start; a rate on a loaded CI host has no floor
-        INFO("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
-             100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
-             s.link_bytes_per_second / 1e9);
+        ASSERT_TRUE(s.bytes_h2d > 0) << what;
+        ASSERT_TRUE(s.expert_uses > 0) << what;
+        ASSERT_EQ(s.cpu_computed, uint64_t(0));  // no CPU backend given: no CPU fallback
+        ASSERT_TRUE(s.link_bytes_per_second > 0)
+            << what;  // measured at start; a rate on a loaded CI host has no floor
+        moe::test::info("%s: ready %.1f%%, %.3f MB copied, link %.1f GB/s", what.c_str(),
+                        100.0 * double(s.ready_hits) / double(s.expert_uses), s.bytes_h2d / 1e6,
+                        s.link_bytes_per_second / 1e9);
       }
     }
   }
-  INFO("largest error %g", worst);
+  moe::test::info("largest error %g", worst);
 }
 
 // cpu-experts on a GPU: the misses the CPU rule picks run on a CPU backend (the
@@ -133,7 +138,7 @@ TEST_CASE(policiesMatchCpu) {
 // with nothing queued, is copied).
 // gpt-oss (F16, so the bound of float-typed weights holds): the host adds each
 // expert's biases and computes the clamped SwiGLU as the GPU's kernels do.
-TEST_CASE(cpuExpertsOnTheHost) {
+TEST_F(CudaOffloadEngine, cpuExpertsOnTheHost) {
   for (const char* arch : {"qwen3moe", "gpt-oss"}) {
     moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);
     if (spec.arch == "gpt-oss") spec.expert_type = spec.weight_type = moe::gguf::TensorType::F16;
@@ -141,7 +146,7 @@ TEST_CASE(cpuExpertsOnTheHost) {
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
     moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
     moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-    const Run want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+    const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     for (auto policy : {moe::OffloadPolicy::kCpuExperts, moe::OffloadPolicy::kProactive}) {
@@ -155,40 +160,41 @@ TEST_CASE(cpuExpertsOnTheHost) {
       moe::OffloadEngine engine(*gpu_model, *cpu_, oc);
       moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
       tf.setHostBackend(cpu_.get());
-      const Run got = runSteps(tf, gpu_model->config().n_vocab);
+      const StepLogits got = runSteps(tf, gpu_model->config().n_vocab);
       engine.waitIdle();
       const std::string what = std::string(arch) + " " + moe::policyName(policy);
       double worst = 0;
       for (size_t i = 0; i < want.logits.size(); ++i) {
         const double err = relMaxDiff(got.logits[i], want.logits[i]);
-        CHECK_MSG(err < kLogitsBound, what + gpu_check::format(" step %zu: err %g", i, err));  // float-typed
+        ASSERT_TRUE(err < kLogitsBound)
+            << what + moe::test::format(" step %zu: err %g", i, err);  // float-typed
         worst = std::max(worst, err);
       }
-      INFO("%s: largest error %g", what.c_str(), worst);
+      moe::test::info("%s: largest error %g", what.c_str(), worst);
       const auto s = engine.snapshot();
-      CHECK_MSG(s.cpu_computed > 0, what + ": the CPU computed no expert");
-      CHECK_MSG(s.bytes_h2d > 0, what + ": nothing was copied");
-      INFO("%s: %llu of %llu misses on the CPU", what.c_str(), (unsigned long long)s.cpu_computed,
-           (unsigned long long)s.misses);
+      ASSERT_TRUE(s.cpu_computed > 0) << what + ": the CPU computed no expert";
+      ASSERT_TRUE(s.bytes_h2d > 0) << what + ": nothing was copied";
+      moe::test::info("%s: %llu of %llu misses on the CPU", what.c_str(), (unsigned long long)s.cpu_computed,
+                      (unsigned long long)s.misses);
     }
   }
 }
 
 // Given the GPU backend where the CPU backend belongs, cpu-experts has nowhere to run.
-TEST_CASE(cpuExpertsRefused) {
+TEST_F(CudaOffloadEngine, cpuExpertsRefused) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
   auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
   moe::OffloadConfig oc;
   oc.policy = moe::OffloadPolicy::kCpuExperts;
   oc.cache_slots = 4;
   oc.device = moe::makeOffloadDevice(*gpu_);
-  CHECK_THROWS(std::invalid_argument, moe::OffloadEngine(*model, *gpu_, oc));
+  ASSERT_THROW((void)moe::OffloadEngine(*model, *gpu_, oc), std::invalid_argument);
 }
 
 // The path `moechat-cli generate --backend cuda --policy proactive` takes
 // (EngineSession): the same logits as the CPU backend with every expert
 // resident, over a prompt and decode steps, with experts really copied.
-TEST_CASE(sessionOnCuda) {
+TEST_F(CudaOffloadEngine, sessionOnCuda) {
   moe::SessionOptions so;
   so.demo = true;
   so.threads = 2;
@@ -199,31 +205,31 @@ TEST_CASE(sessionOnCuda) {
   so.cache_share = 0.25;
   moe::EngineSession gpu(so);
   const int n_vocab = cpu.model().config().n_vocab;
-  const Run want = runSteps(cpu.transformer(), n_vocab);
-  const Run got = runSteps(gpu.transformer(), n_vocab);
+  const StepLogits want = runSteps(cpu.transformer(), n_vocab);
+  const StepLogits got = runSteps(gpu.transformer(), n_vocab);
   double worst = 0;
   for (size_t i = 0; i < want.logits.size(); ++i) {
     const double err = relMaxDiff(got.logits[i], want.logits[i]);
-    CHECK_MSG(err < kLogitsBoundF32Reference,
-              gpu_check::format("step %zu: err %g", i, err));  // the demo: F16
+    ASSERT_TRUE(err < kLogitsBoundF32Reference)
+        << moe::test::format("step %zu: err %g", i, err);  // the demo: F16
     worst = std::max(worst, err);
   }
-  INFO("largest error %g", worst);
-  CHECK(gpu.offloadSnapshot().bytes_h2d > 0);
-  CHECK_EQ(gpu.offload().predictorName(), std::string("skip-gate"));
+  moe::test::info("largest error %g", worst);
+  ASSERT_TRUE(gpu.offloadSnapshot().bytes_h2d > 0);
+  ASSERT_EQ(gpu.offload().predictorName(), std::string("skip-gate"));
 }
 
 // The desktop app's engine with the backend on auto: the GPU, the experts cached
 // in VRAM (the demo caches half of them), a reply, live counters with the
 // measured link.
-TEST_CASE(appEngineUsesTheGpu) {
+TEST_F(CudaOffloadEngine, appEngineUsesTheGpu) {
   moe::LocalChatEngine engine;
   moe::EngineLoadOptions o;
   o.demo = true;
   o.policy = "proactive";
   const auto info = engine.load(o, {});
-  CHECK_MSG(info.backend.starts_with("cuda"), info.backend);
-  CHECK_EQ(info.policy, std::string("proactive"));
+  ASSERT_TRUE(info.backend.starts_with("cuda")) << info.backend;
+  ASSERT_EQ(info.policy, std::string("proactive"));
   std::atomic<bool> cancel{false};
   moe::GenerationParams p;
   p.max_tokens = 16;
@@ -231,17 +237,17 @@ TEST_CASE(appEngineUsesTheGpu) {
   std::string text;
   const auto st = engine.reply(
       {{"user", "Hello"}}, p, [&](std::string_view t) { text += t; }, cancel);
-  CHECK_EQ(st.completion_tokens, 16);
+  ASSERT_EQ(st.completion_tokens, 16);
   const auto c = engine.counters();
-  CHECK(!c.experts_resident);
-  CHECK(c.offload.expert_uses > 0);
+  ASSERT_FALSE(c.experts_resident);
+  ASSERT_TRUE(c.offload.expert_uses > 0);
 #if MOECHAT_CUDA_STANDIN
-  CHECK(c.link_bytes_per_second > 0);  // a memcpy timed on a shared CPU: no floor to hold it to
+  ASSERT_TRUE(c.link_bytes_per_second > 0);  // a memcpy timed on a shared CPU: no floor to hold it to
 #else
-  CHECK(c.link_bytes_per_second > 1e9);
+  ASSERT_TRUE(c.link_bytes_per_second > 1e9);
 #endif
-  INFO("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
-       st.decode_tps);
+  moe::test::info("app engine on %s: %s; decode %.1f tok/s", info.backend.c_str(), info.offload_note.c_str(),
+                  st.decode_tps);
 }
 
 #if MOECHAT_CUDA_STANDIN
@@ -250,11 +256,11 @@ TEST_CASE(appEngineUsesTheGpu) {
 // that meets it throws a CudaError to its caller, whichever thread met it first
 // (the compute thread or the copy worker), and tearing the engine down afterwards
 // neither throws nor terminates.
-TEST_CASE(deviceFaultMidReplyIsAnError) {
+TEST_F(CudaOffloadEngine, deviceFaultMidReplyIsAnError) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
   for (auto policy : {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kProactive})
     for (int fault_at : {1, 7, 40, -1, -5, -30}) {  // > 0: that kernel faults; < 0: that copy
-      const std::string what = gpu_check::format("%s, %s %d faults", moe::policyName(policy),
+      const std::string what = moe::test::format("%s, %s %d faults", moe::policyName(policy),
                                                  fault_at > 0 ? "kernel" : "copy", std::abs(fault_at));
       {
         auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
@@ -275,7 +281,7 @@ TEST_CASE(deviceFaultMidReplyIsAnError) {
           error = e.what();
         }
         const char* expected = fault_at > 0 ? "unspecified launch failure" : "illegal memory access";
-        CHECK_MSG(error.find(expected) != std::string::npos, what + ": '" + error + "'");
+        EXPECT_TRUE(error.find(expected) != std::string::npos) << what + ": '" + error + "'";
       }  // the engine, the model's device weights and the transformer go with the device faulted
       cudastandin::recover();
     }
@@ -285,7 +291,7 @@ TEST_CASE(deviceFaultMidReplyIsAnError) {
 // the model on the CPU and says so (DeviceFallback); the next reply runs on the CPU.
 // A fault while the model loads (cudaMalloc, event or stream creation) fails the
 // load with a readable reason and leaves the engine unloaded.
-TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
+TEST_F(CudaOffloadEngine, appFallsBackToTheCpuOnDeviceFault) {
   moe::EngineLoadOptions o;
   o.demo = true;
   o.policy = "proactive";
@@ -296,7 +302,7 @@ TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
   for (const char* kind : {"kernel", "copy"}) {
     moe::LocalChatEngine engine;
     const std::string loaded_on = engine.load(o, {}).backend;
-    CHECK_MSG(loaded_on.starts_with("cuda"), loaded_on);
+    ASSERT_TRUE(loaded_on.starts_with("cuda")) << loaded_on;
     std::string text;
     const auto sink = [&](std::string_view t) { text += t; };
     engine.reply({{"user", "Hello"}}, p, sink, cancel);  // warm: scratch, cache and link in use
@@ -312,16 +318,16 @@ TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
       error = e.what();
       backend = e.info.backend;
     }
-    INFO("%s fault: %zu bytes of reply before it; \"%s\"", kind, text.size(), error.c_str());
-    CHECK_MSG(
-        error.starts_with("GPU error: ") && error.find("the model now runs on the CPU") != std::string::npos,
-        std::string(kind) + ": '" + error + "'");
-    CHECK_MSG(backend.starts_with("cpu"), backend);
-    CHECK(engine.loaded());
+    moe::test::info("%s fault: %zu bytes of reply before it; \"%s\"", kind, text.size(), error.c_str());
+    ASSERT_TRUE(error.starts_with("GPU error: ") &&
+                error.find("the model now runs on the CPU") != std::string::npos)
+        << std::string(kind) + ": '" + error + "'";
+    ASSERT_TRUE(backend.starts_with("cpu")) << backend;
+    ASSERT_TRUE(engine.loaded());
     cudastandin::recover();
     text.clear();
     const auto st = engine.reply({{"user", "Hello"}}, p, sink, cancel);  // on the CPU now
-    CHECK_EQ(st.completion_tokens, 24);
+    ASSERT_EQ(st.completion_tokens, 24);
   }
   for (const char* kind : {"malloc", "event", "stream"}) {
     moe::LocalChatEngine engine;
@@ -335,12 +341,10 @@ TEST_CASE(appFallsBackToTheCpuOnDeviceFault) {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    INFO("%s fault at load: \"%s\"", kind, error.c_str());
-    CHECK_MSG(error.find("cuda") != std::string::npos || error.find("GPU") != std::string::npos, error);
-    CHECK(!engine.loaded());
+    moe::test::info("%s fault at load: \"%s\"", kind, error.c_str());
+    EXPECT_TRUE(error.find("cuda") != std::string::npos || error.find("GPU") != std::string::npos) << error;
+    EXPECT_FALSE(engine.loaded());
     cudastandin::recover();
   }
 }
 #endif
-
-GPU_CHECK_MAIN(TestCudaOffloadEngine)

@@ -17,9 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "cuda_standin.h"
-#include "gpu/gpu_check.h"
 #include "models/quant.h"
+#include "support/test_log.h"
 
 namespace {
 
@@ -151,69 +153,69 @@ void hostWait(void* flag) {
 
 }  // namespace
 
-TEST_CASE(shufflesFollowCudaRules) {
+TEST(CudaStandin, shufflesFollowCudaRules) {
   Clean clean;
   DeviceArray<int> out(32);
   for (int op : {kDown, kUp, kXor, kIdx})
     for (int width : {32, 16, 8, 4})
       for (int arg : {0, 1, 3, 5, 16, 31}) {
         launch(shuffleKernel, 1, 32, 0, nullptr, op, arg, width, out.p);
-        CHECK_EQ(cudaGetLastError(), cudaSuccess);
+        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
         const std::vector<int> got = out.read();
         for (int lane = 0; lane < 32; ++lane)
-          CHECK_MSG(got[lane] == 100 + expectedSource(op, lane, arg, width),
-                    gpu_check::format("op %d width %d arg %d lane %d: %d", op, width, arg, lane, got[lane]));
+          ASSERT_TRUE(got[lane] == 100 + expectedSource(op, lane, arg, width))
+              << moe::test::format("op %d width %d arg %d lane %d: %d", op, width, arg, lane, got[lane]);
       }
 }
 
-TEST_CASE(barriersAndSharedMemory) {
+TEST(CudaStandin, barriersAndSharedMemory) {
   Clean clean;
   const int blocks = 7, threads = 256;
   std::vector<float> in(blocks * threads);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 17);
   DeviceArray<float> din(in.size()), dout(blocks);
-  CHECK_EQ(cudaMemcpy(din.p, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(din.p, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   launch(blockSumKernel, blocks, threads, 0, nullptr, din.p, dout.p);
   const std::vector<float> got = dout.read();
   for (int b = 0; b < blocks; ++b) {
     float want = 0;
     for (int t = 0; t < threads; ++t) want += in[b * threads + t];
-    CHECK_EQ(got[b], want);  // small integers: exact in any order
+    ASSERT_EQ(got[b], want);  // small integers: exact in any order
   }
 }
 
-TEST_CASE(divergentBarrierIsReported) {
+TEST(CudaStandin, divergentBarrierIsReported) {
   Clean clean;
   DeviceArray<float> out(64);
   launch(earlyReturnBarrierKernel, 1, 64, 0, nullptr, out.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_MSG(has(cudastandin::faultDetail(), "has returned"), cudastandin::faultDetail());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "has returned")) << cudastandin::faultDetail();
   // Sticky: every later call reports it until the stand-in recovers.
-  CHECK_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
-  CHECK_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
   cudastandin::recover();
   launch(twoBarriersKernel, 1, 64, 0, nullptr, out.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_MSG(has(cudastandin::faultDetail(), "divergent __syncthreads"), cudastandin::faultDetail());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "divergent __syncthreads")) << cudastandin::faultDetail();
 }
 
-TEST_CASE(partialWarpShuffleIsReported) {
+TEST(CudaStandin, partialWarpShuffleIsReported) {
   Clean clean;
   DeviceArray<float> out(32);
   launch(partialShuffleKernel, 1, 32, 0, nullptr, out.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_MSG(has(cudastandin::faultDetail(), "lane 16 has returned"), cudastandin::faultDetail());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "lane 16 has returned")) << cudastandin::faultDetail();
   cudastandin::recover();
   // Two half-warp groups, each with its own mask, are legal.
   launch(halfMaskShuffleKernel, 1, 32, 0, nullptr, out.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> got = out.read();
-  for (int lane = 0; lane < 32; ++lane) CHECK_EQ(got[lane], static_cast<float>(lane ^ 1));
+  for (int lane = 0; lane < 32; ++lane) ASSERT_EQ(got[lane], static_cast<float>(lane ^ 1));
   // A full mask on a block of 48 threads names lanes that do not exist.
   DeviceArray<int> ints(48);
   launch(shuffleKernel, 1, 48, 0, nullptr, static_cast<int>(kXor), 1, 32, ints.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_MSG(has(cudastandin::faultDetail(), "does not exist"), cudastandin::faultDetail());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "does not exist")) << cudastandin::faultDetail();
 }
 
 template <int K>
@@ -223,10 +225,10 @@ void checkMma() {
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>((i * 53 + 7) % 255 - 127);
   DeviceArray<int8_t> da(a.size()), db(b.size());
   DeviceArray<int> dc(2 * 128);
-  CHECK_EQ(cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  CHECK_EQ(cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
   launch(mmaKernel<K>, 1, 64, 0, nullptr, da.p, db.p, dc.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<int> got = dc.read();
   int wrong = 0;
   for (int w = 0; w < 2; ++w)
@@ -236,200 +238,200 @@ void checkMma() {
         for (int k = 0; k < K; ++k) want += a[w * 16 * K + m * K + k] * b[w * 8 * K + n * K + k];
         wrong += got[w * 128 + m * 8 + n] != want;
       }
-  CHECK_MSG(wrong == 0, gpu_check::format("K=%d: %d of 256 elements wrong", K, wrong));
+  ASSERT_TRUE(wrong == 0) << moe::test::format("K=%d: %d of 256 elements wrong", K, wrong);
 }
 
 // The int8 mma.sync the tensor-core GEMM uses: c += A * B for the fragment layout
 // the PTX ISA documents, for both shapes; a partial warp is reported.
-TEST_CASE(int8MmaFollowsThePtxLayout) {
+TEST(CudaStandin, int8MmaFollowsThePtxLayout) {
   Clean clean;
-  checkMma<32>();
-  checkMma<16>();
+  ASSERT_NO_FATAL_FAILURE(checkMma<32>());
+  ASSERT_NO_FATAL_FAILURE(checkMma<16>());
   DeviceArray<int> out(32);
   launch(partialMmaKernel, 1, 32, 0, nullptr, out.p);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_MSG(has(cudastandin::faultDetail(), "has returned"), cudastandin::faultDetail());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "has returned")) << cudastandin::faultDetail();
 }
 
-TEST_CASE(hostPointerToAKernelIsAnIllegalAddress) {
+TEST(CudaStandin, hostPointerToAKernelIsAnIllegalAddress) {
   Clean clean;
   std::vector<float> host(32);
   launch(writeKernel, 1, 32, 0, nullptr, host.data(), 1.0f);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
-  CHECK_MSG(has(cudastandin::faultDetail(), "argument 0"), cudastandin::faultDetail());
-  CHECK_EQ(host[0], 0.0f);  // nothing ran
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  ASSERT_TRUE(has(cudastandin::faultDetail(), "argument 0")) << cudastandin::faultDetail();
+  ASSERT_EQ(host[0], 0.0f);  // nothing ran
   cudastandin::recover();
   // Pinned host memory is mapped: a kernel may write it.
   float* pinned = nullptr;
-  CHECK_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 32 * sizeof(float), cudaHostAllocPortable),
-           cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 32 * sizeof(float), cudaHostAllocPortable),
+            cudaSuccess);
   launch(writeKernel, 1, 32, 0, nullptr, pinned, 2.0f);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  CHECK_EQ(pinned[31], 2.0f);
-  CHECK_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(pinned[31], 2.0f);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
 }
 
-TEST_CASE(badLaunchConfigurationIsALaunchError) {
+TEST(CudaStandin, badLaunchConfigurationIsALaunchError) {
   Clean clean;
   DeviceArray<float> out(32);
   for (dim3 block : {dim3(2048), dim3(1, 1, 65), dim3(0)}) {
     launch(writeKernel, 1, block, 0, nullptr, out.p, 1.0f);
-    CHECK_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
-    CHECK_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
+    ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
   }
   launch(writeKernel, 1, 32, 64 * 1024, nullptr, out.p, 1.0f);  // over 48 KiB of shared memory
-  CHECK_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST_CASE(streamsRunAsynchronously) {
+TEST(CudaStandin, streamsRunAsynchronously) {
   Clean clean;
   cudaStream_t a = nullptr, b = nullptr;
-  CHECK_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
-  CHECK_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
   cudaEvent_t done = nullptr;
-  CHECK_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
   DeviceArray<float> out(32);
   std::atomic<bool> release{false};
   // Stream a is held by the host; b waits (on the device) for a's event before writing.
-  CHECK_EQ(cudaLaunchHostFunc(a, hostWait, &release), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(a, hostWait, &release), cudaSuccess);
   launch(writeKernel, 1, 32, 0, a, out.p, 1.0f);
-  CHECK_EQ(cudaEventRecord(done, a), cudaSuccess);
-  CHECK_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(done, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);
   launch(writeKernel, 1, 32, 0, b, out.p, 2.0f);
-  CHECK_EQ(cudaStreamQuery(a), cudaErrorNotReady);
-  CHECK_EQ(cudaEventQuery(done), cudaErrorNotReady);
-  CHECK_EQ(cudaStreamQuery(b), cudaErrorNotReady);
+  ASSERT_EQ(cudaStreamQuery(a), cudaErrorNotReady);
+  ASSERT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  ASSERT_EQ(cudaStreamQuery(b), cudaErrorNotReady);
   release = true;
-  CHECK_EQ(cudaStreamSynchronize(b), cudaSuccess);
-  CHECK_EQ(cudaEventQuery(done), cudaSuccess);
-  CHECK_EQ(out.read()[0], 2.0f);  // b's write came after a's
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+  ASSERT_EQ(cudaEventQuery(done), cudaSuccess);
+  ASSERT_EQ(out.read()[0], 2.0f);  // b's write came after a's
   // A record made after a wait was queued does not change what that wait waits for.
   std::atomic<bool> second{false};
-  CHECK_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);  // the completed record
-  CHECK_EQ(cudaLaunchHostFunc(a, hostWait, &second), cudaSuccess);
-  CHECK_EQ(cudaEventRecord(done, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, done, 0), cudaSuccess);  // the completed record
+  ASSERT_EQ(cudaLaunchHostFunc(a, hostWait, &second), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(done, a), cudaSuccess);
   launch(writeKernel, 1, 32, 0, b, out.p, 3.0f);
-  CHECK_EQ(cudaStreamSynchronize(b), cudaSuccess);  // does not wait for a
-  CHECK_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);  // does not wait for a
+  ASSERT_EQ(cudaEventQuery(done), cudaErrorNotReady);
   second = true;
-  CHECK_EQ(cudaEventSynchronize(done), cudaSuccess);
-  CHECK_EQ(cudaEventDestroy(done), cudaSuccess);
-  CHECK_EQ(cudaStreamDestroy(a), cudaSuccess);
-  CHECK_EQ(cudaStreamDestroy(b), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(done), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(a), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(b), cudaSuccess);
 }
 
-TEST_CASE(pageableCopiesFollowTheRuntimeRules) {
+TEST(CudaStandin, pageableCopiesFollowTheRuntimeRules) {
   Clean clean;
   cudaStream_t s = nullptr;
-  CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   std::atomic<bool> release{false};
   DeviceArray<float> dev(4);
   std::vector<float> src{1, 2, 3, 4};
-  CHECK_EQ(cudaLaunchHostFunc(s, hostWait, &release), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s, hostWait, &release), cudaSuccess);
   // From pageable memory: the bytes are taken at the call, so src may change at once.
-  CHECK_EQ(cudaMemcpyAsync(dev.p, src.data(), 16, cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev.p, src.data(), 16, cudaMemcpyHostToDevice, s), cudaSuccess);
   src.assign(4, -1.0f);
   release = true;
   std::vector<float> back(4, 0.0f);
   // To pageable memory: complete when the call returns.
-  CHECK_EQ(cudaMemcpyAsync(back.data(), dev.p, 16, cudaMemcpyDeviceToHost, s), cudaSuccess);
-  CHECK_EQ(back, (std::vector<float>{1, 2, 3, 4}));
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), dev.p, 16, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(back, (std::vector<float>{1, 2, 3, 4}));
   // A copy past the end of an allocation, or of the wrong kind, is refused.
-  CHECK_EQ(cudaMemcpyAsync(dev.p, src.data(), 20, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
-  CHECK_EQ(cudaMemcpyAsync(src.data(), back.data(), 16, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
-  CHECK_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  CHECK_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev.p, src.data(), 20, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemcpyAsync(src.data(), back.data(), 16, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
-TEST_CASE(deviceMemoryIsLimitedAndPoisoned) {
+TEST(CudaStandin, deviceMemoryIsLimitedAndPoisoned) {
   Clean clean;
   cudastandin::setDeviceBytes(size_t{1} << 20);
   size_t free_b = 0, total_b = 0;
-  CHECK_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
-  CHECK_EQ(total_b, size_t{1} << 20);
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  ASSERT_EQ(total_b, size_t{1} << 20);
   void* big = nullptr;
-  CHECK_EQ(cudaMalloc(&big, size_t{2} << 20), cudaErrorMemoryAllocation);
-  CHECK(big == nullptr);
-  CHECK_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaMalloc(&big, size_t{2} << 20), cudaErrorMemoryAllocation);
+  ASSERT_TRUE(big == nullptr);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
   void* p = nullptr;
-  CHECK_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  CHECK_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
-  CHECK_EQ(free_b, (size_t{1} << 20) - 1024);  // whole 256-byte granules
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  ASSERT_EQ(free_b, (size_t{1} << 20) - 1024);  // whole 256-byte granules
   unsigned char first = 0;
-  CHECK_EQ(cudaMemcpy(&first, p, 1, cudaMemcpyDeviceToHost), cudaSuccess);
-  CHECK_EQ(first, 0xff);  // never zero-filled
+  ASSERT_EQ(cudaMemcpy(&first, p, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(first, 0xff);  // never zero-filled
   cudaPointerAttributes attr{};
-  CHECK_EQ(cudaPointerGetAttributes(&attr, p), cudaSuccess);
-  CHECK_EQ(attr.type, cudaMemoryTypeDevice);
-  CHECK_EQ(cudaPointerGetAttributes(&attr, &first), cudaSuccess);
-  CHECK_EQ(attr.type, cudaMemoryTypeUnregistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+  ASSERT_EQ(attr.type, cudaMemoryTypeDevice);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, &first), cudaSuccess);
+  ASSERT_EQ(attr.type, cudaMemoryTypeUnregistered);
   // One past the end is not the allocation's: another object may start there.
-  CHECK_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 1000), cudaSuccess);
-  CHECK_EQ(attr.type, cudaMemoryTypeUnregistered);
-  CHECK_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 999), cudaSuccess);
-  CHECK_EQ(attr.type, cudaMemoryTypeDevice);
-  CHECK_EQ(cudaFree(p), cudaSuccess);
-  CHECK_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 1000), cudaSuccess);
+  ASSERT_EQ(attr.type, cudaMemoryTypeUnregistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(p) + 999), cudaSuccess);
+  ASSERT_EQ(attr.type, cudaMemoryTypeDevice);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
   cudastandin::setDeviceBytes(size_t{2} << 30);
 }
 
-TEST_CASE(faultInjection) {
+TEST(CudaStandin, faultInjection) {
   Clean clean;
   void *a = nullptr, *b = nullptr;
   cudastandin::failMallocAt(2);
-  CHECK_EQ(cudaMalloc(&a, 32 * sizeof(float)), cudaSuccess);
-  CHECK_EQ(cudaMalloc(&b, 64), cudaErrorMemoryAllocation);
-  CHECK_EQ(cudaMalloc(&b, 64), cudaSuccess);  // once only
+  ASSERT_EQ(cudaMalloc(&a, 32 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, 64), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaMalloc(&b, 64), cudaSuccess);  // once only
   cudaEvent_t e = nullptr;
   cudastandin::failEventCreateAt(1);
-  CHECK_EQ(cudaEventCreate(&e), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaEventCreate(&e), cudaErrorMemoryAllocation);
   cudaStream_t s = nullptr;
   cudastandin::failStreamCreateAt(1);
-  CHECK_EQ(cudaStreamCreate(&s), cudaErrorMemoryAllocation);
-  CHECK_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // the stream's; reading it clears it
+  ASSERT_EQ(cudaStreamCreate(&s), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // the stream's; reading it clears it
   cudastandin::failKernelAt(2);
   launch(writeKernel, 1, 32, 0, nullptr, static_cast<float*>(a), 1.0f);
   launch(writeKernel, 1, 32, 0, nullptr, static_cast<float*>(a), 2.0f);
   // Both launches are accepted; the second faults when its stream runs it, which may
   // already have happened (as on a GPU, the error then shows at the next call).
   const cudaError_t after_launch = cudaGetLastError();
-  CHECK(after_launch == cudaSuccess || after_launch == cudaErrorLaunchFailure);
-  CHECK_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
-  CHECK_EQ(cudastandin::stickyError(), cudaErrorLaunchFailure);
+  ASSERT_TRUE(after_launch == cudaSuccess || after_launch == cudaErrorLaunchFailure);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  ASSERT_EQ(cudastandin::stickyError(), cudaErrorLaunchFailure);
   void* c = nullptr;
-  CHECK_EQ(cudaMalloc(&c, 64), cudaErrorLaunchFailure);  // a faulted device refuses everything
+  ASSERT_EQ(cudaMalloc(&c, 64), cudaErrorLaunchFailure);  // a faulted device refuses everything
   cudastandin::recover();
-  CHECK_EQ(cudaFree(a), cudaSuccess);
-  CHECK_EQ(cudaFree(b), cudaSuccess);
+  ASSERT_EQ(cudaFree(a), cudaSuccess);
+  ASSERT_EQ(cudaFree(b), cudaSuccess);
 }
 
-TEST_CASE(counters) {
+TEST(CudaStandin, counters) {
   Clean clean;
   cudaStream_t s = nullptr;
-  CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   const cudastandin::DeviceCounters before = cudastandin::totals();
   DeviceArray<float> dev(1000);
   std::vector<float> host(1000, 1.0f);
-  CHECK_EQ(cudaMemcpyAsync(dev.p, host.data(), 4000, cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev.p, host.data(), 4000, cudaMemcpyHostToDevice, s), cudaSuccess);
   launch(writeKernel, 1, 32, 0, s, dev.p, 1.0f);
   launch(writeKernel, 1, 32, 0, s, dev.p, 1.0f);
-  CHECK_EQ(cudaMemcpyAsync(host.data(), dev.p, 400, cudaMemcpyDeviceToHost, s), cudaSuccess);
-  CHECK_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(host.data(), dev.p, 400, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   const cudastandin::StreamCounters c = cudastandin::counters(s);
-  CHECK_EQ(c.kernel_launches, uint64_t{2});
-  CHECK_EQ(c.bytes_h2d, uint64_t{4000});
-  CHECK_EQ(c.bytes_d2h, uint64_t{400});
-  CHECK_EQ(c.copies, uint64_t{2});
-  CHECK_EQ(c.host_syncs, uint64_t{2});  // the pageable D2H copy and the synchronise
-  CHECK_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(c.kernel_launches, uint64_t{2});
+  ASSERT_EQ(c.bytes_h2d, uint64_t{4000});
+  ASSERT_EQ(c.bytes_d2h, uint64_t{400});
+  ASSERT_EQ(c.copies, uint64_t{2});
+  ASSERT_EQ(c.host_syncs, uint64_t{2});  // the pageable D2H copy and the synchronise
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   const cudastandin::DeviceCounters after = cudastandin::totals();
-  CHECK_EQ(after.all.kernel_launches - before.all.kernel_launches,
-           uint64_t{2});  // kept after the stream went
-  CHECK_EQ(after.mallocs - before.mallocs, uint64_t{1});
+  ASSERT_EQ(after.all.kernel_launches - before.all.kernel_launches,
+            uint64_t{2});  // kept after the stream went
+  ASSERT_EQ(after.mallocs - before.mallocs, uint64_t{1});
 }
 
-TEST_CASE(cublasSgemm) {
+TEST(CudaStandin, cublasSgemm) {
   Clean clean;
   const int m = 5, n = 3, k = 7;
   std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
@@ -439,29 +441,31 @@ TEST_CASE(cublasSgemm) {
   cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
   cublasHandle_t h = nullptr;
-  CHECK_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
   const float one = 1.0f, zero = 0.0f;
   // C (m x n) = A^T B with A stored k x m (column-major, lda = k), as the backend calls it.
-  CHECK_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, k, db.p, k, &zero, dc.p, m),
-           CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, k, db.p, k, &zero, dc.p, m),
+            CUBLAS_STATUS_SUCCESS);
   const std::vector<float> got = dc.read();
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       float want = 0;
       for (int l = 0; l < k; ++l) want += a[l + i * k] * b[l + j * k];
-      CHECK_EQ(got[i + j * m], want);
+      ASSERT_EQ(got[i + j * m], want);
     }
-  CHECK_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, 2, db.p, k, &zero, dc.p, m),
-           CUBLAS_STATUS_INVALID_VALUE);  // lda < k
-  CHECK_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, da.p, 2, db.p, k, &zero, dc.p, m),
+            CUBLAS_STATUS_INVALID_VALUE);  // lda < k
+  ASSERT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
-TEST_CASE(halfConversions) {
+TEST(CudaStandin, halfConversions) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     const float f = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
     const float want = moe::quant::fp16ToFp32(static_cast<uint16_t>(bits));
-    CHECK_MSG((std::isnan(f) && std::isnan(want)) || f == want, gpu_check::format("half %04x", bits));
-    if (!std::isnan(f)) CHECK_EQ(__half_as_ushort(__float2half(f)), static_cast<unsigned short>(bits));
+    ASSERT_TRUE((std::isnan(f) && std::isnan(want)) || f == want) << moe::test::format("half %04x", bits);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(__half_as_ushort(__float2half(f)), static_cast<unsigned short>(bits));
+    }
   }
   // Rounding of floats between halves: the project's converter is the reference.
   uint32_t x = 12345;
@@ -470,9 +474,7 @@ TEST_CASE(halfConversions) {
     float f;
     std::memcpy(&f, &x, sizeof f);
     if (std::isnan(f)) continue;
-    CHECK_MSG(__half_as_ushort(__float2half(f)) == moe::quant::fp32ToFp16(f),
-              gpu_check::format("float %08x", x));
+    ASSERT_TRUE(__half_as_ushort(__float2half(f)) == moe::quant::fp32ToFp16(f))
+        << moe::test::format("float %08x", x);
   }
 }
-
-GPU_CHECK_MAIN(TestCudaStandin)

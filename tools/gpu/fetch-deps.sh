@@ -6,7 +6,8 @@
 #   SQLite:        libsqlite3-0, libsqlite3-dev    (app/core's database)
 #   SentencePiece: libsentencepiece0, libsentencepiece-dev   (inference/tokenizer)
 #   PCRE2:         libpcre2-8-0, libpcre2-dev      (inference/tokenizer's pre-split regex)
-# Nothing else: the three -dev packages' other dependencies (libc6-dev, the 16/32-bit
+#   GoogleTest:    libgtest-dev                    (the engine and GPU tests; static libraries)
+# Nothing else: the -dev packages' other dependencies (libc6-dev, the 16/32-bit
 # PCRE2 libraries) are either on the GPU machine already or never linked.
 set -euo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -15,6 +16,6 @@ dir=.gpu-deps
 git check-ignore -q "$dir/x.deb" || { echo "fetch-deps: $dir/ is not git-ignored: add /$dir/ to .gitignore" >&2; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir"
 (cd "$dir" && apt-get download libsqlite3-0 libsqlite3-dev libsentencepiece0 libsentencepiece-dev \
-  libpcre2-8-0 libpcre2-dev)
+  libpcre2-8-0 libpcre2-dev libgtest-dev)
 ls -l "$dir"
 echo "carried size: $(du -sh "$dir" | cut -f1) in $dir (carry: [\"$dir\"])"

@@ -110,7 +110,8 @@ stage_build() {
     -DMOECHAT_CUDA_STANDIN=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
     -DSQLite3_INCLUDE_DIR="$PREFIX/usr/include" -DSQLite3_LIBRARY="$LIBDIR/libsqlite3.so" \
     -DSPM_INCLUDE_DIR="$PREFIX/usr/include" -DSPM_LIBRARY="$LIBDIR/libsentencepiece.so" \
-    -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" >>"$log" 2>&1; then
+    -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" \
+    -DGTest_DIR="$LIBDIR/cmake/GTest" >>"$log" 2>&1; then
     row build FAIL $(($(date +%s) - t0)) "configure failed (build.log): $(grep -m1 -E 'Error|error' "$log")"
     return 1
   fi
@@ -134,7 +135,7 @@ ensure_built() {
 # The pinned host->device bandwidth (the cuda_offload test's probe), into env.log.
 pinned_bandwidth() {
   gpu_present && [ -x "$BUILD/tests/gpu/test_cuda_offload" ] || return 0
-  timeout 60 "$BUILD/tests/gpu/test_cuda_offload" bandwidthProbe 2>&1 | grep -E 'INFO|FAIL' | tee -a "$OUT/env.log"
+  timeout 60 "$BUILD/tests/gpu/test_cuda_offload" --gtest_filter=CudaOffload.bandwidthProbe 2>&1 | grep -E 'INFO|FAIL' | tee -a "$OUT/env.log"
 }
 
 ctest_rows() {  # "  1/3 Test #2: cuda_offload ....   Passed    0.31 sec" -> rows
@@ -151,7 +152,7 @@ stage_test() {
   ensure_built || return 1
   timeout "$(left)" ctest --test-dir "$BUILD" -R '^cuda_' -V >"$OUT/test-cuda.log" 2>&1 || rc=1
   timeout "$(left)" ctest --test-dir "$BUILD" -E '^cuda_' --output-on-failure >"$OUT/test.log" 2>&1 || rc=1
-  grep -hE '^([0-9]+: )?(INFO|FAIL!|SKIP) ' "$OUT/test-cuda.log" "$OUT/test.log" | cut -c1-200 | tail -30
+  grep -hE '^([0-9]+: )?(INFO|\[  FAILED  \]|\[  SKIPPED \]|.*: Failure$)' "$OUT/test-cuda.log" "$OUT/test.log" | cut -c1-200 | tail -30
   while IFS='|' read -r name res secs; do
     row "  $name" "$res" "${secs%.*}" ""
   done < <(ctest_rows "$OUT/test-cuda.log"; ctest_rows "$OUT/test.log")

@@ -1,0 +1,240 @@
+// ModelConfig and the model loader: each architecture's flags come from GGUF
+// metadata, and every way a file can be wrong gets a message naming the problem.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "engine_fixture.h"
+#include "inference/routing.h"
+#include "models/quant.h"
+
+using namespace moe;
+
+namespace {
+
+gguf::GgufFile rebuilt(const synth::SyntheticSpec& spec, const std::function<void(gguf::GgufWriter&)>& edit) {
+  auto w = synth::buildModel(spec);
+  edit(w);
+  return gguf::GgufFile::fromBytes(w.toBytes());
+}
+
+template <typename F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(ModelConfig, flagsPerArchitecture) {
+  struct Want {
+    const char* arch;
+    RopeStyle rope;
+    QkNorm qk;
+    bool norm_topk;
+    bool shexp_gated;
+    bool dense_first;
+  };
+  const Want wants[] = {
+      {"llama", RopeStyle::Norm, QkNorm::None, true, false, false},
+      {"qwen2moe", RopeStyle::Neox, QkNorm::None, false, true, false},
+      {"qwen3moe", RopeStyle::Neox, QkNorm::PerHead, true, false, false},
+      {"deepseek", RopeStyle::Norm, QkNorm::None, false, false, true},
+      {"olmoe", RopeStyle::Neox, QkNorm::Whole, false, false, false},
+  };
+  for (const auto& w : wants) {
+    const auto spec = synth::tinySpec(w.arch);
+    const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+    ASSERT_EQ(c.arch_name, std::string(w.arch));
+    ASSERT_EQ(c.rope_style, w.rope);
+    ASSERT_EQ(c.qk_norm, w.qk);
+    ASSERT_EQ(c.norm_topk_weights, w.norm_topk);
+    ASSERT_EQ(c.shared_expert_gated, w.shexp_gated);
+    ASSERT_EQ(c.isMoeLayer(0), !w.dense_first);
+    ASSERT_EQ(c.n_expert, spec.n_expert);
+    ASSERT_EQ(c.n_expert_used, spec.n_expert_used);
+    ASSERT_EQ(c.head_dim, spec.head_dim);
+    ASSERT_EQ(c.n_layer, spec.n_layer);
+  }
+}
+
+TEST(ModelConfig, deepseekSharedExpertsAreFused) {
+  const auto spec = synth::tinySpec("deepseek");
+  const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+  ASSERT_EQ(c.n_expert_shared, spec.n_expert_shared);
+  ASSERT_EQ(c.n_ff_shexp, spec.n_expert_shared * spec.n_ff_exp);
+  ASSERT_EQ(c.n_leading_dense, spec.n_leading_dense);
+}
+
+TEST(ModelConfig, glm4moeSkipsItsPredictionLayerAndBiasesTheRouter) {
+  auto backend = makeCpuBackend(1);
+  const auto model = Model::load(
+      gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("glm4moe")).toBytes()), *backend);
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.n_layer, 3);  // block_count 4 = 3 run + 1 next-token-prediction layer
+  ASSERT_EQ(c.n_nextn, 1);
+  ASSERT_EQ(int(c.gating), int(GatingFunc::Sigmoid));
+  ASSERT_TRUE(c.norm_topk_weights);
+  ASSERT_FLOAT_EQ(c.expert_weights_scale, 1.5f);
+  ASSERT_EQ(c.n_leading_dense, 1);
+  ASSERT_EQ(c.n_ff_shexp, 32);
+  ASSERT_EQ(c.n_rot, 8);
+  ASSERT_EQ(int(c.rope_style), int(RopeStyle::Neox));
+  ASSERT_EQ(int(model->weights().layers.size()), 3);
+  ASSERT_TRUE(model->weights().layers[0].expert_bias.empty());  // the dense layer
+  ASSERT_EQ(int(model->weights().layers[1].expert_bias.size()), 8);
+  ASSERT_EQ(int(model->hostExperts().size()), 3);
+}
+
+TEST(ModelConfig, gptOssAlternatesWindowsAndScalesRope) {
+  auto backend = makeCpuBackend(1);
+  const auto model = Model::load(
+      gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("gpt-oss")).toBytes()), *backend);
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.sliding_window, 4);
+  ASSERT_EQ(c.windowOf(0), 4);  // even layers in the window, odd ones see everything
+  ASSERT_EQ(c.windowOf(1), 0);
+  ASSERT_EQ(c.windowOf(2), 4);
+  ASSERT_TRUE(c.yarn.active());
+  ASSERT_FLOAT_EQ(c.yarn.factor, 4.0f);
+  ASSERT_EQ(c.yarn.orig_ctx, 64);
+  ASSERT_TRUE(c.expert_biases && c.clamped_swiglu);
+  ASSERT_TRUE(c.norm_topk_weights);  // softmax over the chosen k
+  const auto& L = model->weights().layers[1];
+  ASSERT_TRUE(L.attn_sinks && L.bo && L.router_bias && L.exp_gate_bias && L.exp_up_bias && L.exp_down_bias);
+  ASSERT_EQ(std::string(chatFamilyName(model->chatFamily())), std::string("harmony"));
+}
+
+TEST(ModelConfig, unknownRopeScalingIsNamed) {
+  auto w = synth::buildModel(synth::tinySpec("llama"));
+  w.setString("llama.rope.scaling.type", "longrope");
+  auto backend = makeCpuBackend(1);
+  const auto msg = errorOf([&] { Model::load(gguf::GgufFile::fromBytes(w.toBytes()), *backend); });
+  ASSERT_TRUE(contains(msg, "longrope") && contains(msg, "not supported")) << msg;
+}
+
+TEST(ModelConfig, selectionBiasChoosesButDoesNotWeigh) {
+  // Sigmoid scores of logits {2, 1, 0, -1}: expert 0 and 1 lead; a bias of +1 on
+  // expert 3 makes it chosen, with its unbiased score as weight.
+  const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+  const float bias[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+  RoutingRule rule{4, 2, GatingFunc::Sigmoid, false, 2.0f};
+  int ids[2];
+  float w[2];
+  routeToken(logits, rule, ids, w);
+  ASSERT_EQ(ids[0], 0);
+  ASSERT_EQ(ids[1], 1);
+  rule.selection_bias = bias;
+  routeToken(logits, rule, ids, w);
+  ASSERT_EQ(ids[0], 3);  // 1/(1+e) + 1 = 1.269 > sigmoid(2) = 0.881
+  ASSERT_EQ(ids[1], 0);
+  ASSERT_FLOAT_EQ(w[0], float(2.0 / (1.0 + std::exp(1.0))));
+  ASSERT_FLOAT_EQ(w[1], float(2.0 / (1.0 + std::exp(-2.0))));
+}
+
+TEST(ModelConfig, unsupportedArchitectureIsNamed) {
+  gguf::GgufWriter w;
+  w.setString("general.architecture", "qwen35moe");
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+  ASSERT_TRUE(contains(msg, "unsupported architecture 'qwen35moe'") && contains(msg, "deepseek2")) << msg;
+}
+
+TEST(ModelConfig, missingKeyIsNamed) {
+  gguf::GgufWriter w;
+  w.setString("general.architecture", "olmoe");
+  w.setUint32("olmoe.block_count", 2);
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+  ASSERT_TRUE(contains(msg, "olmoe.embedding_length")) << msg;
+}
+
+TEST(ModelConfig, splitModelGetsAPlainMessage) {
+  auto f = rebuilt(synth::tinySpec("qwen3moe"), [](gguf::GgufWriter& w) {
+    w.setValue("split.no", gguf::Value::ofUint(gguf::ValueType::U16, 0));
+    w.setValue("split.count", gguf::Value::ofUint(gguf::ValueType::U16, 3));
+  });
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(f); });
+  ASSERT_TRUE(contains(msg, "shard 1 of 3") && contains(msg, "--merge")) << msg;
+}
+
+TEST(ModelConfig, denseModelIsRejected) {
+  auto f =
+      rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 0); });
+  ASSERT_TRUE(contains(errorOf([&] { ModelConfig::fromGguf(f); }), "not a Mixture-of-Experts"));
+}
+
+TEST(ModelConfig, wrongKeyTypeIsNamed) {
+  auto f =
+      rebuilt(synth::tinySpec("llama"), [](gguf::GgufWriter& w) { w.setString("llama.block_count", "two"); });
+  ASSERT_TRUE(contains(errorOf([&] { ModelConfig::fromGguf(f); }), "llama.block_count"));
+}
+
+TEST(ModelConfig, missingTensorIsNamed) {
+  auto spec = synth::tinySpec("qwen2moe");
+  // A file whose architecture says qwen3moe lacks the QK-norm tensors.
+  auto f = rebuilt(spec, [](gguf::GgufWriter& w) { w.setString("general.architecture", "qwen3moe"); });
+  auto backend = makeCpuBackend(1);
+  const auto msg = errorOf([&] { Model::load(std::move(f), *backend); });
+  ASSERT_TRUE(contains(msg, "lacks required key") || contains(msg, "lacks tensor")) << msg;
+}
+
+TEST(ModelConfig, headerProductsAreBoundedIn64Bits) {
+  // Each value below is allowed alone; their products overflow a 32-bit int (32769 x
+  // 131072 wraps to 131072, 65536 x 65536 to 0) or size memory from a bare count.
+  struct Case {
+    const char* arch;
+    std::function<void(gguf::GgufWriter&)> edit;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"olmoe",
+       [](gguf::GgufWriter& w) {
+         w.setUint32("olmoe.attention.head_count", 32769);
+         w.setUint32("olmoe.attention.head_count_kv", 32769);
+         w.setUint32("olmoe.attention.key_length", 131072);
+         w.setUint32("olmoe.attention.value_length", 131072);
+       },
+       "head_count x head dimension"},
+      {"olmoe",
+       [](gguf::GgufWriter& w) {
+         w.setUint32("olmoe.attention.head_count", 65536);
+         w.setUint32("olmoe.attention.head_count_kv", 65536);
+         w.setUint32("olmoe.attention.key_length", 65536);
+         w.setUint32("olmoe.attention.value_length", 65536);
+       },
+       "head_count x head dimension"},
+      {"deepseek", [](gguf::GgufWriter& w) { w.setUint32("deepseek.expert_shared_count", 1u << 29); },
+       "expert_shared_count x expert_feed_forward_length"},
+      {"qwen3moe", [](gguf::GgufWriter& w) { w.setUint32("qwen3moe.block_count", 200000000); },
+       "block_count"},
+      {"llama", [](gguf::GgufWriter& w) { w.setUint32("llama.expert_count", 20000000); }, "expert_count"},
+  };
+  auto backend = makeCpuBackend(1);
+  for (const Case& c : cases) {
+    auto f = rebuilt(synth::tinySpec(c.arch), c.edit);
+    const auto msg = errorOf([&] { Model::load(std::move(f), *backend); });
+    ASSERT_TRUE(contains(msg, c.expected) && contains(msg, "supported maximum")) << msg;
+  }
+}
+
+TEST(ModelConfig, uncomputableTypeIsNamed) {
+  // An IQ2_XXS expert tensor opens (the reader knows its block size) but cannot be
+  // computed (the grid-coded IQ2/IQ3 types are not).
+  auto backend = makeCpuBackend(1);
+  const auto msg =
+      errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend); });
+  ASSERT_TRUE(contains(msg, "blk.0.ffn_gate_exps.weight") && contains(msg, "IQ2_XXS") &&
+              contains(msg, "cannot compute"))
+      << msg;
+  // Described, not run: `info` loads it with Purpose::Describe.
+  auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend,
+                               Model::Purpose::Describe);
+  ASSERT_EQ(described->hostExperts()[0][0].gate.type, gguf::TensorType::IQ2_XXS);
+}
