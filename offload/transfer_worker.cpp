@@ -14,8 +14,7 @@ TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& sour
       metrics_(metrics),
       mode_(mode),
       options_(options),
-      pending_(static_cast<size_t>(cache.slotCount()), 0),
-      free_when_done_(static_cast<size_t>(cache.slotCount()), 0) {
+      table_(cache.table()) {
   if (cache.chunksPerExpert() != ExpertBytesSource::kChunks)
     throw std::invalid_argument("TransferWorker: cache chunks per expert != ExpertBytesSource::kChunks");
   if (cache.slotBytes() < source.expertBytes())
@@ -25,7 +24,7 @@ TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& sour
 
 TransferWorker::~TransferWorker() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(cache_.mutex());
     stop_ = true;
   }
   work_cv_.notify_all();
@@ -45,24 +44,24 @@ void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int firs
   std::deque<ChunkTask>& q = p == Priority::kHigh ? high_ : low_;
   if (!options_.chunking) {
     q.push_back({layer, expert, -1, slot});
-    ++pending_[slot];
+    ++table_.at(slot).pending;
     return;
   }
   for (int c = first_chunk; c < ExpertBytesSource::kChunks; ++c) {
     q.push_back({layer, expert, c, slot});
-    ++pending_[slot];
+    ++table_.at(slot).pending;
   }
 }
 
 void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(cache_.mutex());
     for (int e : experts) {
-      if (int slot = cache_.find(layer, e); slot >= 0) {
-        cache_.touch(slot);
+      if (int slot = table_.find(layer, e); slot >= 0) {
+        table_.touch(slot);
         continue;
       }
-      int slot = cache_.reserve(layer, e, /*predicted=*/true);
+      int slot = table_.reserve(layer, e, /*predicted=*/true);
       if (slot < 0) {
         metrics_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);
         continue;
@@ -75,15 +74,15 @@ void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
 
 bool TransferWorker::hold(int layer, int expert) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (int slot = cache_.find(layer, expert); slot >= 0) {
-      if (cache_.info(slot).staging) return false;  // streaming now: only a cache slot can be held
-      cache_.hold(slot);
+    std::lock_guard<std::mutex> lock(cache_.mutex());
+    if (int slot = table_.find(layer, expert); slot >= 0) {
+      if (table_.at(slot).staging) return false;  // streaming now: only a cache slot can be held
+      table_.hold(slot);
       return true;
     }
-    const int slot = cache_.reserve(layer, expert, /*predicted=*/false);
+    const int slot = table_.reserve(layer, expert, /*predicted=*/false);
     if (slot < 0) return false;
-    cache_.hold(slot);
+    table_.hold(slot);
     queueExpertLocked(layer, expert, slot, 0, Priority::kHigh);
   }
   work_cv_.notify_all();
@@ -159,7 +158,7 @@ StepResult TransferWorker::reapFrontLocked() {
   r.task = t;
   r.priority = f.priority;
   r.bytes = bytes;
-  --pending_[t.slot];
+  --table_.at(t.slot).pending;
   metrics_.bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
   metrics_.chunks_copied.fetch_add(t.chunk < 0 ? ExpertBytesSource::kChunks : 1, std::memory_order_relaxed);
   if (in_flight_.empty()) {  // the link goes idle: its busy time is the span since it last had work
@@ -168,17 +167,17 @@ StepResult TransferWorker::reapFrontLocked() {
             .count();
     metrics_.copy_busy_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
   }
-  if (free_when_done_[t.slot]) {
-    if (pending_[t.slot] == 0) {
-      free_when_done_[t.slot] = false;
-      cache_.free(t.slot);
+  if (table_.at(t.slot).free_when_done) {
+    if (table_.at(t.slot).pending == 0) {
+      table_.at(t.slot).free_when_done = false;
+      table_.free(t.slot);
     }
     r.discarded = true;
   } else if (t.chunk < 0) {
-    cache_.markReady(t.slot);
+    table_.markReady(t.slot);
     r.expert_ready = true;
   } else {
-    r.expert_ready = cache_.markChunkDone(t.slot) == SlotState::kReady;
+    r.expert_ready = table_.markChunkDone(t.slot) == SlotState::kReady;
   }
   return r;
 }
@@ -187,7 +186,7 @@ StepResult TransferWorker::step() {
   if (mode_ != TransferMode::kManual) throw std::logic_error("TransferWorker::step: manual mode only");
   StepResult r;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(cache_.mutex());
     if (!in_flight_.empty()) throw std::logic_error("TransferWorker::step: re-entered during a copy");
     if (high_.empty() && low_.empty()) return {};
     issueNextLocked(lock);
@@ -202,7 +201,7 @@ StepResult TransferWorker::step() {
 }
 
 void TransferWorker::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(cache_.mutex());
   try {
     runLocked(lock);
   } catch (const std::exception&) {
@@ -248,12 +247,12 @@ void TransferWorker::runLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 bool TransferWorker::waitReady(int layer, int expert) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(cache_.mutex());
   const bool waited = waitLocked(lock, [&] {  // true when READY, throws when it never will be
-    const int slot = cache_.find(layer, expert);
+    const int slot = table_.find(layer, expert);
     if (slot < 0) throw std::logic_error("TransferWorker::waitReady: expert not in the cache");
-    if (cache_.info(slot).state == SlotState::kReady) return true;
-    if (pending_[slot] == 0)
+    if (table_.at(slot).state == SlotState::kReady) return true;
+    if (table_.at(slot).pending == 0)
       throw std::logic_error("TransferWorker::waitReady: expert LOADING with nothing queued");
     return false;
   });
@@ -263,37 +262,37 @@ bool TransferWorker::waitReady(int layer, int expert) {
 
 TransferWorker::IssueWait TransferWorker::waitIssued(int layer, int expert) {
   IssueWait w;
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(cache_.mutex());
   w.waited = waitLocked(lock, [&] {
-    w.slot = cache_.find(layer, expert);
+    w.slot = table_.find(layer, expert);
     if (w.slot < 0) throw std::logic_error("TransferWorker::waitIssued: expert not in the cache");
-    w.ready = cache_.info(w.slot).state == SlotState::kReady;
+    w.ready = table_.at(w.slot).state == SlotState::kReady;
     if (w.ready) return true;
-    if (pending_[w.slot] == 0)
+    if (table_.at(w.slot).pending == 0)
       throw std::logic_error("TransferWorker::waitIssued: expert LOADING with nothing queued");
-    return pending_[w.slot] == inFlightLocked(w.slot, /*issued_only=*/true);
+    return table_.at(w.slot).pending == inFlightLocked(w.slot, /*issued_only=*/true);
   });
   if (w.waited) metrics_.waits.fetch_add(1, std::memory_order_relaxed);
   return w;
 }
 
 void TransferWorker::waitIdle() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(cache_.mutex());
   waitLocked(lock, [&] { return stop_ || (high_.empty() && low_.empty() && in_flight_.empty()); });
 }
 
 size_t TransferWorker::queuedHigh() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cache_.mutex());
   return high_.size();
 }
 
 size_t TransferWorker::queuedLow() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cache_.mutex());
   return low_.size();
 }
 
 size_t TransferWorker::queuedLow(int layer) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cache_.mutex());
   return static_cast<size_t>(
       std::count_if(low_.begin(), low_.end(), [&](const ChunkTask& t) { return t.layer == layer; }));
 }

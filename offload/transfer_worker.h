@@ -31,8 +31,9 @@
 // runs one chunk per step() (deterministic tests; the step waits for its copy),
 // and waitReady() steps until done.
 //
-// Locking: the worker's mutex guards the queues and is taken before the cache's
-// mutex, never after; copies run with no lock held.
+// Locking: one lock, the cache's (ExpertCache::mutex()), guards the slot table
+// and the queues; the worker takes it once per operation and works on the table
+// directly. Copies run with no lock held.
 #pragma once
 
 #include <chrono>
@@ -186,10 +187,11 @@ class TransferWorker {
   const TransferMode mode_;
   const TransferOptions options_;
 
-  mutable std::mutex mutex_;
+  // Guarded by cache_.mutex(), the one lock of the slot state: the queues below
+  // and table_ (each slot's state and its copies queued or in flight).
+  SlotTable& table_;
   std::condition_variable work_cv_, ready_cv_;
   std::deque<ChunkTask> high_, low_;
-  std::vector<int> pending_;  // per slot: queued + in-flight tasks
   struct InFlight {
     ChunkTask task;
     Priority priority = Priority::kLow;
@@ -197,8 +199,7 @@ class TransferWorker {
     bool issued = false;                        // false while the worker is inside copyAsync
     std::chrono::steady_clock::time_point due;  // when the link should have finished it
   };
-  std::deque<InFlight> in_flight_;    // popped tasks, oldest first, until their copy completes
-  std::vector<char> free_when_done_;  // per slot: dropped while in flight; freed when its copies complete
+  std::deque<InFlight> in_flight_;  // popped tasks, oldest first, until their copy completes
   std::chrono::steady_clock::time_point busy_since_;  // when in_flight_ last became non-empty
   bool stop_ = false;
   // What ended the worker thread (a failed copy: a device fault); every wait rethrows it.

@@ -43,8 +43,8 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
                                            const MissPolicy& on_miss) {
   ExecutionOrder order;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cache_.setComputingLayer(layer);
+    std::lock_guard<std::mutex> lock(cache_.mutex());
+    table_.setComputingLayer(layer);
     auto chosen = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
 
     if (options_.early_preemption) {
@@ -56,7 +56,7 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
         } else if (chosen(t.expert)) {
           promote.push_back(t);
         } else {
-          --pending_[t.slot];
+          --table_.at(t.slot).pending;
           metrics_.chunks_dropped.fetch_add(1, std::memory_order_relaxed);
           if (std::find(discarded_slots.begin(), discarded_slots.end(), t.slot) == discarded_slots.end())
             discarded_slots.push_back(t.slot);
@@ -66,10 +66,10 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       metrics_.chunks_promoted.fetch_add(promote.size(), std::memory_order_relaxed);
       for (const ChunkTask& t : promote) high_.push_back(t);
       for (int slot : discarded_slots) {
-        if (pending_[slot] > 0)
-          free_when_done_[slot] = true;  // a chunk of it is in flight: freed once that completes
+        if (table_.at(slot).pending > 0)
+          table_.at(slot).free_when_done = true;  // a chunk of it is in flight: freed once that completes
         else
-          cache_.free(slot);
+          table_.free(slot);
       }
     }
 
@@ -79,7 +79,7 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
       metrics_.expert_uses.fetch_add(1, std::memory_order_relaxed);
       OrderedExpert o;
       o.expert = e;
-      o.slot = cache_.find(layer, e);
+      o.slot = table_.find(layer, e);
       if (o.slot < 0) {
         metrics_.misses.fetch_add(1, std::memory_order_relaxed);
         const MissAction action =
@@ -90,9 +90,9 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
           order.push_back(o);
           continue;
         }
-        if (action == MissAction::kCopy) o.slot = cache_.reserve(layer, e, /*predicted=*/false);
+        if (action == MissAction::kCopy) o.slot = table_.reserve(layer, e, /*predicted=*/false);
         if (o.slot < 0) {
-          if (cache_.stagingCount() > 0) {
+          if (table_.stagingCount() > 0) {
             metrics_.streamed.fetch_add(1, std::memory_order_relaxed);
             o.residency = Residency::kStreamed;
           } else {
@@ -104,28 +104,28 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
         }
         queueExpertLocked(layer, e, o.slot, 0, Priority::kHigh);
       } else {
-        cache_.touch(o.slot);
-        if (free_when_done_[o.slot]) {
+        table_.touch(o.slot);
+        if (table_.at(o.slot).free_when_done) {
           // Preempted earlier, chosen now: keep it and queue what the drop removed
           // (its in-flight chunks follow the ones done).
-          free_when_done_[o.slot] = false;
-          const int next = cache_.info(o.slot).chunks_done + pending_[o.slot];
+          table_.at(o.slot).free_when_done = false;
+          const int next = table_.at(o.slot).chunks_done + table_.at(o.slot).pending;
           if (options_.chunking && next < ExpertBytesSource::kChunks)
             queueExpertLocked(layer, e, o.slot, next, Priority::kHigh);
         }
-        SlotInfo s = cache_.info(o.slot);
+        SlotInfo s = table_.at(o.slot);
         if (s.state == SlotState::kReady) {
           metrics_.ready_hits.fetch_add(1, std::memory_order_relaxed);
           if (s.predicted) metrics_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
         } else {
           metrics_.inflight_hits.fetch_add(1, std::memory_order_relaxed);
-          if (pending_[o.slot] == 0) {  // defensive: LOADING with nothing left to copy
+          if (table_.at(o.slot).pending == 0) {  // defensive: LOADING with nothing left to copy
             queueExpertLocked(layer, e, o.slot, options_.chunking ? s.chunks_done : 0, Priority::kHigh);
           }
         }
       }
-      cache_.pin(o.slot);
-      SlotInfo s = cache_.info(o.slot);
+      table_.pin(o.slot);
+      SlotInfo s = table_.at(o.slot);
       o.chunks_done = s.chunks_done;
       const bool started = s.chunks_done > 0 || inFlightLocked(o.slot, /*issued_only=*/false) > 0;
       o.residency = s.state == SlotState::kReady ? Residency::kReady
@@ -143,13 +143,13 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
     }
     // Streamed experts take the staging slots in execution order, round robin.
     order_position_.assign(order_position_.size(), -1);
-    const int staging = cache_.stagingCount();
+    const int staging = table_.stagingCount();
     for (size_t i = 0; i < order.size(); ++i) {
       const int e = order[i].expert;
       if (e >= static_cast<int>(order_position_.size())) order_position_.resize(size_t(e) + 1, -1);
       order_position_[e] = static_cast<int>(i);
       if (order[i].residency != Residency::kStreamed) continue;
-      order[i].slot = cache_.stagingSlot(static_cast<int>(stream_.size() % size_t(staging)));
+      order[i].slot = table_.stagingSlot(static_cast<int>(stream_.size() % size_t(staging)));
       stream_.push_back({e, static_cast<int>(i), order[i].slot, false});
     }
     if (!stream_.empty()) {
@@ -163,31 +163,31 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
 
 void TransferWorker::stageLocked(size_t k) {
   const Streamed& s = stream_[k];
-  cache_.loadStaging(s.slot, stream_layer_, s.expert);
+  table_.loadStaging(s.slot, stream_layer_, s.expert);
   queueExpertLocked(stream_layer_, s.expert, s.slot, 0, Priority::kHigh);
 }
 
 void TransferWorker::beginCompute(int layer, int expert) {
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(cache_.mutex());
     if (layer != stream_layer_ || expert < 0 || expert >= static_cast<int>(order_position_.size())) return;
     const int position = order_position_[expert];
-    const size_t staging = static_cast<size_t>(cache_.stagingCount());
+    const size_t staging = static_cast<size_t>(table_.stagingCount());
     bool marked = false;
     // Only the compute thread changes stream_, so it stays put while waitLocked unlocks.
     for (size_t k = 0; k < stream_.size(); ++k) {
       if (stream_[k].position >= position || stream_[k].recycled) continue;
       const int slot = stream_[k].slot;
-      if (pending_[slot] != inFlightLocked(slot, /*issued_only=*/true))
+      if (table_.at(slot).pending != inFlightLocked(slot, /*issued_only=*/true))
         throw std::logic_error("TransferWorker: a streamed expert was computed before its copy was issued");
       // With a device-side copy wait its copy may still run: the slot is reused once it is done.
-      waitLocked(lock, [&] { return pending_[slot] == 0; });
+      waitLocked(lock, [&] { return table_.at(slot).pending == 0; });
       if (fence_ && !marked) {  // the recycled slot's reads are queued, maybe not done
         fence_->readsQueued();
         marked = true;
       }
       // Computed: its staging slot takes the streamed expert `staging` places later.
-      cache_.free(slot);
+      table_.free(slot);
       stream_[k].recycled = true;
       if (k + staging < stream_.size()) stageLocked(k + staging);
     }
@@ -197,31 +197,31 @@ void TransferWorker::beginCompute(int layer, int expert) {
 
 void TransferWorker::clearStreamLocked() {
   for (const Streamed& s : stream_) {
-    if (s.recycled || cache_.find(stream_layer_, s.expert) != s.slot) continue;
+    if (s.recycled || table_.find(stream_layer_, s.expert) != s.slot) continue;
     std::erase_if(high_, [&](const ChunkTask& t) { return t.slot == s.slot; });
-    pending_[s.slot] = inFlightLocked(s.slot, /*issued_only=*/false);
-    if (pending_[s.slot] > 0)
-      free_when_done_[s.slot] = true;  // freed once its copies in flight complete
+    table_.at(s.slot).pending = inFlightLocked(s.slot, /*issued_only=*/false);
+    if (table_.at(s.slot).pending > 0)
+      table_.at(s.slot).free_when_done = true;  // freed once its copies in flight complete
     else
-      cache_.free(s.slot);
+      table_.free(s.slot);
   }
   stream_.clear();
   stream_layer_ = -1;
 }
 
 void TransferWorker::release(int layer) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(cache_.mutex());
   if (fence_) fence_->readsQueued();  // the layer's slots become evictable
   if (layer == stream_layer_) {
     waitLocked(lock, [&] {
       return std::all_of(stream_.begin(), stream_.end(), [&](const Streamed& s) {
-        return s.recycled || cache_.find(stream_layer_, s.expert) != s.slot || pending_[s.slot] == 0;
+        return s.recycled || table_.find(stream_layer_, s.expert) != s.slot || table_.at(s.slot).pending == 0;
       });
     });
     clearStreamLocked();
   }
-  cache_.unpinAll();
-  if (cache_.computingLayer() == layer) cache_.setComputingLayer(-1);
+  table_.unpinAll();
+  if (table_.computingLayer() == layer) table_.setComputingLayer(-1);
 }
 
 }  // namespace moe

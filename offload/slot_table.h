@@ -1,0 +1,103 @@
+// The state of every slot of the device expert cache, in one place: what each
+// slot holds (EMPTY, LOADING with chunks_done of kChunks copied, READY; owned by
+// one (layer, expert)), what protects it from eviction (pinned for the computing
+// layer's execution order, held by the static policy, a staging slot), and the
+// copy queue's bookkeeping (copies queued or in flight, freed when they land).
+//
+// Eviction is a pure function of the table (pickVictim): an EMPTY cache slot if
+// there is one; otherwise a victim among the evictable slots: READY, not of the
+// computing layer, not pinned, not held, not staging. LOADING slots are never
+// evicted. Per-layer LRU as in ProMoE: when the requesting layer already holds at
+// least its share (cache slots / layers, at least 1) the victim is that layer's
+// least-recently-used evictable slot; otherwise (or when the layer has none
+// evictable) the globally least-recently-used one. Recency is a logical clock
+// bumped on reserve and on use.
+//
+// Staging slots (the last `stagingCount()` slots) are never handed out by
+// reserve(): a layer that needs more experts than its share streams them through
+// these in execution order (loadStaging). Held slots stay until releaseHolds().
+//
+// Not thread-safe: ExpertCache guards it with the one lock of the slot state.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace moe {
+
+enum class SlotState : uint8_t { kEmpty, kLoading, kReady };
+
+struct SlotInfo {
+  SlotState state = SlotState::kEmpty;
+  int layer = -1, expert = -1;
+  int chunks_done = 0;
+  bool predicted = false;  // reserved by a prediction (for prefetch-hit accounting)
+  bool pinned = false;     // in the computing layer's execution order
+  uint64_t last_use = 0;
+  bool staging = false;         // a staging slot (never handed out by reserve())
+  bool held = false;            // pinned across layers (static policy)
+  int pending = 0;              // copy tasks queued or in flight into the slot
+  bool free_when_done = false;  // dropped while a copy into it is in flight: freed when it lands
+};
+
+// The slot reserve() takes for `layer`, or -1 when none can be evicted.
+int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share);
+
+class SlotTable {
+ public:
+  SlotTable(int n_slots, int n_layers, int chunks_per_expert);
+
+  int slotCount() const { return static_cast<int>(slots_.size()); }
+  int chunksPerExpert() const { return chunks_; }
+  int layerShare() const;  // (slots - staging) / layers, at least 1
+  const SlotInfo& at(int slot) const { return slots_.at(static_cast<size_t>(slot)); }
+  SlotInfo& at(int slot) { return slots_.at(static_cast<size_t>(slot)); }
+
+  int find(int layer, int expert) const;  // slot, or -1
+  // The slot of (layer, expert) if present (touched); else a fresh LOADING slot
+  // (chunks_done 0) from pickVictim; -1 when nothing can be evicted.
+  int reserve(int layer, int expert, bool predicted);
+  // One more chunk copied; READY after the last. Returns the new state.
+  SlotState markChunkDone(int slot);
+  void markReady(int slot);  // all chunks at once (whole-expert copies)
+  void free(int slot);       // back to EMPTY (never for a slot being written)
+  void touch(int slot) { at(slot).last_use = ++clock_; }
+
+  void setComputingLayer(int layer) { computing_layer_ = layer; }  // -1: none
+  int computingLayer() const { return computing_layer_; }
+  void pin(int slot) { at(slot).pinned = true; }
+  void unpinAll();
+
+  // Makes the last n slots staging slots (they must be EMPTY).
+  void setStagingCount(int n);
+  int stagingCount() const { return staging_; }
+  int stagingSlot(int i) const;  // the i-th staging slot
+  // A staging slot (EMPTY) becomes LOADING for (layer, expert); free() empties it.
+  void loadStaging(int slot, int layer, int expert);
+
+  void hold(int slot);  // a cache slot in use, never evicted until releaseHolds()
+  void releaseHolds();
+  int heldCount() const;
+
+  int countState(SlotState state) const;
+  int residentCount(int layer) const;  // LOADING + READY slots of the layer (staging not counted)
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  static uint64_t key(int layer, int expert) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
+  }
+
+  int n_layers_;
+  int chunks_;
+  std::vector<SlotInfo> slots_;
+  std::unordered_map<uint64_t, int> index_;
+  int computing_layer_ = -1;
+  int staging_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace moe
