@@ -44,28 +44,33 @@ void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
 
 void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   const BenchRow* lru = findRow(rows, "reactive-lru");
-  std::printf("%-24s %8s %9s %8s %6s %6s %6s %6s %5s %5s %8s %8s %6s %8s %6s %7s %7s\n", "policy", "TTFT s",
-              "prefill/s", "decode/s", "ready%", "pref%", "fly%", "miss%", "cpu", "strm", "GB moved",
-              "blocked", "GdPred", "link s", "xbound", "dec/LRU", "TTFT/LRU");
+  std::printf("%-24s %8s %9s %8s %6s %9s %9s %6s %5s %8s %8s %8s %9s %8s %6s %7s %7s\n", "policy", "TTFT s",
+              "prefill/s", "decode/s", "ready%", "prefetch%", "inflight%", "miss%", "host", "streamed",
+              "GB moved", "blocked", "pred-ok%", "link s", "xbound", "dec/LRU", "TTFT/LRU");
   for (const auto& r : rows) {
     const auto& m = r.m;
     const bool cached = r.policy != OffloadPolicy::kResident;
     std::printf("%-24s %8.3f %9.1f %8.2f ", r.name.c_str(), r.gen.ttft_seconds,
                 r.gen.prefillTokensPerSecond(), r.gen.decodeTokensPerSecond());
     if (cached)
-      std::printf("%6.1f %6.1f %6.1f %6.1f %5llu %5llu %8.3f %8.3f %6.3f %8.4f %6.2f ",
+      std::printf("%6.1f %9.1f %9.1f %6.1f %5llu %8llu %8.3f %8.3f %9.1f %8.4f %6.2f ",
                   pct(m.ready_hits, m.expert_uses), pct(m.prefetch_hits, m.expert_uses),
                   pct(m.inflight_hits, m.expert_uses), pct(m.misses, m.expert_uses),
                   (unsigned long long)(m.cpu_computed + m.unavailable), (unsigned long long)m.streamed,
-                  m.bytes_h2d / 1e9, m.blockedSeconds(), m.goodPred(), m.linkBusySeconds(),
+                  m.bytes_h2d / 1e9, m.blockedSeconds(), 100.0 * m.goodPred(), m.linkBusySeconds(),
                   ratio(m.linkBusySeconds(), boundSeconds(ctx)));
     else
-      std::printf("%6s %6s %6s %6s %5s %5s %8s %8s %6s %8s %6s ", "-", "-", "-", "-", "-", "-", "0", "-", "-",
+      std::printf("%6s %9s %9s %6s %5s %8s %8s %8s %9s %8s %6s ", "-", "-", "-", "-", "-", "-", "0", "-", "-",
                   "-", "-");
     std::printf("%6.2fx %6.2fx\n",
                 lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
                 lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
   }
+  std::printf(
+      "columns (shares of the experts used): ready at the gate; of them prefetched by the predictor;\n"
+      "  copy in flight at the gate; missed. host: computed from host memory (the CPU rule, or no slot);\n"
+      "  streamed: through the staging slots; pred-ok: predicted and ready in time (ProMoE's GoodPred);\n"
+      "  blocked: seconds of compute spent waiting for copies; xbound: link time over the bound below\n");
   std::printf(
       "bound: %.3f GB (each distinct expert the run uses crossing once) = %.4f s over the %.1f GB/s link%s\n",
       ctx.bound_bytes / 1e9, boundSeconds(ctx), ctx.link_bytes_per_second / 1e9,
