@@ -9,64 +9,34 @@ namespace moe {
 
 CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
                                        TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
-                                       SourcePolicy policy)
+                                       std::unique_ptr<CachePolicy> policy)
     : store_(store),
       cache_(cache),
       worker_(worker),
       metrics_(metrics),
-      policy_(std::move(policy)),
       n_expert_used_(n_expert_used),
-      from_host_(store.experts(), 0) {
-  if (policy_.static_pins)
-    static_pins_ = std::make_unique<StaticPins>(store.layers(), store.experts(), cache, worker, metrics);
-  if (policy_.cpu.enabled) cpu_rule_ = std::make_unique<CpuRule>(policy_.cpu, store.expertBytes(), metrics);
-  if (policy_.prefetch.predictor)
-    prefetcher_ = std::make_unique<Prefetcher>(policy_.prefetch, store, worker, metrics, n_expert_used);
-}
-
-void CachedExpertSource::waitPredictions() {
-  if (prefetcher_) prefetcher_->waitIdle();
-}
+      from_host_(store.experts(), 0),
+      policy_(policy ? std::move(policy) : std::make_unique<ReactiveLruPolicy>()) {}
 
 void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
   n_tokens_ = std::max(1, n_tokens);
-  // Static: the prompt's routing decides what stays; pinned at the first decode step.
-  if (static_pins_) static_pins_->onLayerInput(n_tokens);
-  if (prefetcher_) prefetcher_->onLayerInput(layer, hidden, n_tokens);
-}
-
-MissAction CachedExpertSource::decideMiss(const MissContext& m, int tokens_per_expert, int& copies,
-                                          int allowance, int& on_cpu) {
-  if (cpu_rule_ &&
-      cpu_rule_->computeOnCpu(m.layer, m.expert, tokens_per_expert, m.queued_high_bytes, on_cpu)) {
-    ++on_cpu;
-    return MissAction::kHost;
-  }
-  if (copies >= allowance) return MissAction::kStream;
-  ++copies;
-  return MissAction::kCopy;
+  policy_->onLayerInput(layer, hidden, n_tokens);
 }
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
-  if (static_pins_) static_pins_->countGate(layer, experts);
   // Prefill streaming: past its share, a layer's misses go through the staging slots.
   const int share = cache_.layerShare();
   const bool streaming =
-      policy_.stream_prefill && cache_.stagingCount() > 0 && static_cast<int>(experts.size()) > share;
+      policy_->streamsPastShare() && cache_.stagingCount() > 0 && static_cast<int>(experts.size()) > share;
   const int allowance = streaming ? std::max(0, share - cache_.residentCount(layer)) : INT_MAX;
-  const int tokens_per_expert =
-      std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
-                      static_cast<int>(experts.size()));
-  int copies = 0, on_cpu = 0;
-  const bool custom = streaming || policy_.cpu.enabled;
-  const auto push = [&] {
-    return custom ? worker_.pushPrecise(layer, experts,
-                                        [&](const MissContext& m) {
-                                          return decideMiss(m, tokens_per_expert, copies, allowance, on_cpu);
-                                        })
-                  : worker_.pushPrecise(layer, experts);
-  };
-  const ExecutionOrder order = prefetcher_ ? prefetcher_->gate(layer, experts, push) : push();
+  GateMisses misses;
+  misses.allowance = allowance;
+  misses.tokens_per_expert = std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
+                                             static_cast<int>(experts.size()));
+  const ExecutionOrder order = policy_->gate(layer, experts, [&] {
+    return worker_.pushPrecise(layer, experts,
+                               [&](const MissContext& m) { return policy_->onMiss(m, misses); });
+  });
 
   std::vector<ExpertRef> refs;
   refs.reserve(order.size());
@@ -104,9 +74,5 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
 }
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
-
-void CachedExpertSource::onRouting(const RoutingEvent& ev) {
-  if (static_pins_) static_pins_->countRouting(ev.layer, ev.experts);
-}
 
 }  // namespace moe

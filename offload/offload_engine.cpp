@@ -75,25 +75,41 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   metrics_.link_bytes_per_second.store(link_bw);
 
   const PolicyParts parts = policyParts(config_.policy, config_.switches);
-  SourcePolicy policy;
-  policy.stream_prefill = parts.stream_prefill;
-  policy.static_pins = parts.static_pins;
-  policy.cpu.enabled = parts.cpu_rule && cpu_usable;
-  if (parts.prefetch)
-    predictor_ = config_.predictor ? config_.predictor : std::make_shared<SkipGatePredictor>(model);
   if (parts.staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
-  if (policy.cpu.enabled) {
-    policy.cpu.link_bytes_per_second = link_bw;
-    policy.cpu.cost = config_.cpu_cost.seconds_1 > 0 ? config_.cpu_cost : measureCpuExpertCost(cpu, *store_);
-    config_.cpu_cost = policy.cpu.cost;
-    policy.cpu.on_decision = config_.on_cpu_decision;
-  }
-  policy.prefetch.predictor = predictor_.get();
-  policy.prefetch.async = device != nullptr;  // on a GPU the host thread's time is the critical path
-  policy.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
   worker_ =
       std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, parts.transfer);
   if (device) worker_->setSlotFence(&device->fence());
+
+  CpuFallbackOptions cpu_rule;
+  cpu_rule.enabled = parts.cpu_rule && cpu_usable;
+  if (cpu_rule.enabled) {
+    cpu_rule.link_bytes_per_second = link_bw;
+    cpu_rule.cost = config_.cpu_cost.seconds_1 > 0 ? config_.cpu_cost : measureCpuExpertCost(cpu, *store_);
+    config_.cpu_cost = cpu_rule.cost;
+    cpu_rule.on_decision = config_.on_cpu_decision;
+  }
+  const PolicyContext context{*store_, *cache_, *worker_, metrics_, c.n_expert_used};
+  std::unique_ptr<CachePolicy> policy;
+  switch (config_.policy) {
+    case OffloadPolicy::kStatic: policy = std::make_unique<StaticPolicy>(context); break;
+    case OffloadPolicy::kCpuExperts:
+      if (cpu_rule.enabled) policy = std::make_unique<CpuExpertsPolicy>(context, std::move(cpu_rule));
+      break;
+    case OffloadPolicy::kProactive: {
+      ProactiveParts proactive;
+      if (parts.prefetch) {
+        predictor_ = config_.predictor ? config_.predictor : std::make_shared<SkipGatePredictor>(model);
+        proactive.prefetch.predictor = predictor_.get();
+        proactive.prefetch.async = device != nullptr;  // on a GPU the host thread's time is the critical path
+        proactive.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
+      }
+      proactive.stream_prefill = parts.stream_prefill;
+      proactive.cpu = std::move(cpu_rule);
+      policy = std::make_unique<ProactivePolicy>(context, std::move(proactive));
+      break;
+    }
+    default: break;  // reactive-lru (resident never gets here)
+  }
   cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
                                                  std::move(policy));
   if (device) cached_->setCopyWait(device->copyWait());

@@ -178,7 +178,7 @@ int runBench(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
-             "--preset", "--quant", "--cache-dir", "--predictor", "--prompt"});
+             "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose"});
   for (const auto& f : offloadFlags())
@@ -217,7 +217,18 @@ int runBench(const std::vector<std::string>& argv) {
   const int slots = sessionCacheSlots(so, *model);
   const int total = OffloadEngine::routedExperts(*model);
   auto store = std::make_shared<const HostExpertStore>(*model, device ? device->hostAllocator() : nullptr);
-  const CpuExpertCost cost = measureCpuExpertCost(host, *store);
+  // --cpu-expert-ms A,B: the CPU cost of one expert for 1 and 8 tokens, fixed instead of
+  // measured, so the CPU rule's decisions repeat from run to run.
+  CpuExpertCost cost;
+  if (auto fixed = args.value("--cpu-expert-ms")) {
+    if (std::sscanf(fixed->c_str(), "%lf,%lf", &cost.seconds_1, &cost.seconds_8) != 2 ||
+        !(cost.seconds_1 > 0) || cost.seconds_8 < cost.seconds_1)
+      throw UsageError("--cpu-expert-ms takes two times in ms, 1 and 8 tokens (e.g. 0.7,2.4)");
+    cost.seconds_1 /= 1e3;
+    cost.seconds_8 /= 1e3;
+  } else {
+    cost = measureCpuExpertCost(host, *store);
+  }
   std::vector<int32_t> prompt;
   if (auto text =
           args.value("--prompt")) {  // real text routes like real use; the default is a fixed id pattern

@@ -41,9 +41,12 @@ const CommandHelp kCommands[] = {
     {"bench",
      R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
-        [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--json] [--verbose]
+        [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
+        [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
+      --cpu-expert-ms fixes the CPU cost of one expert (1 and 8 tokens) instead of
+      measuring it, so the CPU rule decides the same way in every run;
       --ablate adds proactive minus each switch;
       --preset generates (once, in the cache folder) a full-size synthetic model;
       --predictor adds a proactive-learned row with a trained predictor (`train`)

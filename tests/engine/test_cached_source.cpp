@@ -80,9 +80,11 @@ void checkSourceRow(const SourceRow& row) {
   TransferWorker worker(cache, store, link, metrics, TransferMode::kThreaded,
                         TransferOptions{chunking, preemption, reordering});
   SkipGatePredictor skip_gate(*f.model);
-  SourcePolicy policy;
-  policy.prefetch.predictor = predict ? &skip_gate : nullptr;
-  CachedExpertSource source(store, cache, worker, metrics, c.n_expert_used, policy);
+  ProactiveParts parts;
+  parts.prefetch.predictor = predict ? &skip_gate : nullptr;  // none: reactive
+  CachedExpertSource source(store, cache, worker, metrics, c.n_expert_used,
+                            std::make_unique<ProactivePolicy>(
+                                PolicyContext{store, cache, worker, metrics, c.n_expert_used}, parts));
 
   const auto got = run(f, source);
   ASSERT_TRUE(got == expected);  // bit-identical

@@ -283,7 +283,7 @@ TEST(OffloadAsync, computeWaitsOnTheDeviceNotForReady) {
   OffloadMetrics metrics;
   TransferWorker worker(cache, store, copier, metrics, TransferMode::kThreaded);
   ResumeOnExit resume{copier};
-  CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, SourcePolicy{});
+  CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, nullptr);
   RecordingCopyWait device(copier);
   source.setCopyWait(&device);
 
@@ -324,9 +324,12 @@ TEST(OffloadAsync, asyncPredictionDropsLateResultsAndReplacesWaitingRequests) {
   OffloadMetrics metrics;
   TransferWorker worker(cache, store, copier, metrics, TransferMode::kManual);
   GatedPredictor gated;
-  SourcePolicy policy;
-  policy.prefetch = {&gated, /*stride=*/2, /*budget=*/0, /*async=*/true};
-  CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, policy);
+  ProactiveParts parts;
+  parts.prefetch = {&gated, /*stride=*/2, /*budget=*/0, /*async=*/true};
+  const int k = f.model->config().n_expert_used;
+  CachedExpertSource source(
+      store, cache, worker, metrics, k,
+      std::make_unique<ProactivePolicy>(PolicyContext{store, cache, worker, metrics, k}, parts));
   struct Opener {  // destroyed before the source: its prediction thread is never left blocked
     GatedPredictor& p;
     ~Opener() { p.let(100); }

@@ -143,13 +143,15 @@ TEST(OffloadPolicies, staticHoldsThePromptsMostUsedExperts) {
   std::vector<float> all, step;
   t->forward(kPrompt, step, true);
   all = step;
-  ASSERT_TRUE(!engine.cachedSource()->pinned());
+  const auto* static_policy = dynamic_cast<const StaticPolicy*>(&engine.cachedSource()->policy());
+  ASSERT_TRUE(static_policy);
+  ASSERT_TRUE(!static_policy->pinned());
   for (size_t i = 0; i < std::size(kDecode); ++i) {
     const int32_t one[] = {kDecode[i] % c.n_vocab};
     t->forward(one, step);
     all.insert(all.end(), step.begin(), step.end());
     if (i == 0) {
-      ASSERT_TRUE(engine.cachedSource()->pinned());
+      ASSERT_TRUE(static_policy->pinned());
       after_pin = engine.snapshot();
       for (int s = 0; s < engine.cache()->slotCount(); ++s)
         if (SlotInfo info = engine.cache()->info(s); info.held) held.push_back({info.layer, info.expert});
