@@ -471,12 +471,9 @@ void MainWindow::openSettings() { makeSettingsDialog()->exec(); }
 std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
   SettingsContext ctx;
   if (chat_.model()) {
-    try {
-      ctx.model = describeModel(chat_.model()->path, chat_.model()->demo, appDemoModel());
-      ctx.model_name = q(chat_.model()->name);
-      ctx.n_ctx = chat_.model()->n_ctx;
-    } catch (const std::exception&) {
-    }
+    ctx.model = chat_.model()->shape;  // described by the engine worker when it loaded the model
+    ctx.model_name = q(chat_.model()->name);
+    ctx.n_ctx = chat_.model()->n_ctx;
     ctx.model_loaded = true;
     ctx.reply_running = chat_.busy();
   }

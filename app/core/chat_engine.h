@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "app/core/demo_model.h"
+#include "app/core/model_shape.h"
 
 #include "inference/generator.h"
 #include "inference/tokenizer/chat_template.h"
@@ -53,6 +55,7 @@ struct LoadedModelInfo {
   bool demo = false;
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;
+  std::optional<ModelShape> shape;  // for the settings' fit estimate; described once, by the worker
 };
 
 struct EngineReplyStats {

@@ -158,6 +158,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   info.n_expert = cfg.n_expert;
   info.n_expert_used = cfg.n_expert_used;
   info.n_ctx = session->transformer().nCtx();
+  info.shape = shapeOf(session->model());
   if (!opts.demo) {
     std::error_code ec;
     info.file_bytes = std::filesystem::file_size(opts.model_path, ec);

@@ -12,11 +12,14 @@ ModelShape describeModel(const std::string& path, bool demo, DemoModel demo_mode
   so.demo = demo;
   so.demo_model = demo_model;
   auto backend = makeCpuBackend(1);
-  auto model = Model::load(openModelFile(so), *backend, Model::Purpose::Describe);
+  return shapeOf(*Model::load(openModelFile(so), *backend, Model::Purpose::Describe));
+}
+
+ModelShape shapeOf(const Model& model) {
   ModelShape s;
-  s.config = model->config();
-  s.sizes = model->sizes();
-  s.host_store_bytes = HostExpertStore::bytesNeeded(*model);
+  s.config = model.config();
+  s.sizes = model.sizes();
+  s.host_store_bytes = HostExpertStore::bytesNeeded(model);
   return s;
 }
 

@@ -17,6 +17,11 @@ struct ModelShape {
   uint64_t host_store_bytes = 0;  // pinned host RAM the expert store needs
 };
 
+// The shape of a model already loaded (the engine worker hands it to the UI with
+// the loaded model's info, so the UI never opens the file itself).
+ModelShape shapeOf(const Model& model);
+
+// Opens the file to describe it (a model not loaded: the models view's list).
 // path empty + demo: the embedded demo model. Throws with a readable reason.
 ModelShape describeModel(const std::string& path, bool demo, DemoModel demo_model = DemoModel::kRandom);
 
