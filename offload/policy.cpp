@@ -46,7 +46,7 @@ PolicyParts policyParts(OffloadPolicy policy, const ProactiveSwitches& sw) {
       break;
     case OffloadPolicy::kStatic:
       p.transfer = {true, false, true};
-      p.staging = p.stream_prefill = p.static_pins = true;
+      p.staging = p.stream_prefill = true;
       break;
     case OffloadPolicy::kProactive:
       p.transfer = {sw.chunking, sw.early_preemption, sw.reordering};

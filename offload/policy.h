@@ -1,19 +1,22 @@
 // The five caching policies on one page. Every policy shares the mechanics: the
-// slot table (ExpertCache) says what is where, the copy queue (TransferWorker)
-// moves bytes, CachedExpertSource turns a gate's choice into a compute order.
-// What differs is a few decisions, each made by one small part:
+// slot table (SlotTable, in the ExpertCache) says what is where, the copy queue
+// (TransferWorker) moves bytes, CachedExpertSource turns a gate's choice into a
+// compute order. What differs is how the copy queue moves an expert, whether the
+// cache keeps staging slots, and a few decisions, made by the policy's own class
+// (offload/cache_policy.h):
 //
-//   policy        copy queue (chunks, preemption, reorder)  staging  parts of the source
-//   resident      - (experts in place, nothing copied)       -        -
-//   reactive-lru  whole experts, no, no                      no       -
-//   static        chunks, no, yes                            yes      StaticPins (routing statistics),
-//                                                                     prefill streaming
-//   proactive     each a switch                              switch   Prefetcher (a predictor at each
-//                                                                     layer input), prefill streaming,
-//                                                                     CpuRule (on a miss), each a switch
-//   cpu-experts   whole experts, no, yes                     no       CpuRule (on a miss)
+//   policy        copy queue (chunks, preemption, reorder)  staging  class (its parts)
+//   resident      - (experts in place, nothing copied)       -        - (ResidentExpertSource)
+//   reactive-lru  whole experts, no, no                      no       ReactiveLruPolicy
+//   static        chunks, no, yes                            yes      StaticPolicy (StaticPins,
+//                                                                     prefill streaming)
+//   proactive     each a switch                              switch   ProactivePolicy (Prefetcher,
+//                                                                     prefill streaming, CpuRule;
+//                                                                     each a switch)
+//   cpu-experts   whole experts, no, yes                     no       CpuExpertsPolicy (CpuRule)
 //
-// policyParts() is that table; OffloadEngine builds the parts it names.
+// policyParts() is the table's copy-queue, staging and switch columns; OffloadEngine
+// builds the class.
 #pragma once
 
 #include <string>
@@ -45,7 +48,6 @@ struct PolicyParts {
   TransferOptions transfer;     // how the copy queue moves an expert
   bool staging = false;         // the slot table keeps two staging slots
   bool stream_prefill = false;  // a layer past its share streams through the staging slots
-  bool static_pins = false;     // StaticPins: the prompt's most-used experts held from the first decode step
   bool cpu_rule = false;        // CpuRule: a miss may be computed on the CPU (where a CPU backend can)
   bool prefetch = false;        // Prefetcher: at each layer input, layer L + stride's experts ahead
 };
