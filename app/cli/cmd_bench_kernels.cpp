@@ -30,6 +30,7 @@
 #include "models/gguf.h"
 #include "models/quant.h"
 #include "models/quant_dot.h"
+#include "offload/runtime.h"
 
 namespace moe::cli {
 namespace {
@@ -213,14 +214,15 @@ quant::DotIsa parseIsa(const std::string& s) {
 
 int runDeviceKernels(const Args& args, DeviceChoice device, const std::vector<TensorType>& types, int rows,
                      int cols, int batch, int set_mb, int bw_mb) {
-  const auto be = makeBackend(device, args.intOr("--threads", 0));
+  Compute compute({device, args.intOr("--threads", 0)});
+  Backend& be = compute.backend();
   const bool json = args.flag("--json");
   // On the CPU stand-in of the CUDA runtime the kernels run as fibers: its times say nothing about a GPU.
   const CudaLibraryApi* library = cudaLibrary();
   const bool meaningful = library && library->timings_meaningful;
-  const double bw = measureDeviceCopyGBs(*be, size_t(bw_mb) << 20);
+  const double bw = measureDeviceCopyGBs(be, size_t(bw_mb) << 20);
   if (!json) {
-    std::printf("device: %s; copy %.0f GB/s (bytes read + written, %d MiB, best of 5)\n", be->name().c_str(),
+    std::printf("device: %s; copy %.0f GB/s (bytes read + written, %d MiB, best of 5)\n", be.name().c_str(),
                 bw, bw_mb);
     std::printf("decode: one token through %d x %d matrices, %d MiB of them\n", rows, cols, set_mb);
     std::printf("prefill: %d tokens on one %d x %d matrix\n\n", batch, rows, cols);
@@ -228,12 +230,12 @@ int runDeviceKernels(const Args& args, DeviceChoice device, const std::vector<Te
       std::printf("note: the CPU stand-in of the CUDA runtime ran these: times mean nothing\n");
     std::printf("%-7s %12s %8s %16s\n", "type", "decode GB/s", "of copy", "prefill GMAC/s");
   }
-  std::string out = "{\"machine\": \"" + be->name() + "\", \"copy_gbs\": " + std::to_string(bw) +
+  std::string out = "{\"machine\": \"" + be.name() + "\", \"copy_gbs\": " + std::to_string(bw) +
                     ", \"rows\": " + std::to_string(rows) + ", \"cols\": " + std::to_string(cols) +
                     ", \"batch\": " + std::to_string(batch) + ", \"set_mb\": " + std::to_string(set_mb) +
                     ", \"timings_meaningful\": " + (meaningful ? "true" : "false") + ", \"kernels\": [";
   for (size_t i = 0; i < types.size(); ++i) {
-    const KernelResult r = benchTypeOnDevice(*be, types[i], rows, cols, batch, size_t(set_mb) << 20);
+    const KernelResult r = benchTypeOnDevice(be, types[i], rows, cols, batch, size_t(set_mb) << 20);
     const char* name = gguf::tensorTypeName(r.type);
     if (!json)
       std::printf("%-7s %12.1f %7.0f%% %16.1f\n", name, r.decode_gbs, 100.0 * r.decode_gbs / bw,
