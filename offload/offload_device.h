@@ -10,7 +10,7 @@
 #include <string>
 
 #include "inference/backend.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_cache.h"
 #include "offload/host_allocator.h"
 #include "offload/slot_fence.h"
@@ -23,7 +23,7 @@ class OffloadDevice {
   virtual std::string name() const = 0;
   virtual std::shared_ptr<HostAllocator> hostAllocator() = 0;
   virtual std::unique_ptr<SlotMemory> slotMemory() = 0;
-  virtual CopyEngine& copyEngine() = 0;
+  virtual CopyLink& copyLink() = 0;
   virtual SlotFence& fence() = 0;
   // The compute side's device-side wait for copies (null: the host waits for READY).
   virtual CopyWait* copyWait() { return nullptr; }

@@ -65,10 +65,10 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
                                          device ? device->slotMemory() : nullptr);
   double link_bw = 0;
   if (device) {
-    link_ = &device->copyEngine();
+    link_ = &device->copyLink();
     link_bw = device->linkBytesPerSecond();
   } else {
-    host_link_ = std::make_unique<HostCopyEngine>(config_.link.bytes_per_second, config_.link.paced);
+    host_link_ = std::make_unique<HostCopyLink>(config_.link.bytes_per_second, config_.link.paced);
     link_ = host_link_.get();
     link_bw = config_.link.bytes_per_second > 0 ? config_.link.bytes_per_second : measureHostCopyBandwidth();
   }

@@ -14,7 +14,7 @@
 #include "inference/model.h"
 #include "inference/transformer.h"
 #include "offload/cached_expert_source.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/offload_device.h"
 #include "offload/offload_metrics.h"
 #include "offload/policy.h"
@@ -74,7 +74,7 @@ class OffloadEngine {
   std::string predictorName() const;  // "skip-gate", "none" or the given predictor's name
   void waitIdle();                    // no copy queued or running
   // A cancelled reply's flag: while it is set, the CPU path's paced copies stop
-  // waiting for the simulated link (HostCopyEngine::setInterrupt). Null: none.
+  // waiting for the simulated link (HostCopyLink::setInterrupt). Null: none.
   void setInterrupt(const std::atomic<bool>* flag);
 
   // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
@@ -86,8 +86,8 @@ class OffloadEngine {
   OffloadMetrics metrics_;
   std::shared_ptr<const HostExpertStore> store_;
   std::unique_ptr<ExpertCache> cache_;
-  std::unique_ptr<HostCopyEngine> host_link_;  // the CPU path's copies
-  CopyEngine* link_ = nullptr;                 // host_link_ or the device's copy engine
+  std::unique_ptr<HostCopyLink> host_link_;  // the CPU path's copies
+  CopyLink* link_ = nullptr;                 // host_link_ or the device's copy engine
   std::unique_ptr<TransferWorker> worker_;
   std::shared_ptr<ExpertPredictor> predictor_;
   std::unique_ptr<CachedExpertSource> cached_;

@@ -6,7 +6,7 @@
 
 namespace moe {
 
-TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyEngine& copier,
+TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyLink& copier,
                                OffloadMetrics& metrics, TransferMode mode, TransferOptions options)
     : cache_(cache),
       source_(source),

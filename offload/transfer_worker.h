@@ -1,5 +1,5 @@
 // The transfer worker: feeds the ExpertCache from an ExpertBytesSource through a
-// CopyEngine (ProMoE: chunked prefetching, early preemption, reordered inference).
+// CopyLink (ProMoE: chunked prefetching, early preemption, reordered inference).
 //
 // Tasks are chunks (layer, expert, chunk, slot) in two FIFO queues. The high
 // queue is always drained before the low one; a started chunk always completes,
@@ -17,7 +17,7 @@
 // layer still needs is ever evicted. A kCopy miss with no evictable slot streams
 // when the cache has staging slots, else is kUnavailable (host-computed).
 //
-// Asynchronous copies (a GPU's copy stream; in tests AsyncHostCopyEngine): the worker
+// Asynchronous copies (a GPU's copy stream; in tests AsyncHostCopyLink): the worker
 // issues a chunk and goes on; it notes the chunk done (LOADING -> READY) when the
 // engine reports the copy complete, oldest first. High chunks are issued back to
 // back (up to kMaxInFlight), so the link never idles between the gate's experts; a
@@ -48,7 +48,7 @@
 #include <thread>
 #include <vector>
 
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
@@ -105,7 +105,7 @@ using ExecutionOrder = std::vector<OrderedExpert>;
 class TransferWorker {
  public:
   // All references must outlive the worker.
-  TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyEngine& copier,
+  TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyLink& copier,
                  OffloadMetrics& metrics, TransferMode mode, TransferOptions options = {});
   ~TransferWorker();
   TransferWorker(const TransferWorker&) = delete;
@@ -181,7 +181,7 @@ class TransferWorker {
 
   ExpertCache& cache_;
   const ExpertBytesSource& source_;
-  CopyEngine& copier_;
+  CopyLink& copier_;
   SlotFence* fence_ = nullptr;
   OffloadMetrics& metrics_;
   const TransferMode mode_;

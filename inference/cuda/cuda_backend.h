@@ -93,7 +93,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
 
   // The compute stream: an expert cache's copy engine makes it wait on a slot's
-  // copy events (CudaCopyEngine::streamWaitFor) instead of blocking the host.
+  // copy events (CudaCopyLink::streamWaitFor) instead of blocking the host.
   cudaStream_t stream() const { return stream_; }
   // Frees a weight prepareWeight returned (a Model's weights otherwise stay until
   // the backend is destroyed).

@@ -1,10 +1,10 @@
-// The pinned host -> device bandwidth probe of cuda_copy_engine.h.
+// The pinned host -> device bandwidth probe of cuda_copy_link.h.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 #include "inference/cuda/cuda_check.h"
-#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/cuda/cuda_copy_link.h"
 
 namespace moe {
 namespace {

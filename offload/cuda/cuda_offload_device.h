@@ -1,5 +1,5 @@
 // OffloadDevice on CUDA: pinned host memory (cudaHostAlloc), the slot slab in
-// one cudaMalloc, CudaCopyEngine on its own stream, and a fence between the
+// one cudaMalloc, CudaCopyLink on its own stream, and a fence between the
 // backend's compute stream and that copy stream (offload/slot_fence.h).
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/cuda/cuda_copy_link.h"
 #include "offload/offload_device.h"
 
 namespace moe {
@@ -36,12 +36,12 @@ class CudaSlotFence final : public SlotFence {
 };
 
 // The compute stream waits on the device for the copies into a slot range
-// (CudaCopyEngine::streamWaitFor), and each wait is timed: a timing event before
+// (CudaCopyLink::streamWaitFor), and each wait is timed: a timing event before
 // and after it on the compute stream; their elapsed time, read once both have
 // completed, is how long the stream stood still there.
 class CudaCopyWait final : public CopyWait {
  public:
-  CudaCopyWait(CudaCopyEngine& copies, cudaStream_t compute) : copies_(copies), compute_(compute) {}
+  CudaCopyWait(CudaCopyLink& copies, cudaStream_t compute) : copies_(copies), compute_(compute) {}
   ~CudaCopyWait() override;
   CudaCopyWait(const CudaCopyWait&) = delete;
   CudaCopyWait& operator=(const CudaCopyWait&) = delete;
@@ -55,7 +55,7 @@ class CudaCopyWait final : public CopyWait {
   cudaEvent_t takeEventLocked();
   void harvestLocked();  // adds the elapsed time of completed waits; never blocks
 
-  CudaCopyEngine& copies_;
+  CudaCopyLink& copies_;
   cudaStream_t compute_;
   std::mutex mutex_;
   std::deque<Timed> timed_;  // waits not yet known complete, oldest first
@@ -70,13 +70,13 @@ class CudaOffloadDevice final : public OffloadDevice {
   std::string name() const override { return "cuda"; }
   std::shared_ptr<HostAllocator> hostAllocator() override;
   std::unique_ptr<SlotMemory> slotMemory() override;
-  CopyEngine& copyEngine() override { return copier_; }
+  CopyLink& copyLink() override { return copier_; }
   SlotFence& fence() override { return fence_; }
   CopyWait* copyWait() override { return &copy_wait_; }
   double linkBytesPerSecond() override;
 
  private:
-  CudaCopyEngine copier_;
+  CudaCopyLink copier_;
   CudaSlotFence fence_;
   CudaCopyWait copy_wait_;
   std::once_flag measured_;

@@ -11,7 +11,7 @@
 
 #include "engine_fixture.h"
 #include "offload/cached_expert_source.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
 #include "support/test_log.h"
@@ -75,7 +75,7 @@ void checkSourceRow(const SourceRow& row) {
   HostExpertStore store(*f.model);
   const int n_slots = cache_slots < 0 ? c.n_layer * c.n_expert : cache_slots;
   ExpertCache cache(n_slots, store.expertBytes(), c.n_layer);
-  HostCopyEngine link;
+  HostCopyLink link;
   OffloadMetrics metrics;
   TransferWorker worker(cache, store, link, metrics, TransferMode::kThreaded,
                         TransferOptions{chunking, preemption, reordering});

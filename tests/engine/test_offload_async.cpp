@@ -1,4 +1,4 @@
-// The transfer worker over an asynchronous copy engine (AsyncHostCopyEngine: the
+// The transfer worker over an asynchronous copy engine (AsyncHostCopyLink: the
 // CPU stand-in for a GPU copy stream), in THREADED mode. The test holds the
 // engine's copy thread and lets copies complete one by one, so every check is
 // about what is queued on the "stream" and in what order, never about time:
@@ -29,13 +29,13 @@
 #include "engine_fixture.h"
 #include "fake_expert_bytes.h"
 #include "offload/cached_expert_source.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_engine.h"
 #include "offload/transfer_worker.h"
 #include "offload_run.h"
-#include "support/async_host_copy_engine.h"
+#include "support/async_host_copy_link.h"
 #include "support/test_log.h"
 
 using namespace moe;
@@ -90,7 +90,7 @@ struct Rig {
   }
   FakeSource source;
   ExpertCache cache;
-  AsyncHostCopyEngine copier;
+  AsyncHostCopyLink copier;
   OffloadMetrics metrics;
   std::unique_ptr<TransferWorker> worker;
 };
@@ -118,7 +118,7 @@ class LoggingFence final : public SlotFence {
 // Records each device-side wait with what the stream held for the slot then.
 class RecordingCopyWait final : public CopyWait {
  public:
-  explicit RecordingCopyWait(const AsyncHostCopyEngine& copier) : copier_(copier) {}
+  explicit RecordingCopyWait(const AsyncHostCopyLink& copier) : copier_(copier) {}
   void computeWaitsFor(const void* dst, size_t n) override {
     int queued = 0;
     for (const void* q : copier_.inFlight())
@@ -133,17 +133,17 @@ class RecordingCopyWait final : public CopyWait {
   std::vector<Wait> waits;
 
  private:
-  const AsyncHostCopyEngine& copier_;
+  const AsyncHostCopyLink& copier_;
 };
 
-// Host memory as "device" memory, copies on AsyncHostCopyEngine's thread, and
+// Host memory as "device" memory, copies on AsyncHostCopyLink's thread, and
 // the host standing in for the device at each wait (HostCopyWait).
 class AsyncHostDevice final : public OffloadDevice {
  public:
   std::string name() const override { return "async-host"; }
   std::shared_ptr<HostAllocator> hostAllocator() override { return nullptr; }
   std::unique_ptr<SlotMemory> slotMemory() override { return nullptr; }
-  CopyEngine& copyEngine() override { return copier_; }
+  CopyLink& copyLink() override { return copier_; }
   SlotFence& fence() override { return fence_; }
   CopyWait* copyWait() override { return &wait_; }
   double linkBytesPerSecond() override { return 12.5e9; }
@@ -153,7 +153,7 @@ class AsyncHostDevice final : public OffloadDevice {
     void readsQueued() override {}
     void beforeOverwrite(int) override {}
   };
-  AsyncHostCopyEngine copier_;
+  AsyncHostCopyLink copier_;
   NoFence fence_;
   HostCopyWait wait_{copier_};
 };
@@ -195,7 +195,7 @@ class GatedPredictor final : public ExpertPredictor {
 // Lets held copies run when a check fails early, so the worker's destructor (which
 // waits for copies in flight) cannot hang the test.
 struct ResumeOnExit {
-  AsyncHostCopyEngine& copier;
+  AsyncHostCopyLink& copier;
   ~ResumeOnExit() { copier.resume(); }
 };
 
@@ -278,7 +278,7 @@ TEST(OffloadAsync, computeWaitsOnTheDeviceNotForReady) {
   EngineFixture f(spec);
   HostExpertStore store(*f.model);
   ExpertCache cache(8, store.expertBytes(), f.model->config().n_layer);
-  AsyncHostCopyEngine copier;
+  AsyncHostCopyLink copier;
   copier.hold();
   OffloadMetrics metrics;
   TransferWorker worker(cache, store, copier, metrics, TransferMode::kThreaded);
@@ -320,7 +320,7 @@ TEST(OffloadAsync, asyncPredictionDropsLateResultsAndReplacesWaitingRequests) {
   EngineFixture f(spec);
   HostExpertStore store(*f.model);
   ExpertCache cache(32, store.expertBytes(), spec.n_layer);
-  HostCopyEngine copier;
+  HostCopyLink copier;
   OffloadMetrics metrics;
   TransferWorker worker(cache, store, copier, metrics, TransferMode::kManual);
   GatedPredictor gated;
@@ -423,7 +423,7 @@ TEST(OffloadAsync, generationBitIdenticalWithAsyncCopies) {
       // The schedule may differ (copies land later), the gates' choices may not.
       const auto s = engine.snapshot();
       ASSERT_EQ(s.expert_uses, sync_engine.snapshot().expert_uses);
-      ASSERT_EQ(s.bytes_h2d, device->copyEngine().bytesCopied());
+      ASSERT_EQ(s.bytes_h2d, device->copyLink().bytesCopied());
       // Whether the compute side found a copy still in flight depends on the copy
       // thread's timing (under a loaded machine it may never): the device-side wait
       // is checked step by step, with the copies held, in computeWaitsOnTheDeviceNotForReady.

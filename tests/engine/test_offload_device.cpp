@@ -92,14 +92,14 @@ class HostTestDevice final : public OffloadDevice {
   std::unique_ptr<SlotMemory> slotMemory() override {
     return std::make_unique<CountingSlotMemory>(&slab_bytes);
   }
-  CopyEngine& copyEngine() override { return copier; }
+  CopyLink& copyLink() override { return copier; }
   SlotFence& fence() override { return fence_; }
   double linkBytesPerSecond() override { return 12.5e9; }
 
   EventLog log;
   std::shared_ptr<CountingAllocator> allocator = std::make_shared<CountingAllocator>();
   size_t slab_bytes = 0;
-  HostCopyEngine copier;
+  HostCopyLink copier;
 
  private:
   RecordingFence fence_{log};

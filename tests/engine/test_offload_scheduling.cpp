@@ -1,4 +1,4 @@
-// Offload scheduling (ExpertCache + TransferWorker + HostCopyEngine), all in
+// Offload scheduling (ExpertCache + TransferWorker + HostCopyLink), all in
 // MANUAL mode but one: outcomes are checked by event order and byte counts,
 // never by time.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fake_expert_bytes.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
@@ -25,9 +25,9 @@ using FakeSource = test::FakeExpertBytes;
 
 // memcpy plus a hook that runs (once) while a copy is "in progress", to push
 // work exactly as another thread could while the worker copies.
-class HookedCopyEngine final : public CopyEngine {
+class HookedCopyLink final : public CopyLink {
  public:
-  explicit HookedCopyEngine(double bw = 0.0) : inner_(bw) {}
+  explicit HookedCopyLink(double bw = 0.0) : inner_(bw) {}
   void copy(void* dst, const void* src, size_t n) override {
     if (hook_) {
       auto h = std::move(hook_);
@@ -42,7 +42,7 @@ class HookedCopyEngine final : public CopyEngine {
   std::function<void()> hook_;
 
  private:
-  HostCopyEngine inner_;
+  HostCopyLink inner_;
 };
 
 struct Rig {
@@ -53,7 +53,7 @@ struct Rig {
         worker(cache, source, copier, metrics, mode, opt) {}
   FakeSource source;
   ExpertCache cache;
-  HookedCopyEngine copier;
+  HookedCopyLink copier;
   OffloadMetrics metrics;
   TransferWorker worker;
 
@@ -363,7 +363,7 @@ TEST(OffloadScheduling, withoutChunkingWholeExpertsAreCopied) {
 }
 
 TEST(OffloadScheduling, simulatedLinkVirtualTime) {
-  HostCopyEngine link(1.0e6);  // 1 MB/s
+  HostCopyLink link(1.0e6);  // 1 MB/s
   std::vector<uint8_t> a(5000, 7), b(5000, 0);
   link.copy(b.data(), a.data(), 1000);
   link.copy(b.data(), a.data(), 3000);
@@ -373,13 +373,13 @@ TEST(OffloadScheduling, simulatedLinkVirtualTime) {
   ASSERT_TRUE(std::fabs(link.simulatedSeconds() - 4500 / 1.0e6) < 1e-12);
   ASSERT_EQ(b[4499], uint8_t(0));
   ASSERT_EQ(b[2999], uint8_t(7));
-  HostCopyEngine plain;
+  HostCopyLink plain;
   plain.copy(b.data(), a.data(), 10);
   ASSERT_DOUBLE_EQ(plain.simulatedSeconds(), 0.0);
 
   // Through the worker: the link time of a layer's misses.
   Rig r(8, 4, 8);
-  HostCopyEngine timed(2.0e6);
+  HostCopyLink timed(2.0e6);
   TransferWorker w(r.cache, r.source, timed, r.metrics, TransferMode::kManual);
   auto chosen = v({0, 1});
   w.pushPrecise(2, chosen);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fake_expert_bytes.h"
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
@@ -24,9 +24,9 @@ namespace {
 using FakeSource = test::FakeExpertBytes;
 
 // memcpy that logs "copy L.E->slot" for each chunk into a shared event list.
-class LoggingCopyEngine final : public CopyEngine {
+class LoggingCopyLink final : public CopyLink {
  public:
-  LoggingCopyEngine(const FakeSource& src, std::vector<std::string>& log) : src_(src), log_(log) {}
+  LoggingCopyLink(const FakeSource& src, std::vector<std::string>& log) : src_(src), log_(log) {}
   void setCache(const ExpertCache* c) { cache_ = c; }
   void copy(void* dst, const void* src, size_t n) override {
     const size_t slot = size_t(static_cast<uint8_t*>(dst) - cache_->slotData(0)) / cache_->slotBytes();
@@ -41,7 +41,7 @@ class LoggingCopyEngine final : public CopyEngine {
   const FakeSource& src_;
   std::vector<std::string>& log_;
   const ExpertCache* cache_ = nullptr;
-  HostCopyEngine inner_;
+  HostCopyLink inner_;
 };
 
 struct Rig {
@@ -77,7 +77,7 @@ struct Rig {
   std::vector<std::string> log;
   FakeSource source;
   ExpertCache cache;
-  LoggingCopyEngine copier;
+  LoggingCopyLink copier;
   OffloadMetrics metrics;
   std::unique_ptr<TransferWorker> worker;
 };

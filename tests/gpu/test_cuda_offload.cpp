@@ -25,7 +25,7 @@
 #include <cuda_runtime.h>
 
 #include "inference/cuda/cuda_check.h"
-#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/cuda/cuda_copy_link.h"
 #include "offload/cuda/cuda_host_memory.h"
 #include "offload/cuda/cuda_slot_memory.h"
 #endif
@@ -145,12 +145,12 @@ TEST_F(CudaOffload, slotMemory) {
   ASSERT_THROW((void)mem.allocate(size_t{1} << 50), moe::CudaOutOfMemory);
 }
 
-TEST_F(CudaOffload, copyEngineBytes) {
+TEST_F(CudaOffload, copyLinkBytes) {
   moe::ExpertCache cache(2, 8192, 1, 3, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(8192);
   const auto bytes = pattern(8192, 3);
   std::memcpy(src.p, bytes.data(), 8192);
-  moe::CudaCopyEngine engine;
+  moe::CudaCopyLink engine;
   const size_t chunk[3] = {3000, 3000, 2000}, offset[3] = {0, 3072, 6144};
   for (int c = 0; c < 3; ++c) engine.copy(cache.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
   ASSERT_EQ(engine.bytesCopied(), uint64_t(8000));
@@ -175,7 +175,7 @@ TEST_F(CudaOffload, computeStreamWaitsForChunk) {
   Pinned src(4096);
   const auto bytes = pattern(4096, 77);
   std::memcpy(src.p, bytes.data(), 4096);
-  moe::CudaCopyEngine engine;
+  moe::CudaCopyLink engine;
   cudaStream_t compute = nullptr;
   cudaEvent_t done = nullptr;
   void* consumer = nullptr;
@@ -209,7 +209,7 @@ TEST_F(CudaOffload, transferWorkerFillsDeviceCache) {
   PinnedExpertBytes source(2, 4);
   moe::ExpertCache cache(4, source.expertBytes(), 2, moe::ExpertBytesSource::kChunks,
                          std::make_unique<moe::CudaSlotMemory>());
-  moe::CudaCopyEngine engine;
+  moe::CudaCopyLink engine;
   moe::OffloadMetrics metrics;
   moe::TransferWorker worker(cache, source, engine, metrics, moe::TransferMode::kThreaded);
   const std::vector<int> chosen = {1, 3};
@@ -248,7 +248,7 @@ TEST_F(CudaOffload, copyThreadBindsToTheComputeDevice) {
   cudastandin::setDeviceCount(2);
   moe::checkCuda(cudaSetDevice(1), "cudaSetDevice");
   {
-    moe::CudaCopyEngine engine;
+    moe::CudaCopyLink engine;
     void* dst = moe::cudaMallocOrThrow(4096, "test slot");
     Pinned src(4096);
     const uint64_t before = cudastandin::totals().all.wrong_device_ops;

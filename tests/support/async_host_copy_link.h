@@ -16,17 +16,17 @@
 #include <thread>
 #include <vector>
 
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/slot_fence.h"
 
 namespace moe {
 
-class AsyncHostCopyEngine final : public CopyEngine {
+class AsyncHostCopyLink final : public CopyLink {
  public:
-  AsyncHostCopyEngine();
-  ~AsyncHostCopyEngine() override;  // completes every queued copy first
-  AsyncHostCopyEngine(const AsyncHostCopyEngine&) = delete;
-  AsyncHostCopyEngine& operator=(const AsyncHostCopyEngine&) = delete;
+  AsyncHostCopyLink();
+  ~AsyncHostCopyLink() override;  // completes every queued copy first
+  AsyncHostCopyLink(const AsyncHostCopyLink&) = delete;
+  AsyncHostCopyLink& operator=(const AsyncHostCopyLink&) = delete;
 
   void copy(void* dst, const void* src, size_t n) override { waitCopy(copyAsync(dst, src, n)); }
   CopyTicket copyAsync(void* dst, const void* src, size_t n) override;
@@ -72,11 +72,11 @@ class AsyncHostCopyEngine final : public CopyEngine {
 // so the compute side waits here for the copies into the range it reads next.
 class HostCopyWait final : public CopyWait {
  public:
-  explicit HostCopyWait(AsyncHostCopyEngine& engine) : engine_(engine) {}
+  explicit HostCopyWait(AsyncHostCopyLink& engine) : engine_(engine) {}
   void computeWaitsFor(const void* dst, size_t n) override { engine_.waitRange(dst, n); }
 
  private:
-  AsyncHostCopyEngine& engine_;
+  AsyncHostCopyLink& engine_;
 };
 
 }  // namespace moe

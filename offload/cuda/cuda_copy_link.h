@@ -3,7 +3,7 @@
 // whole expert when chunking is off).
 //
 // Two ways to wait for a copy:
-// - by ticket (the CopyEngine interface the transfer worker uses): copyAsync()
+// - by ticket (the CopyLink interface the transfer worker uses): copyAsync()
 //   returns a ticket with its own event; the worker polls it (copyDone) or waits
 //   on it (waitCopy), off the critical path, and marks the chunk done in the
 //   ExpertCache afterwards. copy() is copyAsync + waitCopy.
@@ -26,19 +26,19 @@
 #include <mutex>
 #include <vector>
 
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 #include "offload/expert_cache.h"
 
 namespace moe {
 
-class CudaCopyEngine final : public CopyEngine {
+class CudaCopyLink final : public CopyLink {
  public:
   // Copies to the calling thread's current device (the compute device): copyAsync
   // binds whichever thread calls it (the transfer worker's) to that device first.
-  CudaCopyEngine();
-  ~CudaCopyEngine() override;
-  CudaCopyEngine(const CudaCopyEngine&) = delete;
-  CudaCopyEngine& operator=(const CudaCopyEngine&) = delete;
+  CudaCopyLink();
+  ~CudaCopyLink() override;
+  CudaCopyLink(const CudaCopyLink&) = delete;
+  CudaCopyLink& operator=(const CudaCopyLink&) = delete;
 
   // dst: device memory; src: host memory (pinned for an async DMA). Returns when dst holds the bytes.
   void copy(void* dst, const void* src, size_t n) override;
@@ -88,7 +88,7 @@ class CudaCopyEngine final : public CopyEngine {
 };
 
 // The compute stream waits for every copy into `slot` of `cache` (a slab from CudaSlotMemory).
-inline bool streamWaitForSlot(CudaCopyEngine& engine, cudaStream_t compute, const ExpertCache& cache,
+inline bool streamWaitForSlot(CudaCopyLink& engine, cudaStream_t compute, const ExpertCache& cache,
                               int slot) {
   return engine.streamWaitFor(compute, cache.slotData(slot), cache.slotBytes());
 }

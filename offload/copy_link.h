@@ -1,6 +1,6 @@
-// Host -> device copies behind one interface: CudaCopyEngine (offload/cuda/) is
-// cudaMemcpyAsync on a copy stream; HostCopyEngine is memcpy; the tests'
-// AsyncHostCopyEngine is memcpy on its own thread, the CPU stand-in for a copy stream. An optional
+// Host -> device copies behind one interface: CudaCopyLink (offload/cuda/) is
+// cudaMemcpyAsync on a copy stream; HostCopyLink is memcpy; the tests'
+// AsyncHostCopyLink is memcpy on its own thread, the CPU stand-in for a copy stream. An optional
 // simulated link turns bandwidth into a *virtual clock*: each copy adds
 // n / bytes_per_second seconds to a counter instead of sleeping, so tests and
 // benches get "time the link would take" deterministically. A *paced* link also
@@ -20,9 +20,9 @@ namespace moe {
 // One queued copy of an asynchronous engine; 0 is a copy that completed already.
 using CopyTicket = uint64_t;
 
-class CopyEngine {
+class CopyLink {
  public:
-  virtual ~CopyEngine() = default;
+  virtual ~CopyLink() = default;
   // Copies n bytes; returns when dst holds them.
   virtual void copy(void* dst, const void* src, size_t n) = 0;
   // Queues the copy and returns at once when the engine is asynchronous (a GPU's
@@ -48,11 +48,11 @@ class CopyEngine {
   virtual double linkBytesPerSecond() const { return 0.0; }
 };
 
-class HostCopyEngine : public CopyEngine {
+class HostCopyLink : public CopyLink {
  public:
   // bytes_per_second <= 0: no simulated link (virtual clock stays 0).
   // paced: each copy also lasts n / bytes_per_second in wall time.
-  explicit HostCopyEngine(double bytes_per_second = 0.0, bool paced = false)
+  explicit HostCopyLink(double bytes_per_second = 0.0, bool paced = false)
       : bytes_per_second_(bytes_per_second), paced_(paced && bytes_per_second > 0.0) {}
   void copy(void* dst, const void* src, size_t n) override;
   uint64_t bytesCopied() const override { return bytes_.load(std::memory_order_relaxed); }

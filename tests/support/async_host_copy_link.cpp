@@ -1,13 +1,13 @@
-#include "support/async_host_copy_engine.h"
+#include "support/async_host_copy_link.h"
 
 #include <algorithm>
 #include <cstring>
 
 namespace moe {
 
-AsyncHostCopyEngine::AsyncHostCopyEngine() : thread_([this] { run(); }) {}
+AsyncHostCopyLink::AsyncHostCopyLink() : thread_([this] { run(); }) {}
 
-AsyncHostCopyEngine::~AsyncHostCopyEngine() {
+AsyncHostCopyLink::~AsyncHostCopyLink() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -16,7 +16,7 @@ AsyncHostCopyEngine::~AsyncHostCopyEngine() {
   thread_.join();
 }
 
-CopyTicket AsyncHostCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
+CopyTicket AsyncHostCopyLink::copyAsync(void* dst, const void* src, size_t n) {
   CopyTicket t;
   {
     std::lock_guard lock(mutex_);
@@ -27,7 +27,7 @@ CopyTicket AsyncHostCopyEngine::copyAsync(void* dst, const void* src, size_t n) 
   return t;
 }
 
-void AsyncHostCopyEngine::run() {
+void AsyncHostCopyLink::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [&] { return (stop_ || !held_ || allowance_ > 0) && (stop_ || !jobs_.empty()); });
@@ -45,17 +45,17 @@ void AsyncHostCopyEngine::run() {
   }
 }
 
-void AsyncHostCopyEngine::waitCopy(CopyTicket ticket) {
+void AsyncHostCopyLink::waitCopy(CopyTicket ticket) {
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return completed_ >= ticket; });
 }
 
-bool AsyncHostCopyEngine::copyDone(CopyTicket ticket) {
+bool AsyncHostCopyLink::copyDone(CopyTicket ticket) {
   std::lock_guard lock(mutex_);
   return completed_ >= ticket;
 }
 
-void AsyncHostCopyEngine::waitRange(const void* dst, size_t n) {
+void AsyncHostCopyLink::waitRange(const void* dst, size_t n) {
   const auto* b = static_cast<const uint8_t*>(dst);
   const uint8_t* e = b + n;
   std::unique_lock lock(mutex_);
@@ -65,35 +65,35 @@ void AsyncHostCopyEngine::waitRange(const void* dst, size_t n) {
   });
 }
 
-uint64_t AsyncHostCopyEngine::bytesCopied() const {
+uint64_t AsyncHostCopyLink::bytesCopied() const {
   std::lock_guard lock(mutex_);
   return bytes_;
 }
 
-uint64_t AsyncHostCopyEngine::copies() const {
+uint64_t AsyncHostCopyLink::copies() const {
   std::lock_guard lock(mutex_);
   return copies_;
 }
 
-uint64_t AsyncHostCopyEngine::queued() const {
+uint64_t AsyncHostCopyLink::queued() const {
   std::lock_guard lock(mutex_);
   return next_ticket_ - 1;
 }
 
-std::vector<const void*> AsyncHostCopyEngine::inFlight() const {
+std::vector<const void*> AsyncHostCopyLink::inFlight() const {
   std::lock_guard lock(mutex_);
   std::vector<const void*> v;
   for (const Job& j : jobs_) v.push_back(j.dst);
   return v;
 }
 
-void AsyncHostCopyEngine::hold() {
+void AsyncHostCopyLink::hold() {
   std::lock_guard lock(mutex_);
   held_ = true;
   allowance_ = 0;
 }
 
-void AsyncHostCopyEngine::release(int n) {
+void AsyncHostCopyLink::release(int n) {
   {
     std::lock_guard lock(mutex_);
     allowance_ += n;
@@ -101,7 +101,7 @@ void AsyncHostCopyEngine::release(int n) {
   work_cv_.notify_all();
 }
 
-void AsyncHostCopyEngine::resume() {
+void AsyncHostCopyLink::resume() {
   {
     std::lock_guard lock(mutex_);
     held_ = false;

@@ -1,4 +1,4 @@
-#include "offload/cuda/cuda_copy_engine.h"
+#include "offload/cuda/cuda_copy_link.h"
 
 #include <algorithm>
 
@@ -6,12 +6,12 @@
 
 namespace moe {
 
-CudaCopyEngine::CudaCopyEngine() {
+CudaCopyLink::CudaCopyLink() {
   checkCuda(cudaGetDevice(&device_), "cudaGetDevice (copy engine)");
   checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate (copy stream)");
 }
 
-CudaCopyEngine::~CudaCopyEngine() {
+CudaCopyLink::~CudaCopyLink() {
   cudaStreamSynchronize(stream_);
   for (auto& [begin, r] : records_) cudaEventDestroy(r.event);
   for (auto& [ticket, e] : tickets_) cudaEventDestroy(e);
@@ -20,7 +20,7 @@ CudaCopyEngine::~CudaCopyEngine() {
   cudaGetLastError();
 }
 
-cudaEvent_t CudaCopyEngine::takeEventLocked() {
+cudaEvent_t CudaCopyLink::takeEventLocked() {
   if (!spare_events_.empty()) {
     cudaEvent_t e = spare_events_.back();
     spare_events_.pop_back();
@@ -31,14 +31,14 @@ cudaEvent_t CudaCopyEngine::takeEventLocked() {
   return e;
 }
 
-void CudaCopyEngine::bindThread() const {
+void CudaCopyLink::bindThread() const {
   thread_local int bound = -1;
   if (bound == device_) return;
   checkCuda(cudaSetDevice(device_), "cudaSetDevice (copy thread)");
   bound = device_;
 }
 
-CopyTicket CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
+CopyTicket CudaCopyLink::copyAsync(void* dst, const void* src, size_t n) {
   if (n == 0) return 0;
   bindThread();
   const auto b = reinterpret_cast<uintptr_t>(dst);
@@ -60,7 +60,7 @@ CopyTicket CudaCopyEngine::copyAsync(void* dst, const void* src, size_t n) {
   return seq_;
 }
 
-void CudaCopyEngine::recordRangeLocked(uintptr_t b, uintptr_t e) {
+void CudaCopyLink::recordRangeLocked(uintptr_t b, uintptr_t e) {
   // Records wholly inside the new range are superseded: its event completes after
   // theirs (FIFO stream), so their events go back to the spare list.
   for (auto it = records_.lower_bound(b); it != records_.end() && it->first < e;) {
@@ -78,7 +78,7 @@ void CudaCopyEngine::recordRangeLocked(uintptr_t b, uintptr_t e) {
   checkCuda(cudaEventRecord(r.event, stream_), "cudaEventRecord (copy event)");
 }
 
-void CudaCopyEngine::reapTicketsLocked() {
+void CudaCopyLink::reapTicketsLocked() {
   while (!tickets_.empty()) {
     const cudaError_t st = cudaEventQuery(tickets_.front().second);
     if (st == cudaErrorNotReady) {
@@ -92,13 +92,13 @@ void CudaCopyEngine::reapTicketsLocked() {
   }
 }
 
-bool CudaCopyEngine::copyDone(CopyTicket ticket) {
+bool CudaCopyLink::copyDone(CopyTicket ticket) {
   std::lock_guard lock(mutex_);
   if (ticket > completed_) reapTicketsLocked();
   return ticket <= completed_;
 }
 
-void CudaCopyEngine::waitCopy(CopyTicket ticket) {
+void CudaCopyLink::waitCopy(CopyTicket ticket) {
   cudaEvent_t done = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -120,18 +120,18 @@ void CudaCopyEngine::waitCopy(CopyTicket ticket) {
   completed_ = std::max(completed_, ticket);
 }
 
-void CudaCopyEngine::copy(void* dst, const void* src, size_t n) { waitCopy(copyAsync(dst, src, n)); }
+void CudaCopyLink::copy(void* dst, const void* src, size_t n) { waitCopy(copyAsync(dst, src, n)); }
 
-void CudaCopyEngine::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "copy stream synchronize"); }
+void CudaCopyLink::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "copy stream synchronize"); }
 
-CudaCopyEngine::Record* CudaCopyEngine::newestOverlapLocked(uintptr_t b, uintptr_t e) {
+CudaCopyLink::Record* CudaCopyLink::newestOverlapLocked(uintptr_t b, uintptr_t e) {
   Record* best = nullptr;
   for (auto it = records_.begin(); it != records_.end() && it->first < e; ++it)
     if (it->second.end > b && (!best || it->second.seq > best->seq)) best = &it->second;
   return best;
 }
 
-bool CudaCopyEngine::streamWaitFor(cudaStream_t stream, const void* dst, size_t n) {
+bool CudaCopyLink::streamWaitFor(cudaStream_t stream, const void* dst, size_t n) {
   const auto b = reinterpret_cast<uintptr_t>(dst);
   std::lock_guard lock(mutex_);  // the event cannot be re-recorded between lookup and wait
   Record* r = newestOverlapLocked(b, b + n);
@@ -140,7 +140,7 @@ bool CudaCopyEngine::streamWaitFor(cudaStream_t stream, const void* dst, size_t 
   return true;
 }
 
-bool CudaCopyEngine::isComplete(const void* dst, size_t n) {
+bool CudaCopyLink::isComplete(const void* dst, size_t n) {
   const auto b = reinterpret_cast<uintptr_t>(dst);
   std::lock_guard lock(mutex_);
   Record* r = newestOverlapLocked(b, b + n);
@@ -154,7 +154,7 @@ bool CudaCopyEngine::isComplete(const void* dst, size_t n) {
   return true;
 }
 
-size_t CudaCopyEngine::trackedRanges() const {
+size_t CudaCopyLink::trackedRanges() const {
   std::lock_guard lock(mutex_);
   return records_.size();
 }

@@ -1,4 +1,4 @@
-#include "offload/copy_engine.h"
+#include "offload/copy_link.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 namespace moe {
 
-void HostCopyEngine::copy(void* dst, const void* src, size_t n) {
+void HostCopyLink::copy(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
   bytes_.fetch_add(n, std::memory_order_relaxed);
   copies_.fetch_add(1, std::memory_order_relaxed);
@@ -46,7 +46,7 @@ double measureHostCopyBandwidth(size_t bytes) {
   return best > 0 ? double(bytes) / best : 0.0;
 }
 
-double HostCopyEngine::simulatedSeconds() const {
+double HostCopyLink::simulatedSeconds() const {
   std::lock_guard<std::mutex> lock(clock_mutex_);
   return simulated_seconds_;
 }
