@@ -80,8 +80,8 @@ class TrainerTrain : public ::testing::Test {
     fx_.reset();
     ready_ = false;
   }
-  // A failed suite set-up fails every case (as a failed initTestCase did), rather than
-  // running the cases on a half-made fixture.
+  // A failed suite set-up fails every case rather than running them on a half-made
+  // fixture.
   void SetUp() override { ASSERT_TRUE(ready_) << "the suite's set-up (SetUpTestSuite) failed"; }
 };
 
