@@ -122,20 +122,20 @@ int runGenerate(const std::vector<std::string>& argv) {
   announceModel(model);
   GenerationParams params = generationParams(args, session);
 
-  std::string text = prompt;
-  bool special = false;
-  if (args.flag("--chat")) {
+  const auto& tok = model.tokenizer();
+  const bool chat = args.flag("--chat");
+  std::vector<int32_t> ids;
+  if (chat) {
     std::vector<ChatMessage> msgs;
     if (auto sys = args.value("--system")) msgs.push_back({"system", *sys});
     msgs.push_back({"user", prompt});
-    text = applyChatTemplate(model.chatFamily(), msgs, true);
-    special = true;
+    ids = encodeChat(tok, model.chatFamily(), msgs, true);
     for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
+  } else {
+    ids = tok.encode(prompt, tok.addBosDefault(), false);  // a plain prompt is text, markers included
   }
-  const bool harmony = special && readsHarmony(model, params);
+  const bool harmony = chat && readsHarmony(model, params);
   HarmonyReply channels;
-  const auto& tok = model.tokenizer();
-  const auto ids = tok.encode(text, tok.addBosDefault(), special);
   GenerationStats st;
   {
     const ReplyInterrupts interrupts;  // before the prompt is shown: Ctrl-C from then on stops the reply
@@ -175,8 +175,7 @@ int runChat(const std::vector<std::string>& argv) {
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const auto ids =
-        tok.encode(applyChatTemplate(model.chatFamily(), history, true), tok.addBosDefault(), true);
+    const auto ids = encodeChat(tok, model.chatFamily(), history, true);
     std::string reply;
     GenerationStats st;
     HarmonyReply channels;

@@ -190,7 +190,7 @@ std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessag
   const int budget = n_ctx - std::clamp(max_tokens, 1, n_ctx / 2);
   std::vector<ChatMessage> kept = messages;
   for (;;) {
-    auto ids = tok.encode(applyChatTemplate(model.chatFamily(), kept, true), tok.addBosDefault(), true);
+    auto ids = encodeChat(tok, model.chatFamily(), kept, true);
     if (static_cast<int>(ids.size()) <= budget) return ids;
     // Drop the oldest turn after the system prompt; the last message always stays.
     const size_t first = (!kept.empty() && kept.front().role == "system") ? 1 : 0;

@@ -358,24 +358,9 @@ void BpeTokenizer::appendWord(std::string_view word, std::vector<int32_t>& out) 
   cache_.emplace(std::move(key), std::move(ids));
 }
 
-void BpeTokenizer::appendText(std::string_view text, std::vector<int32_t>& out) const {
-  for (auto word : pre_->split(text)) appendWord(word, out);
-}
-
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_bos && bos_ >= 0) out.push_back(bos_);
-  if (!parse_special || specials_.empty()) {
-    appendText(text, out);
-    return out;
-  }
-  for (const auto& fragment : specials_.split(text)) {
-    if (fragment.id >= 0)
-      out.push_back(fragment.id);
-    else
-      appendText(fragment.text, out);
-  }
-  return out;
+void BpeTokenizer::appendPlainText(std::string_view run, bool /*at_text_start*/,
+                                   std::vector<int32_t>& out) const {
+  for (auto word : pre_->split(run)) appendWord(word, out);
 }
 
 std::string BpeTokenizer::tokenBytes(int32_t id) const { return token_bytes_.at(static_cast<size_t>(id)); }

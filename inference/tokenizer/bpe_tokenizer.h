@@ -59,14 +59,16 @@ class BpeTokenizer : public TokenizerCommon {
   explicit BpeTokenizer(const VocabData& vocab);
   ~BpeTokenizer() override;
 
-  // No dummy prefix; add_bos only adds BOS when asked and the vocabulary has one.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
   // Byte-level pieces decoded to raw bytes; control tokens ""; user-defined
   // tokens (stored as raw text by the converters) as they are.
   std::string tokenBytes(int32_t id) const override;
 
   const PreTokenizer& preTokenizer() const { return *pre_; }
   size_t mergeCount() const { return merges_.size(); }
+
+ protected:
+  // No dummy prefix: every run is encoded the same wherever it starts.
+  void appendPlainText(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
 
  private:
   struct Merge {
@@ -77,7 +79,6 @@ class BpeTokenizer : public TokenizerCommon {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
   void loadMerges(const std::vector<std::string>& merges);
-  void appendText(std::string_view text, std::vector<int32_t>& out) const;
   void appendWord(std::string_view word, std::vector<int32_t>& out) const;
   std::vector<int32_t> mergeWord(std::string_view word) const;
 

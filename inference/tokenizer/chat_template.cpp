@@ -20,19 +20,25 @@ const std::string kDeepSeekEos =
 // assistant + eos_token, strictly alternating, no system role. Later Mistral
 // templates fold a system prompt into the first user turn as
 // system + "\n\n" + user; we do the same.
-std::string mixtral(const std::vector<ChatMessage>& messages) {
-  std::string system, out;
+ChatPrompt mixtral(const std::vector<ChatMessage>& messages) {
+  std::string system;
+  ChatPrompt out;
   bool folded = false;
   for (const auto& m : messages) {
     if (m.role == "system") {
       system += (system.empty() ? "" : "\n\n") + m.content;
     } else if (m.role == "user") {
-      std::string content = m.content;
-      if (!folded && !system.empty()) content = system + "\n\n" + content;
+      out.markup("[INST] ");
+      if (!folded && !system.empty()) {
+        out.content(system);
+        out.markup("\n\n");
+      }
       folded = true;
-      out += "[INST] " + content + " [/INST]";
+      out.content(m.content);
+      out.markup(" [/INST]");
     } else if (m.role == "assistant") {
-      out += m.content + "</s>";
+      out.content(m.content);
+      out.markup("</s>");
     }
   }
   return out;  // the generation prompt is the "[/INST]" already written
@@ -43,28 +49,40 @@ std::string mixtral(const std::vector<ChatMessage>& messages) {
 // "<|im_start|>assistant\n". Qwen1.5/2 insert a default system prompt ("You are
 // a helpful assistant.") when none is given; Qwen3 does not. We insert none:
 // the app supplies its system prompt explicitly.
-std::string chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out;
-  for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+ChatPrompt chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
+  for (const auto& m : messages) {
+    out.markup("<|im_start|>" + m.role + "\n");
+    out.content(m.content);
+    out.markup("<|im_end|>\n");
+  }
+  if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
   return out;
 }
 
 // deepseek-ai/deepseek-moe-16b-chat (and deepseek-llm-*-chat): system content
 // + "\n\n"; "User: " + content + "\n\n"; "Assistant: " + content + eos_token;
 // generation prompt "Assistant:" (no trailing space).
-std::string deepseek(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out;
+ChatPrompt deepseek(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
   // The system prompt comes first whatever its position in the list.
-  for (const auto& m : messages)
-    if (m.role == "system") out += m.content + "\n\n";
   for (const auto& m : messages) {
-    if (m.role == "user")
-      out += "User: " + m.content + "\n\n";
-    else if (m.role == "assistant")
-      out += "Assistant: " + m.content + kDeepSeekEos;
+    if (m.role != "system") continue;
+    out.content(m.content);
+    out.markup("\n\n");
   }
-  if (add_generation_prompt) out += "Assistant:";
+  for (const auto& m : messages) {
+    if (m.role == "user") {
+      out.markup("User: ");
+      out.content(m.content);
+      out.markup("\n\n");
+    } else if (m.role == "assistant") {
+      out.markup("Assistant: ");
+      out.content(m.content);
+      out.markup(kDeepSeekEos);
+    }
+  }
+  if (add_generation_prompt) out.markup("Assistant:");
   return out;
 }
 
@@ -72,19 +90,20 @@ std::string deepseek(const std::vector<ChatMessage>& messages, bool add_generati
 // "<|system|>\n" + content + "\n", "<|user|>\n" + content + "\n",
 // "<|assistant|>\n" + content + eos_token (+ "\n" unless last), then
 // "<|assistant|>\n" as generation prompt. eos_token is "<|endoftext|>".
-std::string olmoe(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out;
+ChatPrompt olmoe(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const bool last = i + 1 == messages.size();
-    if (m.role == "system")
-      out += "<|system|>\n" + m.content + "\n";
-    else if (m.role == "user")
-      out += "<|user|>\n" + m.content + "\n";
-    else if (m.role == "assistant")
-      out += "<|assistant|>\n" + m.content + "<|endoftext|>" + (last ? "" : "\n");
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") continue;
+    out.markup("<|" + m.role + "|>\n");
+    out.content(m.content);
+    if (m.role == "assistant")
+      out.markup(std::string("<|endoftext|>") + (last ? "" : "\n"));
+    else
+      out.markup("\n");
   }
-  if (add_generation_prompt) out += "<|assistant|>\n";
+  if (add_generation_prompt) out.markup("<|assistant|>\n");
   return out;
 }
 
@@ -92,12 +111,15 @@ std::string olmoe(const std::vector<ChatMessage>& messages, bool add_generation_
 // "<|system|>\n", "<|user|>\n" or "<|assistant|>\n" + content per message; the
 // generation prompt is "<|assistant|>" (the model writes its "\n<think>" itself).
 // Tools and thinking options are not templated.
-std::string glm(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out = "[gMASK]<sop>";
-  for (const auto& m : messages)
-    if (m.role == "system" || m.role == "user" || m.role == "assistant")
-      out += "<|" + m.role + "|>\n" + m.content;
-  if (add_generation_prompt) out += "<|assistant|>";
+ChatPrompt glm(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
+  out.markup("[gMASK]<sop>");
+  for (const auto& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") continue;
+    out.markup("<|" + m.role + "|>\n");
+    out.content(m.content);
+  }
+  if (add_generation_prompt) out.markup("<|assistant|>");
   return out;
 }
 
@@ -121,23 +143,32 @@ std::string withoutThinking(const std::string& reply) {
   return reply.substr(pos);
 }
 
-std::string harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out =
+ChatPrompt harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
+  out.markup(
       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
       "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
-      "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>";
-  std::string instructions;
-  for (const auto& m : messages)
-    if (m.role == "system") instructions += (instructions.empty() ? "" : "\n\n") + m.content;
-  if (!instructions.empty())
-    out += "<|start|>developer<|message|># Instructions\n\n" + instructions + "<|end|>";
+      "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>");
+  bool instructions = false;  // a non-empty system prompt opened the developer message
   for (const auto& m : messages) {
-    if (m.role == "user")
-      out += "<|start|>user<|message|>" + m.content + "<|end|>";
-    else if (m.role == "assistant")
-      out += "<|start|>assistant<|channel|>final<|message|>" + withoutThinking(m.content) + "<|end|>";
+    if (m.role != "system" || (!instructions && m.content.empty())) continue;
+    out.markup(instructions ? "\n\n" : "<|start|>developer<|message|># Instructions\n\n");
+    out.content(m.content);
+    instructions = true;
   }
-  if (add_generation_prompt) out += "<|start|>assistant";
+  if (instructions) out.markup("<|end|>");
+  for (const auto& m : messages) {
+    if (m.role == "user") {
+      out.markup("<|start|>user<|message|>");
+      out.content(m.content);
+      out.markup("<|end|>");
+    } else if (m.role == "assistant") {
+      out.markup("<|start|>assistant<|channel|>final<|message|>");
+      out.content(withoutThinking(m.content));
+      out.markup("<|end|>");
+    }
+  }
+  if (add_generation_prompt) out.markup("<|start|>assistant");
   return out;
 }
 
@@ -183,8 +214,40 @@ ChatFamily chatFamilyFor(const gguf::GgufFile& file) {
   return familyFromArch(file.getString("general.architecture").value_or(""));
 }
 
+void ChatPrompt::add(std::string text, bool is_markup) {
+  if (text.empty()) return;
+  if (!parts_.empty() && parts_.back().is_markup == is_markup)
+    parts_.back().text += text;
+  else
+    parts_.push_back({std::move(text), is_markup});
+}
+
+std::string ChatPrompt::text() const {
+  std::string out;
+  for (const auto& p : parts_) out += p.text;
+  return out;
+}
+
+std::vector<TextPiece> ChatPrompt::pieces() const {
+  std::vector<TextPiece> out;
+  out.reserve(parts_.size());
+  for (const auto& p : parts_) out.push_back({p.text, p.is_markup});
+  return out;
+}
+
 std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
                               bool add_generation_prompt) {
+  return chatPrompt(family, messages, add_generation_prompt).text();
+}
+
+std::vector<int32_t> encodeChat(const Tokenizer& tokenizer, ChatFamily family,
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt);
+  return tokenizer.encodePieces(prompt.pieces(), tokenizer.addBosDefault());
+}
+
+ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages,
+                      bool add_generation_prompt) {
   switch (family) {
     case ChatFamily::Mixtral: return mixtral(messages);
     case ChatFamily::ChatML: return chatml(messages, add_generation_prompt);

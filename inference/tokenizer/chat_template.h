@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/tokenizer/tokenizer.h"
 #include "models/gguf.h"
 
 namespace moe {
@@ -16,13 +17,42 @@ struct ChatMessage {
   std::string content;
 };
 
+// A templated prompt in the order it is read: the template's own text (whose
+// markers, "<|im_start|>", "[INST]", ..., become control tokens where the
+// vocabulary has them) and the messages' content (what a person typed or
+// pasted, the system prompt, earlier replies), which is only ever text.
+class ChatPrompt {
+ public:
+  void markup(std::string text) { add(std::move(text), true); }
+  void content(std::string text) { add(std::move(text), false); }
+  // The whole prompt as one string (what the templates are pinned by in tests).
+  std::string text() const;
+  // The pieces for Tokenizer::encodePieces: markers parsed in the markup only.
+  std::vector<TextPiece> pieces() const;
+
+ private:
+  void add(std::string text, bool is_markup);
+  struct Part {
+    std::string text;
+    bool is_markup;
+  };
+  std::vector<Part> parts_;
+};
+
 const char* chatFamilyName(ChatFamily f);
 // From general.architecture, refined by tokenizer.chat_template when present.
 ChatFamily chatFamilyFor(const gguf::GgufFile& file);
 // The prompt text for `messages`, ending with the assistant's turn opening when
 // add_generation_prompt. BOS is not included (the tokenizer adds it).
+ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages,
+                      bool add_generation_prompt);
 std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
                               bool add_generation_prompt);
+// The prompt's token ids: the template's markers as control tokens, the
+// messages' text as text even where it spells a marker, so typed text can never
+// open a turn, a channel or a system message.
+std::vector<int32_t> encodeChat(const Tokenizer& tokenizer, ChatFamily family,
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 // Strings that end the assistant's turn in this family (stop strings).
 std::vector<std::string> chatStopStrings(ChatFamily family);
 

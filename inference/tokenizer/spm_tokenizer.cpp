@@ -149,21 +149,10 @@ void SpmTokenizer::appendIds(std::string_view text, const sentencepiece::Sentenc
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_bos && bos_ >= 0) out.push_back(bos_);
+void SpmTokenizer::appendPlainText(std::string_view run, bool at_text_start,
+                                   std::vector<int32_t>& out) const {
   const auto& later = without_prefix_ ? *without_prefix_ : *with_prefix_;
-  if (!parse_special || specials_.empty()) {
-    appendIds(text, *with_prefix_, out);
-    return out;
-  }
-  for (const auto& fragment : specials_.split(text)) {
-    if (fragment.id >= 0)
-      out.push_back(fragment.id);
-    else
-      appendIds(fragment.text, fragment.offset == 0 ? *with_prefix_ : later, out);
-  }
-  return out;
+  appendIds(run, at_text_start ? *with_prefix_ : later, out);
 }
 
 std::string SpmTokenizer::tokenBytes(int32_t id) const {

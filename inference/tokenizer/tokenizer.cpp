@@ -79,6 +79,39 @@ std::vector<SpecialTokenMatcher::Fragment> SpecialTokenMatcher::split(std::strin
 
 // ---- TokenizerCommon ----
 
+std::vector<int32_t> TokenizerCommon::encodePieces(std::span<const TextPiece> pieces, bool add_bos) const {
+  std::vector<int32_t> out;
+  if (add_bos && bos_ >= 0) out.push_back(bos_);
+  std::string run;  // plain text since the last marker, across pieces
+  size_t run_start = 0, offset = 0;
+  auto flushRun = [&] {
+    if (!run.empty()) appendPlainText(run, run_start == 0, out);
+    run.clear();
+  };
+  auto addPlain = [&](std::string_view text) {
+    if (run.empty()) run_start = offset;
+    run += text;
+    offset += text.size();
+  };
+  for (const TextPiece& piece : pieces) {
+    if (!piece.markers || specials_.empty()) {
+      addPlain(piece.text);
+      continue;
+    }
+    for (const auto& fragment : specials_.split(piece.text)) {
+      if (fragment.id < 0) {
+        addPlain(fragment.text);
+        continue;
+      }
+      flushRun();
+      out.push_back(fragment.id);
+      offset += fragment.text.size();
+    }
+  }
+  flushRun();
+  return out;
+}
+
 void TokenizerCommon::loadCommon(const VocabData& vocab) {
   const size_t n = vocab.tokens.size();
   if (n == 0) throw TokenizerError("vocabulary has no tokens");

@@ -30,14 +30,30 @@ enum class TokenType : int32_t {
   Byte = 6,
 };
 
+// A stretch of the text to encode. In a stretch with `markers`, control and
+// user-defined token texts (e.g. "<|im_start|>") become their ids; in any other
+// stretch they are plain text, whatever it holds.
+struct TextPiece {
+  std::string_view text;
+  bool markers = false;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
+  // Encodes the concatenation of `pieces`: the text between two marker ids is
+  // encoded as one run, wherever the pieces' borders fall, so a prompt split
+  // into pieces gives the ids of the same text encoded whole. Adds BOS first when
+  // add_bos is true and the vocabulary has one.
+  virtual std::vector<int32_t> encodePieces(std::span<const TextPiece> pieces, bool add_bos) const = 0;
   // Encodes text. With parse_special, control and user-defined token texts in
-  // `text` (e.g. "<|im_start|>") become their ids; otherwise they are plain text.
-  // Adds BOS first when add_bos is true and the vocabulary has one.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
+  // `text` become their ids; otherwise they are plain text. Text a person typed
+  // or pasted, or a model wrote, is never parsed for them (see encodeChat).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const {
+    const TextPiece whole{text, parse_special};
+    return encodePieces({&whole, 1}, add_bos);
+  }
   // The bytes one token stands for (may be part of a UTF-8 sequence; empty for
   // control tokens).
   virtual std::string tokenBytes(int32_t id) const = 0;
