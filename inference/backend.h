@@ -175,6 +175,7 @@ class Backend {
   // Top-k routing of logits [n_tokens][rule.n_expert]: routing (backend memory,
   // 2 * n_tokens * rule.k floats) gets the ids (int32 bits) [n_tokens][k] then the
   // weights [n_tokens][k]; host_ids and host_weights get copies when the call returns.
+  // Both null: nothing is copied back (the ids stay where moeExperts reads them).
   virtual void routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
                          int32_t* host_ids, float* host_weights);
   struct MoeExpertsCall {
@@ -183,9 +184,14 @@ class Backend {
     const int32_t* host_ids = nullptr;  // its host copy of the ids, [n_tokens][k]
     int n_tokens = 0, k = 0, n_embd = 0, n_ff = 0;
     std::span<const ExpertRef* const> experts;  // computed in this order
-    float* h = nullptr;                         // [n_tokens * k][n_ff] scratch
-    float* outputs = nullptr;                   // [n_tokens * k][n_embd]: row t * k + j gets
-                                                // the output of token t's rank-j expert
+    // Instead of `experts` and `host_ids`: every expert of layer `layer`, indexed by
+    // id, in backend memory; the backend computes the ones `routing` names, reading
+    // the ids where they are (the host needs no copy of them).
+    std::span<const ExpertWeights> layer_experts;
+    int layer = -1;
+    float* h = nullptr;        // [n_tokens * k][n_ff] scratch
+    float* outputs = nullptr;  // [n_tokens * k][n_embd]: row t * k + j gets
+                               // the output of token t's rank-j expert
     // gpt-oss: per expert a bias row added to its gate, up and down products
     // ([n_expert][n_ff], [n_expert][n_ff], [n_expert][n_embd] in backend memory), or
     // null; and the clamped SwiGLU (swigluClamped) in place of the plain one.

@@ -67,6 +67,16 @@ class ExpertSource {
   // parallel loops; the same results). Otherwise it computes each expert right
   // after its waitFor, as a cache that reuses slots within a layer needs.
   virtual bool allReady() const { return false; }
+  // Every expert of `layer`, indexed by id, when the source holds all of them in
+  // the compute backend's memory for the whole run and needs no word of the
+  // routing: the MoE block may then let a backend that computes it route and pick
+  // the experts itself (no onRouting, acquire, waitFor or release for that layer),
+  // so the host never waits to learn the choice. Empty (default): the host sees
+  // each routing.
+  virtual std::span<const ExpertWeights> everyExpert(int layer) const {
+    (void)layer;
+    return {};
+  }
   virtual void release(int layer) = 0;
 };
 

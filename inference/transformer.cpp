@@ -224,6 +224,8 @@ void Transformer::denseFfn(int il, int n) {
 void Transformer::moeBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
+  if (backend_.computesMoe() && !host_ && !on_routing_)
+    if (const auto every = experts_.everyExpert(il); !every.empty()) return moeBlockOnDevice(il, n, every);
   normInput(L.ffn_norm, n);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
@@ -281,13 +283,24 @@ void Transformer::moeBlock(int il, int n) {
   pending_residual_ = moe_out;
 }
 
-// The routed experts on a backend that computes them itself: all at once when the
-// source has them all ready, else each right after its waitFor (the next expert's
-// copy overlaps it); the source's on_host experts on the host backend.
-void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
-                                   const std::vector<std::vector<int>>& served) {
-  const bool one_by_one = !experts_.allReady();
-  std::vector<const ExpertRef*> on_host, together;
+void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert) {
+  const auto& L = model_.weights().layers[il];
+  normInput(L.ffn_norm, n);
+  backend_.matmul(L.router, s_->xn, s_->router, n);
+  addBias(s_->router, L.router_bias, n, cfg_.n_expert);
+  RoutingRule rule = RoutingRule::of(cfg_);
+  if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
+  backend_.routeTopK(s_->router, n, rule, s_->routing, nullptr, nullptr);
+  Backend::MoeExpertsCall call = expertsCall(il, n);
+  call.layer_experts = every_expert;
+  backend_.moeExperts(call);
+  float* moe_out = s_->out;
+  backend_.moeCombine(s_->expert_out, s_->routing, n, cfg_.n_expert_used, cfg_.n_embd, moe_out);
+  if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
+  pending_residual_ = moe_out;
+}
+
+Backend::MoeExpertsCall Transformer::expertsCall(int il, int n) const {
   Backend::MoeExpertsCall call;
   call.x = s_->xn;
   call.routing = s_->routing;
@@ -298,6 +311,7 @@ void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& 
   call.n_ff = cfg_.n_ff_exp;
   call.h = s_->h;
   call.outputs = s_->expert_out;
+  call.layer = il;
   const auto& L = model_.weights().layers[il];
   call.gate_bias = L.exp_gate_bias;
   call.up_bias = L.exp_up_bias;
@@ -305,6 +319,17 @@ void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& 
   call.clamped_swiglu = cfg_.clamped_swiglu;
   call.swiglu_alpha = ModelConfig::kSwigluAlpha;
   call.swiglu_limit = ModelConfig::kSwigluLimit;
+  return call;
+}
+
+// The routed experts on a backend that computes them itself: all at once when the
+// source has them all ready, else each right after its waitFor (the next expert's
+// copy overlaps it); the source's on_host experts on the host backend.
+void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
+                                   const std::vector<std::vector<int>>& served) {
+  const bool one_by_one = !experts_.allReady();
+  std::vector<const ExpertRef*> on_host, together;
+  Backend::MoeExpertsCall call = expertsCall(il, n);
   for (const ExpertRef& ref : order) {
     experts_.waitFor(il, ref);
     if (host_ && ref.on_host) {

@@ -81,6 +81,10 @@ class Transformer {
   void normInput(const float* weight, int n);
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
+  // The MoE block routed and computed on the backend alone (experts all in place
+  // there): the host learns nothing of the routing and waits for nothing.
+  void moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert);
+  Backend::MoeExpertsCall expertsCall(int il, int n) const;
   void sharedExperts(int il, int n, float* moe_out);
   void expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
                         const std::vector<std::vector<int>>& served);

@@ -25,4 +25,9 @@ std::vector<ExpertRef> ResidentExpertSource::acquire(int layer, std::span<const 
 
 void ResidentExpertSource::release(int) {}
 
+std::span<const ExpertWeights> ResidentExpertSource::everyExpert(int layer) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= table_.size()) return {};
+  return table_[layer];
+}
+
 }  // namespace moe

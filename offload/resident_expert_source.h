@@ -17,6 +17,7 @@ class ResidentExpertSource final : public ExpertSource {
   void release(int layer) override;
   bool allReady() const override { return true; }
   bool wantsLayerInput() const override { return false; }
+  std::span<const ExpertWeights> everyExpert(int layer) const override;
 
  private:
   const std::vector<std::vector<ExpertWeights>>& table_;

@@ -50,7 +50,8 @@ void CudaBackend::release() noexcept {
   selection_biases_.clear();  // their device copies were among allocations_
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
-  for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_})
+  for (Scratch* s :
+       {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_, &layer_experts_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
@@ -88,8 +89,13 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
     scratch(moe_x_act_, cuda::quantizedActBytes(c.n_embd, static_cast<int>(T)), "MoE activations");
     scratch(moe_h_act_, cuda::quantizedActBytes(c.n_ff_exp, static_cast<int>(T * K)),
             "MoE expert activations");
-    scratch(moe_plan_, sizeof(int) * cuda::kMaxCallExperts * (static_cast<size_t>(T * K) + 1),
-            "MoE expert plan");
+    scratch(moe_plan_, moePlanBytes(c.n_expert, static_cast<int>(T * K)), "MoE expert plan");
+    if (c.n_expert <= cuda::kMaxRouteExperts) {
+      scratch(layer_experts_, sizeof(uint8_t*) * 3 * size_t(c.n_layer) * size_t(c.n_expert),
+              "MoE expert tables");
+      layer_experts_host_.assign(3 * size_t(c.n_layer) * size_t(c.n_expert), nullptr);
+      layer_experts_width_ = c.n_expert;
+    }
   }
   if (T > kMatvecTokens) {  // the F16/BF16 weights' dequantisation tile, as large as the largest needs
     size_t tile = 0;

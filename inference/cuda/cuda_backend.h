@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "inference/backend.h"
+#include "inference/cuda/cuda_kernels.h"
 
 namespace moe {
 
@@ -146,6 +147,15 @@ class CudaBackend final : public Backend {
   size_t float_tile_bytes_ = 0;  // the dequantisation tile the F16/BF16 weights prepared so far need
   Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
   Scratch attn_;  // attention's per-chunk partials (decode)
+  // Per layer the gate, up and down pointers of every expert ([n_layer][3][n_expert]),
+  // for MoE calls whose experts the device's routing picks; the host's copy says
+  // what was uploaded.
+  Scratch layer_experts_;
+  std::vector<const uint8_t*> layer_experts_host_;
+  int layer_experts_width_ = 0;  // n_expert
+  cuda::LayerExperts deviceLayerExperts(int layer, std::span<const ExpertWeights> experts);
+  void moeLayerExperts(const MoeExpertsCall& c, cuda::MoeLaunch& m);
+  size_t moePlanBytes(int n_expert, int n_slots) const;
   struct SelectionBias {
     std::vector<float> values;  // as uploaded, compared with the host values at each use
     float* device = nullptr;    // freed with the backend's other allocations

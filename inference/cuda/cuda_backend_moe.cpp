@@ -51,6 +51,7 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
                           rule.norm_topk, rule.scale, rule.groupLimited() ? rule.groups : 0, rule.group_used,
                           ids, routing + n, stream_);
     // ids and weights are adjacent: one read back of both.
+    if (!host_ids && !host_weights) return;  // the MoE kernels read them on the device
     std::vector<int32_t> both(2 * n);
     readBack(both.data(), routing, both.size() * sizeof(int32_t));
     std::memcpy(host_ids, both.data(), n * sizeof(int32_t));
@@ -61,6 +62,10 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
   // routed on the host, the same rule.
   std::vector<float> host_logits(static_cast<size_t>(n_tokens) * rule.n_expert);
   toHost(host_logits.data(), logits, host_logits.size());
+  std::vector<int32_t> ids_here(host_ids ? 0 : n);
+  std::vector<float> weights_here(host_weights ? 0 : n);
+  if (!host_ids) host_ids = ids_here.data();
+  if (!host_weights) host_weights = weights_here.data();
   for (int t = 0; t < n_tokens; ++t)
     routeToken(&host_logits[size_t(t) * rule.n_expert], rule, host_ids + size_t(t) * rule.k,
                host_weights + size_t(t) * rule.k);
@@ -69,10 +74,44 @@ void CudaBackend::routeTopK(const float* logits, int n_tokens, const RoutingRule
   fromHost(routing + n, host_weights, n);
 }
 
+size_t CudaBackend::moePlanBytes(int n_expert, int n_slots) const {
+  const int columns = std::max(cuda::kMaxCallExperts, cuda::moeRoutedColumns(n_expert, n_slots));
+  return sizeof(int) * static_cast<size_t>(cuda::moePlanInts(columns, n_slots));
+}
+
+// The layer's expert pointers in device memory (reserved by reserveScratch),
+// uploaded when they differ from what the table holds.
+cuda::LayerExperts CudaBackend::deviceLayerExperts(int layer, std::span<const ExpertWeights> experts) {
+  const int n_expert = static_cast<int>(experts.size());
+  if (layer < 0) throw std::invalid_argument("cuda backend: a MoE call on every expert names no layer");
+  const size_t per_layer = 3 * size_t(n_expert);
+  if (n_expert != layer_experts_width_ || (size_t(layer) + 1) * per_layer > layer_experts_host_.size()) {
+    // Not reserved for this shape (reserveScratch takes it before a session starts).
+    const size_t layers = std::max<size_t>(
+        size_t(layer) + 1, layer_experts_width_ == n_expert ? layer_experts_host_.size() / per_layer : 0);
+    scratch(layer_experts_, sizeof(uint8_t*) * per_layer * layers, "MoE expert tables");
+    layer_experts_host_.assign(per_layer * layers, nullptr);
+    layer_experts_width_ = n_expert;
+  }
+  const uint8_t** host = layer_experts_host_.data() + size_t(layer) * per_layer;
+  bool same = true;
+  for (int e = 0; e < n_expert; ++e) {
+    const ExpertWeights& w = experts[size_t(e)];
+    same = same && host[e] == w.gate.data && host[n_expert + e] == w.up.data &&
+           host[2 * n_expert + e] == w.down.data;
+    host[e] = w.gate.data;
+    host[n_expert + e] = w.up.data;
+    host[2 * n_expert + e] = w.down.data;
+  }
+  auto* device = static_cast<const uint8_t**>(layer_experts_.ptr) + size_t(layer) * per_layer;
+  if (!same) upload(device, host, per_layer * sizeof(uint8_t*), "MoE expert table upload");
+  return {device, device + n_expert, device + 2 * n_expert, n_expert};
+}
+
 // Consecutive experts of the same weight types, at most kMaxCallExperts, go to
 // the device as one table: one set of launches each.
 void CudaBackend::moeExperts(const MoeExpertsCall& c) {
-  if (c.experts.empty() || c.n_tokens <= 0) return;
+  if ((c.experts.empty() && c.layer_experts.empty()) || c.n_tokens <= 0) return;
   const int n_slots = c.n_tokens * c.k;
   cuda::MoeLaunch m;
   m.n_embd = c.n_embd;
@@ -90,9 +129,12 @@ void CudaBackend::moeExperts(const MoeExpertsCall& c) {
   m.down_bias = c.down_bias;
   m.x_act = scratch(moe_x_act_, cuda::quantizedActBytes(c.n_embd, c.n_tokens), "MoE activations");
   m.h_act = scratch(moe_h_act_, cuda::quantizedActBytes(c.n_ff, n_slots), "MoE expert activations");
-  m.plan = static_cast<int*>(scratch(moe_plan_,
-                                     sizeof(int) * cuda::kMaxCallExperts * (static_cast<size_t>(n_slots) + 1),
-                                     "MoE expert plan"));
+  m.plan = static_cast<int*>(
+      scratch(moe_plan_, moePlanBytes(static_cast<int>(c.layer_experts.size()), n_slots), "MoE expert plan"));
+  if (!c.layer_experts.empty()) {
+    moeLayerExperts(c, m);
+    return;
+  }
   auto flush = [&] {
     if (m.table.count > 0) cuda::launchMoeExperts(m, stream_);
     m.table.count = 0;
@@ -133,6 +175,32 @@ void CudaBackend::moeExperts(const MoeExpertsCall& c) {
     m.table.down[i] = w.down.data;
   }
   flush();
+}
+
+// Every expert of the layer in one launch set; the plan kernel reads the routing
+// on the device. The experts of a layer share their weight types (one tensor per
+// projection in the file).
+void CudaBackend::moeLayerExperts(const MoeExpertsCall& c, cuda::MoeLaunch& m) {
+  const ExpertWeights& first = c.layer_experts.front();
+  for (const ExpertWeights& w : c.layer_experts) {
+    if (w.gate.type != first.gate.type || w.up.type != first.gate.type || w.down.type != first.down.type ||
+        w.gate.row_bytes != first.gate.row_bytes || w.up.row_bytes != first.gate.row_bytes ||
+        w.down.row_bytes != first.down.row_bytes || w.gate.rows != c.n_ff || w.up.rows != c.n_ff ||
+        w.gate.cols != c.n_embd || w.up.cols != c.n_embd || w.down.rows != c.n_embd || w.down.cols != c.n_ff)
+      throw std::invalid_argument("cuda backend: the experts of MoE layer " + std::to_string(c.layer) +
+                                  " differ in shape or type");
+  }
+  checkDeviceWeight(first.gate, "MoE gate");
+  checkDeviceWeight(first.up, "MoE up");
+  checkDeviceWeight(first.down, "MoE down");
+  m.up_type = elemType(first.gate.type, "MoE");
+  m.down_type = elemType(first.down.type, "MoE");
+  m.up_row_bytes = first.gate.row_bytes;
+  m.down_row_bytes = first.down.row_bytes;
+  m.up_gemm = gemmFor(first.gate.type, c.n_tokens);
+  m.down_gemm = gemmFor(first.down.type, c.n_tokens);
+  m.layer = deviceLayerExperts(c.layer, c.layer_experts);
+  cuda::launchMoeExperts(m, stream_);
 }
 
 void CudaBackend::moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,

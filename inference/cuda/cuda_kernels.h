@@ -97,8 +97,23 @@ struct ExpertTable {
   const uint8_t* up[kMaxCallExperts];    // [n_ff][n_embd]
   const uint8_t* down[kMaxCallExperts];  // [n_embd][n_ff]
 };
+// Every expert of one layer, indexed by expert id, in device memory: the call's
+// experts are then the ones the routing (on the device) names, and the host never
+// reads the ids.
+struct LayerExperts {
+  const uint8_t* const* gate = nullptr;  // [n_expert] device pointers
+  const uint8_t* const* up = nullptr;
+  const uint8_t* const* down = nullptr;
+  int n_expert = 0;
+};
+// The plan's columns: one per expert of the call, each n_slots + 2 ints: the number
+// of slots the expert serves, its id, then those slots in ascending order.
+inline int64_t moePlanInts(int columns, int n_slots) { return int64_t(columns) * (n_slots + 2); }
+// Columns of a call on a LayerExperts: the experts the routing can name at most.
+inline int moeRoutedColumns(int n_expert, int n_slots) { return n_slots < n_expert ? n_slots : n_expert; }
 struct MoeLaunch {
-  ExpertTable table;
+  ExpertTable table;   // the experts the host chose (when layer.n_expert == 0)
+  LayerExperts layer;  // or every expert of the layer, picked by the device's routing
   ElemType up_type = ElemType::F32, down_type = ElemType::F32;  // gate and up share a type
   bool up_gemm = false, down_gemm = false;                      // the int8 GEMM forms (quantised types only)
   size_t up_row_bytes = 0, down_row_bytes = 0;
@@ -107,7 +122,7 @@ struct MoeLaunch {
   const float* x = nullptr;              // [n_tokens][n_embd] the layer's FFN input
   void* x_act = nullptr;                 // quantizedActBytes(n_embd, n_tokens)
   const int* ids = nullptr;              // [n_slots] the routing's expert ids
-  int* plan = nullptr;                   // [kMaxCallExperts][n_slots + 1]
+  int* plan = nullptr;                   // moePlanInts(columns, n_slots)
   float* h = nullptr;                    // [n_slots][n_ff] silu(gate) * up
   void* h_act = nullptr;                 // quantizedActBytes(n_ff, n_slots)
   float* outputs = nullptr;              // [n_slots][n_embd] each (token, rank)'s expert output
@@ -125,7 +140,8 @@ struct MoeLaunch {
 void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n_expert, int k, bool softmax,
                      bool norm, float scale, int groups, int group_used, int* ids, float* weights,
                      cudaStream_t stream);
-// Fills the slots of every (token, rank) routed to the table's experts.
+// Fills the slots of every (token, rank) routed to the table's experts, or to any
+// expert of the layer (m.layer).
 void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream);
 // out[t] = sum over j ascending of weights[t][j] * slots[t * k + j]; out: [n_tokens][n_embd].
 void launchMoeCombine(const float* slots, const float* weights, int n_tokens, int k, int64_t n_embd,

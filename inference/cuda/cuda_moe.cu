@@ -139,16 +139,76 @@ __global__ void routeTopKKernel(const float* logits, const float* bias, int n_ex
 }
 
 // Block b lists the slots (t * k + j) whose id is table.ids[b], in slot order:
-// plan[b * (n_slots + 1)] = count, then the slots.
+// column b of the plan (moePlanInts).
 __global__ void planKernel(const int* ids, int n_slots, ExpertTable table, int* plan) {
   if (threadIdx.x != 0) return;
   const int expert = table.ids[blockIdx.x];
-  int* out = plan + static_cast<int64_t>(blockIdx.x) * (n_slots + 1);
+  int* out = plan + static_cast<int64_t>(blockIdx.x) * (n_slots + 2);
   int count = 0;
   for (int s = 0; s < n_slots; ++s)
-    if (ids[s] == expert) out[1 + count++] = s;
+    if (ids[s] == expert) out[2 + count++] = s;
   out[0] = count;
+  out[1] = expert;
 }
+
+// One block: the experts the routing names, in ascending id, get the plan's
+// columns 0..used-1 (the rest count 0 slots). ids outside 0..n_expert-1 are served
+// by no column.
+constexpr int kPlanThreads = 256;
+__global__ void planRoutedKernel(const int* ids, int n_slots, int n_expert, int columns, int* plan) {
+  __shared__ int column_of[kMaxRouteExperts];
+  __shared__ int used;
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) column_of[e] = 0;
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
+    const int e = ids[s];
+    if (e >= 0 && e < n_expert) column_of[e] = 1;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int next = 0;
+    for (int e = 0; e < n_expert; ++e) column_of[e] = column_of[e] ? next++ : -1;
+    used = next;
+  }
+  __syncthreads();
+  for (int c = used + static_cast<int>(threadIdx.x); c < columns; c += blockDim.x)
+    plan[static_cast<int64_t>(c) * (n_slots + 2)] = 0;
+  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
+    const int c = column_of[e];
+    if (c < 0) continue;
+    int* out = plan + static_cast<int64_t>(c) * (n_slots + 2);
+    int count = 0;
+    for (int s = 0; s < n_slots; ++s)
+      if (ids[s] == e) out[2 + count++] = s;
+    out[0] = count;
+    out[1] = e;
+  }
+}
+
+// Column `col` of the plan: its expert, its slots and its weights.
+struct PlanColumn {
+  int count;
+  int expert;
+  const int* slots;
+};
+__device__ __forceinline__ PlanColumn planColumn(const int* plan, int n_slots, int col) {
+  const int* p = plan + static_cast<int64_t>(col) * (n_slots + 2);
+  return {p[0], p[1], p + 2};
+}
+// The experts' weights by column (the host's table) or by id (every expert of the layer).
+struct ExpertWeightsOf {
+  ExpertTable table;
+  LayerExperts layer;
+  __device__ __forceinline__ const uint8_t* gate(int col, int expert) const {
+    return layer.gate ? layer.gate[expert] : table.gate[col];
+  }
+  __device__ __forceinline__ const uint8_t* up(int col, int expert) const {
+    return layer.up ? layer.up[expert] : table.up[col];
+  }
+  __device__ __forceinline__ const uint8_t* down(int col, int expert) const {
+    return layer.down ? layer.down[expert] : table.down[col];
+  }
+};
 
 // grid (row blocks of n_ff, experts of the call). x: acts of the layer input, one
 // row per token; h: [n_slots][n_ff].
@@ -169,47 +229,46 @@ struct GateUpEpilogue {
 };
 
 template <ElemType T>
-__global__ void gateUpKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k,
+__global__ void gateUpKernel(ExpertWeightsOf w, size_t row_bytes, int64_t n_ff, ActRows x, int k,
                              const int* plan, int n_slots, float* h, GateUpEpilogue epi) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= n_ff) return;
-  const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
-  const int count = list[0];
-  const uint8_t* gate = table.gate[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
-  const uint8_t* up = table.up[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
-  for (int i0 = 0; i0 < count; i0 += kTokenTile) {
-    const int nt = min(kTokenTile, count - i0);
+  const PlanColumn col = planColumn(plan, n_slots, blockIdx.y);
+  if (col.count == 0) return;
+  const uint8_t* gate = w.gate(blockIdx.y, col.expert) + static_cast<size_t>(r) * row_bytes;
+  const uint8_t* up = w.up(blockIdx.y, col.expert) + static_cast<size_t>(r) * row_bytes;
+  for (int i0 = 0; i0 < col.count; i0 += kTokenTile) {
+    const int nt = min(kTokenTile, col.count - i0);
     int64_t tok[kTokenTile];
-    for (int i = 0; i < kTokenTile; ++i) tok[i] = i < nt ? list[1 + i0 + i] / k : 0;
+    for (int i = 0; i < kTokenTile; ++i) tok[i] = i < nt ? col.slots[i0 + i] / k : 0;
     float g[kTokenTile], u[kTokenTile];
     rowDot<T, kTokenTile>(gate, x, tok, nt, g);
     rowDot<T, kTokenTile>(up, x, tok, nt, u);
     if (threadIdx.x % 32 == 0)
       for (int i = 0; i < nt; ++i)
-        h[static_cast<int64_t>(list[1 + i0 + i]) * n_ff + r] =
-            epi(g[i], u[i], table.ids[blockIdx.y], n_ff, r);
+        h[static_cast<int64_t>(col.slots[i0 + i]) * n_ff + r] = epi(g[i], u[i], col.expert, n_ff, r);
   }
 }
 
 // grid (row blocks of n_embd, experts of the call). hq: acts of h, one row per slot.
 template <ElemType T>
-__global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
+__global__ void downKernel(ExpertWeightsOf w, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
                            int n_slots, float* slots, const float* down_bias) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= n_embd) return;
-  const int* list = plan + static_cast<int64_t>(blockIdx.y) * (n_slots + 1);
-  const int count = list[0];
-  const uint8_t* down = table.down[blockIdx.y] + static_cast<size_t>(r) * row_bytes;
-  for (int i0 = 0; i0 < count; i0 += kTokenTile) {
-    const int nt = min(kTokenTile, count - i0);
+  const PlanColumn col = planColumn(plan, n_slots, blockIdx.y);
+  if (col.count == 0) return;
+  const uint8_t* down = w.down(blockIdx.y, col.expert) + static_cast<size_t>(r) * row_bytes;
+  for (int i0 = 0; i0 < col.count; i0 += kTokenTile) {
+    const int nt = min(kTokenTile, col.count - i0);
     int64_t slot[kTokenTile];
-    for (int i = 0; i < kTokenTile; ++i) slot[i] = i < nt ? list[1 + i0 + i] : 0;
+    for (int i = 0; i < kTokenTile; ++i) slot[i] = i < nt ? col.slots[i0 + i] : 0;
     float y[kTokenTile];
     rowDot<T, kTokenTile>(down, hq, slot, nt, y);
     if (threadIdx.x % 32 == 0)
       for (int i = 0; i < nt; ++i)
         slots[slot[i] * n_embd + r] =
-            down_bias ? __fadd_rn(y[i], expertBias(down_bias, table.ids[blockIdx.y], n_embd, r)) : y[i];
+            down_bias ? __fadd_rn(y[i], expertBias(down_bias, col.expert, n_embd, r)) : y[i];
   }
 }
 
@@ -217,16 +276,13 @@ __global__ void downKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, 
 // expert's slots, experts of the call); a block past its expert's count leaves.
 // Fills the block's slot list and activation rows (slot / k for the layer input,
 // the slot itself for h); returns whether the block has work.
-__device__ __forceinline__ bool gemmSlots(const int* plan, int n_slots, int k, int* slots,
-                                          int64_t* act_rows) {
-  const int* list = plan + static_cast<int64_t>(blockIdx.z) * (n_slots + 1);
-  const int count = list[0];
+__device__ __forceinline__ bool gemmSlots(const PlanColumn& col, int k, int* slots, int64_t* act_rows) {
   const int i0 = static_cast<int>(blockIdx.y) * kGemmTokens;
-  if (i0 >= count) return false;  // the same for every thread of the block
+  if (i0 >= col.count) return false;  // the same for every thread of the block
   if (threadIdx.x < kGemmTokens) {
     const int i = i0 + static_cast<int>(threadIdx.x);
-    slots[threadIdx.x] = i < count ? list[1 + i] : -1;
-    act_rows[threadIdx.x] = i < count ? (k > 0 ? list[1 + i] / k : list[1 + i]) : -1;
+    slots[threadIdx.x] = i < col.count ? col.slots[i] : -1;
+    act_rows[threadIdx.x] = i < col.count ? (k > 0 ? col.slots[i] / k : col.slots[i]) : -1;
   }
   __syncthreads();
   return true;
@@ -234,16 +290,17 @@ __device__ __forceinline__ bool gemmSlots(const int* plan, int n_slots, int k, i
 
 template <ElemType T>
 __global__ void __launch_bounds__(kGemmThreads)
-    gateUpGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_ff, ActRows x, int k, const int* plan,
+    gateUpGemmKernel(ExpertWeightsOf w, size_t row_bytes, int64_t n_ff, ActRows x, int k, const int* plan,
                      int n_slots, float* h, GateUpEpilogue epi) {
   __shared__ GemmTiles tiles;
   __shared__ int slots[kGemmTokens];
   __shared__ int64_t act_rows[kGemmTokens];
-  if (!gemmSlots(plan, n_slots, k, slots, act_rows)) return;
+  const PlanColumn col = planColumn(plan, n_slots, blockIdx.z);
+  if (!gemmSlots(col, k, slots, act_rows)) return;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kGemmRows;
   GemmAcc g = {}, u = {};
-  gemmTile<T>(tiles, table.gate[blockIdx.z], row_bytes, n_ff, row0, x, act_rows, g);
-  gemmTile<T>(tiles, table.up[blockIdx.z], row_bytes, n_ff, row0, x, act_rows, u);
+  gemmTile<T>(tiles, w.gate(blockIdx.z, col.expert), row_bytes, n_ff, row0, x, act_rows, g);
+  gemmTile<T>(tiles, w.up(blockIdx.z, col.expert), row_bytes, n_ff, row0, x, act_rows, u);
 #pragma unroll
   for (int j = 0; j < kGemmTokens / 8; ++j)
 #pragma unroll
@@ -251,21 +308,22 @@ __global__ void __launch_bounds__(kGemmThreads)
       const int64_t r = row0 + gemmAccRow(i);
       const int slot = slots[gemmAccToken(j, i)];
       if (r < n_ff && slot >= 0)
-        h[static_cast<int64_t>(slot) * n_ff + r] = epi(g[j][i], u[j][i], table.ids[blockIdx.z], n_ff, r);
+        h[static_cast<int64_t>(slot) * n_ff + r] = epi(g[j][i], u[j][i], col.expert, n_ff, r);
     }
 }
 
 template <ElemType T>
 __global__ void __launch_bounds__(kGemmThreads)
-    downGemmKernel(ExpertTable table, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
+    downGemmKernel(ExpertWeightsOf w, size_t row_bytes, int64_t n_embd, ActRows hq, const int* plan,
                    int n_slots, float* outputs, const float* down_bias) {
   __shared__ GemmTiles tiles;
   __shared__ int slots[kGemmTokens];
   __shared__ int64_t act_rows[kGemmTokens];
-  if (!gemmSlots(plan, n_slots, 0, slots, act_rows)) return;
+  const PlanColumn col = planColumn(plan, n_slots, blockIdx.z);
+  if (!gemmSlots(col, 0, slots, act_rows)) return;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kGemmRows;
   GemmAcc y = {};
-  gemmTile<T>(tiles, table.down[blockIdx.z], row_bytes, n_embd, row0, hq, act_rows, y);
+  gemmTile<T>(tiles, w.down(blockIdx.z, col.expert), row_bytes, n_embd, row0, hq, act_rows, y);
 #pragma unroll
   for (int j = 0; j < kGemmTokens / 8; ++j)
 #pragma unroll
@@ -274,7 +332,7 @@ __global__ void __launch_bounds__(kGemmThreads)
       const int slot = slots[gemmAccToken(j, i)];
       if (r < n_embd && slot >= 0)
         outputs[static_cast<int64_t>(slot) * n_embd + r] =
-            down_bias ? __fadd_rn(y[j][i], expertBias(down_bias, table.ids[blockIdx.z], n_embd, r)) : y[j][i];
+            down_bias ? __fadd_rn(y[j][i], expertBias(down_bias, col.expert, n_embd, r)) : y[j][i];
     }
 }
 
@@ -305,10 +363,17 @@ unsigned gridFor(int64_t n, int threads) {
   return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 20));
 }
 
+// The plan's columns: the host's table, or as many as the routing may name.
+int columnsOf(const MoeLaunch& m) {
+  return m.layer.n_expert > 0 ? moeRoutedColumns(m.layer.n_expert, m.n_slots) : m.table.count;
+}
+
+ExpertWeightsOf weightsOf(const MoeLaunch& m) { return {m.table, m.layer}; }
+
 dim3 gemmGrid(int64_t rows, const MoeLaunch& m) {
   return dim3(static_cast<unsigned>((rows + kGemmRows - 1) / kGemmRows),
               static_cast<unsigned>((m.n_tokens + kGemmTokens - 1) / kGemmTokens),
-              static_cast<unsigned>(m.table.count));
+              static_cast<unsigned>(columnsOf(m)));
 }
 
 template <ElemType T>
@@ -318,14 +383,14 @@ void launchExpertsT(const MoeLaunch& m, cudaStream_t stream) {
   const GateUpEpilogue epi{m.act, m.gate_bias, m.up_bias};
   if constexpr (!isFloatType(T))
     if (m.up_gemm) {
-      launchKernel(gateUpGemmKernel<T>, gemmGrid(m.n_ff, m), kGemmThreads, 0, stream, m.table, m.up_row_bytes,
-                   m.n_ff, x, m.k, m.plan, m.n_slots, m.h, epi);
+      launchKernel(gateUpGemmKernel<T>, gemmGrid(m.n_ff, m), kGemmThreads, 0, stream, weightsOf(m),
+                   m.up_row_bytes, m.n_ff, x, m.k, m.plan, m.n_slots, m.h, epi);
       checkLaunch("MoE gate/up GEMM kernel");
       return;
     }
   const dim3 up_grid(static_cast<unsigned>((m.n_ff + kWarps - 1) / kWarps),
-                     static_cast<unsigned>(m.table.count));
-  launchKernel(gateUpKernel<T>, up_grid, kWarps * 32, 0, stream, m.table, m.up_row_bytes, m.n_ff, x, m.k,
+                     static_cast<unsigned>(columnsOf(m)));
+  launchKernel(gateUpKernel<T>, up_grid, kWarps * 32, 0, stream, weightsOf(m), m.up_row_bytes, m.n_ff, x, m.k,
                m.plan, m.n_slots, m.h, epi);
   checkLaunch("MoE gate/up kernel");
 }
@@ -335,15 +400,15 @@ void launchDownT(const MoeLaunch& m, cudaStream_t stream) {
   const ActRows hq = actRows(T, isFloatType(T) ? static_cast<const void*>(m.h) : m.h_act, m.n_ff, m.n_slots);
   if constexpr (!isFloatType(T))
     if (m.down_gemm) {
-      launchKernel(downGemmKernel<T>, gemmGrid(m.n_embd, m), kGemmThreads, 0, stream, m.table,
+      launchKernel(downGemmKernel<T>, gemmGrid(m.n_embd, m), kGemmThreads, 0, stream, weightsOf(m),
                    m.down_row_bytes, m.n_embd, hq, m.plan, m.n_slots, m.outputs, m.down_bias);
       checkLaunch("MoE down GEMM kernel");
       return;
     }
   const dim3 grid(static_cast<unsigned>((m.n_embd + kWarps - 1) / kWarps),
-                  static_cast<unsigned>(m.table.count));
-  launchKernel(downKernel<T>, grid, kWarps * 32, 0, stream, m.table, m.down_row_bytes, m.n_embd, hq, m.plan,
-               m.n_slots, m.outputs, m.down_bias);
+                  static_cast<unsigned>(columnsOf(m)));
+  launchKernel(downKernel<T>, grid, kWarps * 32, 0, stream, weightsOf(m), m.down_row_bytes, m.n_embd, hq,
+               m.plan, m.n_slots, m.outputs, m.down_bias);
   checkLaunch("MoE down kernel");
 }
 
@@ -363,9 +428,17 @@ void launchRouteTopK(const float* logits, const float* bias, int n_tokens, int n
 }
 
 void launchMoeExperts(const MoeLaunch& m, cudaStream_t stream) {
-  if (m.table.count <= 0) return;
-  launchKernel(planKernel, static_cast<unsigned>(m.table.count), 32, 0, stream, m.ids, m.n_slots, m.table,
-               m.plan);
+  if (m.layer.n_expert > kMaxRouteExperts)
+    throw std::invalid_argument("MoE experts: " + std::to_string(m.layer.n_expert) +
+                                " experts in a layer, more than the device plan takes");
+  if (m.layer.n_expert > 0) {
+    launchKernel(planRoutedKernel, 1u, kPlanThreads, 0, stream, m.ids, m.n_slots, m.layer.n_expert,
+                 columnsOf(m), m.plan);
+  } else {
+    if (m.table.count <= 0) return;
+    launchKernel(planKernel, static_cast<unsigned>(m.table.count), 32, 0, stream, m.ids, m.n_slots, m.table,
+                 m.plan);
+  }
   checkLaunch("MoE plan kernel");
   launchQuantizeActs(m.up_type, m.x, m.n_embd, m.n_tokens, m.x_act, stream);
   withType(m.up_type, [&](auto type) { launchExpertsT<decltype(type)::value>(m, stream); });

@@ -50,6 +50,11 @@ class TraceRecorder final : public ExpertSource {
   void waitFor(int layer, const ExpertRef& ref) override { inner_.waitFor(layer, ref); }
   bool allReady() const override { return inner_.allReady(); }
   void release(int layer) override { inner_.release(layer); }
+  // While recording it needs the layer's input and the routing on the host.
+  bool wantsLayerInput() const override { return recording() || inner_.wantsLayerInput(); }
+  std::span<const ExpertWeights> everyExpert(int layer) const override {
+    return recording() ? std::span<const ExpertWeights>() : inner_.everyExpert(layer);
+  }
 
  private:
   void fail(const std::exception& e);

@@ -12,6 +12,7 @@
 // Then whole decode steps: the matmul kernels read at most 1.1x the bytes of the
 // weights they use (Backend::matmulTraffic, counted from the launches' arguments).
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <memory>
 #include <numeric>
@@ -39,6 +40,7 @@
 
 using moe::Backend;
 using moe::ExpertRef;
+using moe::ExpertWeights;
 using moe::WeightView;
 using moe::gguf::TensorType;
 
@@ -161,6 +163,10 @@ struct LayerRun {
   std::vector<float> weights, h, out;
 };
 
+// per_call for gpuLayer: every expert of the layer in one call, picked on the device
+// by the device's routing (the host reads no ids).
+constexpr int kEveryExpertRoutedOnDevice = 0;
+
 // Routes `logits` on the GPU and computes the layer with the experts in `order`
 // split into calls of at most `per_call`.
 LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vector<float>& logits,
@@ -172,7 +178,11 @@ LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
   r.weights.resize(r.ids.size());
   DeviceFloats dx(x), dlogits(logits), routing(2 * r.ids.size()), h(r.ids.size() * n_ff),
       outputs(r.ids.size() * n_embd), out(size_t(n_tokens) * n_embd);
-  gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, r.ids.data(), r.weights.data());
+  const bool on_device = per_call == kEveryExpertRoutedOnDevice;
+  if (on_device)
+    gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, nullptr, nullptr);
+  else
+    gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, r.ids.data(), r.weights.data());
   std::vector<int> needed;
   for (int e : r.ids)
     if (std::find(needed.begin(), needed.end(), e) == needed.end()) needed.push_back(e);
@@ -200,12 +210,25 @@ LayerRun gpuLayer(const Experts& ex, const std::vector<float>& x, const std::vec
     call.swiglu_alpha = oss->alpha;
     call.swiglu_limit = oss->limit;
   }
-  for (size_t i = 0; i < refs.size(); i += per_call) {
+  std::vector<ExpertWeights> every;
+  for (const ExpertRef& g : ex.gpu) every.push_back(g.weights);
+  if (on_device) {
+    call.host_ids = nullptr;
+    call.layer_experts = every;
+    call.layer = 3;
+    gpu_->moeExperts(call);
+  }
+  for (size_t i = 0; !on_device && i < refs.size(); i += per_call) {
     call.experts =
         std::span<const ExpertRef* const>(refs).subspan(i, std::min<size_t>(per_call, refs.size() - i));
     gpu_->moeExperts(call);
   }
   gpu_->moeCombine(outputs.p, routing.p, n_tokens, k, n_embd, out.p);
+  if (on_device) {  // the ids for the caller's checks, read only now
+    const auto both = routing.read();
+    std::memcpy(r.ids.data(), both.data(), r.ids.size() * sizeof(int));
+    std::memcpy(r.weights.data(), both.data() + r.ids.size(), r.ids.size() * sizeof(float));
+  }
   r.h = h.read();
   r.out = out.read();
   return r;
@@ -293,12 +316,16 @@ TEST_F(CudaMoe, expertsMatchCpuInAnyOrder) {
       const LayerRun all = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, false, 64);
       const LayerRun one_by_one = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, true, 1);
       const LayerRun pairs = gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, true, 2);
+      const LayerRun routed =
+          gpuLayer(ex, x, logits, rule, n_tokens, c.n_embd, c.n_ff, false, kEveryExpertRoutedOnDevice);
       const CpuLayer want = cpuLayer(ex, x, all.ids, all.weights, all.h, n_tokens, k, c.n_embd, c.n_ff);
       const double err_h = relMaxDiff(all.h, want.h), err = relMaxDiff(all.out, want.out);
       ASSERT_TRUE(err_h < 1e-5) << what + moe::test::format(": h err %g", err_h);
       ASSERT_TRUE(err < 1e-5) << what + moe::test::format(": err %g", err);
       ASSERT_TRUE(one_by_one.out == all.out) << what + ": experts one by one, reversed, differ in bits";
       ASSERT_TRUE(pairs.out == all.out) << what + ": experts in pairs differ in bits";
+      ASSERT_TRUE(routed.ids == all.ids) << what + ": routing on the device alone chose other experts";
+      ASSERT_TRUE(routed.out == all.out) << what + ": every expert picked on the device differs in bits";
     }
   }
 }
@@ -326,6 +353,9 @@ TEST_F(CudaMoe, biasedClampedExpertsMatchCpu) {
       const moe::RoutingRule rule{n_expert, k, moe::GatingFunc::Softmax, true, 1.0f};
       const LayerRun all = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, false, 64, &oss);
       const LayerRun one_by_one = gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, true, 1, &oss);
+      const LayerRun routed =
+          gpuLayer(ex, x, logits, rule, n_tokens, n_embd, n_ff, false, kEveryExpertRoutedOnDevice, &oss);
+      ASSERT_TRUE(routed.out == all.out) << what + ": every expert picked on the device differs in bits";
       const CpuLayer want = cpuLayer(ex, x, all.ids, all.weights, all.h, n_tokens, k, n_embd, n_ff, &oss);
       const double err_h = relMaxDiff(all.h, want.h), err = relMaxDiff(all.out, want.out);
       ASSERT_TRUE(err_h < 1e-5) << what + moe::test::format(": h err %g", err_h);
@@ -375,7 +405,22 @@ TEST_F(CudaMoe, launchesPerLayerIndependentOfTokensAndTopK) {
     gpu_->moeExperts(call);
     gpu_->moeCombine(outputs.p, routing.p, n_tokens, k, n_embd, out.p);
     const auto after = cudastandin::totals().all;
-    if (run == 0) continue;
+
+    // Every expert of the layer, picked by the device's routing: the same launches,
+    // and the host waits for nothing.
+    std::vector<ExpertWeights> every;
+    for (const ExpertRef& g : ex.gpu) every.push_back(g.weights);
+    gpu_->synchronize();
+    const auto routed_before = cudastandin::totals().all;
+    gpu_->routeTopK(dlogits.p, n_tokens, rule, routing.p, nullptr, nullptr);
+    call.host_ids = nullptr;
+    call.experts = {};
+    call.layer_experts = every;
+    call.layer = 0;
+    gpu_->moeExperts(call);
+    gpu_->moeCombine(outputs.p, routing.p, n_tokens, k, n_embd, out.p);
+    const auto routed = cudastandin::totals().all;
+    if (run == 0) continue;  // it uploaded the layer's expert table
     const uint64_t launches = after.kernel_launches - before.kernel_launches;
     moe::test::info("top-%d, %d tokens, %zu experts: %llu launches, %llu host waits, %llu stream waits", k,
                     n_tokens, refs.size(), (unsigned long long)launches,
@@ -386,12 +431,78 @@ TEST_F(CudaMoe, launchesPerLayerIndependentOfTokensAndTopK) {
     ASSERT_TRUE(launches <= 8);
     ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0));
     ASSERT_EQ(after.host_syncs - before.host_syncs, uint64_t(1));  // the routing read back
+    moe::test::info("  routed on the device: %llu launches, %llu host waits, %llu stream waits",
+                    (unsigned long long)(routed.kernel_launches - routed_before.kernel_launches),
+                    (unsigned long long)(routed.host_syncs - routed_before.host_syncs),
+                    (unsigned long long)(routed.stream_syncs - routed_before.stream_syncs));
+    ASSERT_EQ(routed.kernel_launches - routed_before.kernel_launches, launches_first);
+    ASSERT_EQ(routed.host_syncs - routed_before.host_syncs, uint64_t(0));
+    ASSERT_EQ(routed.stream_syncs - routed_before.stream_syncs, uint64_t(0));
+  }
+}
+#endif
+
+// A resident source that keeps the routing on the host: the MoE block reads the ids
+// back and computes the experts the host names (the offload policies' path).
+class HostRoutedSource final : public moe::ExpertSource {
+ public:
+  explicit HostRoutedSource(moe::ExpertSource& inner) : inner_(inner) {}
+  std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override {
+    return inner_.acquire(layer, experts);
+  }
+  void release(int layer) override { inner_.release(layer); }
+  bool allReady() const override { return inner_.allReady(); }
+  bool wantsLayerInput() const override { return false; }
+
+ private:
+  moe::ExpertSource& inner_;
+};
+
+#if MOECHAT_CUDA_STANDIN
+// Every weight resident: a decode step routes and picks its experts on the device.
+// The host waits once per token, for the logits, and never for a whole stream;
+// the logits are those of the host-routed path, bit for bit.
+TEST_F(CudaMoe, residentDecodeWaitsOnlyForTheLogits) {
+  for (const char* arch : {"qwen3moe", "gpt-oss", "deepseek2"}) {
+    auto spec = moe::synth::tinySpec(arch);
+    const auto bytes = moe::synth::buildModel(spec).toBytes();
+    auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+    const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+    moe::ResidentExpertSource resident(table);
+    HostRoutedSource host_routed(resident);
+    moe::Transformer on_device(*model, *gpu_, resident, 64), on_host(*model, *gpu_, host_routed, 64);
+    std::vector<float> logits_device, logits_host;
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7};
+    on_device.forward(prompt, logits_device);
+    on_host.forward(prompt, logits_host);
+    ASSERT_TRUE(logits_device == logits_host) << arch << ": the prompt's logits differ";
+    for (int32_t next : {9, 4, 11}) {
+      gpu_->synchronize();
+      const auto before = cudastandin::totals().all;
+      on_device.forward(std::span(&next, 1), logits_device);
+      const auto after = cudastandin::totals().all;
+      on_host.forward(std::span(&next, 1), logits_host);
+      const auto host_after = cudastandin::totals().all;
+      moe::test::info(
+          "%s decode step: %llu launches, %llu host waits, %llu stream waits (host-routed: %llu "
+          "host waits)",
+          arch, (unsigned long long)(after.kernel_launches - before.kernel_launches),
+          (unsigned long long)(after.host_syncs - before.host_syncs),
+          (unsigned long long)(after.stream_syncs - before.stream_syncs),
+          (unsigned long long)(host_after.host_syncs - after.host_syncs));
+      ASSERT_EQ(after.host_syncs - before.host_syncs, uint64_t(1)) << arch << ": waits besides the logits";
+      ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0)) << arch;
+      ASSERT_EQ(after.bytes_d2h - before.bytes_d2h, uint64_t(model->config().n_vocab) * sizeof(float))
+          << arch;
+      ASSERT_TRUE(logits_device == logits_host) << arch << ": decode logits differ";
+    }
   }
 }
 #endif
 
 // A decode step of each tiny synthetic model (widened to K-quant rows): the matmul
-// kernels read at most 1.1x the bytes of the weights the step uses.
+// kernels read at most 1.1x the bytes of the weights the step uses (the experts the
+// host names: their bytes are counted from the launches).
 TEST_F(CudaMoe, decodeReadsTheWeightsOnce) {
   for (auto [arch, et, wt] : {std::tuple{"qwen3moe", TensorType::Q4_K, TensorType::Q6_K},
                               std::tuple{"olmoe", TensorType::Q8_0, TensorType::Q4_0},
@@ -403,7 +514,8 @@ TEST_F(CudaMoe, decodeReadsTheWeightsOnce) {
     const auto bytes = moe::synth::buildModel(spec).toBytes();
     auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
-    moe::ResidentExpertSource experts(table);
+    moe::ResidentExpertSource resident(table);
+    HostRoutedSource experts(resident);
     moe::Transformer tf(*model, *gpu_, experts, 64);
     std::vector<float> logits;
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
