@@ -27,7 +27,9 @@ using namespace moe;
 namespace {
 
 std::string dataPath(const std::string& name) {
-  return std::string(MOECHAT_TEST_DATA) + "/tokenizer/" + name;
+  std::string path = MOECHAT_TEST_DATA;
+  path += "/tokenizer/";
+  return path + name;
 }
 
 std::vector<std::string> readLines(const std::string& path) {
