@@ -4,6 +4,7 @@
 // honours cancel between tokens like the real engine.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -17,6 +18,12 @@ class FakeChatEngine final : public ChatEngine {
  public:
   std::vector<std::string> words = {"Hello", " from", " the", " **fake**", " engine", "."};
   std::chrono::milliseconds per_token{0};
+  // True: a reply streams two words, then holds the rest back (until false or
+  // cancelled) while its expert counters go on moving every 20 ms, so a test sees a
+  // reply in progress, its text on screen and live figures, for as long as it needs,
+  // whatever the machine's speed. The two words come 100 ms apart: InferenceWorker
+  // passes text on when a word comes 40 ms (kCoalesceMs) or more after its last emit.
+  std::atomic<bool> hold_after_first{false};
   std::string fail_load_with;   // non-empty: load() throws this
   std::string fail_reply_with;  // non-empty: reply() throws this
   std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
@@ -66,6 +73,13 @@ class FakeChatEngine final : public ChatEngine {
         break;
       }
       if (per_token.count()) std::this_thread::sleep_for(per_token);
+      if (i == 1 && hold_after_first.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      while (i > 1 && hold_after_first.load() && !cancel.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        uses_ += 4;
+        ready_ += 3;
+        prefetched_ += 1;
+      }
       on_text(words[static_cast<size_t>(i)]);
       ++generated_;
       uses_ += 4;

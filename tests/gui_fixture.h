@@ -18,6 +18,16 @@
 
 namespace moe::test {
 
+// Handles every event queued so far, and those they queue in turn (layouts, scroll
+// bars, resizes, palette changes), without waiting for time to pass: what a check
+// of settled geometry needs, on a fast machine or a slow one.
+inline void settle() {
+  for (int round = 0; round < 10; ++round) {
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
+  }
+}
+
 struct GuiApp {
   QTemporaryDir dir;
   std::optional<AppDatabase> db;

@@ -5,6 +5,7 @@
 // wizard opens big enough for every page; in the dark theme error text, links
 // and the rings of radio buttons read against their background.
 #include <QApplication>
+#include <QDeadlineTimer>
 #include <QDockWidget>
 #include <QImage>
 #include <QLabel>
@@ -75,7 +76,7 @@ class GuiLayoutTest : public QObject {
       for (QSize screen : {QSize(1280, 800), QSize(1024, 700)}) {
         w.perfStrip()->setDetailsShown(details);
         w.resize(screen);
-        QTest::qWait(50);
+        test::settle();
         QCOMPARE(w.size(), screen);
         // The strip's visible tiles side by side, none squeezed below what it needs nor
         // over its neighbour.
@@ -112,7 +113,7 @@ class GuiLayoutTest : public QObject {
         "Reloading Demo model with a 12.0 GB budget once the reply in progress ends, then the cache plan "
         "follows and the figures of the strip start again from the next reply";
     bar->showMessage(message);
-    QTest::qWait(20);
+    test::settle();
     const QRect r = bar->messageRect();
     QVERIFY2(
         r.right() < model->x(),
@@ -130,8 +131,8 @@ class GuiLayoutTest : public QObject {
   void stripAndDockStayPutWhileAReplyStreams() {
     auto engine = std::make_unique<test::FakeChatEngine>();
     test::FakeChatEngine* fake = engine.get();
-    fake->per_token = std::chrono::milliseconds(60);
     fake->words.assign(20, " word");
+    fake->hold_after_first = true;  // the reply streams until the test lets it end
     test::GuiApp app(std::move(engine));
     QVERIFY(app.loadDemo());
     MainWindow& w = *app.window;
@@ -139,7 +140,7 @@ class GuiLayoutTest : public QObject {
     w.perfStrip()->setDetailsShown(true);
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     w.perfStrip()->pollNow();
-    QTest::qWait(20);
+    test::settle();
     const QList<QRect> idle = tileGeometry(w);
     const QString idle_text = w.perfStrip()->findChild<QLabel*>("perfExperts")->text();
 
@@ -148,16 +149,25 @@ class GuiLayoutTest : public QObject {
     QTest::keyClicks(edit, "stream something");
     QTest::keyClick(edit, Qt::Key_Return);
     QTRY_VERIFY_WITH_TIMEOUT(fake->replies.load() == 1 && app.chat->busy(), 10000);
-    QTest::qWait(300);
-    w.perfStrip()->pollNow();
-    QTest::qWait(20);
-    const QString streaming_text = w.perfStrip()->findChild<QLabel*>("perfExperts")->text();
-    QVERIFY2(streaming_text != idle_text, qPrintable(streaming_text));  // the texts did change
+    // The strip's texts change while the reply streams (its figures of this reply),
+    // and no tile moves. The figures are rates between two polls: poll until one
+    // interval saw the engine's counters move (the held reply keeps them moving).
+    auto* experts = w.perfStrip()->findChild<QLabel*>("perfExperts");
+    QString streaming_text = idle_text;
+    for (QDeadlineTimer deadline(20000); streaming_text == idle_text && !deadline.hasExpired();) {
+      QTest::qWait(30);
+      w.perfStrip()->pollNow();
+      test::settle();
+      streaming_text = experts->text();
+    }
+    QVERIFY2(streaming_text != idle_text, qPrintable(streaming_text));
+    QVERIFY(app.chat->busy());
     QCOMPARE(tileGeometry(w), idle);
+    fake->hold_after_first = false;
     QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 20000);
     w.perfStrip()->pollNow();
     w.perfStrip()->pollNow();  // idle again: "last reply: ..."
-    QTest::qWait(20);
+    test::settle();
     QVERIFY(w.perfStrip()->findChild<QLabel*>("perfExpertsCaption")->text().endsWith("last reply"));
     QCOMPARE(tileGeometry(w), idle);
   }
@@ -208,7 +218,7 @@ class GuiLayoutTest : public QObject {
     };
     QVERIFY(count(light_link) > 10);  // the link is there, in the light theme's colour
     applyTheme(*app, "dark");
-    QTest::qWait(50);
+    test::settle();
     const QColor dark_link = QApplication::palette().color(QPalette::Link);
     QVERIFY(dark_link != light_link);
     QCOMPARE(count(light_link), 0);

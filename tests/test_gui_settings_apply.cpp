@@ -104,7 +104,8 @@ class GuiSettingsApplyTest : public QObject {
   // complete and stored whole, then the model reloads with the new policy.
   void changeDuringAReplyWaitsForItsEnd() {
     auto engine = std::make_unique<test::FakeChatEngine>();
-    engine->per_token = std::chrono::milliseconds(15);
+    test::FakeChatEngine* fake = engine.get();
+    engine->hold_after_first = true;  // the reply streams until the test lets it end
     engine->words.clear();
     for (int i = 0; i < 40; ++i) engine->words.push_back(" w" + std::to_string(i));
     std::string whole;
@@ -140,6 +141,7 @@ class GuiSettingsApplyTest : public QObject {
     QVERIFY(app.chat->busy());  // the reply goes on
     QVERIFY2(statusText(app).contains("reloads with the reactive-lru policy when this reply ends"),
              qPrintable(statusText(app)));
+    fake->hold_after_first = false;
 
     QTRY_VERIFY_WITH_TIMEOUT(events.size() >= 4 && events.last().startsWith("loaded:"), 30000);
     QCOMPARE(events.size(), 4);
@@ -159,7 +161,7 @@ class GuiSettingsApplyTest : public QObject {
   // Stopped instead: the text so far is stored (stopped), then the reload runs.
   void stoppingAReplyLetsThePendingReloadRun() {
     auto engine = std::make_unique<test::FakeChatEngine>();
-    engine->per_token = std::chrono::milliseconds(20);
+    engine->hold_after_first = true;  // streams until stopped
     engine->words.assign(200, " word");
     test::GuiApp app(std::move(engine));
     QVERIFY(app.loadDemo());
@@ -185,7 +187,7 @@ class GuiSettingsApplyTest : public QObject {
   // Set back before the reply ends: none.
   void oneReloadPerChangeAndNoneWhenSetBack() {
     auto engine = std::make_unique<test::FakeChatEngine>();
-    engine->per_token = std::chrono::milliseconds(20);
+    test::FakeChatEngine* fake = engine.get();
     engine->words.assign(100, " word");
     test::GuiApp app(std::move(engine));
     app.settings->setCachePolicy("proactive");
@@ -199,6 +201,7 @@ class GuiSettingsApplyTest : public QObject {
     QTRY_VERIFY(app.chat->modelReady());
     QCOMPARE(QString::fromStdString(app.chat->model()->policy), QString("static"));
 
+    fake->hold_after_first = true;  // the reply streams until the test lets it end
     auto* edit = app.window->composer()->editor();
     QTest::keyClicks(edit, "Hello");
     QTest::keyClick(edit, Qt::Key_Return);
@@ -209,8 +212,10 @@ class GuiSettingsApplyTest : public QObject {
     app.settings->setVramBudgetBytes(10'500'000'000);
     QTRY_VERIFY(!app.chat->reloadPending());
     QVERIFY2(statusText(app).startsWith("Demo model"), qPrintable(statusText(app)));
+    QVERIFY(app.chat->busy());
+    fake->hold_after_first = false;
     QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 30000);
-    QTest::qWait(50);
+    test::settle();  // a reload the reply's end would start has been asked for by now
     QCOMPARE(reloading.count(), 1);
   }
 
@@ -219,7 +224,8 @@ class GuiSettingsApplyTest : public QObject {
   // are then.
   void predictorReloadWaitsForTheReplyToo() {
     auto engine = std::make_unique<test::FakeChatEngine>();
-    engine->per_token = std::chrono::milliseconds(15);
+    test::FakeChatEngine* fake = engine.get();
+    engine->hold_after_first = true;  // the reply streams until the test lets it end
     engine->words.assign(40, " word");
     test::GuiApp app(std::move(engine));
     app.settings->setCachePolicy("proactive");
@@ -235,6 +241,7 @@ class GuiSettingsApplyTest : public QObject {
     QVERIFY2(statusText(app).contains("Demo model reloads with its new predictor when this reply ends"),
              qPrintable(statusText(app)));
     app.settings->setCachePolicy("static");  // meanwhile
+    fake->hold_after_first = false;
     QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), 30000);
     QCOMPARE(app.store->message(reply)->state, MessageState::Complete);
     QCOMPARE(app.store->message(reply)->text.size(), size_t(40 * 5));
@@ -242,7 +249,7 @@ class GuiSettingsApplyTest : public QObject {
     QCOMPARE(reloading.count(), 1);
     QCOMPARE(reloading[0][0].toString(), QString("Reloading Demo model with its new predictor…"));
     QCOMPARE(QString::fromStdString(app.chat->model()->policy), QString("static"));
-    QTest::qWait(50);
+    test::settle();
     QCOMPARE(reloading.count(), 1);  // the policy change rode along: no second reload
   }
 
@@ -250,7 +257,7 @@ class GuiSettingsApplyTest : public QObject {
     test::GuiApp app(std::make_unique<test::FakeChatEngine>());
     QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);
     app.settings->setVramBudgetBytes(8'000'000'000);
-    QTest::qWait(20);
+    test::settle();
     QCOMPARE(reloading.count(), 0);
     QVERIFY(!app.chat->modelReady());
     auto dlg = app.window->makeSettingsDialog();

@@ -252,6 +252,11 @@ void ChatView::setMessages(const std::vector<MessageItem>& messages) {
 
 MessageBubble* ChatView::makeBubble(const MessageItem& m) {
   auto* b = new MessageBubble(m, content_);
+  // Shown now, not by the layout's queued show: until then the column measures
+  // without it, and a scroll area that settles its scroll bars in between squeezes
+  // the messages into the viewport (seen on a loaded machine: 60-line replies cut
+  // to 184 px, no scroll bar).
+  b->show();
   connect(b, &MessageBubble::copyRequested, this, &ChatView::copyRequested);
   connect(b, &MessageBubble::editRequested, this, &ChatView::editRequested);
   connect(b, &MessageBubble::regenerateRequested, this, &ChatView::regenerateRequested);
