@@ -57,6 +57,12 @@ inline bool kvHoldsRows(const KvCache& kv, int pos0, int n_tokens, const Attenti
 // Where a backend computes: the host CPU or a CUDA device.
 enum class Device { kCpu, kCuda };
 
+// A decode step's recording broke (Backend::beginStepCapture): nothing of it ran.
+class StepCaptureFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -219,6 +225,17 @@ class Backend {
     uint64_t bytes_read = 0;
   };
   virtual MatmulTraffic matmulTraffic() const { return {}; }
+
+  // A decode step recorded and replayed as one graph (a device backend: one launch
+  // per step instead of one per op). beginStepCapture() returns false where the
+  // backend does not record: the ops then run as they are called. Between it and
+  // endStepCapture(), which runs what was recorded, no op may wait for the device;
+  // one that would (or a recording that fails) throws StepCaptureFailed, after which
+  // nothing recorded has run: the caller calls abortStepCapture() and runs the step
+  // again without recording. Any other exception: abortStepCapture() too.
+  virtual bool beginStepCapture() { return false; }
+  virtual void endStepCapture() {}
+  virtual void abortStepCapture() noexcept {}
 
   // Host <-> backend transfers (same memory for the CPU backend).
   virtual void toHost(float* host_dst, const float* src, size_t n) = 0;

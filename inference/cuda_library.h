@@ -20,7 +20,7 @@ class Backend;
 class OffloadDevice;
 
 // Raised whenever Backend, OffloadDevice or this table changes shape.
-inline constexpr int kCudaLibraryInterface = 2;
+inline constexpr int kCudaLibraryInterface = 3;
 
 // What the CUDA code asked of the device so far, every stream together.
 struct CudaWorkCounters {
@@ -29,6 +29,7 @@ struct CudaWorkCounters {
   uint64_t bytes_h2d = 0;        // host -> device bytes copied
   uint64_t bytes_d2h = 0;        // device -> host bytes copied
   uint64_t stream_syncs = 0;     // of host_syncs, waits for a whole stream or the device (not an event)
+  uint64_t graph_launches = 0;   // recorded steps replayed (each runs many kernels with one launch)
 };
 
 // What the library's entry point (kCudaLibraryEntry) returns.

@@ -92,15 +92,44 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
 }
 
 // One batch of n <= kMaxBatch tokens at positions n_past_..; logits go to
-// logits[logits_offset..] unless logits_offset is kNoLogits.
+// logits[logits_offset..] unless logits_offset is kNoLogits. A decode step that
+// never needs the host before its logits is recorded and replayed as one graph
+// where the backend can (Backend::beginStepCapture).
 void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
                                size_t logits_offset) {
   const int n = static_cast<int>(tokens.size());
-  const auto& w = model_.weights();
   positions_.resize(n);
   std::iota(positions_.begin(), positions_.end(), n_past_);
   if (on_batch_) on_batch_({n_past_, tokens});
+  const bool wanted = logits_offset != kNoLogits;
+  // Only the rows whose logits are wanted go through the output projection.
+  const int first_row = all_logits ? 0 : n - 1;
+  const int rows = n - first_row;
 
+  bool ran = false;
+  if (n == 1 && wanted && stepStaysOnTheDevice() && backend_.beginStepCapture()) {
+    try {
+      computeBatch(tokens, first_row, rows);
+      backend_.endStepCapture();
+      ran = true;
+    } catch (const StepCaptureFailed&) {
+      backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op below
+    } catch (...) {
+      backend_.abortStepCapture();
+      throw;
+    }
+  }
+  if (!ran) computeBatch(tokens, first_row, wanted ? rows : 0);
+  n_past_ += n;
+  if (wanted)
+    backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+}
+
+// Every layer of the batch, then (rows > 0) the output norm and projection of its
+// last `rows` rows into s_->logits.
+void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, int rows) {
+  const int n = static_cast<int>(tokens.size());
+  const auto& w = model_.weights();
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
   pending_residual_ = nullptr;  // a cancelled step may have left one
   reportHidden(0, n);
@@ -113,15 +142,10 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
       denseFfn(il, n);
     reportHidden(il + 1, n);
   }
-  n_past_ += n;
-  if (logits_offset == kNoLogits) {
+  if (rows == 0) {
     pending_residual_ = nullptr;  // the stream is not read again: the next step embeds anew
     return;
   }
-
-  // Only the rows whose logits are wanted go through the output projection.
-  const int first_row = all_logits ? 0 : n - 1;
-  const int rows = n - first_row;
   const size_t E = cfg_.n_embd;
   // The last block's output joins the stream in the output norm, for the rows read.
   if (pending_residual_)
@@ -131,7 +155,16 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
     backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
   pending_residual_ = nullptr;
   backend_.matmul(w.output, s_->xn, s_->logits, rows);
-  backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+}
+
+// Whether a step needs the host only for its logits: no observer reads the hidden
+// states or the routing, and every MoE layer routes and picks its experts on the
+// backend (moeBlockOnDevice).
+bool Transformer::stepStaysOnTheDevice() const {
+  if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_) return false;
+  for (int il = 0; il < cfg_.n_layer; ++il)
+    if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
+  return true;
 }
 
 void Transformer::reportHidden(int index, int n) {

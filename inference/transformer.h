@@ -76,6 +76,8 @@ class Transformer {
   struct Scratch;
   void forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
                     size_t logits_offset);
+  void computeBatch(std::span<const int32_t> tokens, int first_row, int rows);
+  bool stepStaysOnTheDevice() const;
   void attentionBlock(int il, int n);
   void latentAttentionBlock(int il, int n);  // deepseek2 (transformer_mla.cpp)
   void normInput(const float* weight, int n);

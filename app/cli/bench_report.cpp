@@ -28,16 +28,16 @@ bool predictorGain(const std::vector<BenchRow>& rows, double& lru, double& pro) 
 
 constexpr const char kStandinTimingsNote[] =
     "computed by the CPU stand-in of the CUDA runtime: times and rates say nothing about a GPU; the "
-    "device_work counts (kernel launches, host syncs, bytes copied) are what the CUDA code asked of the "
-    "device";
+    "device_work counts (kernel launches, graph launches, host syncs, bytes copied) are what the CUDA "
+    "code asked of the device";
 
 void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
   const double n = tokens > 0 ? tokens : 1;
   std::printf(
       "{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"stream_syncs\": %.3f, \"bytes_h2d\": %.1f, "
-      "\"bytes_d2h\": %.1f}",
+      "\"bytes_d2h\": %.1f, \"graph_launches\": %.3f}",
       double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.stream_syncs) / n,
-      double(w.bytes_h2d) / n, double(w.bytes_d2h) / n);
+      double(w.bytes_h2d) / n, double(w.bytes_d2h) / n, double(w.graph_launches) / n);
 }
 
 }  // namespace

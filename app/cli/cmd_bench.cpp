@@ -48,8 +48,12 @@ GenerationParams greedy(int n) {
 }
 
 CudaWorkCounters workBetween(const CudaWorkCounters& a, const CudaWorkCounters& b) {
-  return {b.kernel_launches - a.kernel_launches, b.host_syncs - a.host_syncs, b.bytes_h2d - a.bytes_h2d,
-          b.bytes_d2h - a.bytes_d2h, b.stream_syncs - a.stream_syncs};
+  return {b.kernel_launches - a.kernel_launches,
+          b.host_syncs - a.host_syncs,
+          b.bytes_h2d - a.bytes_h2d,
+          b.bytes_d2h - a.bytes_d2h,
+          b.stream_syncs - a.stream_syncs,
+          b.graph_launches - a.graph_launches};
 }
 
 // One policy, from an empty cache. `used` (optional) collects every (layer, expert) the gates chose.

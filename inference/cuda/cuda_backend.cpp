@@ -33,6 +33,9 @@ CudaBackend::CudaBackend() {
     checkCublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 GEMMs (no TF32 tensor-core rounding of the inputs).
     checkCublas(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    // A workspace of its own, so a recorded step's GEMMs never ask cuBLAS to allocate.
+    cublas_workspace_ = cudaMallocOrThrow(kCublasWorkspaceBytes, "cuBLAS workspace");
+    checkCublas(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes), "cublasSetWorkspace");
     cuda::launchProbe(stream_);  // fails here, readably, when no kernel image fits this GPU
     synchronize();
   } catch (...) {
@@ -44,7 +47,9 @@ CudaBackend::CudaBackend() {
 CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::release() noexcept {
+  abortStepCapture();
   if (stream_) cudaStreamSynchronize(stream_);
+  if (step_graph_) cudaGraphExecDestroy(step_graph_), step_graph_ = nullptr;
   for (float* p : allocations_) cudaFree(p);
   allocations_.clear();
   selection_biases_.clear();  // their device copies were among allocations_
@@ -60,6 +65,7 @@ void CudaBackend::release() noexcept {
     if (b.done) cudaEventDestroy(b.done), b.done = nullptr;
   }
   if (cublas_) cublasDestroy(cublas_), cublas_ = nullptr;
+  if (cublas_workspace_) cudaFree(cublas_workspace_), cublas_workspace_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_), stream_ = nullptr;
   cudaGetLastError();  // nothing here may leave an error for the next CUDA user
 }
@@ -70,6 +76,7 @@ std::string CudaBackend::name() const {
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
   if (s.bytes >= bytes) return s.ptr;
+  refuseWhileCapturing(what);
   synchronize();  // queued kernels may still read the old buffer
   if (s.ptr) checkCuda(cudaFree(s.ptr), "cudaFree (scratch)");
   s.ptr = nullptr;
@@ -122,7 +129,78 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
     }
 }
 
-void CudaBackend::synchronize() { checkCuda(cudaStreamSynchronize(stream_), "cuda backend: synchronize"); }
+void CudaBackend::synchronize() {
+  refuseWhileCapturing("cuda backend: synchronize");
+  checkCuda(cudaStreamSynchronize(stream_), "cuda backend: synchronize");
+}
+
+// ---------------------------------------------------------------------------
+// Decode steps as graphs
+
+// A step that waits once will wait again: steps run op by op from then on.
+void CudaBackend::refuseWhileCapturing(const char* what) {
+  if (!capturing_) return;
+  graphs_failed_ = true;
+  throw StepCaptureFailed(std::string("a recorded step cannot wait for the device: ") + what);
+}
+
+bool CudaBackend::beginStepCapture() {
+  if (graphs_failed_ || capturing_) return false;
+  checkCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  capturing_ = true;
+  capture_uploads_ = 0;
+  return true;
+}
+
+void CudaBackend::endStepCapture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess || !graph) {
+    cudaGetLastError();
+    graphs_failed_ = true;
+    forgetUploads();
+    throw StepCaptureFailed("cuda backend: recording the step failed");
+  }
+  // The same shape as the last step (the usual case): its executable graph takes the
+  // new arguments; else a new one.
+  if (step_graph_) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(step_graph_, graph, &info) != cudaSuccess) {
+      cudaGetLastError();
+      cudaGraphExecDestroy(step_graph_);
+      step_graph_ = nullptr;
+    }
+  }
+  cudaError_t made = cudaSuccess;
+  if (!step_graph_) made = cudaGraphInstantiate(&step_graph_, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    cudaGetLastError();
+    step_graph_ = nullptr;
+    graphs_failed_ = true;
+    forgetUploads();
+    throw StepCaptureFailed("cuda backend: instantiating the step's graph failed");
+  }
+  checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
+  ++step_graph_launches_;
+}
+
+void CudaBackend::abortStepCapture() noexcept {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream_, &graph);
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a broken capture's error is not the next call's
+  forgetUploads();
+}
+
+void CudaBackend::forgetUploads() {
+  rope_positions_.clear();
+  for (auto& [host, bias] : selection_biases_) bias.values.clear();
+  std::fill(layer_experts_host_.begin(), layer_experts_host_.end(), nullptr);
+}
 
 // ---------------------------------------------------------------------------
 // Memory
@@ -251,6 +329,7 @@ void* CudaBackend::pinned(size_t bytes) {
 
 void CudaBackend::readBack(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  refuseWhileCapturing("cuda backend: read back");
   void* staging = pinned(bytes);
   checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), "cuda backend: read back");
   checkCuda(cudaEventRecord(readback_done_, stream_), "cuda backend: read back: cudaEventRecord");
@@ -273,11 +352,20 @@ void CudaBackend::fromHost(float* dst, const float* host_src, size_t n) {
 // event, in practice long done: the ring turns over once per several uploads).
 void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* what) {
   if (bytes == 0) return;
+  // A recorded step's copies read their pinned buffers when the graph runs: each
+  // needs a buffer of its own until then (the step before has completed: its
+  // logits were read back).
+  if (capturing_ && ++capture_uploads_ > kUploadRing)
+    refuseWhileCapturing("more uploads than pinned buffers");
   UploadBuffer& b = uploads_[next_upload_];
   next_upload_ = (next_upload_ + 1) % kUploadRing;
-  if (b.pending && cudaEventQuery(b.done) != cudaSuccess) checkCuda(cudaEventSynchronize(b.done), what);
+  if (b.pending && cudaEventQuery(b.done) != cudaSuccess) {
+    refuseWhileCapturing(what);
+    checkCuda(cudaEventSynchronize(b.done), what);
+  }
   b.pending = false;
   if (b.bytes < bytes) {
+    refuseWhileCapturing(what);
     if (b.ptr) cudaFreeHost(b.ptr);
     b.ptr = nullptr;
     b.bytes = 0;
@@ -286,6 +374,7 @@ void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* w
   }
   std::memcpy(b.ptr, src, bytes);
   checkCuda(cudaMemcpyAsync(dst, b.ptr, bytes, cudaMemcpyHostToDevice, stream_), what);
+  if (capturing_) return;
   checkCuda(cudaEventRecord(b.done, stream_), what);
   b.pending = true;
 }

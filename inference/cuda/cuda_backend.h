@@ -89,6 +89,13 @@ class CudaBackend final : public Backend {
   void moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,
                   float* out) override;
   MatmulTraffic matmulTraffic() const override { return traffic_; }
+  // Decode steps as graphs: recorded with cudaStreamCaptureModeThreadLocal, the
+  // executable graph updated in place when the next step has the same shape
+  // (cudaGraphExecUpdate), instantiated anew when not.
+  bool beginStepCapture() override;
+  void endStepCapture() override;
+  void abortStepCapture() noexcept override;
+  uint64_t stepGraphLaunches() const { return step_graph_launches_; }
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override;
@@ -171,9 +178,24 @@ class CudaBackend final : public Backend {
     bool pending = false;
   };
   static constexpr int kUploadRing = 4;
+  static constexpr size_t kCublasWorkspaceBytes = size_t{4} << 20;
   UploadBuffer uploads_[kUploadRing];
   int next_upload_ = 0;
   MatmulTraffic traffic_;
+  // Step capture: whether the stream records now, the uploads it recorded (each needs
+  // its own pinned ring buffer until the graph has run), the executable graph, and
+  // whether recording failed once (then steps run op by op for the backend's life).
+  bool capturing_ = false;
+  int capture_uploads_ = 0;
+  cudaGraphExec_t step_graph_ = nullptr;
+  bool graphs_failed_ = false;
+  uint64_t step_graph_launches_ = 0;
+  void* cublas_workspace_ = nullptr;
+  // Throws StepCaptureFailed when the stream records: `what` would wait for the device.
+  void refuseWhileCapturing(const char* what);
+  // Forgets what the host believes was uploaded (the rope table, selection biases,
+  // expert tables): after a recording that never ran, they are uploaded again.
+  void forgetUploads();
   // The rope table of the last call: every layer's q and k rotate by the same positions.
   std::vector<int32_t> rope_positions_;
   int rope_n_rot_ = 0;

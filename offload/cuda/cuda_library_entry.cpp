@@ -75,6 +75,7 @@ void workCounters(CudaWorkCounters* out) {
   out->bytes_h2d = d.all.bytes_h2d;
   out->bytes_d2h = d.all.bytes_d2h;
   out->stream_syncs = d.all.stream_syncs + d.device_syncs;
+  out->graph_launches = d.all.graph_launches;
 }
 constexpr auto kWorkCounters = workCounters;
 #else

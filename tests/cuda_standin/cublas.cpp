@@ -35,6 +35,14 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The stand-in's GEMM needs no workspace; a workspace must be device memory.
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes > 0 && (!workspace || !cudastandin::detail::deviceAccessible(workspace)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->mode = mode;

@@ -236,6 +236,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t e = forbiddenWhileCapturing("cudaDeviceSynchronize")) return e;
   Device& d = device();
   d.synchronizeAll();
   {
@@ -263,6 +264,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (const cudaError_t e = forbiddenWhileCapturing("cudaMalloc")) return e;
   if (const cudaError_t s = sticky()) return s;
   if (bytes == 0) return cudaSuccess;
   Device& d = device();
@@ -286,6 +288,7 @@ namespace {
 // Frees an allocation of `kind` after the device is idle (cudaFree and cudaFreeHost
 // wait for queued work, so no kernel can still be reading the memory).
 cudaError_t freeKind(void* ptr, MemoryKind kind) {
+  if (const cudaError_t e = forbiddenWhileCapturing("a free")) return e;
   if (!ptr) return cudaSuccess;
   Device& d = device();
   d.synchronizeAll();
@@ -310,6 +313,7 @@ cudaError_t cudaFree(void* ptr) { return freeKind(ptr, MemoryKind::Device); }
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (const cudaError_t e = forbiddenWhileCapturing("cudaHostAlloc")) return e;
   if (const cudaError_t s = sticky()) return s;
   // The driver cannot pin more than the machine has (and a sanitizer's allocator
   // aborts on absurd sizes instead of returning null).

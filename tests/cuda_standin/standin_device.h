@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda_standin.h"
 
@@ -23,6 +24,14 @@ enum class MemoryKind { Device, Pinned, Registered };
 struct Allocation {
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Device;
+};
+
+// What a stream recorded between cudaStreamBeginCapture and cudaStreamEndCapture:
+// the operations, in order, with the arguments they were given then.
+struct CapturedGraph {
+  std::vector<std::function<void()>> ops;
+  bool invalidated = false;  // a forbidden call broke the capture
+  std::string why;
 };
 
 // An in-order queue of operations run by its own thread, so that work queued on a
@@ -36,6 +45,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
+  // Queues op, or records it when the stream captures.
   void enqueue(std::function<void()> op);
   // An operation that runs even after a fault: an event's completion, so that a
   // recover()ed device has no event left waiting for work that was dropped (while
@@ -46,8 +56,13 @@ class Stream {
 
   struct Counts {
     std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, wrong_device_ops{0},
-        bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0}, copies{0};
+        bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0}, copies{0}, graph_launches{0}, captured_kernels{0};
   } counts;
+  // The graph being recorded (cudaStreamBeginCapture), or null. Set and read by the
+  // capturing thread only.
+  std::shared_ptr<CapturedGraph> capture;
+  // Breaks the stream's capture (if any) for `why`; returns the error the call gets.
+  cudaError_t breakCapture(const char* why);
   StreamCounters snapshot() const;
   const int device;
 
@@ -71,6 +86,7 @@ struct EventState {
   uint64_t recorded = 0, completed = 0;  // guarded by Device::event_mu
   std::chrono::steady_clock::time_point completed_at;
   Stream* last_stream = nullptr;
+  const CapturedGraph* capture = nullptr;  // the capture the last record was made in, if any
 };
 
 class Device {
@@ -130,6 +146,12 @@ inline cudaError_t fail(cudaError_t error) {
 inline cudaError_t sticky() {
   return static_cast<cudaError_t>(device().sticky.load(std::memory_order_acquire));
 }
+
+// The stream the calling thread captures on, or null (a thread captures one stream at a time).
+Stream*& capturingStream();
+// Where the calling thread captures: its capture is broken for `why` and the error
+// for the forbidden call returned; cudaSuccess where it does not capture.
+cudaError_t forbiddenWhileCapturing(const char* why);
 
 // Queues a kernel-like operation (a kernel, a cuBLAS call): counted as a launch,
 // subject to kernel fault injection. Returns false (last error set) after a sticky error.

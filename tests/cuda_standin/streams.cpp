@@ -32,6 +32,10 @@ Stream::~Stream() {
 void Stream::enqueue(std::function<void()> op) {
   if (device >= 0 && currentDevice() != device)
     counts.wrong_device_ops.fetch_add(1, std::memory_order_relaxed);
+  if (capture) {
+    capture->ops.push_back(std::move(op));
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     queue_.push_back({std::move(op), false});
@@ -40,6 +44,10 @@ void Stream::enqueue(std::function<void()> op) {
 }
 
 void Stream::enqueueMarker(std::function<void()> op) {
+  if (capture) {
+    capture->ops.push_back(std::move(op));
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     queue_.push_back({std::move(op), true});
@@ -88,6 +96,8 @@ StreamCounters Stream::snapshot() const {
   c.bytes_d2h = counts.bytes_d2h.load();
   c.bytes_d2d = counts.bytes_d2d.load();
   c.copies = counts.copies.load();
+  c.graph_launches = counts.graph_launches.load();
+  c.captured_kernels = counts.captured_kernels.load();
   return c;
 }
 
@@ -103,7 +113,7 @@ bool enqueueLaunch(cudaStream_t stream, std::function<void()> run) {
     inject = Device::countdown(d.fail_kernel_at);
   }
   Stream& s = d.stream(stream);
-  s.counts.kernel_launches.fetch_add(1, std::memory_order_relaxed);
+  (s.capture ? s.counts.captured_kernels : s.counts.kernel_launches).fetch_add(1, std::memory_order_relaxed);
   if (inject)
     s.enqueue([] { device().setSticky(cudaErrorLaunchFailure, "injected kernel fault (failKernelAt)"); });
   else
@@ -166,6 +176,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Stream& s = device().stream(stream);
+  if (s.capture) return s.breakCapture("cudaStreamSynchronize on a capturing stream");
+  if (const cudaError_t e = forbiddenWhileCapturing("cudaStreamSynchronize")) return e;
   s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
   s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
   s.synchronize();
@@ -174,6 +186,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (const cudaError_t s = sticky()) return s;
+  if (Stream& c = device().stream(stream); c.capture) return c.breakCapture("cudaStreamQuery on a capturing stream");
   return device().stream(stream).idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -220,6 +233,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     std::lock_guard lock(d.event_mu);
     number = ++state->recorded;
     state->last_stream = &s;
+    state->capture = s.capture.get();
   }
   s.enqueueMarker([state, number] {
     Device& dev = device();
@@ -242,6 +256,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = forbiddenWhileCapturing("cudaEventSynchronize")) return e;
   Device& d = device();
   std::unique_lock lock(d.event_mu);
   EventState& e = *event->state;
@@ -257,12 +272,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   Device& d = device();
   std::shared_ptr<EventState> state = event->state;
   uint64_t number = 0;
+  const CapturedGraph* recorded_in = nullptr;
   {
     std::lock_guard lock(d.event_mu);
     number = state->recorded;  // the record at the time of the call; later records do not matter
+    recorded_in = state->capture;
   }
+  Stream& waiting = d.stream(stream);
+  if (waiting.capture && number != 0 && recorded_in != waiting.capture.get())  // a wait on work outside the graph
+    return waiting.breakCapture("cudaStreamWaitEvent on an event recorded outside the capture");
   if (number == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  d.stream(stream).enqueue([state, number] {
+  waiting.enqueue([state, number] {
     Device& dev = device();
     std::unique_lock lock(dev.event_mu);
     dev.event_cv.wait(lock, [&] { return state->completed >= number || sticky() != cudaSuccess; });
@@ -321,6 +341,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
 
   Device& d = device();
   Stream& s = d.stream(stream);
+  if (s.capture && (from == Side::Pageable || to == Side::Pageable) && kind != cudaMemcpyHostToHost)
+    return s.breakCapture("a copy from or to pageable host memory on a capturing stream");
   s.counts.copies.fetch_add(1, std::memory_order_relaxed);
   bool inject = false;
   {

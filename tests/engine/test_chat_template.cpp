@@ -78,7 +78,8 @@ std::vector<std::string> controlTokens(const Tokenizer& t, const std::vector<int
 
 std::string withSpaces(std::string s) {
   const std::string space_symbol = "\xE2\x96\x81";
-  for (size_t pos; (pos = s.find(space_symbol)) != std::string::npos;) s.replace(pos, space_symbol.size(), " ");
+  for (size_t pos; (pos = s.find(space_symbol)) != std::string::npos;)
+    s.replace(pos, space_symbol.size(), " ");
   return s;
 }
 

@@ -12,7 +12,8 @@
 #       `bench --demo-random --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
 #       names (the CPU stand-in): every policy row has its device work per prefill
 #       token and per decode token and the prefill's matmul bytes, resident's decode
-#       waits once per token (the logits), and the timings are labelled as not meaningful; `bench --kernels --backend cuda` on a small
+#       is one graph launch and one wait per token (the logits), and the timings
+#       are labelled as not meaningful; `bench --kernels --backend cuda` on a small
 #       shape gives a row per type asked for, labelled the same way.
 set -uo pipefail
 mode=$1
@@ -57,20 +58,22 @@ bench)
   json=$("$cli" bench --demo-random --backend cuda --json --prompt-tokens 16 --decode-tokens 6) || fail "bench exit $?"
   rows=$(grep -c '{"policy": ' <<<"$json")
   counted=$(grep -c '"device_work": {"per_prefill_token": {"kernel_launches": [0-9.]*, "host_syncs": [0-9.]*, "stream_syncs": [0-9.]*, "bytes_h2d": [0-9.]*' <<<"$json")
-  decode=$(grep -c '"per_decode_token": {"kernel_launches": [1-9]' <<<"$json")
+  # device work per decode token: kernels launched one by one, or a graph launch (resident)
+  decode=$(grep -c -E '"per_decode_token": \{"kernel_launches": ([1-9]|0\.000[^}]*"graph_launches": [1-9])' <<<"$json")
   echo "$json"
   [ "$rows" -ge 5 ] || fail "expected a row per policy (resident, reactive-lru, static, proactive, cpu-experts), got $rows"
   [ "$counted" -eq "$rows" ] || fail "$counted of $rows rows count device work per prefill token"
-  [ "$decode" -eq "$rows" ] || fail "$decode of $rows rows count kernel launches per decode token"
+  [ "$decode" -eq "$rows" ] || fail "$decode of $rows rows count kernel or graph launches per decode token"
   grep -q '"timings_meaningful": false, "timings_note": ' <<<"$json" || fail "timings not labelled"
   prefill=$(grep -c '"matmul_prefill": {"tokens": 16, "weight_bytes": [1-9][0-9]*, "bytes_read": [1-9]' <<<"$json")
   [ "$prefill" -eq "$rows" ] || fail "$prefill of $rows rows report the prefill's matmul bytes"
   echo "ok: $rows policies with device work per prefill and decode token"
-  # resident routes on the device: a decode token waits once, for the logits.
+  # resident routes on the device: a decode token is one graph launch and one wait, for the logits.
   resident=$(grep -o '{"policy": "resident".*' <<<"$json" | grep -o '"per_decode_token": {[^}]*}' | head -1)
-  grep -q '"host_syncs": 1.000, "stream_syncs": 0.000' <<<"$resident" ||
-    fail "resident decode: expected 1 host wait (the logits) and 0 stream waits per token: $resident"
-  echo "ok: resident decode waits once per token (the logits)"
+  grep -q '"kernel_launches": 0.000, "host_syncs": 1.000, "stream_syncs": 0.000' <<<"$resident" ||
+    fail "resident decode: expected no kernel launched alone, 1 host wait (the logits), 0 stream waits: $resident"
+  grep -q '"graph_launches": 1.000' <<<"$resident" || fail "resident decode: expected 1 graph launch: $resident"
+  echo "ok: resident decode is one graph launch and one wait per token (the logits)"
   kern=$("$cli" bench --kernels --backend cuda --rows 64 --cols 256 --batch 3 --set-mb 1 --bw-mb 1 \
     --types Q8_0,Q4_K,MXFP4 --json) || fail "bench --kernels exit $?"
   echo "$kern"

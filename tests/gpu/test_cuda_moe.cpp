@@ -459,10 +459,11 @@ class HostRoutedSource final : public moe::ExpertSource {
 };
 
 #if MOECHAT_CUDA_STANDIN
-// Every weight resident: a decode step routes and picks its experts on the device.
-// The host waits once per token, for the logits, and never for a whole stream;
-// the logits are those of the host-routed path, bit for bit.
-TEST_F(CudaMoe, residentDecodeWaitsOnlyForTheLogits) {
+// Every weight resident: a decode step routes and picks its experts on the device,
+// is recorded and replayed as one graph (no kernel launched one by one), and the
+// host waits once per token, for the logits, never for a whole stream; the logits
+// are those of the host-routed path (launched op by op), bit for bit.
+TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
   for (const char* arch : {"qwen3moe", "gpt-oss", "deepseek2"}) {
     auto spec = moe::synth::tinySpec(arch);
     const auto bytes = moe::synth::buildModel(spec).toBytes();
@@ -484,12 +485,21 @@ TEST_F(CudaMoe, residentDecodeWaitsOnlyForTheLogits) {
       on_host.forward(std::span(&next, 1), logits_host);
       const auto host_after = cudastandin::totals().all;
       moe::test::info(
-          "%s decode step: %llu launches, %llu host waits, %llu stream waits (host-routed: %llu "
-          "host waits)",
-          arch, (unsigned long long)(after.kernel_launches - before.kernel_launches),
+          "%s decode step: %llu graph launches (%llu kernels recorded), %llu kernel launches, %llu "
+          "host waits, %llu stream waits (host-routed: %llu kernel launches, %llu host waits)",
+          arch, (unsigned long long)(after.graph_launches - before.graph_launches),
+          (unsigned long long)(after.captured_kernels - before.captured_kernels),
+          (unsigned long long)(after.kernel_launches - before.kernel_launches),
           (unsigned long long)(after.host_syncs - before.host_syncs),
           (unsigned long long)(after.stream_syncs - before.stream_syncs),
+          (unsigned long long)(host_after.kernel_launches - after.kernel_launches),
           (unsigned long long)(host_after.host_syncs - after.host_syncs));
+      ASSERT_EQ(after.graph_launches - before.graph_launches, uint64_t(1))
+          << arch << ": the step is not one graph";
+      ASSERT_EQ(after.kernel_launches - before.kernel_launches, uint64_t(0))
+          << arch << ": kernels launched one by one";
+      ASSERT_EQ(host_after.graph_launches - after.graph_launches, uint64_t(0))
+          << arch << ": host-routed as a graph";
       ASSERT_EQ(after.host_syncs - before.host_syncs, uint64_t(1)) << arch << ": waits besides the logits";
       ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0)) << arch;
       ASSERT_EQ(after.bytes_d2h - before.bytes_d2h, uint64_t(model->config().n_vocab) * sizeof(float))
@@ -497,6 +507,35 @@ TEST_F(CudaMoe, residentDecodeWaitsOnlyForTheLogits) {
       ASSERT_TRUE(logits_device == logits_host) << arch << ": decode logits differ";
     }
   }
+}
+#endif
+
+#if MOECHAT_CUDA_STANDIN
+// An op that waits for the device inside a recorded step: the recording is refused
+// (StepCaptureFailed), nothing of it ran, and after the abort the same ops run one by
+// one with their results; later steps are not recorded.
+TEST_F(CudaMoe, aStepThatWaitsIsNotRecorded) {
+  const auto backend = moe::makeBackend(moe::DeviceChoice::kCuda, 2);  // its own: it stops recording
+  const std::vector<float> values = {1.0f, 2.0f, 3.0f, 4.0f};
+  float* d = backend->allocFloats(values.size());
+  std::vector<float> back(values.size(), -1.0f);
+  for (int i = 0; i < 4; ++i) backend->fromHost(d, values.data(), values.size());  // the upload buffers exist
+  backend->zero(d, values.size());
+  backend->synchronize();
+  const uint64_t graphs_before = cudastandin::totals().all.graph_launches;
+  ASSERT_TRUE(backend->beginStepCapture());
+  backend->fromHost(d, values.data(), values.size());
+  ASSERT_THROW(backend->toHost(back.data(), d, back.size()), moe::StepCaptureFailed);
+  backend->abortStepCapture();
+  ASSERT_EQ(back, std::vector<float>(values.size(), -1.0f));
+  backend->toHost(back.data(), d, back.size());  // the recorded copy never ran
+  ASSERT_EQ(back, std::vector<float>(values.size(), 0.0f));
+  backend->fromHost(d, values.data(), values.size());
+  backend->toHost(back.data(), d, back.size());
+  ASSERT_EQ(back, values);
+  ASSERT_FALSE(backend->beginStepCapture());  // no second try
+  ASSERT_EQ(cudastandin::totals().all.graph_launches, graphs_before);
+  backend->freeFloats(d);
 }
 #endif
 

@@ -13,7 +13,9 @@ namespace cudastandin {
 
 // What one stream was asked to do (a stream's totals survive its destruction in totals()).
 struct StreamCounters {
-  uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued
+  uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued (not those recorded into a graph)
+  uint64_t graph_launches = 0;   // cudaGraphLaunch calls
+  uint64_t captured_kernels = 0;  // kernels and cuBLAS calls recorded while the stream captured
   uint64_t host_syncs = 0;       // host waits: stream/event/device synchronise, synchronous copies
   uint64_t stream_syncs = 0;     // of those, waits for a whole stream (all but event waits)
   // Operations queued from a thread bound (cudaSetDevice) to another device than the
@@ -26,6 +28,8 @@ struct StreamCounters {
 
   StreamCounters& operator+=(const StreamCounters& o) {
     kernel_launches += o.kernel_launches;
+    graph_launches += o.graph_launches;
+    captured_kernels += o.captured_kernels;
     host_syncs += o.host_syncs;
     stream_syncs += o.stream_syncs;
     wrong_device_ops += o.wrong_device_ops;
