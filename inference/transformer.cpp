@@ -107,13 +107,19 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   const int rows = n - first_row;
 
   bool ran = false;
-  if (n == 1 && wanted && stepStaysOnTheDevice() && backend_.beginStepCapture()) {
+  if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice() && backend_.beginStepCapture()) {
     try {
       computeBatch(tokens, first_row, rows);
       backend_.endStepCapture();
       ran = true;
     } catch (const StepCaptureFailed&) {
       backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op below
+      graphs_off_ = true;
+    } catch (const DeviceError&) {
+      // A call the device refused while recording (nothing recorded ran either): steps
+      // run op by op from now on, and a fault that is real shows again there.
+      backend_.abortStepCapture();
+      graphs_off_ = true;
     } catch (...) {
       backend_.abortStepCapture();
       throw;
@@ -121,8 +127,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   }
   if (!ran) computeBatch(tokens, first_row, wanted ? rows : 0);
   n_past_ += n;
-  if (wanted)
-    backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+  if (wanted) backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
 }
 
 // Every layer of the batch, then (rows > 0) the output norm and projection of its

@@ -127,6 +127,7 @@ class Transformer {
   // A block's output (in s_) not yet added to the stream x: the next norm adds it
   // (Backend::addRmsNorm), or reportHidden before it reads x.
   const float* pending_residual_ = nullptr;
+  bool graphs_off_ = false;      // recording a step failed once: steps run op by op
   bool hidden_on_host_ = false;  // this MoE layer's input is in s_->host_hidden
   std::vector<int32_t> positions_;
 };

@@ -68,7 +68,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
   if (!status) return fail(cudaErrorInvalidValue);
   const Stream& s = device().stream(stream);
   *status = !s.capture ? cudaStreamCaptureStatusNone
-                       : (s.capture->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive);
+                       : (s.capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                                 : cudaStreamCaptureStatusActive);
   return cudaSuccess;
 }
 
@@ -78,10 +79,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo* info) {
   if (!exec || !graph) return fail(cudaErrorInvalidValue);
   const bool same_shape = exec->ops.size() == graph->recorded->ops.size();
-  if (info) *info = {same_shape ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged, nullptr, nullptr};
+  if (info)
+    *info = {same_shape ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged, nullptr,
+             nullptr};
   if (!same_shape) return fail(cudaErrorGraphExecUpdateFailure);
   exec->ops = graph->recorded->ops;
   return cudaSuccess;

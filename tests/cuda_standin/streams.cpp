@@ -186,7 +186,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (const cudaError_t s = sticky()) return s;
-  if (Stream& c = device().stream(stream); c.capture) return c.breakCapture("cudaStreamQuery on a capturing stream");
+  if (Stream& c = device().stream(stream); c.capture)
+    return c.breakCapture("cudaStreamQuery on a capturing stream");
   return device().stream(stream).idle() ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -279,7 +280,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     recorded_in = state->capture;
   }
   Stream& waiting = d.stream(stream);
-  if (waiting.capture && number != 0 && recorded_in != waiting.capture.get())  // a wait on work outside the graph
+  if (waiting.capture && number != 0 &&
+      recorded_in != waiting.capture.get())  // a wait on work outside the graph
     return waiting.breakCapture("cudaStreamWaitEvent on an event recorded outside the capture");
   if (number == 0) return cudaSuccess;  // never recorded: nothing to wait for
   waiting.enqueue([state, number] {

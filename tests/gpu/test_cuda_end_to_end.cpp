@@ -111,9 +111,9 @@ class CudaEndToEnd : public moe::test::GpuTest {
 TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
   int runs = 0, same_tokens = 0;
   std::vector<std::string> archs = moe::synth::supportedArchs();
-  if (moe::test::gpuTestsQuick())  // every policy's threads, over the plainest and the two most different
-                                   // forward passes
-    archs = {"llama", "gpt-oss", "deepseek2"};
+  if (moe::test::gpuTestsQuick())  // every policy's threads (the same for every architecture), over the
+                                   // forward pass with the most kinds of kernels
+    archs = {"gpt-oss"};
   for (const std::string& arch : archs) {
     const std::string path = (modelDir() / (arch + ".gguf")).string();
     const moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);

@@ -308,6 +308,7 @@ TEST_F(CudaMoe, expertsMatchCpuInAnyOrder) {
     for (auto [n_tokens, k] : {std::pair{1, 1}, std::pair{1, 4}, std::pair{8, 3}, std::pair{13, 2},
                                std::pair{16, 6}, std::pair{80, 6}}) {
       if (!c.every_size && !(n_tokens == 8 || n_tokens == 80)) continue;
+      if (moe::test::gpuTestsQuick() && n_tokens > 16) continue;  // the GEMM form: the same threads
       const std::string what = moe::test::format("%s/%s %d tokens top-%d", moe::gguf::tensorTypeName(c.up),
                                                  moe::gguf::tensorTypeName(c.down), n_tokens, k);
       const auto x = randomFloats(size_t(n_tokens) * c.n_embd, uint32_t(n_tokens * 7 + k));

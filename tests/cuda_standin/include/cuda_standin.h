@@ -13,11 +13,11 @@ namespace cudastandin {
 
 // What one stream was asked to do (a stream's totals survive its destruction in totals()).
 struct StreamCounters {
-  uint64_t kernel_launches = 0;  // kernels and cuBLAS calls queued (not those recorded into a graph)
-  uint64_t graph_launches = 0;   // cudaGraphLaunch calls
+  uint64_t kernel_launches = 0;   // kernels and cuBLAS calls queued (not those recorded into a graph)
+  uint64_t graph_launches = 0;    // cudaGraphLaunch calls
   uint64_t captured_kernels = 0;  // kernels and cuBLAS calls recorded while the stream captured
-  uint64_t host_syncs = 0;       // host waits: stream/event/device synchronise, synchronous copies
-  uint64_t stream_syncs = 0;     // of those, waits for a whole stream (all but event waits)
+  uint64_t host_syncs = 0;        // host waits: stream/event/device synchronise, synchronous copies
+  uint64_t stream_syncs = 0;      // of those, waits for a whole stream (all but event waits)
   // Operations queued from a thread bound (cudaSetDevice) to another device than the
   // stream's: on a machine with several GPUs, work the runtime would reject or misplace.
   uint64_t wrong_device_ops = 0;
