@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace moe {
@@ -166,7 +167,7 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
-  if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_) return false;
+  if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
   return true;
@@ -262,7 +263,7 @@ void Transformer::denseFfn(int il, int n) {
 void Transformer::moeBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
-  if (backend_.computesMoe() && !host_ && !on_routing_)
+  if (backend_.computesMoe() && !host_ && !on_routing_ && !replay_)
     if (const auto every = experts_.everyExpert(il); !every.empty()) return moeBlockOnDevice(il, n, every);
   normInput(L.ffn_norm, n);
 
@@ -286,6 +287,7 @@ void Transformer::moeBlock(int il, int n) {
       routeToken(&s_->host_router[size_t(t) * NE], rule, &s_->chosen[size_t(t) * K],
                  &s_->chosen_w[size_t(t) * K]);
   }
+  if (replay_) replayRouting(il, n);
   const RoutingEvent routed{il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
                             std::span<const float>(s_->chosen_w.data(), size_t(n) * K)};
   experts_.onRouting(routed);
@@ -319,6 +321,24 @@ void Transformer::moeBlock(int il, int n) {
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
   pending_residual_ = moe_out;
+}
+
+void Transformer::replayRouting(int il, int n) {
+  const int K = cfg_.n_expert_used;
+  const size_t nk = size_t(n) * K;
+  const std::span<int> ids(s_->chosen.data(), nk);
+  const std::span<float> weights(s_->chosen_w.data(), nk);
+  replay_->route(il, positions_[0], n, ids, weights);
+  for (int id : ids)
+    if (id < 0 || id >= cfg_.n_expert)
+      throw std::invalid_argument("routing replay: expert " + std::to_string(id) + " of " +
+                                  std::to_string(cfg_.n_expert));
+  if (!backend_.computesMoe()) return;
+  // The backend's copy: ids (int32 bits) then weights, as routeTopK writes them.
+  std::vector<float> routing(2 * nk);
+  std::memcpy(routing.data(), ids.data(), nk * sizeof(int));
+  std::memcpy(routing.data() + nk, weights.data(), nk * sizeof(float));
+  backend_.fromHost(s_->routing, routing.data(), routing.size());
 }
 
 void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert) {

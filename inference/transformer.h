@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 #include "inference/backend.h"
 #include "inference/expert_source.h"
 #include "inference/model.h"
+#include "inference/routing_replay.h"
 
 namespace moe {
 
@@ -60,6 +62,10 @@ class Transformer {
   void truncate(int n);
   void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
+  // Each MoE layer computes the experts `replay` names instead of its router's
+  // choice (the router still runs); null: the router's. The host then sees every
+  // layer's routing, as with an observer.
+  void setRoutingReplay(std::shared_ptr<const RoutingReplay> replay) { replay_ = std::move(replay); }
   // Called at the start of every batch, before its layers' events (trace recording).
   void setBatchObserver(std::function<void(const BatchEvent&)> f) { on_batch_ = std::move(f); }
   // Costs a device->host copy per layer while set; unset it for speed.
@@ -83,6 +89,8 @@ class Transformer {
   void normInput(const float* weight, int n);
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
+  void replayRouting(int il,
+                     int n);  // the replay's choice into chosen / chosen_w (and the backend's routing)
   // The MoE block routed and computed on the backend alone (experts all in place
   // there): the host learns nothing of the routing and waits for nothing.
   void moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert);
@@ -121,6 +129,7 @@ class Transformer {
   std::unique_ptr<HostScratch> h_;  // made on first use of host_
   const std::atomic<bool>* cancel_ = nullptr;
   std::function<void(const RoutingEvent&)> on_routing_;
+  std::shared_ptr<const RoutingReplay> replay_;
   std::function<void(const HiddenEvent&)> on_hidden_;
   std::function<void(const BatchEvent&)> on_batch_;
   std::vector<float> hidden_host_;

@@ -12,6 +12,15 @@ const BenchRow* findRow(const std::vector<BenchRow>& rows, const std::string& na
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+std::string jsonEscaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
 double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 double boundSeconds(const BenchContext& c) { return ratio(double(c.bound_bytes), c.link_bytes_per_second); }
 
@@ -44,9 +53,10 @@ void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
 
 void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   const BenchRow* lru = findRow(rows, "reactive-lru");
-  std::printf("%-24s %8s %9s %8s %6s %9s %9s %6s %5s %8s %8s %8s %9s %8s %6s %7s %7s\n", "policy", "TTFT s",
-              "prefill/s", "decode/s", "ready%", "prefetch%", "inflight%", "miss%", "host", "streamed",
-              "GB moved", "blocked", "pred-ok%", "link s", "xbound", "dec/LRU", "TTFT/LRU");
+  std::printf("%-24s %8s %9s %8s %6s %9s %9s %6s %5s %8s %8s %8s %9s %8s %6s %7s %7s %7s\n", "policy",
+              "TTFT s", "prefill/s", "decode/s", "ready%", "prefetch%", "inflight%", "miss%", "host",
+              "streamed", "GB moved", "blocked", "pred-ok%", "link s", "xbound", "dec/LRU", "TTFT/LRU",
+              "xBelady");
   for (const auto& r : rows) {
     const auto& m = r.m;
     const bool cached = r.policy != OffloadPolicy::kResident;
@@ -62,15 +72,28 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
     else
       std::printf("%6s %9s %9s %6s %5s %8s %8s %8s %9s %8s %6s ", "-", "-", "-", "-", "-", "-", "0", "-", "-",
                   "-", "-");
-    std::printf("%6.2fx %6.2fx\n",
+    std::printf("%6.2fx %6.2fx ",
                 lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
                 lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
+    if (cached && ctx.belady)
+      std::printf("%6.2fx\n", ratio(m.hitRate(), ctx.belady->hitRate()));
+    else
+      std::printf("%7s\n", "-");
   }
   std::printf(
       "columns (shares of the experts used): ready at the gate; of them prefetched by the predictor;\n"
       "  copy in flight at the gate; missed. host: computed from host memory (the CPU rule, or no slot);\n"
       "  streamed: through the staging slots; pred-ok: predicted and ready in time (ProMoE's GoodPred);\n"
-      "  blocked: seconds of compute spent waiting for copies; xbound: link time over the bound below\n");
+      "  blocked: seconds of compute spent waiting for copies; xbound: link time over the bound below;\n"
+      "  xBelady: ready at the gate over the hit rate of Belady's clairvoyant demand cache below\n");
+  std::printf("routing: %s\n", ctx.routing.c_str());
+  if (ctx.belady && ctx.lru_per_layer)
+    std::printf(
+        "simulated on the same gates at %d slots: Belady (clairvoyant demand cache) hits %.1f%%, moves %.3f "
+        "GB; "
+        "LRU per layer hits %.1f%%, moves %.3f GB\n",
+        ctx.cache_slots, 100 * ctx.belady->hitRate(), ctx.belady->misses() * double(ctx.expert_bytes) / 1e9,
+        100 * ctx.lru_per_layer->hitRate(), ctx.lru_per_layer->misses() * double(ctx.expert_bytes) / 1e9);
   std::printf(
       "bound: %.3f GB (each distinct expert the run uses crossing once) = %.4f s over the %.1f GB/s link%s\n",
       ctx.bound_bytes / 1e9, boundSeconds(ctx), ctx.link_bytes_per_second / 1e9,
@@ -101,6 +124,15 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
       ctx.paced ? "true" : "false", (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms,
       ctx.predictor.c_str(), ctx.timings_meaningful ? "true" : "false");
   if (!ctx.timings_meaningful) std::printf(" \"timings_note\": \"%s\",", kStandinTimingsNote);
+  std::printf(" \"routing\": \"%s\",", jsonEscaped(ctx.routing).c_str());
+  auto simulated = [&](const char* name, const std::optional<DemandResult>& d) {
+    if (!d) return;
+    std::printf(" \"%s\": {\"uses\": %llu, \"hits\": %llu, \"hit_rate\": %.4f, \"bytes\": %llu},", name,
+                (unsigned long long)d->uses, (unsigned long long)d->hits, d->hitRate(),
+                (unsigned long long)(d->misses() * ctx.expert_bytes));
+  };
+  simulated("belady", ctx.belady);
+  simulated("lru_per_layer_simulated", ctx.lru_per_layer);
   double lru_hit = 0, pro_hit = 0;
   if (predictorGain(rows, lru_hit, pro_hit))
     std::printf(" \"predictor_gain_points\": %.3f,", pro_hit - lru_hit);
@@ -126,6 +158,8 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
         m.link_seconds, ratio(m.linkBusySeconds(), boundSeconds(ctx)), m.accuracy(), m.fetchRate(),
         m.goodPred(), lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
         lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
+    if (ctx.belady && r.policy != OffloadPolicy::kResident)
+      std::printf(", \"ready_vs_belady\": %.4f", ratio(m.hitRate(), ctx.belady->hitRate()));
     if (r.policy == OffloadPolicy::kProactive)
       std::printf(
           ", \"switches\": {\"prefetch\": %s, \"chunking\": %s, \"early_preemption\": %s, \"reordering\": "

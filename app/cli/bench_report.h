@@ -9,6 +9,7 @@
 #include "inference/cuda_library.h"
 #include "inference/generator.h"
 #include "offload/offload_engine.h"
+#include "offload/routing/demand_cache.h"
 
 namespace moe::cli {
 
@@ -35,6 +36,11 @@ struct BenchContext {
   double link_bytes_per_second = 0;
   bool paced = false;
   uint64_t bound_bytes = 0;  // every distinct expert the run used, crossing once
+  uint64_t expert_bytes = 0;
+  std::string routing;  // where the gates' choices came from: the router, or a trace
+  // Demand caches of the same slots simulated on the same gates: the clairvoyant
+  // optimum (Belady) and plain LRU with each layer its share of the slots.
+  std::optional<DemandResult> belady, lru_per_layer;
   double cpu_expert_ms = 0;  // measured CPU cost of one expert, one token
   std::string predictor;
   bool timings_meaningful = true;  // false on the CPU stand-in of the CUDA runtime

@@ -22,6 +22,8 @@
 #include "offload/host_expert_store.h"
 #include "offload/learned_predictor.h"
 #include "offload/offload_device.h"
+#include "offload/routing/demand_cache.h"
+#include "offload/routing/trace_routing.h"
 
 namespace moe::cli {
 namespace {
@@ -36,7 +38,14 @@ struct BenchSetup {
   std::vector<int32_t> prompt;
   int decode_tokens;
   bool verbose;
-  std::shared_ptr<LearnedPredictor> learned;  // --predictor: the proactive-learned row
+  std::shared_ptr<LearnedPredictor> learned;   // --predictor: the proactive-learned row
+  std::shared_ptr<const TraceRouting> replay;  // --routing-trace: each layer's choice from the trace
+};
+
+// What the gates of one row asked for, in order: the bound and the simulated caches read it.
+struct GateLog {
+  std::set<std::pair<int, int>> used;   // every (layer, expert) chosen
+  std::vector<ExpertRequest> requests;  // per gate, its distinct experts
 };
 
 GenerationParams greedy(int n) {
@@ -56,8 +65,8 @@ CudaWorkCounters workBetween(const CudaWorkCounters& a, const CudaWorkCounters& 
           b.graph_launches - a.graph_launches};
 }
 
-// One policy, from an empty cache. `used` (optional) collects every (layer, expert) the gates chose.
-BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>* used) {
+// One policy, from an empty cache. `gates` (optional) collects what the gates chose.
+BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
   OffloadConfig oc;
   oc.policy = row.policy;
   oc.cache_slots = s.slots;
@@ -76,9 +85,15 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, std::set<std::pair<int, int>>
   const int n_ctx = static_cast<int>(s.prompt.size()) + s.decode_tokens + 1;
   const std::unique_ptr<Transformer> transformer = runtime.makeTransformer(n_ctx);
   Transformer& t = *transformer;
-  if (used)
+  if (s.replay) t.setRoutingReplay(s.replay);
+  if (gates)
     t.setRoutingObserver([&](const RoutingEvent& ev) {
-      for (int e : ev.experts) used->insert({ev.layer, e});
+      ExpertRequest r{ev.layer - s.model.config().n_leading_dense, {}};  // the MoE layers counted from 0
+      for (int e : ev.experts) {
+        gates->used.insert({ev.layer, e});
+        if (std::find(r.experts.begin(), r.experts.end(), e) == r.experts.end()) r.experts.push_back(e);
+      }
+      gates->requests.push_back(std::move(r));
     });
   // The device's work counters (where the runtime counts): at the start, when the
   // first decode step begins, and at the end.
@@ -182,7 +197,8 @@ int runBench(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
-             "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms"});
+             "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
+             "--routing-trace", "--trace-start"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose"});
   for (const auto& f : offloadFlags())
@@ -251,8 +267,21 @@ int runBench(const std::vector<std::string>& argv) {
   std::shared_ptr<LearnedPredictor> learned;
   if (auto file = args.value("--predictor"))  // throws when it was trained for another model's shape
     learned = std::make_shared<LearnedPredictor>(PredictorSet::load(*file), c.n_embd, c.n_expert);
+  std::shared_ptr<const TraceRouting> replay;
+  if (auto trace = args.value("--routing-trace")) {
+    const int start = args.intOr("--trace-start", 0);
+    if (start < 0) throw UsageError("--trace-start must be >= 0");
+    replay = std::make_shared<const TraceRouting>(loadRoutingTrace(*trace), c, start);
+    const int needed = int(prompt.size()) + decode_tokens;
+    std::fprintf(stderr, "bench: routing replayed from %s (%d tokens of %d sequences, from token %d)%s\n",
+                 trace->c_str(), replay->trace().tokens(), replay->trace().sequences(), start,
+                 needed > replay->trace().tokens() ? "; the run is longer: the trace repeats" : "");
+  } else if (args.value("--trace-start")) {
+    throw UsageError("--trace-start goes with --routing-trace");
+  }
   const BenchSetup setup{
-      *model, compute, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"), learned};
+      *model,  compute, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
+      learned, replay};
   const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
   std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
@@ -270,13 +299,13 @@ int runBench(const std::vector<std::string>& argv) {
   // The experts the gates chose (every row generates the same tokens) are collected on
   // a row whose routing the host sees anyway: observing resident's would bring its
   // routing back to the host.
-  std::set<std::pair<int, int>> used;
+  GateLog gates;
   const auto observed = std::find_if(rows.begin(), rows.end(),
                                      [](const BenchRow& r) { return r.policy != OffloadPolicy::kResident; });
   for (auto& r : rows) {
     std::fprintf(stderr, "bench: running %s\n", r.name.c_str());
     const bool observe = &r == (observed != rows.end() ? &*observed : &rows.front());
-    r = runRow(r, setup, observe ? &used : nullptr);
+    r = runRow(r, setup, observe ? &gates : nullptr);
   }
   for (const auto& r : rows) {
     if (r.tokens == rows.front().tokens) continue;
@@ -306,7 +335,14 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.link = device ? "measured" : "simulated";
   ctx.link_bytes_per_second = link_bps;
   ctx.paced = link.paced;
-  ctx.bound_bytes = uint64_t(used.size()) * store->expertBytes();
+  ctx.bound_bytes = uint64_t(gates.used.size()) * store->expertBytes();
+  ctx.expert_bytes = store->expertBytes();
+  ctx.routing = replay ? "trace " + *args.value("--routing-trace") : "the model's router";
+  if (!gates.requests.empty()) {
+    ctx.belady = simulateBelady(gates.requests, c.n_expert, slots);
+    ctx.lru_per_layer =
+        simulateLru(gates.requests, c.n_layer - c.n_leading_dense, c.n_expert, slots, LruScope::kPerLayer);
+  }
   ctx.cpu_expert_ms = cost.seconds_1 * 1e3;
   ctx.predictor = "skip-gate";
   if (device) ctx.timings_meaningful = cudaLibrary()->timings_meaningful;

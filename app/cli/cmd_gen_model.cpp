@@ -47,7 +47,9 @@ std::string knownPreset(const std::string& preset) {
 }  // namespace
 
 int runGenModel(const std::vector<std::string>& argv) {
-  const Args args(argv, {"--arch", "--preset", "--seed", "--expert-type", "--weight-type", "--output"},
+  const Args args(argv,
+                  {"--arch", "--preset", "--seed", "--expert-type", "--weight-type", "--output", "--layers",
+                   "--experts", "--experts-used"},
                   {"--demo"}, {{"-o", "--output"}});
   synth::SyntheticSpec spec;
   const int chosen = int(args.value("--arch").has_value()) + int(args.value("--preset").has_value()) +
@@ -64,6 +66,12 @@ int runGenModel(const std::vector<std::string>& argv) {
   spec.seed = args.uint64Or("--seed", spec.seed);
   if (auto t = args.value("--expert-type")) spec.expert_type = parseType(*t);
   if (auto t = args.value("--weight-type")) spec.weight_type = parseType(*t);
+  spec.n_layer = args.intOr("--layers", spec.n_layer);
+  spec.n_expert = args.intOr("--experts", spec.n_expert);
+  spec.n_expert_used = args.intOr("--experts-used", spec.n_expert_used);
+  if (spec.n_layer < 1 || spec.n_layer > 256 || spec.n_expert < 1 || spec.n_expert > 1024 ||
+      spec.n_expert_used < 1 || spec.n_expert_used > spec.n_expert)
+    throw UsageError("--layers 1..256, --experts 1..1024, --experts-used 1..experts");
   // K-quant rows are blocks of 256: a tiny spec gets wider where its rows would not fit.
   const synth::SyntheticSpec fitted = synth::fitToBlocks(spec);
   if (fitted.n_embd != spec.n_embd || fitted.n_ff_exp != spec.n_ff_exp || fitted.head_dim != spec.head_dim ||

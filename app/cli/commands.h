@@ -17,5 +17,6 @@ int runBenchKernels(const std::vector<std::string>& args);  // bench --kernels
 int runTrace(const std::vector<std::string>& args);
 int runTrain(const std::vector<std::string>& args);
 int runEvalPredictor(const std::vector<std::string>& args);
+int runRoutingTrace(const std::vector<std::string>& args);
 
 }  // namespace moe::cli

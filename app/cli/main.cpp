@@ -42,14 +42,17 @@ const CommandHelp kCommands[] = {
      R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
-        [--json] [--verbose]
+        [--routing-trace TRACE [--trace-start N]] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
       --cpu-expert-ms fixes the CPU cost of one expert (1 and 8 tokens) instead of
       measuring it, so the CPU rule decides the same way in every run;
       --ablate adds proactive minus each switch;
       --preset generates (once, in the cache folder) a full-size synthetic model;
-      --predictor adds a proactive-learned row with a trained predictor (`train`)
+      --predictor adds a proactive-learned row with a trained predictor (`train`);
+      --routing-trace: each MoE layer computes the experts a recorded trace of a real
+      model chose (`routing-trace`; the router still runs), for real routing on a
+      model of the trace's shape; every run is set beside Belady's clairvoyant cache
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
         [--backend cpu|cuda]
@@ -58,8 +61,12 @@ const CommandHelp kCommands[] = {
       the CPU each beside the float-activation path
 )",
      true},
-    {"gen-model", R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N]
-      write a synthetic GGUF MoE model (random weights; --demo: the --demo-random model)
+    {"gen-model",
+     R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N] [--layers N] [--experts N]
+        [--experts-used K] [--expert-type T] [--weight-type T]
+      write a synthetic GGUF MoE model (random weights; --demo: the --demo-random model);
+      --layers, --experts, --experts-used change the shape (a tiny model of a real
+      model's routing shape, for `bench --routing-trace`)
 )",
      false},
     {"trace",
@@ -79,6 +86,16 @@ const CommandHelp kCommands[] = {
       --demo / --demo-random alone: trace, train and evaluate on that demo model
 )",
      true},
+    {"routing-trace",
+     R"(  routing-trace convert IN... -o OUT [--experts N] [--max-tokens N] [--max-sequences N]
+        [--source TEXT]
+  routing-trace stats TRACE [--budgets 0.25,0.5,0.75] [--max-tokens N] [--json]
+      recorded routing of a real model (per token and layer, the experts chosen):
+      convert JSON generations (a file, or a folder of *_examples.json) or compact
+      files into one compact file, for `bench --routing-trace`; stats: how sticky
+      the routing is, and LRU and Belady hit rates at each budget beside uniform routing
+)",
+     false},
 };
 
 const char* kModelOptions = R"(
@@ -134,6 +151,7 @@ int runCommand(const std::string& command, const std::vector<std::string>& args)
   if (command == "trace") return moe::cli::runTrace(args);
   if (command == "train") return moe::cli::runTrain(args);
   if (command == "eval-predictor") return moe::cli::runEvalPredictor(args);
+  if (command == "routing-trace") return moe::cli::runRoutingTrace(args);
   std::fprintf(stderr, "moechat-cli: unknown command '%s'\n\n%s", command.c_str(), overallUsage().c_str());
   return 2;
 }

@@ -1,0 +1,192 @@
+// routing-trace: convert recorded routing (offload/routing/routing_trace.h) into
+// the compact file moechat ships and replays, and describe a trace: how sticky
+// its routing is and what demand caches of a few sizes hit on it, beside the
+// same caches on uniform routing of the same shape.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "offload/routing/demand_cache.h"
+#include "offload/routing/routing_trace.h"
+
+namespace moe::cli {
+namespace {
+
+int convert(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--output", "--experts", "--max-tokens", "--max-sequences", "--source"}, {},
+                  {{"-o", "--output"}});
+  const auto out = args.value("--output");
+  if (!out || args.positionals().empty())
+    throw UsageError(
+        "routing-trace convert IN... -o OUT [--experts N] [--max-tokens N] [--max-sequences N] [--source "
+        "TEXT]");
+  const int max_tokens = args.intOr("--max-tokens", 0), max_sequences = args.intOr("--max-sequences", 0);
+  RoutingTrace all;
+  for (const auto& in : args.positionals()) {
+    RoutingTrace one = loadRoutingTrace(in);
+    if (all.sequences() == 0) {
+      all.n_layer = one.n_layer, all.k = one.k, all.n_expert_exact = one.n_expert_exact;
+      all.source = one.source;
+    } else {
+      if (one.n_layer != all.n_layer || one.k != all.k)
+        throw RoutingTraceError(in + ": " + one.shape() + ", unlike " + all.shape());
+      all.source += ", " + one.source;
+      all.n_expert_exact = all.n_expert_exact && one.n_expert_exact;
+    }
+    all.n_expert = std::max(all.n_expert, one.n_expert);
+    for (int s = 0; s < one.sequences(); ++s) {
+      if (max_sequences > 0 && all.sequences() >= max_sequences) break;
+      const size_t per = size_t(one.n_layer) * size_t(one.k);
+      const size_t a = one.sequence_start[size_t(s)] * per, b = one.sequence_start[size_t(s) + 1] * per;
+      all.addSequence(std::span(one.ids).subspan(a, b - a), std::span(one.weights).subspan(a, b - a));
+    }
+  }
+  if (auto experts = args.value("--experts")) {
+    const int n = args.intOr("--experts", 0);
+    if (n < all.n_expert)
+      throw UsageError("--experts " + *experts + ": the trace names expert " +
+                       std::to_string(all.n_expert - 1));
+    all.n_expert = n;
+    all.n_expert_exact = true;
+  }
+  if (max_tokens > 0) all.truncate(max_tokens);
+  if (auto source = args.value("--source")) all.source = *source;  // where it came from, said for its readers
+  saveRoutingTrace(all, *out);
+  std::fprintf(stderr, "wrote %s: %d sequences, %d tokens, %s\n", out->c_str(), all.sequences(), all.tokens(),
+               all.shape().c_str());
+  return 0;
+}
+
+// Uniform routing of the trace's shape and length: k distinct experts per token and layer.
+RoutingTrace uniformLike(const RoutingTrace& t, uint32_t seed) {
+  RoutingTrace u;
+  u.n_layer = t.n_layer, u.n_expert = t.n_expert, u.k = t.k;
+  std::mt19937 rng(seed);
+  std::vector<uint16_t> ids;
+  std::vector<float> w;
+  std::vector<uint16_t> all(size_t(t.n_expert));
+  for (size_t e = 0; e < all.size(); ++e) all[e] = uint16_t(e);
+  for (int i = 0; i < t.tokens() * t.n_layer; ++i) {
+    for (int j = 0; j < t.k; ++j)
+      std::swap(all[size_t(j)], all[size_t(j) + rng() % (all.size() - size_t(j))]);
+    ids.insert(ids.end(), all.begin(), all.begin() + t.k);
+    w.insert(w.end(), size_t(t.k), 1.0f / float(t.k));
+  }
+  u.addSequence(ids, w);
+  return u;
+}
+
+// Of each token's experts (per layer), the share the previous token of its sequence also chose.
+double adjacentOverlap(const RoutingTrace& t) {
+  uint64_t shared = 0, total = 0;
+  for (int s = 0; s < t.sequences(); ++s)
+    for (int tok = int(t.sequence_start[size_t(s)]) + 1; tok < int(t.sequence_start[size_t(s) + 1]); ++tok)
+      for (int l = 0; l < t.n_layer; ++l) {
+        const auto now = t.idsAt(tok, l), before = t.idsAt(tok - 1, l);
+        for (uint16_t e : now) shared += std::count(before.begin(), before.end(), e) ? 1 : 0;
+        total += now.size();
+      }
+  return total ? double(shared) / double(total) : 0.0;
+}
+
+// Per layer, the share of its selections its 8 most used experts take; the mean over layers.
+double topEightShare(const RoutingTrace& t) {
+  double sum = 0;
+  for (int l = 0; l < t.n_layer; ++l) {
+    std::vector<uint64_t> count(size_t(t.n_expert));
+    for (int tok = 0; tok < t.tokens(); ++tok)
+      for (uint16_t e : t.idsAt(tok, l)) ++count[e];
+    std::sort(count.rbegin(), count.rend());
+    uint64_t top = 0, all = 0;
+    for (size_t i = 0; i < count.size(); ++i) (i < 8 ? top : all) += count[i];
+    all += top;
+    sum += all ? double(top) / double(all) : 0.0;
+  }
+  return t.n_layer ? sum / t.n_layer : 0.0;
+}
+
+std::vector<double> parseShares(const std::string& list) {
+  std::vector<double> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end || !(v > 0 && v <= 1)) throw UsageError("--budgets: shares in (0, 1]");
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError("--budgets names no share");
+  return out;
+}
+
+int stats(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--budgets", "--max-tokens"}, {"--json"});
+  if (args.positionals().size() != 1)
+    throw UsageError("routing-trace stats TRACE [--budgets 0.25,0.5,0.75] [--max-tokens N] [--json]");
+  RoutingTrace t = loadRoutingTrace(args.positionals()[0]);
+  if (int n = args.intOr("--max-tokens", 0); n > 0) t.truncate(n);
+  const std::vector<double> shares = parseShares(args.valueOr("--budgets", "0.25,0.5,0.75"));
+  const RoutingTrace u = uniformLike(t, 1);
+  const auto real = decodeRequests(t), uniform = decodeRequests(u);
+  const int total = t.n_layer * t.n_expert;
+  const bool json = args.flag("--json");
+  const double overlap = adjacentOverlap(t), top8 = topEightShare(t);
+  if (json)
+    std::printf(
+        "{\"trace\": \"%s\", \"sequences\": %d, \"tokens\": %d, \"layers\": %d, \"experts\": %d, \"top_k\": "
+        "%d, "
+        "\"adjacent_overlap\": %.4f, \"uniform_adjacent_overlap\": %.4f, \"top8_share\": %.4f, \"budgets\": "
+        "[",
+        args.positionals()[0].c_str(), t.sequences(), t.tokens(), t.n_layer, t.n_expert, t.k, overlap,
+        adjacentOverlap(u), top8);
+  else
+    std::printf(
+        "%s: %d sequences, %d tokens, %s\nadjacent tokens share %.1f%% of their experts per layer (uniform "
+        "%.1f%%); a layer's 8 most used experts take %.1f%% of its selections\n"
+        "%-8s %6s  %10s %10s %10s  %10s %10s %10s\n",
+        args.positionals()[0].c_str(), t.sequences(), t.tokens(), t.shape().c_str(), 100 * overlap,
+        100 * adjacentOverlap(u), 100 * top8, "budget", "slots", "LRU/layer", "LRU", "Belady", "uni LRU/l",
+        "uni LRU", "uni Belady");
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const int slots = std::max(t.k, int(shares[i] * total + 0.5));
+    const double r[6] = {simulateLru(real, t.n_layer, t.n_expert, slots, LruScope::kPerLayer).hitRate(),
+                         simulateLru(real, t.n_layer, t.n_expert, slots, LruScope::kShared).hitRate(),
+                         simulateBelady(real, t.n_expert, slots).hitRate(),
+                         simulateLru(uniform, u.n_layer, u.n_expert, slots, LruScope::kPerLayer).hitRate(),
+                         simulateLru(uniform, u.n_layer, u.n_expert, slots, LruScope::kShared).hitRate(),
+                         simulateBelady(uniform, u.n_expert, slots).hitRate()};
+    if (json)
+      std::printf(
+          "%s\n  {\"share\": %.4f, \"slots\": %d, \"lru_per_layer\": %.4f, \"lru_shared\": %.4f, \"belady\": "
+          "%.4f, "
+          "\"uniform_lru_per_layer\": %.4f, \"uniform_lru_shared\": %.4f, \"uniform_belady\": %.4f}",
+          i ? "," : "", shares[i], slots, r[0], r[1], r[2], r[3], r[4], r[5]);
+    else
+      std::printf("%7.0f%% %6d  %9.1f%% %9.1f%% %9.1f%%  %9.1f%% %9.1f%% %9.1f%%\n", 100 * shares[i], slots,
+                  100 * r[0], 100 * r[1], 100 * r[2], 100 * r[3], 100 * r[4], 100 * r[5]);
+  }
+  if (json)
+    std::printf("\n]}\n");
+  else
+    std::printf(
+        "hit rates of demand caches over the decode tokens in order (Belady: the clairvoyant optimum); uni: "
+        "uniform routing of the same shape and length\n");
+  return 0;
+}
+
+}  // namespace
+
+int runRoutingTrace(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw UsageError("routing-trace convert|stats ...");
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (argv[0] == "convert") return convert(rest);
+  if (argv[0] == "stats") return stats(rest);
+  throw UsageError("routing-trace: unknown action '" + argv[0] + "' (convert, stats)");
+}
+
+}  // namespace moe::cli
