@@ -58,9 +58,13 @@ inline bool kvHoldsRows(const KvCache& kv, int pos0, int n_tokens, const Attenti
 enum class Device { kCpu, kCuda };
 
 // A decode step's recording broke (Backend::beginStepCapture): nothing of it ran.
+// `for_good`: steps will not record on this backend (a wait, a failed recording);
+// false: only this one (it needed an upload first: the step after it may record).
 class StepCaptureFailed : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit StepCaptureFailed(const std::string& what, bool for_good = true)
+      : std::runtime_error(what), for_good(for_good) {}
+  bool for_good;
 };
 
 class Backend {
@@ -226,16 +230,37 @@ class Backend {
   };
   virtual MatmulTraffic matmulTraffic() const { return {}; }
 
-  // A decode step recorded and replayed as one graph (a device backend: one launch
-  // per step instead of one per op). beginStepCapture() returns false where the
+  // A decode step's own values: the token it embeds and its position (the KV row it
+  // writes, the keys it attends to, its rotation); `owner` names the sequence (a
+  // Transformer) whose buffers the step reads and writes.
+  struct StepValues {
+    int32_t token = 0;
+    int32_t pos = 0;
+    uint64_t owner = 0;
+  };
+  // A decode step recorded once and replayed as one graph (a device backend: one
+  // launch per step instead of one per op). beginStepCapture(v) returns false where the
   // backend does not record: the ops then run as they are called. Between it and
-  // endStepCapture(), which runs what was recorded, no op may wait for the device;
+  // endStepCapture(), which runs what was recorded, the ops whose arguments depend on
+  // v's token and position (embed, rope, storeKv, attention) must be given exactly
+  // those (one token at v.pos): the recording reads them from device memory instead,
+  // so replayStep can run it again at later positions. No op may wait for the device;
   // one that would (or a recording that fails) throws StepCaptureFailed, after which
   // nothing recorded has run: the caller calls abortStepCapture() and runs the step
   // again without recording. Any other exception: abortStepCapture() too.
-  virtual bool beginStepCapture() { return false; }
+  virtual bool beginStepCapture(const StepValues& v) {
+    (void)v;
+    return false;
+  }
   virtual void endStepCapture() {}
   virtual void abortStepCapture() noexcept {}
+  // Runs the recorded step again with v's token and position, with nothing recorded
+  // anew: true when it could (the same owner, no buffer of the backend replaced since,
+  // v.pos within the positions the recording serves); false: record the step again.
+  virtual bool replayStep(const StepValues& v) {
+    (void)v;
+    return false;
+  }
 
   // Host <-> backend transfers (same memory for the CPU backend).
   virtual void toHost(float* host_dst, const float* src, size_t n) = 0;

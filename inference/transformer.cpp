@@ -32,8 +32,17 @@ struct Transformer::HostScratch {
   ~HostScratch() { be.freeFloats(device_rows); }
 };
 
+namespace {
+std::atomic<uint64_t> next_transformer_id{1};
+}  // namespace
+
 Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& experts, int n_ctx)
-    : model_(model), cfg_(model.config()), backend_(backend), experts_(experts), n_ctx_(n_ctx) {
+    : model_(model),
+      cfg_(model.config()),
+      backend_(backend),
+      experts_(experts),
+      n_ctx_(n_ctx),
+      id_(next_transformer_id.fetch_add(1, std::memory_order_relaxed)) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
   for (int il = 0; il < cfg_.n_layer; ++il) {
     k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
@@ -108,23 +117,25 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   const int rows = n - first_row;
 
   bool ran = false;
-  if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice() && backend_.beginStepCapture()) {
-    try {
-      computeBatch(tokens, first_row, rows);
-      backend_.endStepCapture();
-      ran = true;
-    } catch (const StepCaptureFailed&) {
-      backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op below
-      graphs_off_ = true;
-    } catch (const DeviceError&) {
-      // A call the device refused while recording (nothing recorded ran either): steps
-      // run op by op from now on, and a fault that is real shows again there.
-      backend_.abortStepCapture();
-      graphs_off_ = true;
-    } catch (...) {
-      backend_.abortStepCapture();
-      throw;
-    }
+  if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice()) {
+    const Backend::StepValues step{tokens[0], n_past_, id_};
+    ran = backend_.replayStep(step);
+    if (!ran && backend_.beginStepCapture(step)) try {
+        computeBatch(tokens, first_row, rows);
+        backend_.endStepCapture();
+        ran = true;
+      } catch (const StepCaptureFailed& e) {
+        backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op below
+        graphs_off_ = e.for_good;
+      } catch (const DeviceError&) {
+        // A call the device refused while recording (nothing recorded ran either): steps
+        // run op by op from now on, and a fault that is real shows again there.
+        backend_.abortStepCapture();
+        graphs_off_ = true;
+      } catch (...) {
+        backend_.abortStepCapture();
+        throw;
+      }
   }
   if (!ran) computeBatch(tokens, first_row, wanted ? rows : 0);
   n_past_ += n;

@@ -121,6 +121,8 @@ class Transformer {
   Backend& backend_;
   ExpertSource& experts_;
   int n_ctx_;
+  // Names this sequence (its KV cache and scratch) to a backend that replays recorded steps.
+  const uint64_t id_;
   int n_past_ = 0;
   std::vector<KvCache> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width] (Backend::allocKv)
   std::unique_ptr<Scratch> s_;

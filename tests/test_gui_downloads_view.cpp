@@ -109,6 +109,7 @@ class GuiDownloadsViewTest : public QObject {
     QCOMPARE(pause->text(), QString("Resume"));
     QTest::mouseClick(pause, Qt::LeftButton);
     QVERIFY(dm.status(running).state == "queued" || dm.status(running).state == "running");
+    slow.setPacing(64 * 1024, 0);  // the slow link has been seen: the rest at full speed
 
     // Retry the failed one: the server now sends the right bytes.
     select(view, failing);

@@ -157,7 +157,6 @@ __device__ __forceinline__ void withSink(float sink, float m, float& l, float& o
 // ---------------------------------------------------------------------------
 // Decode: flash-decoding
 
-constexpr int kDecodeMaxTokens = 4;
 constexpr int kMinChunkKeys = 64;    // no chunk shorter (the merge costs a partial per row)
 constexpr int kTargetBlocks = 256;   // ~2 blocks per SM on a 132-SM GPU
 constexpr int kMaxChunks = 256;      // the merge kernel's shared weights
@@ -180,11 +179,13 @@ int decodeRowsPerBlock(int n_rows, int head_dim) {
 template <int VEC, int NV, int R>
 __global__ void __launch_bounds__(kThreads, 2)
     attentionDecodeKernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
-                          const __half* __restrict__ v_cache, int pos0, int n_tokens, int n_head,
-                          int n_head_kv, int head_dim, float scale, const float* __restrict__ sinks,
-                          int window, int lanes_per_key, int chunk_keys, float* __restrict__ out,
+                          const __half* __restrict__ v_cache, int pos0_arg,
+                          const int32_t* __restrict__ pos0_dev, int n_tokens, int n_head, int n_head_kv,
+                          int head_dim, float scale, const float* __restrict__ sinks, int window,
+                          int lanes_per_key, int chunk_keys, float* __restrict__ out,
                           float* __restrict__ partial) {
   constexpr int D = VEC * NV;  // dims per lane
+  const int pos0 = pos0_dev ? *pos0_dev : pos0_arg;
   constexpr int KT = kKeysPerLane;
   __shared__ float sm_m[kWarps][R], sm_l[kWarps][R];
   __shared__ float sm_acc[kWarps][R][32 * D];
@@ -396,7 +397,9 @@ DecodePlan decodePlan(int pos0, int n_tokens, int n_head, int n_head_kv, int hea
 struct AttentionArgs {
   const float* q;
   const __half *k, *v;
-  int pos0, n_tokens, n_head, n_head_kv, head_dim;
+  int pos0;
+  const int32_t* pos0_dev;  // decode: pos0 read from device memory instead (null: pos0)
+  int n_tokens, n_head, n_head_kv, head_dim;
   float scale;
   const float* sinks;  // [n_head] or null
   int window;          // > 0: sliding window
@@ -407,8 +410,8 @@ template <int VEC, int NV, int R>
 void launchDecodeRows(const DecodePlan& p, int lanes_per_key, const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_chunks), static_cast<unsigned>(a.n_head_kv * p.row_blocks));
   launchKernel(attentionDecodeKernel<VEC, NV, R>, grid, kThreads, 0, stream, a.q, a.k, a.v, a.pos0,
-               a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, a.sinks, a.window, lanes_per_key,
-               p.chunk_keys, a.out, a.partial);
+               a.pos0_dev, a.n_tokens, a.n_head, a.n_head_kv, a.head_dim, a.scale, a.sinks, a.window,
+               lanes_per_key, p.chunk_keys, a.out, a.partial);
 }
 
 template <int VEC, int NV>
@@ -615,8 +618,15 @@ void launchPrefill(const AttentionArgs& a, bool pairs, cudaStream_t stream) {
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Element i < n of src into dst and, with src2, element i of src2 into dst2 (k and v).
+// With first_row (device memory): dst and dst2 start *first_row rows of row_elems further.
 __global__ void storeHalfKernel(const float* __restrict__ src, __half* __restrict__ dst,
-                                const float* __restrict__ src2, __half* __restrict__ dst2, size_t n) {
+                                const float* __restrict__ src2, __half* __restrict__ dst2, size_t n,
+                                const int32_t* __restrict__ first_row, size_t row_elems) {
+  if (first_row) {
+    const size_t offset = static_cast<size_t>(*first_row) * row_elems;
+    dst += offset;
+    if (dst2) dst2 += offset;
+  }
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     dst[i] = __float2half_rn(src[i]);
@@ -627,12 +637,12 @@ __global__ void storeHalfKernel(const float* __restrict__ src, __half* __restric
 }  // namespace
 
 void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* dst2, size_t n,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const int32_t* first_row, size_t row_elems) {
   if (n == 0) return;
   constexpr int kStoreThreads = 256;
   const size_t blocks = (n + kStoreThreads - 1) / kStoreThreads;
   launchKernel(storeHalfKernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kStoreThreads, 0,
-               stream, src, dst, src2, dst2, n);
+               stream, src, dst, src2, dst2, n, first_row, row_elems);
   checkLaunch("KV cache store kernel");
 }
 
@@ -656,13 +666,16 @@ size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_
 
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
                      int n_head, int n_head_kv, int head_dim, float scale, const float* sinks, int window,
-                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream) {
+                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream,
+                     const DevicePosition& device_pos) {
   if (n_tokens <= 0) return;
   if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0 || head_dim <= 0 || head_dim > kMaxHeadDim ||
       pos0 < 0 || window < 0)
     throw std::invalid_argument("attention: bad shape");
-  const AttentionArgs a{q,        k_cache, v_cache, pos0,   n_tokens, n_head, n_head_kv,
-                        head_dim, scale,   sinks,   window, out,      scratch};
+  if (device_pos.pos0 && (n_tokens > kDecodeMaxTokens || device_pos.plan_keys < pos0 + n_tokens))
+    throw std::invalid_argument("attention: a position read on the device needs a decode planned for it");
+  const AttentionArgs a{q,         k_cache,  v_cache, pos0,  device_pos.pos0, n_tokens, n_head,
+                        n_head_kv, head_dim, scale,   sinks, window,          out,      scratch};
   if (n_tokens > kDecodeMaxTokens) {
     const bool pairs = head_dim % 2 == 0 && aligned(k_cache, 4) && aligned(v_cache, 4);
     if (head_dim <= 32)
@@ -679,8 +692,11 @@ void launchAttention(const float* q, const __half* k_cache, const __half* v_cach
     return;
   }
 
-  const DecodePlan p = decodePlan(pos0, n_tokens, n_head, n_head_kv, head_dim);
-  const size_t need = attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, head_dim);
+  // Planned for the keys the call may see: a plan for more keys than a step has leaves
+  // its last chunks empty (no key, nothing merged).
+  const int plan_pos0 = device_pos.pos0 ? device_pos.plan_keys - n_tokens : pos0;
+  const DecodePlan p = decodePlan(plan_pos0, n_tokens, n_head, n_head_kv, head_dim);
+  const size_t need = attentionScratchBytes(plan_pos0, n_tokens, n_head, n_head_kv, head_dim);
   if (need > 0 && (scratch == nullptr || scratch_bytes < need))
     throw std::invalid_argument("attention: scratch of " + std::to_string(scratch_bytes) + " bytes, " +
                                 std::to_string(need) + " needed");

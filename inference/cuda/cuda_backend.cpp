@@ -27,6 +27,7 @@ CudaBackend::CudaBackend() {
     int8_mma_ = prop.major * 10 + prop.minor >= cuda::kMinMmaComputeCapability;
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     checkCuda(cudaEventCreateWithFlags(&readback_done_, cudaEventDisableTiming), "cudaEventCreate");
+    checkCuda(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming), "cudaEventCreate");
     for (UploadBuffer& b : uploads_)
       checkCuda(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
     checkCublas(cublasCreate(&cublas_), "cublasCreate");
@@ -55,11 +56,13 @@ void CudaBackend::release() noexcept {
   selection_biases_.clear();  // their device copies were among allocations_
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
-  for (Scratch* s :
-       {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_, &layer_experts_})
+  for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_,
+                     &layer_experts_, &step_dev_, &rope_all_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
+  if (step_host_) cudaFreeHost(step_host_), step_host_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
+  if (step_done_) cudaEventDestroy(step_done_), step_done_ = nullptr;
   for (UploadBuffer& b : uploads_) {
     if (b.ptr) cudaFreeHost(b.ptr), b.ptr = nullptr;
     if (b.done) cudaEventDestroy(b.done), b.done = nullptr;
@@ -83,6 +86,7 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
   s.bytes = 0;
   s.ptr = cudaMallocOrThrow(bytes, what);
   s.bytes = bytes;
+  ++buffers_generation_;  // a recorded step read the old buffer
   return s.ptr;
 }
 
@@ -112,6 +116,8 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
     }
     if (tile) scratch(tile_, tile, "matmul dequantisation tile");
   }
+  n_ctx_ = std::max(n_ctx_, n_ctx);
+  reserveStepState(c, n_ctx);
   const size_t partials = cuda::attentionScratchBytesUpTo(n_ctx, c.n_head, c.n_head_kv, c.head_dim);
   if (partials) scratch(attn_, partials, "attention partials");
   // Read backs: the last token's logits, or a batch's routing.
@@ -144,17 +150,90 @@ void CudaBackend::refuseWhileCapturing(const char* what) {
   throw StepCaptureFailed(std::string("a recorded step cannot wait for the device: ") + what);
 }
 
-bool CudaBackend::beginStepCapture() {
-  if (graphs_failed_ || capturing_) return false;
+void CudaBackend::reserveStepValues() {
+  if (!step_host_)
+    step_host_ = static_cast<int32_t*>(cudaHostAllocOrThrow(2 * sizeof(int32_t), "step values"));
+  scratch(step_dev_, 2 * sizeof(int32_t), "step values");
+}
+
+void CudaBackend::reserveStepState(const ModelConfig& c, int n_ctx) {
+  reserveStepValues();
+  if (c.n_rot <= 0 || n_ctx <= 0) return;
+  const RopeYarn* yarn = c.yarn.active() ? &c.yarn : nullptr;
+  const RopeYarn key = yarn ? *yarn : RopeYarn{};
+  const bool same =
+      rope_all_n_rot_ == c.n_rot && rope_all_base_ == c.rope_freq_base && rope_all_yarn_ == bool(yarn) &&
+      (!yarn ||
+       (key.factor == rope_all_yarn_key_.factor && key.orig_ctx == rope_all_yarn_key_.orig_ctx &&
+        key.beta_fast == rope_all_yarn_key_.beta_fast && key.beta_slow == rope_all_yarn_key_.beta_slow &&
+        key.attn_factor == rope_all_yarn_key_.attn_factor));
+  if (same && rope_all_rows_ >= n_ctx) return;
+  std::vector<float> table(size_t(n_ctx) * c.n_rot);
+  for (int p = 0; p < n_ctx; ++p)
+    ropeAngles(p, c.n_rot, c.rope_freq_base, yarn, table.data() + size_t(p) * c.n_rot);
+  void* dev = scratch(rope_all_, table.size() * sizeof(float), "rope table of every position");
+  synchronize();  // queued steps may read the old rows
+  rope_all_rows_ = 0;
+  checkCuda(cudaMemcpy(dev, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice),
+            "rope table upload");
+  rope_all_rows_ = n_ctx;
+  rope_all_n_rot_ = c.n_rot;
+  rope_all_base_ = c.rope_freq_base;
+  rope_all_yarn_ = bool(yarn);
+  rope_all_yarn_key_ = key;
+  ++buffers_generation_;
+}
+
+int CudaBackend::planKeys(int pos0, int n_tokens) const {
+  const int keys = pos0 + n_tokens;
+  const int rounded = (keys + kPlanKeys - 1) / kPlanKeys * kPlanKeys;
+  return std::max(keys, std::min(rounded, n_ctx_));
+}
+
+const int32_t* CudaBackend::recordedPosition(int pos, int n_tokens, const char* what) {
+  if (n_tokens != 1 || pos != step_.pos) {
+    graphs_failed_ = true;
+    throw StepCaptureFailed(std::string("a recorded step is one token at the step's position: ") + what);
+  }
+  return static_cast<const int32_t*>(step_dev_.ptr) + 1;
+}
+
+// The last step's graph has read step_host_ (in practice long ago: its logits were
+// read back since).
+void CudaBackend::waitForStepValues() {
+  const cudaError_t done = cudaEventQuery(step_done_);
+  if (done == cudaErrorNotReady)
+    checkCuda(cudaEventSynchronize(step_done_), "cuda backend: the last step's values");
+  else
+    checkCuda(done, "cuda backend: the last step's values");
+}
+
+bool CudaBackend::beginStepCapture(const StepValues& v) {
+  if (graphs_failed_ || capturing_ || v.pos < 0) return false;
+  reserveStepValues();
+  waitForStepValues();
+  step_host_[0] = v.token;
+  step_host_[1] = v.pos;
+  step_ = v;
+  step_plan_keys_ = planKeys(v.pos, 1);
   checkCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
   capture_uploads_ = 0;
+  // The graph's first node: the step's values, read from pinned memory when it runs.
+  const cudaError_t copied =
+      cudaMemcpyAsync(step_dev_.ptr, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_);
+  if (copied != cudaSuccess) {
+    abortStepCapture();
+    graphs_failed_ = true;
+    return false;
+  }
   return true;
 }
 
 void CudaBackend::endStepCapture() {
   if (!capturing_) return;
   capturing_ = false;
+  recorded_.valid = false;
   cudaGraph_t graph = nullptr;
   if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess || !graph) {
     cudaGetLastError();
@@ -162,8 +241,8 @@ void CudaBackend::endStepCapture() {
     forgetUploads();
     throw StepCaptureFailed("cuda backend: recording the step failed");
   }
-  // The same shape as the last step (the usual case): its executable graph takes the
-  // new arguments; else a new one.
+  // The same shape as the last recording (the usual case): its executable graph takes
+  // the new arguments; else a new one.
   if (step_graph_) {
     cudaGraphExecUpdateResultInfo info{};
     if (cudaGraphExecUpdate(step_graph_, graph, &info) != cudaSuccess) {
@@ -183,12 +262,29 @@ void CudaBackend::endStepCapture() {
     throw StepCaptureFailed("cuda backend: instantiating the step's graph failed");
   }
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
+  checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
   ++step_graph_launches_;
+  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_};
+}
+
+bool CudaBackend::replayStep(const StepValues& v) {
+  if (!recorded_.valid || graphs_failed_ || capturing_ || !step_graph_ || v.owner != recorded_.owner ||
+      recorded_.buffers != buffers_generation_ || v.pos < 0 || planKeys(v.pos, 1) != recorded_.plan_keys ||
+      v.pos >= rope_all_rows_)
+    return false;
+  waitForStepValues();
+  step_host_[0] = v.token;
+  step_host_[1] = v.pos;
+  checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
+  checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
+  ++step_graph_launches_;
+  return true;
 }
 
 void CudaBackend::abortStepCapture() noexcept {
   if (!capturing_) return;
   capturing_ = false;
+  recorded_.valid = false;
   cudaGraph_t graph = nullptr;
   cudaStreamEndCapture(stream_, &graph);
   if (graph) cudaGraphDestroy(graph);
@@ -238,7 +334,13 @@ void CudaBackend::storeKv(const KvCache& dst, size_t first, const float* src, si
   if (first > dst.n_elems || n > dst.n_elems - first)
     throw std::out_of_range("cuda backend: storeKv: elements " + std::to_string(first) + " + " +
                             std::to_string(n) + " past a cache of " + std::to_string(dst.n_elems));
-  if (n) cuda::launchStoreHalf(src, static_cast<__half*>(dst.data) + first, nullptr, nullptr, n, stream_);
+  if (n == 0) return;
+  if (capturing_) {  // one row at the step's position, read on the device
+    const int32_t* row = recordedPosition(int(first / n), first % n == 0 ? 1 : 0, "storeKv");
+    cuda::launchStoreHalf(src, static_cast<__half*>(dst.data), nullptr, nullptr, n, stream_, row, n);
+    return;
+  }
+  cuda::launchStoreHalf(src, static_cast<__half*>(dst.data) + first, nullptr, nullptr, n, stream_);
 }
 
 void CudaBackend::storeKvPair(const KvCache& k_dst, const KvCache& v_dst, size_t first, const float* k_src,
@@ -250,9 +352,15 @@ void CudaBackend::storeKvPair(const KvCache& k_dst, const KvCache& v_dst, size_t
       throw std::out_of_range("cuda backend: storeKv: elements " + std::to_string(first) + " + " +
                               std::to_string(n) + " past a cache of " + std::to_string(dst->n_elems));
   }
-  if (n)
-    cuda::launchStoreHalf(k_src, static_cast<__half*>(k_dst.data) + first, v_src,
-                          static_cast<__half*>(v_dst.data) + first, n, stream_);
+  if (n == 0) return;
+  if (capturing_) {  // one row at the step's position, read on the device
+    const int32_t* row = recordedPosition(int(first / n), first % n == 0 ? 1 : 0, "storeKvPair");
+    cuda::launchStoreHalf(k_src, static_cast<__half*>(k_dst.data), v_src, static_cast<__half*>(v_dst.data), n,
+                          stream_, row, n);
+    return;
+  }
+  cuda::launchStoreHalf(k_src, static_cast<__half*>(k_dst.data) + first, v_src,
+                        static_cast<__half*>(v_dst.data) + first, n, stream_);
 }
 
 // Queued kernels may still read p: wait for them, then free. After a device fault
@@ -352,11 +460,13 @@ void CudaBackend::fromHost(float* dst, const float* host_src, size_t n) {
 // event, in practice long done: the ring turns over once per several uploads).
 void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* what) {
   if (bytes == 0) return;
-  // A recorded step's copies read their pinned buffers when the graph runs: each
-  // needs a buffer of its own until then (the step before has completed: its
-  // logits were read back).
-  if (capturing_ && ++capture_uploads_ > kUploadRing)
-    refuseWhileCapturing("more uploads than pinned buffers");
+  // A recorded step replays later, when the pinned buffer holds other bytes: it may
+  // not upload. A one-time upload (an expert table, a bias) happens when the step runs
+  // op by op instead, and the next step records; one that recurs stops the recording.
+  if (capturing_) {
+    if (++capture_uploads_ > 1 || ++upload_refusals_ > 2) graphs_failed_ = true;
+    throw StepCaptureFailed(std::string("a recorded step cannot upload: ") + what, graphs_failed_);
+  }
   UploadBuffer& b = uploads_[next_upload_];
   next_upload_ = (next_upload_ + 1) % kUploadRing;
   if (b.pending && cudaEventQuery(b.done) != cudaSuccess) {
@@ -374,7 +484,6 @@ void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* w
   }
   std::memcpy(b.ptr, src, bytes);
   checkCuda(cudaMemcpyAsync(dst, b.ptr, bytes, cudaMemcpyHostToDevice, stream_), what);
-  if (capturing_) return;
   checkCuda(cudaEventRecord(b.done, stream_), what);
   b.pending = true;
 }
@@ -395,9 +504,24 @@ void CudaBackend::addRmsNorm(float* x, const float* delta, const float* weight, 
 // (ropeAngles), uploaded once per distinct positions vector and rope parameters
 // (q and k of every layer of a step share it).
 const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base,
-                                    const RopeYarn* yarn) {
+                                    const RopeYarn* yarn, const int32_t** first_row) {
   const size_t n = static_cast<size_t>(n_tokens) * n_rot;
   const RopeYarn key = yarn ? *yarn : RopeYarn{};
+  *first_row = nullptr;
+  if (capturing_) {
+    *first_row = recordedPosition(positions[0], n_tokens, "rope");
+    const bool same_rope =
+        rope_all_n_rot_ == n_rot && rope_all_base_ == freq_base && rope_all_yarn_ == bool(yarn) &&
+        (!yarn ||
+         (key.factor == rope_all_yarn_key_.factor && key.orig_ctx == rope_all_yarn_key_.orig_ctx &&
+          key.beta_fast == rope_all_yarn_key_.beta_fast && key.beta_slow == rope_all_yarn_key_.beta_slow &&
+          key.attn_factor == rope_all_yarn_key_.attn_factor));
+    if (!same_rope || step_.pos >= rope_all_rows_) {
+      graphs_failed_ = true;
+      throw StepCaptureFailed("a recorded step rotates by rope parameters it has no table of");
+    }
+    return static_cast<const float*>(rope_all_.ptr);
+  }
   const bool same =
       rope_n_rot_ == n_rot && rope_base_ == freq_base && rope_yarn_ == bool(yarn) &&
       (!yarn || (key.factor == rope_yarn_key_.factor && key.orig_ctx == rope_yarn_key_.orig_ctx &&
@@ -427,8 +551,10 @@ void CudaBackend::rope(float* x, int n_tokens, int n_heads, int head_dim, int n_
     throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_heads <= 0) return;
-  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr);
-  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+  const int32_t* row = nullptr;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr, &row);
+  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_,
+                   row);
 }
 
 void CudaBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
@@ -440,8 +566,10 @@ void CudaBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, in
     throw std::invalid_argument(
         "cuda backend: rope: YaRN needs factor >= 1, an original context and betas > 0");
   if (n_tokens <= 0 || n_heads <= 0) return;
-  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, &yarn);
-  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+  const int32_t* row = nullptr;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, &yarn, &row);
+  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_,
+                   row);
 }
 
 void CudaBackend::ropePair(float* q, int n_head, float* k, int n_head_kv, int n_tokens, int head_dim,
@@ -450,8 +578,10 @@ void CudaBackend::ropePair(float* q, int n_head, float* k, int n_head_kv, int n_
     throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_head <= 0 || n_head_kv <= 0) return;
-  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr);
-  cuda::launchRope(q, n_head, k, n_head_kv, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_);
+  const int32_t* row = nullptr;
+  const float* cs = ropeTable(positions, n_tokens, n_rot, freq_base, nullptr, &row);
+  cuda::launchRope(q, n_head, k, n_head_kv, n_tokens, head_dim, n_rot, cs, style == RopeStyle::Neox, stream_,
+                   row);
 }
 
 void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCache& v_cache, int pos0,
@@ -469,12 +599,21 @@ void CudaBackend::attention(const float* q, const KvCache& k_cache, const KvCach
   if (!kvHoldsRows(k_cache, pos0, n_tokens, shape) || !kvHoldsRows(v_cache, pos0, n_tokens, shape))
     throw std::out_of_range("cuda backend: attention: rows up to " + std::to_string(pos0 + n_tokens) +
                             " past the KV cache");
-  const size_t scratch_bytes = cuda::attentionScratchBytes(pos0, n_tokens, n_head, n_head_kv, hd);
+  // A decode is planned for its keys rounded up (planKeys), recorded or not, so a
+  // recorded step serves the positions up to there and gives the same bits.
+  cuda::DevicePosition at;
+  int plan_pos0 = pos0;
+  if (n_tokens <= cuda::kDecodeMaxTokens) {
+    at.plan_keys = capturing_ ? step_plan_keys_ : planKeys(pos0, n_tokens);
+    plan_pos0 = at.plan_keys - n_tokens;
+    if (capturing_) at.pos0 = recordedPosition(pos0, n_tokens, "attention");
+  }
+  const size_t scratch_bytes = cuda::attentionScratchBytes(plan_pos0, n_tokens, n_head, n_head_kv, hd);
   auto* partials =
       scratch_bytes ? static_cast<float*>(scratch(attn_, scratch_bytes, "attention partials")) : nullptr;
   cuda::launchAttention(q, static_cast<const __half*>(k_cache.data), static_cast<const __half*>(v_cache.data),
                         pos0, n_tokens, n_head, n_head_kv, hd, shape.scale, shape.sinks, shape.window, out,
-                        partials, scratch_bytes, stream_);
+                        partials, scratch_bytes, stream_, at);
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, float* out, size_t n) {

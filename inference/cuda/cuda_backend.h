@@ -90,11 +90,19 @@ class CudaBackend final : public Backend {
                   float* out) override;
   MatmulTraffic matmulTraffic() const override { return traffic_; }
   // Decode steps as graphs: recorded with cudaStreamCaptureModeThreadLocal, the
-  // executable graph updated in place when the next step has the same shape
-  // (cudaGraphExecUpdate), instantiated anew when not.
-  bool beginStepCapture() override;
+  // step's token and position read from device memory (step_dev_) that the graph's
+  // first node fills from pinned memory, so one recording replays at every position
+  // its attention was planned for (kPlanKeys); a new recording updates the executable
+  // graph in place when it has the same shape (cudaGraphExecUpdate), else a new one.
+  bool beginStepCapture(const StepValues& v) override;
   void endStepCapture() override;
   void abortStepCapture() noexcept override;
+  bool replayStep(const StepValues& v) override;
+  // A decode's attention is planned for its keys rounded up to a multiple of this
+  // (at most the context), whether it is recorded or not: the positions of one
+  // 256-key span replay one recording, and a step's bits do not depend on whether
+  // it was recorded.
+  static constexpr int kPlanKeys = 256;
   uint64_t stepGraphLaunches() const { return step_graph_launches_; }
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
@@ -133,8 +141,18 @@ class CudaBackend final : public Backend {
   void matmulTiled(const WeightView& w, const float* x, float* y, int n_tokens);
   void sgemm(const float* a, int64_t lda, int64_t m, const float* x, int64_t k, int n_tokens, float* y,
              int64_t ldy);
+  // The cos/sin rows of `positions`; while a step records, the table of every
+  // position and, in *first_row, where on the device the step's row number is.
   const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base,
-                         const RopeYarn* yarn);
+                         const RopeYarn* yarn, const int32_t** first_row);
+  // The step's values on the device and the rope table of every position up to n_ctx.
+  void reserveStepState(const ModelConfig& c, int n_ctx);
+  void reserveStepValues();
+  void waitForStepValues();
+  // While a step records: its position on the device, after checking that the host's
+  // value (`pos`) is the step's (else the recording is refused).
+  const int32_t* recordedPosition(int pos, int n_tokens, const char* what);
+  int planKeys(int pos0, int n_tokens) const;
   void release() noexcept;
   const float* deviceSelectionBias(const float* host, int n);
   void freeAfterQueuedWork(void* p) noexcept;
@@ -190,6 +208,29 @@ class CudaBackend final : public Backend {
   cudaGraphExec_t step_graph_ = nullptr;
   bool graphs_failed_ = false;
   uint64_t step_graph_launches_ = 0;
+  // The recorded step: its values ({token, pos}: pinned, then on the device), whose
+  // sequence it is, the keys its attention was planned for, and the buffer generation
+  // it read (any scratch or pinned buffer replaced since: it records anew).
+  int32_t* step_host_ = nullptr;
+  Scratch step_dev_;
+  StepValues step_;
+  int step_plan_keys_ = 0;
+  struct RecordedStep {
+    bool valid = false;
+    uint64_t owner = 0, buffers = 0;
+    int plan_keys = 0;
+  };
+  RecordedStep recorded_;
+  uint64_t buffers_generation_ = 0;
+  int upload_refusals_ = 0;          // recordings refused for an upload (a third: steps stop recording)
+  cudaEvent_t step_done_ = nullptr;  // after the last recorded or replayed step: step_host_ is free
+  int n_ctx_ = 0;                    // the longest context reserveScratch was given
+  // cos/sin of every position up to rope_all_rows_ for one set of rope parameters
+  Scratch rope_all_;
+  int rope_all_rows_ = 0, rope_all_n_rot_ = 0;
+  float rope_all_base_ = 0.0f;
+  bool rope_all_yarn_ = false;
+  RopeYarn rope_all_yarn_key_;
   void* cublas_workspace_ = nullptr;
   // Throws StepCaptureFailed when the stream records: `what` would wait for the device.
   void refuseWhileCapturing(const char* what);

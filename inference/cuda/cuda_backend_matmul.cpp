@@ -58,8 +58,18 @@ void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_to
     if (tokens[t] < 0 || tokens[t] >= table.rows)
       throw std::out_of_range("cuda backend: embed: token id " + std::to_string(tokens[t]) + " outside [0, " +
                               std::to_string(table.rows) + ")");
-  auto* dev_tokens = static_cast<int32_t*>(scratch(tokens_, n_tokens * sizeof(int32_t), "token ids"));
-  upload(dev_tokens, tokens, n_tokens * sizeof(int32_t), "cuda backend: embed: upload of token ids");
+  const int32_t* dev_tokens = nullptr;
+  if (capturing_) {  // a recorded step's token, read on the device
+    if (n_tokens != 1 || tokens[0] != step_.token) {
+      graphs_failed_ = true;
+      throw StepCaptureFailed("a recorded step embeds its own token");
+    }
+    dev_tokens = static_cast<const int32_t*>(step_dev_.ptr);
+  } else {
+    auto* dev = static_cast<int32_t*>(scratch(tokens_, n_tokens * sizeof(int32_t), "token ids"));
+    upload(dev, tokens, n_tokens * sizeof(int32_t), "cuda backend: embed: upload of token ids");
+    dev_tokens = dev;
+  }
   cuda::launchEmbed(elemType(table.type, "embed"), table.data, table.row_bytes, table.cols, dev_tokens,
                     n_tokens, out, stream_);
 }

@@ -51,10 +51,12 @@ __global__ void rmsNormKernel(float* x, const float* delta, const float* weight,
 
 // One thread per rotated pair (t, h, i). Norm pairs (2i, 2i+1); Neox pairs (i, i + n_rot/2).
 // The first `pairs` are x's ([n_tokens][n_heads]); the next `pairs2` those of x2
-// ([n_tokens][n_heads2], e.g. k after q), at the same positions.
+// ([n_tokens][n_heads2], e.g. k after q), at the same positions. cs: [n_tokens][n_rot]
+// cos/sin; with first_row (device memory), token t's are row *first_row + t of cs.
 __global__ void ropeKernel(float* x, int64_t pairs, int n_heads, float* x2, int64_t pairs2, int n_heads2,
-                           int head_dim, int n_rot, const float* cs, bool neox) {
+                           int head_dim, int n_rot, const float* cs, const int32_t* first_row, bool neox) {
   const int half = n_rot / 2;
+  if (first_row) cs += static_cast<int64_t>(*first_row) * n_rot;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < pairs + pairs2;
        idx += step) {
@@ -117,12 +119,12 @@ void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* 
 }
 
 void launchRope(float* x, int n_heads, float* x2, int n_heads2, int n_tokens, int head_dim, int n_rot,
-                const float* cs, bool neox, cudaStream_t stream) {
+                const float* cs, bool neox, cudaStream_t stream, const int32_t* first_row) {
   const int64_t per_head = static_cast<int64_t>(n_tokens) * (n_rot / 2);
   const int64_t pairs = per_head * n_heads, pairs2 = x2 ? per_head * n_heads2 : 0;
   if (pairs + pairs2 <= 0) return;
   launchKernel(ropeKernel, gridFor(static_cast<size_t>(pairs + pairs2)), kThreads, 0, stream, x, pairs,
-               n_heads, x2, pairs2, n_heads2 > 0 ? n_heads2 : 1, head_dim, n_rot, cs, neox);
+               n_heads, x2, pairs2, n_heads2 > 0 ? n_heads2 : 1, head_dim, n_rot, cs, first_row, neox);
   checkLaunch("rope kernel");
 }
 

@@ -159,12 +159,16 @@ void launchAddRmsNorm(float* x, const float* delta, const float* weight, float* 
 // x: [n_tokens][n_heads][head_dim], and x2 (may be null): [n_tokens][n_heads2][head_dim]
 // at the same positions (q and k in one launch); cs: [n_tokens][n_rot] (cos, sin) pairs
 // per rotated pair, computed on the host exactly as the CPU backend computes them.
+// first_row (device memory, may be null): cs holds a row per position, and the tokens'
+// rows start at *first_row (a recorded decode step reads its position there).
 void launchRope(float* x, int n_heads, float* x2, int n_heads2, int n_tokens, int head_dim, int n_rot,
-                const float* cs, bool neox, cudaStream_t stream);
+                const float* cs, bool neox, cudaStream_t stream, const int32_t* first_row = nullptr);
 // The F16 KV cache (cuda_attention.cu). dst[i] = src[i] rounded to half (nearest
 // even; beyond 65504 in magnitude: infinity), i < n; with src2, dst2[i] = src2[i] too.
+// first_row (device memory, may be null): dst and dst2 start *first_row rows of
+// row_elems elements further.
 void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* dst2, size_t n,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const int32_t* first_row = nullptr, size_t row_elems = 0);
 // Causal GQA attention; see Backend::attention. q, out: [n_tokens][n_head][head_dim]
 // float; k_cache, v_cache: [n_ctx][n_head_kv][head_dim] half. head_dim <= kMaxHeadDim.
 // scratch: device memory of at least attentionScratchBytes(shape) bytes (the decode's
@@ -173,11 +177,23 @@ void launchStoreHalf(const float* src, __half* dst, const float* src2, __half* d
 size_t attentionScratchBytes(int pos0, int n_tokens, int n_head, int n_head_kv, int head_dim);
 // The largest attentionScratchBytes of any call within a context of n_ctx positions.
 size_t attentionScratchBytesUpTo(int n_ctx, int n_head, int n_head_kv, int head_dim);
+// Up to this many tokens attention runs as a decode (flash-decoding); more: prefill.
+inline constexpr int kDecodeMaxTokens = 4;
+// A decode's first position read from device memory when it runs (a recorded step
+// replayed at later positions): pos0 there, at most plan_keys - n_tokens; the launch
+// is planned for plan_keys keys (its chunks past the real keys stay empty).
+struct DevicePosition {
+  const int32_t* pos0 = nullptr;
+  int plan_keys = 0;
+};
 // sinks: [n_head] logits that join each head's softmax denominator (gpt-oss), or
 // null; window > 0: the query at position p sees keys p - window + 1 .. p only.
+// With device_pos.pos0, `pos0` is only checked against the plan (the host's value
+// of the step being recorded).
 void launchAttention(const float* q, const __half* k_cache, const __half* v_cache, int pos0, int n_tokens,
                      int n_head, int n_head_kv, int head_dim, float scale, const float* sinks, int window,
-                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream);
+                     float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream,
+                     const DevicePosition& device_pos = {});
 
 // out[i] = the gated activation of gate[i] and up[i].
 void launchSwiglu(const float* gate, const float* up, float* out, size_t n, const Activation& act,

@@ -226,7 +226,9 @@ RoutingTrace parseFingerprintJson(std::string_view text, const std::string& name
             const int layer = suffixNumber(layer_key, "layer_");
             if (layer < 0 || layer >= int(kMaxLayers) || token.count(layer))
               throw RoutingTraceError(name + ": " + token_key + ": unexpected or repeated key " + layer_key);
-            auto& [lids, lw] = token[layer];
+            auto& choice = token[layer];
+            std::vector<uint16_t>& lids = choice.first;
+            std::vector<float>& lw = choice.second;
             c.forEachMember([&](const std::string& field) {
               if (field == "selected_experts") {
                 c.forEachElement([&] {

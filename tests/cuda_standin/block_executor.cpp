@@ -537,12 +537,9 @@ void enqueueKernel(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stre
     fail(cudaErrorInvalidConfiguration);
     return;
   }
-  auto job = std::make_shared<GridJob>();
-  job->body = std::move(body);
-  job->grid = grid;
-  job->block = block;
-  job->total = uint64_t{grid.x} * grid.y * grid.z;
-  enqueueLaunch(stream, [job, pointers = std::move(pointers)] {
+  // The launch may run more than once (a graph replayed): each run gets a job of its own.
+  auto shared_body = std::make_shared<const KernelBody>(std::move(body));
+  enqueueLaunch(stream, [shared_body, grid, block, pointers = std::move(pointers)] {
     for (const PointerArg& p : pointers)
       if (!deviceAccessible(p.ptr)) {
         char buf[160];
@@ -551,6 +548,11 @@ void enqueueKernel(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stre
         device().setSticky(cudaErrorIllegalAddress, buf);
         return;
       }
+    auto job = std::make_shared<GridJob>();
+    job->body = *shared_body;
+    job->grid = grid;
+    job->block = block;
+    job->total = uint64_t{grid.x} * grid.y * grid.z;
     runGrid(job);
   });
 }

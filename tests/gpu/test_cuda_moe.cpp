@@ -466,9 +466,10 @@ class HostRoutedSource final : public moe::ExpertSource {
 
 #if MOECHAT_CUDA_STANDIN
 // Every weight resident: a decode step routes and picks its experts on the device,
-// is recorded and replayed as one graph (no kernel launched one by one), and the
-// host waits once per token, for the logits, never for a whole stream; the logits
-// are those of the host-routed path (launched op by op), bit for bit.
+// is recorded once and replayed as one graph (no kernel launched one by one, none
+// recorded again: the token and position are read on the device), and the host waits
+// once per token, for the logits, never for a whole stream; the logits are those of
+// the host-routed path (launched op by op), bit for bit.
 TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
   for (const char* arch : {"qwen3moe", "gpt-oss", "deepseek2"}) {
     if (moe::test::gpuTestsQuick() && std::string(arch) != "qwen3moe") continue;  // the same graph threads
@@ -485,6 +486,7 @@ TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
     on_host.forward(prompt, logits_host);
     ASSERT_TRUE(logits_device == logits_host) << arch << ": the prompt's logits differ";
     for (int32_t next : {9, 4, 11}) {
+      const bool first_step = next == 9;
       gpu_->synchronize();
       const auto before = cudastandin::totals().all;
       on_device.forward(std::span(&next, 1), logits_device);
@@ -503,6 +505,10 @@ TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
           (unsigned long long)(host_after.host_syncs - after.host_syncs));
       ASSERT_EQ(after.graph_launches - before.graph_launches, uint64_t(1))
           << arch << ": the step is not one graph";
+      if (first_step)
+        ASSERT_TRUE(after.captured_kernels > before.captured_kernels) << arch << ": nothing recorded";
+      else
+        ASSERT_EQ(after.captured_kernels, before.captured_kernels) << arch << ": the step was recorded again";
       ASSERT_EQ(after.kernel_launches - before.kernel_launches, uint64_t(0))
           << arch << ": kernels launched one by one";
       ASSERT_EQ(host_after.graph_launches - after.graph_launches, uint64_t(0))
@@ -511,36 +517,101 @@ TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
       ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0)) << arch;
       ASSERT_EQ(after.bytes_d2h - before.bytes_d2h, uint64_t(model->config().n_vocab) * sizeof(float))
           << arch;
-      ASSERT_TRUE(logits_device == logits_host) << arch << ": decode logits differ";
+      ASSERT_TRUE(logits_device == logits_host) << arch << ": decode logits differ at token " << next;
     }
   }
 }
 #endif
 
 #if MOECHAT_CUDA_STANDIN
+// One recording serves every position of its 256-key span (its attention's plan): a
+// decode that crosses position 256 records once more there and nowhere else; after
+// the sequence is cut back across it (a regenerated reply) the earlier span records
+// once again; another sequence on the same backend records its own. Every step's
+// logits are the host-routed path's, bit for bit.
+TEST_F(CudaMoe, aRecordedStepReplaysAtLaterPositions) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("gpt-oss")).toBytes();
+  auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+  moe::ResidentExpertSource resident(table);
+  HostRoutedSource host_routed(resident);
+  const int n_ctx = 300, n_vocab = model->config().n_vocab;
+  moe::Transformer on_device(*model, *gpu_, resident, n_ctx), on_host(*model, *gpu_, host_routed, n_ctx);
+  std::vector<int32_t> prompt(250);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % n_vocab);
+  std::vector<float> logits_device, logits_host;
+  on_device.forward(prompt, logits_device);
+  on_host.forward(prompt, logits_host);
+  // Steps at positions 250..261; returns how many were recorded.
+  auto decode = [&](int steps, int32_t first_token) {
+    int recorded = 0;
+    for (int i = 0; i < steps; ++i) {
+      const int32_t next = int32_t((first_token + 13 * i) % n_vocab);
+      gpu_->synchronize();
+      const auto before = cudastandin::totals().all;
+      on_device.forward(std::span(&next, 1), logits_device);
+      const auto after = cudastandin::totals().all;
+      on_host.forward(std::span(&next, 1), logits_host);
+      EXPECT_EQ(after.graph_launches - before.graph_launches, uint64_t(1))
+          << "position " << on_device.nPast() - 1;
+      EXPECT_EQ(after.kernel_launches, before.kernel_launches) << "position " << on_device.nPast() - 1;
+      recorded += after.captured_kernels > before.captured_kernels ? 1 : 0;
+      EXPECT_TRUE(logits_device == logits_host) << "position " << on_device.nPast() - 1 << ": logits differ";
+    }
+    return recorded;
+  };
+  ASSERT_EQ(decode(12, 3), 2);  // at 250, and at 256 (the next 256 keys)
+  on_device.truncate(252);
+  on_host.truncate(252);
+  ASSERT_EQ(decode(3, 40), 1);  // positions 252..254: the span up to 256 again
+  // A second sequence records its own step; the first then records again.
+  moe::Transformer other(*model, *gpu_, resident, n_ctx);
+  std::vector<float> other_logits;
+  other.forward(std::span(prompt.data(), 5), other_logits);
+  const int32_t token = 7;
+  const auto before = cudastandin::totals().all;
+  other.forward(std::span(&token, 1), other_logits);
+  ASSERT_TRUE(cudastandin::totals().all.captured_kernels > before.captured_kernels);
+  ASSERT_EQ(decode(1, 90), 1);  // position 255: recorded again for this sequence
+}
+#endif
+
+#if MOECHAT_CUDA_STANDIN
 // An op that waits for the device inside a recorded step: the recording is refused
 // (StepCaptureFailed), nothing of it ran, and after the abort the same ops run one by
-// one with their results; later steps are not recorded.
+// one with their results; later steps are not recorded. An upload refuses only its
+// own recording.
 TEST_F(CudaMoe, aStepThatWaitsIsNotRecorded) {
   const auto backend = moe::makeBackend(moe::DeviceChoice::kCuda, 2);  // its own: it stops recording
   const std::vector<float> values = {1.0f, 2.0f, 3.0f, 4.0f};
   float* d = backend->allocFloats(values.size());
   std::vector<float> back(values.size(), -1.0f);
-  for (int i = 0; i < 4; ++i) backend->fromHost(d, values.data(), values.size());  // the upload buffers exist
-  backend->zero(d, values.size());
+  backend->fromHost(d, values.data(), values.size());
   backend->synchronize();
   const uint64_t graphs_before = cudastandin::totals().all.graph_launches;
-  ASSERT_TRUE(backend->beginStepCapture());
-  backend->fromHost(d, values.data(), values.size());
+  // An upload inside a recording is refused for that recording only (a replay would
+  // copy whatever its pinned buffer then holds): the next step may record.
+  ASSERT_TRUE(backend->beginStepCapture({}));
+  bool for_good = true;
+  try {
+    backend->fromHost(d, values.data(), values.size());
+  } catch (const moe::StepCaptureFailed& e) {
+    for_good = e.for_good;
+  }
+  ASSERT_FALSE(for_good);
+  backend->abortStepCapture();
+  // A wait inside a recording: refused, and no step records on this backend again.
+  ASSERT_TRUE(backend->beginStepCapture({}));
+  backend->zero(d, values.size());
   ASSERT_THROW(backend->toHost(back.data(), d, back.size()), moe::StepCaptureFailed);
   backend->abortStepCapture();
   ASSERT_EQ(back, std::vector<float>(values.size(), -1.0f));
-  backend->toHost(back.data(), d, back.size());  // the recorded copy never ran
-  ASSERT_EQ(back, std::vector<float>(values.size(), 0.0f));
-  backend->fromHost(d, values.data(), values.size());
-  backend->toHost(back.data(), d, back.size());
+  backend->toHost(back.data(), d, back.size());  // the recorded zero never ran
   ASSERT_EQ(back, values);
-  ASSERT_FALSE(backend->beginStepCapture());  // no second try
+  backend->zero(d, values.size());
+  backend->toHost(back.data(), d, back.size());
+  ASSERT_EQ(back, std::vector<float>(values.size(), 0.0f));
+  ASSERT_FALSE(backend->beginStepCapture({}));  // no second try
   ASSERT_EQ(cudastandin::totals().all.graph_launches, graphs_before);
   backend->freeFloats(d);
 }

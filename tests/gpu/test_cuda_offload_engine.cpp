@@ -98,6 +98,8 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
     const double bound = kLogitsBound;
     for (auto policy :
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
+      // Quick: static's threads are reactive-lru's (its pins are decisions on the same thread).
+      if (moe::test::gpuTestsQuick() && policy == moe::OffloadPolicy::kStatic) continue;
       for (int n_slots : {3, total / 2}) {
         if (moe::test::gpuTestsQuick() && n_slots != 3)
           continue;  // the most evictions: the most thread traffic
@@ -199,6 +201,8 @@ TEST_F(CudaOffloadEngine, cpuExpertsRefused) {
 // (EngineSession): the same logits as the CPU backend with every expert
 // resident, over a prompt and decode steps, with experts really copied.
 TEST_F(CudaOffloadEngine, sessionOnCuda) {
+  if (moe::test::gpuTestsQuick())
+    GTEST_SKIP() << "quick set: the app engine's case below runs the same session threads";
   moe::SessionOptions so;
   so.demo = true;
   so.threads = 2;
@@ -264,6 +268,10 @@ TEST_F(CudaOffloadEngine, deviceFaultMidReplyIsAnError) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
   for (auto policy : {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kProactive})
     for (int fault_at : {1, 7, 40, -1, -5, -30}) {  // > 0: that kernel faults; < 0: that copy
+      // Quick: proactive (the prediction thread too), a kernel and a copy fault mid-step.
+      if (moe::test::gpuTestsQuick() &&
+          (policy != moe::OffloadPolicy::kProactive || (fault_at != 7 && fault_at != -5)))
+        continue;
       const std::string what = moe::test::format("%s, %s %d faults", moe::policyName(policy),
                                                  fault_at > 0 ? "kernel" : "copy", std::abs(fault_at));
       {

@@ -321,6 +321,40 @@ TEST(CudaStandin, streamsRunAsynchronously) {
   ASSERT_EQ(cudaStreamDestroy(b), cudaSuccess);
 }
 
+// A graph runs everything it recorded each time it is launched, reading its inputs
+// when it runs: a kernel that adds, and a copy from pinned memory the host rewrites
+// between launches.
+__global__ void addFirstKernel(float* out, const float* in) { out[threadIdx.x] += in[0]; }
+
+TEST(CudaStandin, aGraphRunsAgainAtEachLaunch) {
+  Clean clean;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  DeviceArray<float> out(32), in(1);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(float), cudaHostAllocDefault),
+            cudaSuccess);
+  launch(writeKernel, 1, 32, 0, s, out.p, 0.0f);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(in.p, pinned, sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+  launch(addFirstKernel, 1, 32, 0, s, out.p, static_cast<const float*>(in.p));
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (float v : {1.0f, 10.0f, 100.0f}) {
+    *pinned = v;
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  }
+  ASSERT_EQ(out.read()[31], 111.0f);
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
 TEST(CudaStandin, pageableCopiesFollowTheRuntimeRules) {
   Clean clean;
   cudaStream_t s = nullptr;
