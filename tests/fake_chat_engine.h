@@ -27,6 +27,7 @@ class FakeChatEngine final : public ChatEngine {
   std::string fail_load_with;   // non-empty: load() throws this
   std::string fail_reply_with;  // non-empty: reply() throws this
   std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
+  int left_out = 0;             // the oldest messages each reply reports it left out to fit the context
   std::atomic<int> replies{0};
   std::vector<ChatMessage> last_messages;  // guarded by mu_
   mutable std::mutex mu_;
@@ -66,6 +67,7 @@ class FakeChatEngine final : public ChatEngine {
     prefilled_ = st.prompt_tokens;
     generated_ = 0;
     st.stop_reason = "length";
+    st.dropped_messages = left_out;
     const int limit = std::min<int>(params.max_tokens, static_cast<int>(words.size()));
     for (int i = 0; i < limit; ++i) {
       if (cancel.load()) {

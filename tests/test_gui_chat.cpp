@@ -126,6 +126,25 @@ class GuiChatTest : public QObject {
     QVERIFY(f.w().composer()->text().isEmpty());
   }
 
+  // A reply written without the chat's oldest messages (they did not fit the context)
+  // says so in the window; one that saw the whole chat says nothing.
+  void aReplyThatLeftMessagesOutSaysSo() {
+    Fixture f([](test::FakeChatEngine& e) { e.words = {"fine"}; });
+    QVERIFY(f.app->loadDemo());
+    auto* notice = f.w().noticeBar()->findChild<QLabel*>("noticeText");
+    f.type("Hello");
+    QTRY_VERIFY(f.chat().current() != 0);
+    QTRY_VERIFY(!f.chat().busy());
+    QTRY_COMPARE(f.store().messages(f.chat().current()).size(), size_t(2));
+    QVERIFY(!f.w().noticeBar()->isVisible());
+    f.fake->left_out = 3;
+    f.type("And then?");
+    QTRY_VERIFY(f.w().noticeBar()->isVisible());
+    QVERIFY2(notice->text().contains("did not see the 3 oldest messages") &&
+                 notice->text().contains("4096 tokens"),
+             qPrintable(notice->text()));
+  }
+
   void shiftEnterIsANewLineNotASend() {
     Fixture f;
     QVERIFY(f.app->loadDemo());

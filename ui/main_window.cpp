@@ -143,6 +143,15 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   });
   connect(&chat_, &ChatController::error, this,
           [this](const QString& why) { showNotice("Reply failed: " + why); });
+  connect(&chat_, &ChatController::historyLeftOut, this, [this](int messages) {
+    const int n_ctx = chat_.model() ? chat_.model()->n_ctx : 0;
+    showNotice(
+        QStringLiteral("The last reply did not see the %1 oldest %2 of this chat: with them the prompt "
+                       "would not fit the model's context of %3 tokens. They are still saved here.")
+            .arg(messages)
+            .arg(messages == 1 ? QStringLiteral("message") : QStringLiteral("messages"))
+            .arg(n_ctx));
+  });
   connect(&chat_, &ChatController::modelLoading, this, [this](double f, const QString& stage) {
     load_bar_->show();
     load_bar_->setValue(static_cast<int>(f * 100));

@@ -74,8 +74,8 @@ GenerationParams generationParams(const Args& args, const EngineSession& session
   if (p.max_tokens < 1) throw UsageError("--max-tokens must be >= 1");
   p.sampler = samplerParams(args);
   p.stop_strings = args.values("--stop");
-  // Random weights reach the end token by chance: the demo runs to the limit.
-  p.stop_at_end_token = !(args.flag("--ignore-eos") || session.isDemo());
+  // Random weights reach the end token by chance: the random demo runs to the limit.
+  p.stop_at_end_token = !(args.flag("--ignore-eos") || session.isRandomDemo());
   return p;
 }
 

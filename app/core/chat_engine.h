@@ -66,6 +66,7 @@ struct EngineReplyStats {
   double prefill_tps = 0;
   double decode_tps = 0;
   std::string stop_reason;    // stopReasonName()
+  int dropped_messages = 0;   // the oldest messages left out so the prompt and the reply fit the context
   int64_t traced_tokens = 0;  // written to the trace file (setTraceRecording); 0 when off or cut
   std::string trace_error;    // why recording failed (the reply went on); empty when fine
 };

@@ -27,7 +27,8 @@ int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
   return static_cast<int>(std::min<uint64_t>(slots, uint64_t(OffloadEngine::routedExperts(model))));
 }
 
-EngineSession::EngineSession(const SessionOptions& opts) : demo_(opts.demo) {
+EngineSession::EngineSession(const SessionOptions& opts)
+    : demo_(opts.demo), random_demo_(opts.demo && opts.demo_model == DemoModel::kRandom) {
   compute_ = std::make_unique<Compute>(ComputeOptions{opts.device, opts.threads, opts.kv_f16});
   model_ = Model::load(openModelFile(opts), compute_->backend());
   const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);

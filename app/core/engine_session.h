@@ -73,6 +73,9 @@ class EngineSession {
   Generator& generator() { return *generator_; }
   Backend& backend() { return compute_->backend(); }
   bool isDemo() const { return demo_; }
+  // The built-in random-weight demo: it reaches the end token only by chance, so its
+  // replies run to their length limit (the trained demo stops like any model).
+  bool isRandomDemo() const { return random_demo_; }
 
   // Generates like generator().generate() and adds the run's prefill / decode
   // tokens and times to the offload counters.
@@ -108,6 +111,7 @@ class EngineSession {
 
  private:
   bool demo_ = false;
+  bool random_demo_ = false;
   std::unique_ptr<Compute> compute_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Runtime> runtime_;

@@ -136,7 +136,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   if (progress) progress(1.0, "ready");
 
   const auto& cfg = session->model().config();
-  demo_ = opts.demo;
+  random_demo_ = opts.demo && opts.demo_model == DemoModel::kRandom;
   model_sha256_ = !opts.model_sha256.empty() ? opts.model_sha256
                   : opts.demo                ? demoModelSha256(opts.demo_model)
                                              : std::string();
@@ -181,8 +181,8 @@ void LocalChatEngine::sampleDeviceMemory() {
 
 bool LocalChatEngine::loaded() const { return loaded_; }
 
-std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessage>& messages,
-                                                    int max_tokens) const {
+std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessage>& messages, int max_tokens,
+                                                    int* dropped) const {
   auto& model = session_->model();
   const auto& tok = model.tokenizer();
   const int n_ctx = session_->transformer().nCtx();
@@ -196,6 +196,7 @@ std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessag
     const size_t first = (!kept.empty() && kept.front().role == "system") ? 1 : 0;
     if (kept.size() - first <= 1) return ids;  // too long on its own: the generator says so
     kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(first));
+    ++*dropped;
   }
 }
 
@@ -207,8 +208,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   const auto family = model.chatFamily();
   GenerationParams p = params;
   for (auto& s : chatStopStrings(family)) p.stop_strings.push_back(s);
-  // Random weights never pick the end token on purpose; the length limit ends a demo reply.
-  if (demo_) p.stop_at_end_token = false;
+  // Random weights never pick the end token on purpose; the length limit ends their reply.
+  if (random_demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
   // gpt-oss: its channels are read from the control tokens' text, and the reply ends
   // at <|return|> or <|call|> (its <|end|> closes only the reasoning).
@@ -222,7 +223,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
       if (const std::string shown = harmony_reply.push(raw); !shown.empty()) on_text(shown);
     };
   }
-  const auto ids = promptFitting(messages, p.max_tokens);
+  int dropped = 0;
+  const auto ids = promptFitting(messages, p.max_tokens, &dropped);
   GenerationStats st;
   try {
     st = session_->generate(ids, p, sink, &cancel);
@@ -248,6 +250,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   r.prefill_tps = st.prefillTokensPerSecond();
   r.decode_tps = st.decodeTokensPerSecond();
   r.stop_reason = stopReasonName(st.reason);
+  r.dropped_messages = dropped;
   r.traced_tokens = session_->lastTrace().tokens;
   r.trace_error = session_->lastTrace().error;
   return r;

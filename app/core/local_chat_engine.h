@@ -52,9 +52,11 @@ class LocalChatEngine final : public ChatEngine {
                           const std::string& where, SessionOptions* so, std::string* note);
   static void attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape, SessionOptions* so,
                               std::string* note);
-  // The chat's prompt tokens, dropping the oldest turns (never the system
-  // prompt or the last message) until the reply has room in the context.
-  std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens) const;
+  // The chat's tokens, its oldest messages after the system prompt left out (counted
+  // in *dropped; never the system prompt or the last message) until the prompt and
+  // max_tokens of reply fit the context.
+  std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens,
+                                     int* dropped) const;
   // After a device error: the model again, on the CPU. Throws DeviceFallback
   // (or, when the CPU cannot load it either, a runtime_error saying both).
   [[noreturn]] void fallBackToCpu(const DeviceError& e);
@@ -62,7 +64,7 @@ class LocalChatEngine final : public ChatEngine {
   mutable std::mutex session_mu_;  // guards session_ against the GUI thread's polls during load()
   std::unique_ptr<EngineSession> session_;
   std::atomic<bool> loaded_{false};
-  bool demo_ = false;
+  bool random_demo_ = false;  // the random-weight demo: its replies run to their limit
   std::string model_sha256_;  // for trace headers; empty: recording stays off
   std::string trace_path_;
   EngineLoadOptions load_opts_;  // what load() was last given

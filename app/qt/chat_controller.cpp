@@ -481,6 +481,7 @@ void ChatController::onFinished(qint64 reply_id, const EngineReplyStats& st) {
   const qint64 conversation = reply_conversation_;
   finish(st.stop_reason == "cancelled" ? MessageState::Stopped : MessageState::Complete, s);
   afterRecording(conversation, st);
+  if (st.dropped_messages > 0) emit historyLeftOut(st.dropped_messages);
   reloadIfPending();
 }
 

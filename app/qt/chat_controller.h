@@ -135,6 +135,9 @@ class ChatController : public QObject {
   // (said once per model, remembered in the settings).
   void retrainSuggested(const QString& model_sha256, qint64 tokens);
   void error(const QString& message);
+  // The reply just finished was written without the chat's `messages` oldest messages:
+  // with them the prompt and the reply did not fit the model's context.
+  void historyLeftOut(int messages);
 
  private:
   // A new turn, or another reply to the turn of alternative_of.

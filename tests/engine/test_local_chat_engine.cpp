@@ -1,0 +1,92 @@
+// The app's engine (app/core/local_chat_engine.h) with the demo models: the trained
+// demo ends its reply at its end token like any model, the random-weight demo runs
+// to its length limit, and a chat longer than the context is answered without its
+// oldest messages, which the reply's figures count (the window says so).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "app/core/local_chat_engine.h"
+
+namespace {
+
+using moe::ChatMessage;
+
+const char* const kTrainedDemo = MOECHAT_TEST_DATA "/../../resources/models/moechat-demo-brown-q8_0.gguf";
+
+moe::EngineLoadOptions demo(moe::DemoModel which, int n_ctx = 512) {
+  moe::EngineLoadOptions o;
+  o.demo = true;
+  o.demo_model = which;
+  o.backend = "cpu";
+  o.policy = "resident";
+  o.threads = 1;
+  o.n_ctx = n_ctx;
+  return o;
+}
+
+moe::GenerationParams greedy(int max_tokens) {
+  moe::GenerationParams p;
+  p.max_tokens = max_tokens;
+  p.sampler.temperature = 0;
+  return p;
+}
+
+class LocalChatEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MOECHAT_DEMO_MODEL", kTrainedDemo, 1); }
+  std::string reply(moe::LocalChatEngine& engine, const std::vector<ChatMessage>& messages, int max_tokens,
+                    moe::EngineReplyStats* stats) {
+    std::string text;
+    std::atomic<bool> cancel{false};
+    *stats = engine.reply(
+        messages, greedy(max_tokens), [&](std::string_view t) { text += t; }, cancel);
+    return text;
+  }
+};
+
+TEST_F(LocalChatEngineTest, trainedDemoStopsAtItsEndToken) {
+  moe::LocalChatEngine engine;
+  engine.load(demo(moe::DemoModel::kTrained), {});
+  moe::EngineReplyStats st;
+  const std::string text =
+      reply(engine, {{"user", "Tell me a story about an old farmer and his dog."}}, 300, &st);
+  EXPECT_EQ(st.stop_reason, "end-token") << text;
+  EXPECT_LT(st.completion_tokens, 300);
+  EXPECT_GT(st.completion_tokens, 5) << text;
+  EXPECT_EQ(st.dropped_messages, 0);
+}
+
+TEST_F(LocalChatEngineTest, randomDemoRunsToItsLimit) {
+  moe::LocalChatEngine engine;
+  engine.load(demo(moe::DemoModel::kRandom), {});
+  moe::EngineReplyStats st;
+  reply(engine, {{"user", "Hello"}}, 24, &st);
+  EXPECT_EQ(st.stop_reason, "length");
+  EXPECT_EQ(st.completion_tokens, 24);
+}
+
+// 512 tokens of context: thirty long turns do not fit with room for the reply; the
+// oldest go (never the system prompt or the last message) and are counted.
+TEST_F(LocalChatEngineTest, historyThatDoesNotFitIsLeftOutAndCounted) {
+  moe::LocalChatEngine engine;
+  engine.load(demo(moe::DemoModel::kTrained), {});
+  std::vector<ChatMessage> chat = {{"system", "You tell short stories."}};
+  const std::string long_turn =
+      "The farmer walked along the river with his old dog, and the two of them talked about the weather, "
+      "the harvest and the town.";
+  for (int i = 0; i < 30; ++i) chat.push_back({i % 2 ? "assistant" : "user", long_turn});
+  chat.push_back({"user", "What happened next?"});
+  moe::EngineReplyStats st;
+  reply(engine, chat, 64, &st);
+  EXPECT_GT(st.dropped_messages, 0);
+  EXPECT_LE(st.prompt_tokens + 64, 512);
+  EXPECT_GT(st.completion_tokens, 0);
+  reply(engine, {chat.front(), chat.back()}, 64, &st);
+  EXPECT_EQ(st.dropped_messages, 0);
+}
+
+}  // namespace
