@@ -18,6 +18,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTest>
+#include <QTextDocument>
 #include <QToolButton>
 
 #include "app/core/demo_model.h"
@@ -154,6 +155,17 @@ class GuiChatTest : public QObject {
     QTest::keyClicks(edit, "line two");
     QCOMPARE(f.w().composer()->text(), QString("line one\nline two"));
     QCOMPARE(f.chat().current(), qint64(0));
+    // Sent, the message keeps its line break on screen as in the database.
+    QTest::keyClick(edit, Qt::Key_Return);
+    QTRY_VERIFY(f.chat().current() != 0);
+    QTRY_VERIFY(f.w().chatView()->bubbleCount() >= 1);
+    // The label's rich text holds a line break between the two lines, not a space.
+    QTextDocument shown;
+    shown.setHtml(f.w().chatView()->bubble(0)->findChild<QLabel*>("messageBody")->text());
+    QCOMPARE(shown.toPlainText().replace(QChar::LineSeparator, '\n').trimmed(),
+             QString("line one\nline two"));
+    QCOMPARE(QString::fromStdString(f.store().messages(f.chat().current()).front().text),
+             QString("line one\nline two"));
   }
 
   void escapeStopsTheReplyAndKeepsItsText() {
@@ -390,8 +402,17 @@ class GuiChatTest : public QObject {
     QCOMPARE(f.chat().current(), penguins);
     QCOMPARE(f.w().chatView()->bubbleCount(), 2);
 
-    // Rename in place: F2, type, Enter.
+    // A second click on the open chat does not start a rename; a double click does.
     auto* list = f.w().conversationList();
+    QVERIFY(!(list->editTriggers() & QAbstractItemView::SelectedClicked));
+    const std::string title = f.store().get(penguins)->title;
+    QTest::mouseDClick(list->viewport(), Qt::LeftButton, {}, r.center());
+    QTRY_VERIFY(list->findChild<QLineEdit*>() && list->findChild<QLineEdit*>()->isVisible());
+    QTest::keyClick(list->findChild<QLineEdit*>(), Qt::Key_Escape);
+    QTRY_VERIFY(!list->findChild<QLineEdit*>());  // the closed editor deleted
+    QCOMPARE(f.store().get(penguins)->title, title);
+
+    // Rename in place: F2, type, Enter.
     list->setFocus();
     QTest::keyClick(list, Qt::Key_F2);
     auto* editor = list->findChild<QLineEdit*>();

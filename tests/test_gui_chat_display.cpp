@@ -359,7 +359,7 @@ class GuiChatDisplayTest : public QObject {
 
   void aNoticeAtStartOutlivesTheModelLoad() {
     Fixture f([](test::FakeChatEngine& e) { e.offload_note = "Every expert fits the budget: resident"; });
-    const QString notice = "2 reply(s) were cut off when moechat last stopped; their text so far is kept.";
+    const QString notice = "2 replies were cut off when moechat last stopped; their text so far is kept.";
     f.w().showNotice(notice);
     QVERIFY(f.app->loadDemo());
     QTRY_COMPARE(f.w().statusBar()->currentMessage(), QString("Every expert fits the budget: resident"));

@@ -13,6 +13,7 @@
 #include "app/core/app_database.h"
 #include "app/core/chat_export.h"
 #include "app/core/conversation_store.h"
+#include "app/core/database_startup.h"
 #include "app/core/download_store.h"
 #include "app/core/model_registry.h"
 
@@ -223,8 +224,10 @@ class PersistStoreTest : public QObject {
     AppDatabase adb = AppDatabase::open(path);
     ConversationStore store(adb);
     QCOMPARE(store.message(reply)->state, MessageState::Streaming);
+    QCOMPARE(store.streamingChatTitles(), std::vector<std::string>{"crashy"});
     QCOMPARE(store.recoverInterrupted(), int64_t(1));
     QCOMPARE(store.recoverInterrupted(), int64_t(0));
+    QVERIFY(store.streamingChatTitles().empty());
     auto m = store.message(reply);
     QCOMPARE(m->state, MessageState::Interrupted);
     QCOMPARE(m->text, std::string("Once upon a time"));
@@ -570,6 +573,25 @@ class PersistStoreTest : public QObject {
     QVERIFY(back.startsWith(QChar(0xFFFD)));
     QVERIFY(!back.contains(QChar(0xD800)));
     QCOMPARE(back.count(QChar('|')), 3);
+  }
+
+  // What the window says at start about replies the last stop cut off: English for
+  // one and for several, naming their chats.
+  void recoveredRepliesAreNamedInEnglish() {
+    QCOMPARE(
+        QString::fromStdString(moe::recoveredRepliesNotice(1, {"Recipes"})),
+        QString("A reply in \u201cRecipes\u201d was cut off when moechat last stopped; its text so far is "
+                "kept."));
+    QCOMPARE(QString::fromStdString(moe::recoveredRepliesNotice(2, {"Recipes", ""})),
+             QString("2 replies in \u201cRecipes\u201d and an untitled chat were cut off when moechat last "
+                     "stopped; their text so far is kept."));
+    QCOMPARE(QString::fromStdString(moe::recoveredRepliesNotice(5, {"A", "B", "C", "D", "E"})),
+             QString("5 replies in \u201cA\u201d, \u201cB\u201d and 3 other chats were cut off when moechat "
+                     "last stopped; their text so far is kept."));
+    QCOMPARE(QString::fromStdString(moe::recoveredRepliesNotice(3, {"A", "B", "C"})),
+             QString("3 replies in \u201cA\u201d, \u201cB\u201d and \u201cC\u201d were cut off when moechat "
+                     "last stopped; their text so far is kept."));
+    QVERIFY(moe::recoveredRepliesNotice(0, {}).empty());
   }
 
   void downloadsRoundTripAndSurviveReopen() {

@@ -63,6 +63,21 @@ CodeBlocks withCopyLinks(const QString& markdown) {
   return out;
 }
 
+// Every line break outside fenced code as a Markdown hard break (two trailing spaces).
+QString withHardLineBreaks(const QString& markdown) {
+  QStringList lines = markdown.split('\n');
+  bool in_fence = false;
+  for (QString& line : lines) {
+    const QString t = line.trimmed();
+    if (t.startsWith("```") || t.startsWith("~~~")) {
+      in_fence = !in_fence;
+      continue;
+    }
+    if (!in_fence && !t.isEmpty()) line += "  ";
+  }
+  return lines.join('\n');
+}
+
 // Markdown as HTML for the label, with any HTML in the text shown as the text it
 // is: QLabel's own Markdown mode passes HTML through, so a tag typed in a message
 // would vanish from the view.
@@ -146,7 +161,9 @@ void MessageBubble::addPager(QLayout* row) {
 
 void MessageBubble::setText(const QString& text) {
   m_.text = text;
-  CodeBlocks blocks = withCopyLinks(text);
+  // A message the user typed keeps the line breaks typed into it (Markdown would
+  // join its lines into one paragraph).
+  CodeBlocks blocks = withCopyLinks(m_.role == "user" ? withHardLineBreaks(text) : text);
   code_blocks_ = std::move(blocks.code);
   body_->setText(markdownAsHtml(text.isEmpty() && m_.state == "streaming" ? QString("…") : blocks.markdown,
                                 palette().color(backgroundRole())));

@@ -213,7 +213,8 @@ QWidget* MainWindow::buildSidebar() {
   list_->setModel(list_model_);
   list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   list_->setTextElideMode(Qt::ElideRight);
-  list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
+  // F2 or a double click renames; a click on the chat already open only opens it.
+  list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::DoubleClicked);
   list_->setContextMenuPolicy(Qt::CustomContextMenu);
   // A search result opens its chat at the message it matched; clicking it again
   // goes back there.

@@ -434,6 +434,16 @@ int64_t ConversationStore::recoverInterrupted() {
   return db_.changes();
 }
 
+std::vector<std::string> ConversationStore::streamingChatTitles() {
+  auto st = db_.prepare(
+      "SELECT c.title FROM conversations c WHERE EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = "
+      "c.id "
+      "AND m.state = 'streaming') ORDER BY c.updated_at DESC, c.id DESC");
+  std::vector<std::string> titles;
+  while (st.step()) titles.push_back(st.columnText(0));
+  return titles;
+}
+
 bool ConversationStore::updateMessageText(int64_t message_id, const std::string& text) {
   const int64_t now = clock_();
   sql::Transaction tx(db_);

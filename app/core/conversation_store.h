@@ -133,6 +133,9 @@ class ConversationStore {
   // Run at open: replies left 'streaming' by a crash or kill become
   // 'interrupted' with the text of their last checkpoint. Returns how many.
   int64_t recoverInterrupted();
+  // The titles of the chats with a reply left 'streaming' (what recoverInterrupted
+  // would recover), the latest first.
+  std::vector<std::string> streamingChatTitles();
   // For edit-and-resend: replaces the text (the state is kept).
   bool updateMessageText(int64_t message_id, const std::string& text);
   // For regenerate / edit-and-resend: deletes every message after message_id

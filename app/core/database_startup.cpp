@@ -16,9 +16,36 @@ namespace {
 DatabaseStartup openAndRecover(const std::string& path) {
   DatabaseStartup out;
   out.db.emplace(AppDatabase::open(path));
-  out.recovered_replies = ConversationStore(*out.db).recoverInterrupted();
+  ConversationStore store(*out.db);
+  out.recovered_chats = store.streamingChatTitles();
+  out.recovered_replies = store.recoverInterrupted();
   return out;
 }
+
+std::string quoted(const std::string& title) {
+  return title.empty() ? std::string("an untitled chat") : "\u201c" + title + "\u201d";
+}
+
+}  // namespace
+
+std::string recoveredRepliesNotice(int64_t replies, const std::vector<std::string>& chats) {
+  if (replies <= 0) return {};
+  // "in “A”", "in “A” and “B”", "in “A”, “B” and 3 other chats"
+  std::string where;
+  const size_t named = chats.size() <= 3 ? chats.size() : 2;
+  for (size_t i = 0; i < named; ++i) {
+    const bool last = i + 1 == named && named == chats.size();
+    where += (i == 0 ? "" : last ? " and " : ", ") + quoted(chats[i]);
+  }
+  if (named < chats.size()) where += " and " + std::to_string(chats.size() - named) + " other chats";
+  const std::string in = where.empty() ? std::string() : " in " + where;
+  if (replies == 1)
+    return "A reply" + in + " was cut off when moechat last stopped; its text so far is kept.";
+  return std::to_string(replies) + " replies" + in +
+         " were cut off when moechat last stopped; their text so far is kept.";
+}
+
+namespace {
 
 DatabaseTrouble classify(const std::exception& e) {
   if (const auto* a = dynamic_cast<const AppDatabaseError*>(&e)) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/core/app_database.h"
 
@@ -30,12 +31,17 @@ enum class DatabaseWayOut {
 };
 
 struct DatabaseStartup {
-  std::optional<AppDatabase> db;   // empty: the app cannot start on this file
-  int64_t recovered_replies = 0;   // replies marked interrupted by the last stop
-  std::string set_aside;           // where the unreadable file now is, when replaced
-  std::string read_only_original;  // ReadACopy: the file db is a copy of (never written)
-  std::string error;               // why db is empty
+  std::optional<AppDatabase> db;             // empty: the app cannot start on this file
+  int64_t recovered_replies = 0;             // replies marked interrupted by the last stop
+  std::vector<std::string> recovered_chats;  // the titles of their chats, the latest first
+  std::string set_aside;                     // where the unreadable file now is, when replaced
+  std::string read_only_original;            // ReadACopy: the file db is a copy of (never written)
+  std::string error;                         // why db is empty
 };
+
+// What the window says about replies the last stop cut off ("A reply in “Recipes”
+// was cut off when moechat last stopped; its text so far is kept.").
+std::string recoveredRepliesNotice(int64_t replies, const std::vector<std::string>& chats);
 
 // `way_out(trouble, message)` is asked once, when the file cannot be used. StartFresh
 // (for Unreadable) moves it (with its -wal and -shm) to "<path>.unreadable-<time>"

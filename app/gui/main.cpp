@@ -133,9 +133,7 @@ int run(int argc, char** argv) {
     window.showNotice(QString("Started with a new chat database; the unreadable one is kept as %1.")
                           .arg(QString::fromStdString(opened.set_aside)));
   else if (recovered > 0)
-    window.showNotice(
-        QString("%1 reply(s) were cut off when moechat last stopped; their text so far is kept.")
-            .arg(recovered));
+    window.showNotice(QString::fromStdString(moe::recoveredRepliesNotice(recovered, opened.recovered_chats)));
 
   window.loadInitialModel();
   if (cli.isSet(screenshot)) {
