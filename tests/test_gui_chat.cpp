@@ -362,13 +362,19 @@ class GuiChatTest : public QObject {
     QCOMPARE(f.fake->last_messages.front().content, std::string("Answer in French."));
   }
 
+  // A reply whose first tokens are spaces (SentencePiece's word-initial space) is
+  // stored, shown and copied from its first visible character.
   void copyPutsTheMessageOnTheClipboard() {
-    Fixture f;
+    Fixture f(
+        [](test::FakeChatEngine& e) { e.words = {" ", " Hello", " from", " the", " **fake**", " engine."}; });
     QVERIFY(f.app->loadDemo());
     f.type("copy me");
+    QTRY_VERIFY(f.chat().current() != 0);
     QTRY_VERIFY(!f.chat().busy());
     QTest::mouseClick(f.bubbleButton(1, "Copy"), Qt::LeftButton);
     QCOMPARE(QGuiApplication::clipboard()->text(), QString("Hello from the **fake** engine."));
+    QCOMPARE(f.store().messages(f.chat().current()).back().text,
+             std::string("Hello from the **fake** engine."));
   }
 
   void newChatSearchRenameDeleteUndo() {

@@ -4,6 +4,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
+#include <QRegularExpression>
 #include <QTimer>
 #include <algorithm>
 #include <random>
@@ -447,7 +448,11 @@ bool ChatController::editAndResend(qint64 message_id, const QString& text) {
 
 void ChatController::onText(qint64 reply_id, const QString& chunk) {
   if (reply_id != reply_id_) return;
-  reply_text_ += chunk;
+  // A reply starts at its first visible character: tokenizers put the space before a
+  // word into the word's token, so the first one would open the reply with a space.
+  const QString text = reply_text_.isEmpty() ? QString(chunk).remove(QRegularExpression("^\\s+")) : chunk;
+  if (text.isEmpty()) return;
+  reply_text_ += text;
   // Saved before it is shown: the first words at once, then often enough that
   // a kill keeps what the user saw.
   if (checkpointed_chars_ == 0 || since_checkpoint_.elapsed() >= kCheckpointMs ||
