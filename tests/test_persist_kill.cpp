@@ -10,7 +10,9 @@
 #include <QtTest>
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 
 #include <map>
@@ -105,6 +107,52 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 class PersistKillTest : public QObject {
   Q_OBJECT
  private slots:
+  // A kill of the process cannot tell a commit on disk from one in the OS's cache: a
+  // power cut can. Every connection the app opens runs WAL with synchronous = FULL,
+  // and every commit the writer reports (a chat, a message, a reply's checkpoint) was
+  // synced (fsync or fdatasync, counted by strace) before the report left the process.
+  void everyReportedCommitIsSyncedFirst() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString db_path = dir.filePath("moechat.db");
+    {
+      AppDatabase adb = AppDatabase::open(db_path.toStdString());       // every connection of the app's
+      QCOMPARE(adb.db().queryInt64("PRAGMA synchronous"), int64_t(2));  // FULL
+      QCOMPARE(adb.journalMode(), std::string("wal"));
+    }
+    const QString strace = QStandardPaths::findExecutable("strace");
+    QVERIFY2(!strace.isEmpty(), "strace is missing (tools/install-deps.sh installs it)");
+    const QString log = dir.filePath("syscalls.log");
+    QProcess child;
+    child.start(strace, {"-f", "-qq", "-e", "trace=fsync,fdatasync,write", "-o", log,
+                         QString(MOECHAT_TEST_HELPERS) + "/persist_writer", dir.filePath("synced.db"), "8",
+                         "0", "5"});
+    QVERIFY2(child.waitForFinished(120000), qPrintable(child.errorString()));
+    QCOMPARE(child.exitCode(), 3);  // the writer's end after its checkpoints
+    QFile f(log);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    int syncs = 0, reports = 0;
+    QStringList unsynced;
+    for (const QByteArray& line : f.readAll().split('\n')) {
+      if (line.contains(" fsync(") || line.contains(" fdatasync(")) {
+        QVERIFY2(line.trimmed().endsWith("= 0"), line.constData());
+        ++syncs;
+        continue;
+      }
+      const int at = line.indexOf(" write(1, \"");
+      if (at < 0) continue;
+      const QByteArray what = line.mid(at + 11, 5);
+      if (!what.startsWith("conv ") && !what.startsWith("msg ") && !what.startsWith("reply") &&
+          !what.startsWith("ckpt "))
+        continue;  // "pending": announced before the write
+      ++reports;
+      if (syncs == 0) unsynced << QString::fromUtf8(line);
+      syncs = 0;
+    }
+    QCOMPARE(reports, 1 + 8 + 1 + 5);  // the chat, 8 messages, the reply, 5 checkpoints
+    QVERIFY2(unsynced.isEmpty(), qPrintable("reported before a sync: " + unsynced.join('\n')));
+  }
+
   void killedWriterLosesNothingReported_data() {
     QTest::addColumn<int>("messages");
     QTest::addColumn<int>("afterMsgs");

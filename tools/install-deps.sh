@@ -13,6 +13,7 @@ packages=(
   libboost-context-dev    # fibers of the CUDA stand-in (tests/cuda_standin)
   libgtest-dev            # GoogleTest: the engine and GPU tests (tests/engine, tests/gpu)
   wamerican               # the word list the demo model's English is checked against (tests/test_demo_model.cpp)
+  strace                  # counts the chat database's syncs per commit (tests/test_persist_kill.cpp)
 )
 # Node runs the third-party GGUF parser of the interop test; use the one present.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -2,7 +2,7 @@
 // reports on stdout, after each commit, exactly what it committed, so the test
 // can SIGKILL it at any point and check that nothing reported was lost.
 //
-//   persist_writer <db> <finished_messages> [<chunk_bytes>]
+//   persist_writer <db> <finished_messages> [<chunk_bytes> [<checkpoints>]]
 // stdout (texts hex-encoded, so any byte survives); "pending" lines announce a
 // write before it starts, the others confirm it after its commit:
 //   conv <id>                       the conversation was created
@@ -11,7 +11,8 @@
 //   reply <id>                      a streaming reply was begun
 //   pending-ckpt <hex chunk>        about to checkpoint with this chunk appended
 //   ckpt <id> <hex chunk>           a checkpoint: the reply's text is now all chunks so far
-// After the messages it checkpoints a growing reply until killed (or a cap).
+// After the messages it checkpoints a growing reply until killed, or `checkpoints`
+// times (default 200,000, a cap so a test that fails to kill still ends) and exits 3.
 // chunk_bytes > 0 makes every chunk that long (big transactions, so a kill
 // lands in the middle of one).
 #include <cstdio>
@@ -61,15 +62,16 @@ std::string chunk(int k, int bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: persist_writer <db> <finished_messages> [<chunk_bytes>]\n");
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr, "usage: persist_writer <db> <finished_messages> [<chunk_bytes> [<checkpoints>]]\n");
     return 2;
   }
   try {
     moe::AppDatabase adb = moe::AppDatabase::open(argv[1]);
     moe::ConversationStore store(adb);
     const int n = std::atoi(argv[2]);
-    const int chunk_bytes = argc == 4 ? std::atoi(argv[3]) : 0;
+    const int chunk_bytes = argc >= 4 ? std::atoi(argv[3]) : 0;
+    const int checkpoints = argc == 5 ? std::atoi(argv[4]) : 200000;
     const int64_t conv = store.createConversation("kill test", "system prompt", "{}", "/m/x.gguf");
     report("conv " + std::to_string(conv));
     for (int i = 0; i < n; ++i) {
@@ -90,7 +92,7 @@ int main(int argc, char** argv) {
     const int64_t reply = store.beginReply(conv);
     report("reply " + std::to_string(reply));
     std::string text;
-    for (int k = 0; k < 200000; ++k) {  // a cap, so a test that fails to kill still ends
+    for (int k = 0; k < checkpoints; ++k) {
       const std::string next = chunk(k, chunk_bytes);
       report("pending-ckpt " + hex(next));
       text += next;
