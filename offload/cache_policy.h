@@ -117,6 +117,9 @@ class ProactivePolicy final : public CachePolicy {
   ExecutionOrder gate(int layer, std::span<const int> experts,
                       const std::function<ExecutionOrder()>& push) override;
   MissAction onMiss(const MissContext& m, GateMisses& g) override;
+  void onRouting(const RoutingEvent& ev) override {
+    if (prefetcher_) prefetcher_->observe(ev);
+  }
   void waitPredictions() override;
 
  private:

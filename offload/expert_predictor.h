@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "inference/expert_source.h"
+
 namespace moe {
 
 class ExpertPredictor {
@@ -18,6 +20,9 @@ class ExpertPredictor {
   // them (the union over the batch's tokens), or none when the target has no experts.
   virtual std::vector<int> predict(int layer, int target_layer, std::span<const float> hidden, int n_tokens,
                                    int budget) = 0;
+  // A gate's choice, in layer order, token after token (a predictor from routing
+  // history learns here). Default: ignored.
+  virtual void observe(const RoutingEvent& ev) { (void)ev; }
 };
 
 // Share of `truth` (the experts really chosen) found in `predicted`: ProMoE's Accuracy.

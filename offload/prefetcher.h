@@ -43,6 +43,8 @@ class Prefetcher {
   // prediction from the thread lands before it or is dropped (this lock is taken
   // before the worker's).
   ExecutionOrder gate(int layer, std::span<const int> experts, const std::function<ExecutionOrder()>& push);
+  // A gate's per-token choice, for a predictor that learns from routing history.
+  void observe(const RoutingEvent& ev) { predictor_.observe(ev); }
   // Blocks until no prediction is waiting or running.
   void waitIdle();
 

@@ -19,6 +19,7 @@
 #include "inference/backend_factory.h"
 #include "inference/cuda_library.h"
 #include "offload/cpu_expert_cost.h"
+#include "offload/history_predictor.h"
 #include "offload/host_expert_store.h"
 #include "offload/learned_predictor.h"
 #include "offload/offload_device.h"
@@ -79,6 +80,8 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
     oc.predictor = s.learned;
     oc.stride = s.learned->distance();
   }
+  if (row.name == "proactive-history")  // a fresh one: it learns from this row's gates only
+    oc.predictor = std::make_shared<HistoryPredictor>(s.model.config().n_layer, s.model.config().n_expert);
   Runtime runtime(s.model, s.compute, oc);
   OffloadEngine& engine = runtime.offload();
   Backend& backend = s.compute.backend();
@@ -172,6 +175,7 @@ std::vector<BenchRow> plannedRows(const Args& args) {
     }
   }
   if (args.value("--predictor")) rows.push_back(makeRow("proactive-learned", OffloadPolicy::kProactive, sw));
+  if (args.flag("--history")) rows.push_back(makeRow("proactive-history", OffloadPolicy::kProactive, sw));
   if (rows.empty()) throw UsageError("--policies names no policy");
   return rows;
 }
@@ -200,7 +204,7 @@ int runBench(const std::vector<std::string>& argv) {
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
              "--routing-trace", "--trace-start"});
   auto flags = modelFlags();
-  flags.insert({"--json", "--ablate", "--virtual-link", "--verbose"});
+  flags.insert({"--json", "--ablate", "--virtual-link", "--verbose", "--history"});
   for (const auto& f : offloadFlags())
     if (f != "--paced") flags.insert(f);
   const Args args(argv, vo, flags);

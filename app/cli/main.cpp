@@ -42,7 +42,7 @@ const CommandHelp kCommands[] = {
      R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
-        [--routing-trace TRACE [--trace-start N]] [--json] [--verbose]
+        [--routing-trace TRACE [--trace-start N]] [--history] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
       --cpu-expert-ms fixes the CPU cost of one expert (1 and 8 tokens) instead of
@@ -52,7 +52,9 @@ const CommandHelp kCommands[] = {
       --predictor adds a proactive-learned row with a trained predictor (`train`);
       --routing-trace: each MoE layer computes the experts a recorded trace of a real
       model chose (`routing-trace`; the router still runs), for real routing on a
-      model of the trace's shape; every run is set beside Belady's clairvoyant cache
+      model of the trace's shape; every run is set beside Belady's clairvoyant cache;
+      --history adds a proactive-history row: prefetching predicted from routing
+      history alone (layer-to-layer and token-to-token, learned as it runs)
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
         [--backend cpu|cuda]

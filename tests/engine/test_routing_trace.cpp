@@ -14,6 +14,7 @@
 
 #include "inference/model.h"
 #include "models/synthetic_model.h"
+#include "offload/history_predictor.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/json_cursor.h"
 #include "offload/routing/routing_trace.h"
@@ -218,6 +219,26 @@ TEST(DemandCache, realRoutingBeatsUniformAndBeladyBoundsLru) {
   }
 }
 
+// Layer 1 follows layer 0 (expert a, then 3 - a): after a few tokens the predictor
+// names 3 - a for layer 1 from layer 0's choice, before layer 1's gate; for layer 0
+// (no earlier layer of the token) it names the previous token's choice there.
+TEST(HistoryPredictor, learnsLayerToLayerAndTokenToToken) {
+  moe::HistoryPredictor p(2, 4);
+  auto gate = [&](int layer, int expert) {
+    const int ids[1] = {expert};
+    const float w[1] = {1.0f};
+    p.observe({layer, 1, std::span<const int>(ids, 1), std::span<const float>(w, 1)});
+  };
+  for (int token = 0; token < 8; ++token) {
+    gate(0, token % 4);
+    gate(1, 3 - token % 4);
+  }
+  gate(0, 2);
+  ASSERT_EQ(p.predict(1, 1, {}, 1, 1), (std::vector<int>{1}));
+  gate(1, 1);
+  ASSERT_EQ(p.predict(0, 0, {}, 1, 1), (std::vector<int>{2}));  // the next token's layer 0
+}
+
 moe::ModelConfig routingConfig(int n_layer, int n_expert, int k, int leading_dense = 0) {
   moe::ModelConfig c;
   c.n_layer = n_layer;
@@ -361,6 +382,15 @@ TEST(BenchReplay, realRoutingThroughTheEngine) {
   }
   ASSERT_GE(replayed.top.at("belady.hits"), replayed.top.at("lru_per_layer_simulated.hits"));
   ASSERT_GT(inCache(replayed.rows.at("reactive-lru")), inCache(uniform.rows.at("reactive-lru")) + 0.2);
+
+  // Prefetching predicted from routing history (layer to layer, token to token, learned
+  // as it runs) names the experts the gates then choose far more often than skip-gate,
+  // which applies this random model's routers while the trace decides.
+  const BenchJson predicted = run({"--routing-trace", kShippedTrace, "--policies", "proactive", "--history"});
+  ASSERT_TRUE(predicted.rows.count("proactive") && predicted.rows.count("proactive-history"));
+  const double history = predicted.rows.at("proactive-history").at("accuracy");
+  const double skip_gate = predicted.rows.at("proactive").at("accuracy");
+  ASSERT_GT(history, skip_gate + 0.2) << "history " << history << ", skip-gate " << skip_gate;
 
   // A trace of another shape is refused, both shapes named.
   spec.n_expert = 16;
