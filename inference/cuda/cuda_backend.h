@@ -200,11 +200,9 @@ class CudaBackend final : public Backend {
   UploadBuffer uploads_[kUploadRing];
   int next_upload_ = 0;
   MatmulTraffic traffic_;
-  // Step capture: whether the stream records now, the uploads it recorded (each needs
-  // its own pinned ring buffer until the graph has run), the executable graph, and
-  // whether recording failed once (then steps run op by op for the backend's life).
+  // Step capture: whether the stream records now, the executable graph, and whether
+  // recording failed for good (then steps run op by op for the backend's life).
   bool capturing_ = false;
-  int capture_uploads_ = 0;
   cudaGraphExec_t step_graph_ = nullptr;
   bool graphs_failed_ = false;
   uint64_t step_graph_launches_ = 0;
