@@ -266,11 +266,14 @@ RoutingTrace loadRoutingTrace(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return loadJsonFolder(path);
   if (!fs::exists(path, ec)) throw RoutingTraceError("routing trace " + path + ": no such file or folder");
-  const std::string bytes = readWholeFile(path);
+  return parseRoutingTrace(readWholeFile(path), path);
+}
+
+RoutingTrace parseRoutingTrace(const std::string& bytes, const std::string& name) {
   size_t first = 0;
   while (first < bytes.size() && std::isspace(static_cast<unsigned char>(bytes[first]))) ++first;
-  if (first < bytes.size() && bytes[first] == '{') return parseFingerprintJson(bytes, path);
-  return loadCompact(bytes, path);
+  if (first < bytes.size() && bytes[first] == '{') return parseFingerprintJson(bytes, name);
+  return loadCompact(bytes, name);
 }
 
 void saveRoutingTrace(const RoutingTrace& t, const std::string& path) {

@@ -65,5 +65,7 @@ void saveRoutingTrace(const RoutingTrace& trace, const std::string& path);
 
 // One generation in the fingerprinting JSON format (`name` for errors).
 RoutingTrace parseFingerprintJson(std::string_view text, const std::string& name);
+// A file's bytes, JSON (a generation) or compact, by their first character.
+RoutingTrace parseRoutingTrace(const std::string& bytes, const std::string& name);
 
 }  // namespace moe
