@@ -111,8 +111,13 @@ class GuiDownloadsViewTest : public QObject {
     QVERIFY(dm.status(running).state == "queued" || dm.status(running).state == "running");
     slow.setPacing(64 * 1024, 0);  // the slow link has been seen: the rest at full speed
 
-    // Retry the failed one: the server now sends the right bytes.
+    // Retry the failed one: the server now sends the right bytes. Selected, its reason
+    // shows in full below the table (the cell may elide it).
     select(view, failing);
+    auto* reason = view.findChild<QLabel*>("failureReason");
+    QVERIFY(reason && reason->isVisible());
+    QVERIFY2(reason->text().startsWith("Why it failed: ") && reason->text().contains("checksum mismatch"),
+             qPrintable(reason->text()));
     QVERIFY(retry->isEnabled());
     QVERIFY(!pause->isEnabled());
     QTest::mouseClick(retry, Qt::LeftButton);

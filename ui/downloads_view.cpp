@@ -40,6 +40,12 @@ DownloadsView::DownloadsView(DownloadManager& downloads, QWidget* parent)
   auto* empty = new QLabel("No downloads. Add a model with File > Add a model.", this);
   empty->setObjectName("noDownloads");
   auto* close = new QDialogButtonBox(QDialogButtonBox::Close, this);
+  reason_ = new QLabel(this);
+  reason_->setObjectName("failureReason");
+  reason_->setWordWrap(true);
+  reason_->setTextFormat(Qt::PlainText);
+  reason_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  reason_->hide();
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(pause_);
@@ -50,6 +56,7 @@ DownloadsView::DownloadsView(DownloadManager& downloads, QWidget* parent)
   auto* v = new QVBoxLayout(this);
   v->addWidget(empty);
   v->addWidget(table_, 1);
+  v->addWidget(reason_);
   v->addLayout(buttons);
 
   auto refresh = [this, empty] {
@@ -89,6 +96,12 @@ void DownloadsView::updateButtons() {
   pause_->setText(s == QStringLiteral("paused") ? "Resume" : "Pause");
   pause_->setEnabled(active || s == QStringLiteral("paused"));
   retry_->setEnabled(s == QStringLiteral("failed"));
+  const auto rows = table_->selectionModel()->selectedRows();
+  const QString why = s == QStringLiteral("failed") && !rows.isEmpty()
+                          ? model_->statusAt(rows.front().row()).error
+                          : QString();
+  reason_->setText(why.isEmpty() ? QString() : "Why it failed: " + why);
+  reason_->setVisible(!why.isEmpty());
   cancel_->setEnabled(!s.isEmpty() && s != QStringLiteral("done") && s != QStringLiteral("verifying"));
 }
 

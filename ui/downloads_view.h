@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QDialog>
+#include <QLabel>
 
 class QPushButton;
 class QTableView;
@@ -34,6 +35,7 @@ class DownloadsView : public QDialog {
   QPushButton* pause_ = nullptr;
   QPushButton* retry_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QLabel* reason_ = nullptr;  // the selected failed download's reason, in full (the cell elides it)
 };
 
 }  // namespace moe
