@@ -164,14 +164,12 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
       if (chat_.model()) showModelStatus(*chat_.model());  // the settings went back: nothing waits
       return;
     }
-    model_status_->setText(what);
-    statusBar()->showMessage(what, 15'000);
+    model_status_->setText(what);  // once: the model's place in the status bar says it
   });
   connect(&chat_, &ChatController::modelReloading, this, [this](const QString& what) {
     composer_->setEnabled(false);
     reloading_ = what;
     model_status_->setText(what);
-    statusBar()->showMessage(what, 15'000);
   });
   connect(&chat_, &ChatController::modelFailed, this, [this](const QString& why) {
     load_bar_->hide();
