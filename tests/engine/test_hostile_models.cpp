@@ -49,25 +49,52 @@ void checkAllocation(size_t n) {
 }
 }  // namespace
 
-void* operator new(size_t n) {
+namespace {
+void* allocate(size_t n) {
   checkAllocation(n);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
+  return std::malloc(n ? n : 1);
 }
-void* operator new(size_t n, std::align_val_t a) {
+void* allocateAligned(size_t n, std::align_val_t a) {
   checkAllocation(n);
   const size_t align = static_cast<size_t>(a);
-  if (void* p = std::aligned_alloc(align, (std::max<size_t>(n, 1) + align - 1) / align * align)) return p;
-  throw std::bad_alloc();
+  return std::aligned_alloc(align, (std::max<size_t>(n, 1) + align - 1) / align * align);
+}
+void* orThrow(void* p) {
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+// Every form, so that no allocation reaches a sanitizer's own operator new and then
+// this free (which ASan would report as a mismatch).
+void* operator new(size_t n) { return orThrow(allocate(n)); }
+void* operator new[](size_t n) { return orThrow(allocate(n)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new(size_t n, std::align_val_t a) { return orThrow(allocateAligned(n, a)); }
+void* operator new[](size_t n, std::align_val_t a) { return orThrow(allocateAligned(n, a)); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocateAligned(n, a);
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocateAligned(n, a);
 }
 // The replaced operator new allocates with malloc: its delete frees (which GCC,
 // seeing a delete call free, takes for a mismatch).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace {
