@@ -76,6 +76,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
 
   const PolicyParts parts = policyParts(config_.policy, config_.switches);
   if (parts.staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
+  cache_->table().setEviction(config_.eviction.value_or(parts.eviction));
   worker_ =
       std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, parts.transfer);
   if (device) worker_->setSlotFence(&device->fence());

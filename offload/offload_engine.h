@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,10 @@ struct OffloadConfig {
   int cache_slots = 0;  // all slots, staging included (>= 2 unless resident)
   LinkOptions link;
   ProactiveSwitches switches;  // proactive only
-  int stride = 0;              // 0: 2, or 1 for models of fewer than 3 MoE layers
-  CpuExpertCost cpu_cost;      // seconds_1 == 0: measured at start on the CPU backend
+  // Which cached expert a copy replaces (slot_table.h); none: the policy's (policy.h).
+  std::optional<Eviction> eviction;
+  int stride = 0;          // 0: 2, or 1 for models of fewer than 3 MoE layers
+  CpuExpertCost cpu_cost;  // seconds_1 == 0: measured at start on the CPU backend
   std::function<void(const CpuDecision&)> on_cpu_decision;  // optional log of each decision
   TransferMode mode = TransferMode::kThreaded;
   // Optional: a store built before (bench runs every policy on one); else built here.

@@ -43,6 +43,7 @@ PolicyParts policyParts(OffloadPolicy policy, const ProactiveSwitches& sw) {
     case OffloadPolicy::kResident: break;
     case OffloadPolicy::kReactiveLru:
       p.transfer = {/*chunking=*/false, /*early_preemption=*/false, /*reordering=*/false};
+      p.eviction = Eviction::kLayerLru;
       break;
     case OffloadPolicy::kStatic:
       p.transfer = {true, false, true};

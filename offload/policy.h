@@ -5,18 +5,25 @@
 // cache keeps staging slots, and a few decisions, made by the policy's own class
 // (offload/cache_policy.h):
 //
-//   policy        copy queue (chunks, preemption, reorder)  staging  class (its parts)
-//   resident      - (experts in place, nothing copied)       -        - (ResidentExpertSource)
-//   reactive-lru  whole experts, no, no                      no       ReactiveLruPolicy
-//   static        chunks, no, yes                            yes      StaticPolicy (StaticPins,
-//                                                                     prefill streaming)
-//   proactive     each a switch                              switch   ProactivePolicy (Prefetcher,
-//                                                                     prefill streaming, CpuRule;
-//                                                                     each a switch)
-//   cpu-experts   whole experts, no, yes                     no       CpuExpertsPolicy (CpuRule)
+//   policy        copy queue (chunks, preemption, reorder)  staging  eviction          class (its parts)
+//   resident      - (experts in place, nothing copied)       -        -                 -
+//   (ResidentExpertSource) reactive-lru  whole experts, no, no                      no       layer-lru
+//   ReactiveLruPolicy static        chunks, no, yes                            yes      shared-frequency
+//   StaticPolicy (StaticPins,
+//                                                                                       prefill streaming)
+//   proactive     each a switch                              switch   shared-frequency  ProactivePolicy
+//   (Prefetcher,
+//                                                                                       prefill streaming,
+//                                                                                       CpuRule; each a
+//                                                                                       switch)
+//   cpu-experts   whole experts, no, yes                     no       shared-frequency  CpuExpertsPolicy
+//   (CpuRule)
 //
-// policyParts() is the table's copy-queue, staging and switch columns; OffloadEngine
-// builds the class.
+// policyParts() is the table's copy-queue, staging, eviction and switch columns;
+// OffloadEngine builds the class. The eviction column is each policy's default
+// (slot_table.h; OffloadConfig::eviction overrides it): reactive-lru is the plain
+// LRU cache its name says, the baseline; the others evict the expert asked for
+// least, which misses less on recorded real routing (docs/offload.md, "Real routing").
 #pragma once
 
 #include <string>
@@ -50,6 +57,7 @@ struct PolicyParts {
   bool stream_prefill = false;  // a layer past its share streams through the staging slots
   bool cpu_rule = false;        // CpuRule: a miss may be computed on the CPU (where a CPU backend can)
   bool prefetch = false;        // Prefetcher: at each layer input, layer L + stride's experts ahead
+  Eviction eviction = Eviction::kSharedFrequency;  // which cached expert a copy replaces, by default
 };
 PolicyParts policyParts(OffloadPolicy policy, const ProactiveSwitches& switches = {});
 

@@ -6,26 +6,56 @@
 namespace moe {
 
 namespace {
-bool evictable(const SlotInfo& s, int computing_layer) {
-  return s.state == SlotState::kReady && !s.pinned && !s.held && !s.staging && s.layer != computing_layer;
+// The computing layer's slots are kept from the other layers' requests (prefetches
+// while it computes); its own misses may replace its experts the gate did not choose.
+bool evictable(const SlotInfo& s, int requesting_layer, int computing_layer) {
+  return s.state == SlotState::kReady && !s.pinned && !s.held && !s.staging &&
+         (s.layer != computing_layer || s.layer == requesting_layer);
 }
 }  // namespace
 
-int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share) {
+const char* evictionName(Eviction e) {
+  switch (e) {
+    case Eviction::kLayerLru: return "layer-lru";
+    case Eviction::kSharedLru: return "shared-lru";
+    case Eviction::kLayerFrequency: return "layer-frequency";
+    case Eviction::kSharedFrequency: return "shared-frequency";
+  }
+  return "?";
+}
+
+Eviction parseEviction(const std::string& name) {
+  for (Eviction e :
+       {Eviction::kLayerLru, Eviction::kSharedLru, Eviction::kLayerFrequency, Eviction::kSharedFrequency})
+    if (name == evictionName(e)) return e;
+  throw std::invalid_argument("unknown eviction rule '" + name +
+                              "' (layer-lru, shared-lru, layer-frequency, shared-frequency)");
+}
+
+bool byFrequency(Eviction e) { return e == Eviction::kLayerFrequency || e == Eviction::kSharedFrequency; }
+
+int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share,
+               const VictimRule& rule) {
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i].state == SlotState::kEmpty && !slots[i].staging) return static_cast<int>(i);
+  const bool by_worth = byFrequency(rule.eviction) && rule.worth.size() == slots.size();
+  // Whether slot a should go before slot b.
+  auto before = [&](size_t a, size_t b) {
+    if (by_worth && rule.worth[a] != rule.worth[b]) return rule.worth[a] < rule.worth[b];
+    return slots[a].last_use < slots[b].last_use;
+  };
   int own = 0;
   for (const SlotInfo& s : slots)
     if (s.layer == layer && !s.staging) ++own;
-  int own_lru = -1, global_lru = -1;
+  int own_victim = -1, any_victim = -1;
   for (size_t i = 0; i < slots.size(); ++i) {
-    const SlotInfo& s = slots[i];
-    if (!evictable(s, computing_layer)) continue;
-    if (global_lru < 0 || s.last_use < slots[size_t(global_lru)].last_use) global_lru = static_cast<int>(i);
-    if (s.layer == layer && (own_lru < 0 || s.last_use < slots[size_t(own_lru)].last_use))
-      own_lru = static_cast<int>(i);
+    if (!evictable(slots[i], layer, computing_layer)) continue;
+    if (any_victim < 0 || before(i, size_t(any_victim))) any_victim = static_cast<int>(i);
+    if (slots[i].layer == layer && (own_victim < 0 || before(i, size_t(own_victim))))
+      own_victim = static_cast<int>(i);
   }
-  return (own >= layer_share && own_lru >= 0) ? own_lru : global_lru;
+  const bool shared = rule.eviction == Eviction::kSharedLru || rule.eviction == Eviction::kSharedFrequency;
+  return (!shared && own >= layer_share && own_victim >= 0) ? own_victim : any_victim;
 }
 
 SlotTable::SlotTable(int n_slots, int n_layers, int chunks_per_expert)
@@ -46,7 +76,13 @@ int SlotTable::reserve(int layer, int expert, bool predicted) {
     touch(slot);
     return slot;
   }
-  const int victim = pickVictim(slots_, layer, computing_layer_, layerShare());
+  VictimRule rule{eviction_, {}};
+  if (byFrequency(eviction_)) {
+    worth_.resize(slots_.size());
+    for (size_t i = 0; i < slots_.size(); ++i) worth_[i] = worthOf(slots_[i].layer, slots_[i].expert);
+    rule.worth = worth_;
+  }
+  const int victim = pickVictim(slots_, layer, computing_layer_, layerShare(), rule);
   if (victim < 0) return -1;
   SlotInfo& s = slots_[size_t(victim)];
   if (s.state != SlotState::kEmpty) {
@@ -64,6 +100,33 @@ int SlotTable::reserve(int layer, int expert, bool predicted) {
   index_[key(layer, expert)] = victim;
   touch(victim);
   return victim;
+}
+
+void SlotTable::countGate(int layer, std::span<const int> experts) {
+  if (layer < 0) return;
+  if (size_t(layer) >= requests_.size()) {
+    requests_.resize(size_t(layer) + 1);
+    gate_scale_.resize(size_t(layer) + 1, 1.0);
+  }
+  std::vector<double>& counts = requests_[size_t(layer)];
+  double& scale = gate_scale_[size_t(layer)];
+  scale /= kFrequencyDecay;
+  if (scale > 1e100) {  // rescale the layer before the weights overflow
+    for (double& c : counts) c /= scale;
+    scale = 1.0;
+  }
+  for (int e : experts) {
+    if (e < 0) continue;
+    if (size_t(e) >= counts.size()) counts.resize(size_t(e) + 1, 0.0);
+    counts[size_t(e)] += scale;
+  }
+}
+
+// In units of one request at the layer's latest gate, so that layers compare.
+double SlotTable::worthOf(int layer, int expert) const {
+  if (layer < 0 || size_t(layer) >= requests_.size() || expert < 0) return 0.0;
+  const std::vector<double>& counts = requests_[size_t(layer)];
+  return size_t(expert) < counts.size() ? counts[size_t(expert)] / gate_scale_[size_t(layer)] : 0.0;
 }
 
 SlotState SlotTable::markChunkDone(int slot) {

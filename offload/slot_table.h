@@ -5,13 +5,23 @@
 // copy queue's bookkeeping (copies queued or in flight, freed when they land).
 //
 // Eviction is a pure function of the table (pickVictim): an EMPTY cache slot if
-// there is one; otherwise a victim among the evictable slots: READY, not of the
-// computing layer, not pinned, not held, not staging. LOADING slots are never
-// evicted. Per-layer LRU as in ProMoE: when the requesting layer already holds at
-// least its share (cache slots / layers, at least 1) the victim is that layer's
-// least-recently-used evictable slot; otherwise (or when the layer has none
-// evictable) the globally least-recently-used one. Recency is a logical clock
-// bumped on reserve and on use.
+// there is one; otherwise a victim among the evictable slots: READY, not pinned,
+// not held, not staging, and not of the computing layer unless that layer asks
+// (its gate's experts are pinned). LOADING slots are never
+// evicted. Which one, by the table's Eviction rule:
+//  - kLayerLru (ProMoE's): when the requesting layer already holds at least its
+//    share (cache slots / layers, at least 1) that layer's least-recently-used
+//    evictable slot; otherwise (or when the layer has none evictable) the globally
+//    least-recently-used one;
+//  - kSharedLru: the globally least-recently-used one, whatever the layer;
+//  - kLayerFrequency: as kLayerLru, but by frequency instead of recency: the slot
+//    whose expert its layer's gates asked for least, each request weighted by
+//    kFrequencyDecay per later gate of that layer (ties: the least recent);
+//  - kSharedFrequency: the least-asked-for slot whatever the layer (the weights
+//    are counted in requests at each layer's latest gate, so layers compare).
+// Real routing keeps returning to a layer's favourite experts, which recency alone
+// forgets (docs/offload.md, "Real routing").
+// Recency is a logical clock bumped on reserve and on use.
 //
 // Staging slots (the last `stagingCount()` slots) are never handed out by
 // reserve(): a layer that needs more experts than its share streams them through
@@ -22,12 +32,19 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace moe {
 
 enum class SlotState : uint8_t { kEmpty, kLoading, kReady };
+
+enum class Eviction : uint8_t { kLayerLru, kSharedLru, kLayerFrequency, kSharedFrequency };
+// "layer-lru", "shared-lru", "layer-frequency", "shared-frequency"
+const char* evictionName(Eviction e);
+// Throws std::invalid_argument naming the valid rules.
+Eviction parseEviction(const std::string& name);
 
 struct SlotInfo {
   SlotState state = SlotState::kEmpty;
@@ -42,14 +59,30 @@ struct SlotInfo {
   bool free_when_done = false;  // dropped while a copy into it is in flight: freed when it lands
 };
 
+// How pickVictim ranks the evictable slots: the rule, and for the frequency rules
+// each slot's weight (its expert's decayed request count).
+struct VictimRule {
+  Eviction eviction = Eviction::kLayerLru;
+  std::span<const double> worth;  // [slots], read by the frequency rules only
+};
+
 // The slot reserve() takes for `layer`, or -1 when none can be evicted.
-int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share);
+int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share,
+               const VictimRule& rule = {});
 
 class SlotTable {
  public:
   SlotTable(int n_slots, int n_layers, int chunks_per_expert);
 
+  // Weight of a request n gates of its layer ago, against one now (frequency rules).
+  static constexpr double kFrequencyDecay = 0.95;
+
   int slotCount() const { return static_cast<int>(slots_.size()); }
+  void setEviction(Eviction e) { eviction_ = e; }
+  Eviction eviction() const { return eviction_; }
+  // The gate of `layer` asked for `experts` (hits and misses alike): the request
+  // counts the frequency rules rank by.
+  void countGate(int layer, std::span<const int> experts);
   int chunksPerExpert() const { return chunks_; }
   int layerShare() const;  // (slots - staging) / layers, at least 1
   const SlotInfo& at(int slot) const { return slots_.at(static_cast<size_t>(slot)); }
@@ -94,8 +127,16 @@ class SlotTable {
   int chunks_;
   std::vector<SlotInfo> slots_;
   std::unordered_map<uint64_t, int> index_;
+  double worthOf(int layer, int expert) const;
+
   int computing_layer_ = -1;
   int staging_ = 0;
+  Eviction eviction_ = Eviction::kLayerLru;
+  // [layer][expert] requests, each added as gate_scale_[layer] (which grows by
+  // 1 / kFrequencyDecay per gate), so older ones weigh less without a pass per gate.
+  std::vector<std::vector<double>> requests_;
+  std::vector<double> gate_scale_;
+  std::vector<double> worth_;  // pickVictim's per-slot view of requests_
   uint64_t clock_ = 0;
   uint64_t evictions_ = 0;
 };

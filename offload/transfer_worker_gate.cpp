@@ -45,6 +45,11 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
   {
     std::lock_guard<std::mutex> lock(cache_.mutex());
     table_.setComputingLayer(layer);
+    table_.countGate(layer, experts);
+    // The chosen experts already cached are pinned before any miss takes a slot:
+    // a miss may evict this layer's other experts, never one the gate chose.
+    for (int e : experts)
+      if (const int slot = table_.find(layer, e); slot >= 0) table_.pin(slot);
     auto chosen = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
 
     if (options_.early_preemption) {

@@ -17,6 +17,7 @@ struct BenchRow {
   std::string name;  // the policy, or "proactive-no-<switch>" in an ablation
   OffloadPolicy policy = OffloadPolicy::kResident;
   ProactiveSwitches switches;
+  std::optional<Eviction> eviction;  // --eviction; none: the policy's own
   GenerationStats gen;
   OffloadSnapshot m;
   std::vector<int32_t> tokens;  // what it generated (must match across rows)

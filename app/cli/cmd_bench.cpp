@@ -73,14 +73,15 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
   oc.cache_slots = s.slots;
   oc.link = s.link;
   oc.switches = row.switches;
+  oc.eviction = row.eviction;
   oc.cpu_cost = s.cpu_cost;
   oc.store = s.store;
   if (s.verbose) oc.on_cpu_decision = printCpuDecision;
-  if (row.name == "proactive-learned") {
+  if (row.name.starts_with("proactive-learned")) {
     oc.predictor = s.learned;
     oc.stride = s.learned->distance();
   }
-  if (row.name == "proactive-history")  // a fresh one: it learns from this row's gates only
+  if (row.name.starts_with("proactive-history"))  // a fresh one: it learns from this row's gates only
     oc.predictor = std::make_shared<HistoryPredictor>(s.model.config().n_layer, s.model.config().n_expert);
   Runtime runtime(s.model, s.compute, oc);
   OffloadEngine& engine = runtime.offload();
@@ -141,6 +142,8 @@ BenchRow makeRow(const std::string& name, OffloadPolicy p, const ProactiveSwitch
   return r;
 }
 
+std::vector<BenchRow> withEvictionRules(const std::vector<BenchRow>& rows, const std::string& list);
+
 // The rows to run: --policies (default all), proactive with the command's
 // switches, and with --ablate proactive once more per switch, that switch off.
 std::vector<BenchRow> plannedRows(const Args& args) {
@@ -177,7 +180,37 @@ std::vector<BenchRow> plannedRows(const Args& args) {
   if (args.value("--predictor")) rows.push_back(makeRow("proactive-learned", OffloadPolicy::kProactive, sw));
   if (args.flag("--history")) rows.push_back(makeRow("proactive-history", OffloadPolicy::kProactive, sw));
   if (rows.empty()) throw UsageError("--policies names no policy");
+  if (auto list = args.value("--eviction")) return withEvictionRules(rows, *list);
   return rows;
+}
+
+// --eviction RULE[,RULE...]: every caching row runs with each rule (instead of its
+// policy's own); with more than one, a row's name gets "/rule" (resident caches
+// nothing and runs once).
+std::vector<BenchRow> withEvictionRules(const std::vector<BenchRow>& rows, const std::string& list) {
+  std::vector<Eviction> rules;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) try {
+      rules.push_back(parseEviction(name));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  if (rules.empty()) throw UsageError("--eviction names no rule");
+  std::vector<BenchRow> out;
+  for (const BenchRow& r : rows) {
+    if (r.policy == OffloadPolicy::kResident) {
+      out.push_back(r);
+      continue;
+    }
+    for (Eviction e : rules) {
+      BenchRow row = r;
+      row.eviction = e;
+      if (rules.size() > 1) row.name += std::string("/") + evictionName(e);
+      out.push_back(row);
+    }
+  }
+  return out;
 }
 
 SessionOptions benchModel(const Args& args) {
@@ -202,7 +235,7 @@ int runBench(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
-             "--routing-trace", "--trace-start"});
+             "--routing-trace", "--trace-start", "--eviction"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose", "--history"});
   for (const auto& f : offloadFlags())

@@ -148,33 +148,36 @@ int stats(const std::vector<std::string>& argv) {
     std::printf(
         "%s: %d sequences, %d tokens, %s\nadjacent tokens share %.1f%% of their experts per layer (uniform "
         "%.1f%%); a layer's 8 most used experts take %.1f%% of its selections\n"
-        "%-8s %6s  %10s %10s %10s  %10s %10s %10s\n",
+        "%-8s %6s  %10s %10s %10s %10s  %10s %10s %10s\n",
         args.positionals()[0].c_str(), t.sequences(), t.tokens(), t.shape().c_str(), 100 * overlap,
-        100 * adjacentOverlap(u), 100 * top8, "budget", "slots", "LRU/layer", "LRU", "Belady", "uni LRU/l",
-        "uni LRU", "uni Belady");
+        100 * adjacentOverlap(u), 100 * top8, "budget", "slots", "LRU/layer", "LRU", "frequency", "Belady",
+        "uni LRU/l", "uni LRU", "uni Belady");
   for (size_t i = 0; i < shares.size(); ++i) {
     const int slots = std::max(t.k, int(shares[i] * total + 0.5));
-    const double r[6] = {simulateLru(real, t.n_layer, t.n_expert, slots, LruScope::kPerLayer).hitRate(),
+    const double r[7] = {simulateLru(real, t.n_layer, t.n_expert, slots, LruScope::kPerLayer).hitRate(),
                          simulateLru(real, t.n_layer, t.n_expert, slots, LruScope::kShared).hitRate(),
                          simulateBelady(real, t.n_expert, slots).hitRate(),
                          simulateLru(uniform, u.n_layer, u.n_expert, slots, LruScope::kPerLayer).hitRate(),
                          simulateLru(uniform, u.n_layer, u.n_expert, slots, LruScope::kShared).hitRate(),
-                         simulateBelady(uniform, u.n_expert, slots).hitRate()};
+                         simulateBelady(uniform, u.n_expert, slots).hitRate(),
+                         simulateSlotTable(real, t.n_layer, slots, Eviction::kSharedFrequency).hitRate()};
     if (json)
       std::printf(
-          "%s\n  {\"share\": %.4f, \"slots\": %d, \"lru_per_layer\": %.4f, \"lru_shared\": %.4f, \"belady\": "
-          "%.4f, "
+          "%s\n  {\"share\": %.4f, \"slots\": %d, \"lru_per_layer\": %.4f, \"lru_shared\": %.4f, "
+          "\"shared_frequency\": %.4f, \"belady\": %.4f, "
           "\"uniform_lru_per_layer\": %.4f, \"uniform_lru_shared\": %.4f, \"uniform_belady\": %.4f}",
-          i ? "," : "", shares[i], slots, r[0], r[1], r[2], r[3], r[4], r[5]);
+          i ? "," : "", shares[i], slots, r[0], r[1], r[6], r[2], r[3], r[4], r[5]);
     else
-      std::printf("%7.0f%% %6d  %9.1f%% %9.1f%% %9.1f%%  %9.1f%% %9.1f%% %9.1f%%\n", 100 * shares[i], slots,
-                  100 * r[0], 100 * r[1], 100 * r[2], 100 * r[3], 100 * r[4], 100 * r[5]);
+      std::printf("%7.0f%% %6d  %9.1f%% %9.1f%% %9.1f%% %9.1f%%  %9.1f%% %9.1f%% %9.1f%%\n", 100 * shares[i],
+                  slots, 100 * r[0], 100 * r[1], 100 * r[6], 100 * r[2], 100 * r[3], 100 * r[4], 100 * r[5]);
   }
   if (json)
     std::printf("\n]}\n");
   else
     std::printf(
-        "hit rates of demand caches over the decode tokens in order (Belady: the clairvoyant optimum); uni: "
+        "hit rates of demand caches over the decode tokens in order (frequency: the offload path's slot "
+        "table "
+        "with shared-frequency eviction; Belady: the clairvoyant optimum); uni: "
         "uniform routing of the same shape and length\n");
   return 0;
 }

@@ -42,7 +42,7 @@ const CommandHelp kCommands[] = {
      R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
-        [--routing-trace TRACE [--trace-start N]] [--history] [--json] [--verbose]
+        [--routing-trace TRACE [--trace-start N]] [--history] [--eviction R[,R...]] [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
       --cpu-expert-ms fixes the CPU cost of one expert (1 and 8 tokens) instead of
@@ -54,7 +54,9 @@ const CommandHelp kCommands[] = {
       model chose (`routing-trace`; the router still runs), for real routing on a
       model of the trace's shape; every run is set beside Belady's clairvoyant cache;
       --history adds a proactive-history row: prefetching predicted from routing
-      history alone (layer-to-layer and token-to-token, learned as it runs)
+      history alone (layer-to-layer and token-to-token, learned as it runs);
+      --eviction runs every caching row with each rule named (layer-lru, shared-lru,
+      layer-frequency, shared-frequency); with several, a row's name ends in /rule
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
         [--backend cpu|cuda]
@@ -105,6 +107,8 @@ model options:  --ctx N (context, default 2048)  --threads N (default: physical 
                 --backend cpu|cuda|auto  --kv f32|f16 (CPU KV cache; default f32, f16 halves it)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
+                --eviction layer-lru|shared-lru|layer-frequency|shared-frequency
+                  (which cached expert a copy replaces; default layer-lru)
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)
                 --verbose (each CPU-vs-copy decision)  proactive switches: --no-prefetch
                 --no-chunking --no-preemption --no-reordering --no-cpu-fallback --no-streaming

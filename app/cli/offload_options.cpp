@@ -5,7 +5,7 @@
 namespace moe::cli {
 
 std::set<std::string> offloadValueOptions() {
-  return {"--policy", "--cache-share", "--cache-mb", "--link-gbps"};
+  return {"--policy", "--cache-share", "--cache-mb", "--link-gbps", "--eviction"};
 }
 
 std::set<std::string> offloadFlags() {
@@ -27,6 +27,7 @@ ProactiveSwitches proactiveSwitches(const Args& args) {
 void applyOffloadOptions(const Args& args, SessionOptions& so) {
   try {
     so.policy = parsePolicy(args.valueOr("--policy", "resident"));
+    if (auto rule = args.value("--eviction")) so.eviction = parseEviction(*rule);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

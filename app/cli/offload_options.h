@@ -10,7 +10,7 @@
 
 namespace moe::cli {
 
-std::set<std::string> offloadValueOptions();  // --policy --cache-share --cache-mb --link-gbps
+std::set<std::string> offloadValueOptions();  // --policy --cache-share --cache-mb --link-gbps --eviction
 std::set<std::string> offloadFlags();         // --paced and the --no-<switch> flags
 
 // Reads the options above into `so` (policy default: resident). Throws UsageError.

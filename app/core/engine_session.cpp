@@ -36,6 +36,7 @@ EngineSession::EngineSession(const SessionOptions& opts)
   oc.policy = opts.policy;
   oc.link = opts.link;
   oc.switches = opts.switches;
+  oc.eviction = opts.eviction;
   oc.on_cpu_decision = opts.on_cpu_decision;
   if (opts.predictor) {
     oc.predictor = opts.predictor;

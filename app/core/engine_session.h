@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,10 +43,11 @@ struct SessionOptions {
 
   // Offloading (docs/offload.md). resident keeps every expert in place.
   OffloadPolicy policy = OffloadPolicy::kResident;
-  double cache_share = 0.5;    // share of the routed experts the cache holds (when cache_bytes == 0)
-  uint64_t cache_bytes = 0;    // > 0: the expert cache's budget in bytes (staging slots included)
-  LinkOptions link;            // simulated host->device link (CPU path); default: plain copies
-  ProactiveSwitches switches;  // proactive's optimisations
+  std::optional<Eviction> eviction;  // the cache's eviction rule; none: the policy's own
+  double cache_share = 0.5;          // share of the routed experts the cache holds (when cache_bytes == 0)
+  uint64_t cache_bytes = 0;          // > 0: the expert cache's budget in bytes (staging slots included)
+  LinkOptions link;                  // simulated host->device link (CPU path); default: plain copies
+  ProactiveSwitches switches;        // proactive's optimisations
   std::function<void(const CpuDecision&)> on_cpu_decision;  // cpu-experts log (worker thread)
   // Optional (proactive): a trained predictor replacing skip-gate, predicting
   // predictor_distance layers ahead.

@@ -123,6 +123,39 @@ DemandResult simulateLru(std::span<const ExpertRequest> requests, int n_layer, i
   return out;
 }
 
+DemandResult simulateSlotTable(std::span<const ExpertRequest> requests, int n_layer, int slots,
+                               Eviction rule) {
+  if (n_layer <= 0 || slots <= 0)
+    throw std::invalid_argument("simulated cache: need layers > 0 and slots > 0");
+  SlotTable table(slots, n_layer, 1);
+  table.setEviction(rule);
+  DemandResult out;
+  for (const auto& r : requests) {
+    if (r.layer < 0 || r.layer >= n_layer) throw std::invalid_argument("simulated cache: layer out of range");
+    // As TransferWorker::pushPrecise: count the gate, pin its cached experts, then
+    // each expert in order: a hit is touched, a miss takes a slot.
+    table.setComputingLayer(r.layer);
+    table.countGate(r.layer, r.experts);
+    for (int e : r.experts)
+      if (const int slot = table.find(r.layer, e); slot >= 0) table.pin(slot);
+    for (int e : r.experts) {
+      ++out.uses;
+      if (const int slot = table.find(r.layer, e); slot >= 0) {
+        ++out.hits;
+        table.touch(slot);
+        continue;
+      }
+      const int slot = table.reserve(r.layer, e, /*predicted=*/false);
+      if (slot < 0) continue;  // streamed
+      table.markReady(slot);
+      table.pin(slot);
+    }
+    table.unpinAll();
+    table.setComputingLayer(-1);
+  }
+  return out;
+}
+
 std::vector<ExpertRequest> decodeRequests(const RoutingTrace& trace, int max_tokens) {
   const int n = max_tokens > 0 ? std::min(max_tokens, trace.tokens()) : trace.tokens();
   std::vector<ExpertRequest> out;

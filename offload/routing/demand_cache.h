@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "offload/routing/routing_trace.h"
+#include "offload/slot_table.h"
 
 namespace moe {
 
@@ -38,6 +39,12 @@ enum class LruScope { kShared, kPerLayer };
 // slots (at least one).
 DemandResult simulateLru(std::span<const ExpertRequest> requests, int n_layer, int n_expert, int slots,
                          LruScope scope);
+
+// The offload path's own slot table (offload/slot_table.h) with `slots` cache slots
+// and `rule`, each gate's misses copied in at once (no clock): what that eviction
+// rule hits on these gates. A miss that finds no evictable slot is streamed.
+DemandResult simulateSlotTable(std::span<const ExpertRequest> requests, int n_layer, int slots,
+                               Eviction rule);
 
 // A trace's decode requests: one per token and layer, tokens in order. At most
 // max_tokens tokens (all when 0).

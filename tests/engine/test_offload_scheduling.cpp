@@ -426,3 +426,25 @@ TEST(OffloadScheduling, threadedFinalState) {
   ASSERT_TRUE(ready >= layers * 3);
   ASSERT_EQ(r.metrics.snapshot().expert_uses, uint64_t(layers * 3));
 }
+
+// A gate's cached experts are pinned before its misses take slots: a miss listed
+// first never replaces an expert the same gate chose (here the least recent one).
+TEST(OffloadScheduling, aGatesMissNeverReplacesAnExpertThatGateChose) {
+  Rig r(2, 1, 8, {/*chunking=*/false, /*early_preemption=*/false, /*reordering=*/false});
+  for (int e : {0, 1}) {
+    auto one = v({e});
+    r.worker.pushPrecise(0, one);
+    r.drain();
+    r.worker.release(0);
+  }
+  auto gate = v({2, 0});  // 2 misses; 0 is cached and the least recent
+  const ExecutionOrder order = r.worker.pushPrecise(0, gate);
+  r.drain();
+  r.worker.release(0);
+  ASSERT_EQ(order.size(), size_t(2));
+  EXPECT_EQ(r.metrics.snapshot().misses, uint64_t(3));  // 0, 1, then 2 only
+  EXPECT_EQ(r.cache.evictions(), uint64_t(1));          // 1 made room for 2
+  EXPECT_TRUE(r.chunksMatch(0, 0));
+  EXPECT_TRUE(r.chunksMatch(0, 2));
+  EXPECT_LT(r.cache.find(0, 1), 0);
+}

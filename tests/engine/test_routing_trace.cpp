@@ -216,6 +216,20 @@ TEST(DemandCache, realRoutingBeatsUniformAndBeladyBoundsLru) {
     ASSERT_GE(belady.hits, lru.hits) << share;
     ASSERT_GT(lru_layer.hitRate(), uni_lru.hitRate() + 0.1) << share;
     ASSERT_GE(moe::simulateBelady(uni, t.n_expert, slots).hits, uni_lru.hits) << share;
+    // The offload path's own slot table: no rule beats Belady, and evicting the expert
+    // asked for least (shared-frequency, the default of every policy but
+    // reactive-lru) hits more than its per-layer LRU where the cache is tight.
+    std::map<moe::Eviction, DemandResult> table;
+    for (moe::Eviction e : {moe::Eviction::kLayerLru, moe::Eviction::kSharedLru,
+                            moe::Eviction::kLayerFrequency, moe::Eviction::kSharedFrequency}) {
+      table[e] = moe::simulateSlotTable(real, t.n_layer, slots, e);
+      ASSERT_EQ(table[e].uses, belady.uses);
+      ASSERT_GE(belady.hits, table[e].hits) << share << " " << moe::evictionName(e);
+    }
+    if (share < 0.7)
+      ASSERT_GT(table[moe::Eviction::kSharedFrequency].hitRate(),
+                table[moe::Eviction::kLayerLru].hitRate() + 0.01)
+          << share;
   }
 }
 
