@@ -226,10 +226,11 @@ TEST(DemandCache, realRoutingBeatsUniformAndBeladyBoundsLru) {
       ASSERT_EQ(table[e].uses, belady.uses);
       ASSERT_GE(belady.hits, table[e].hits) << share << " " << moe::evictionName(e);
     }
-    if (share < 0.7)
+    if (share < 0.7) {
       ASSERT_GT(table[moe::Eviction::kSharedFrequency].hitRate(),
                 table[moe::Eviction::kLayerLru].hitRate() + 0.01)
           << share;
+    }
   }
 }
 
