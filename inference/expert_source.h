@@ -25,6 +25,10 @@ struct ExpertRef {
   // rule): a Transformer with a host backend computes it there while the device
   // computes the others; without one, on its own backend like any expert.
   bool on_host = false;
+  // Its bytes are where `weights` points when acquire returns (a cache hit, or the
+  // host copy): waitFor has nothing to wait for, so the MoE block may compute it
+  // together with its neighbours in the order that are ready too.
+  bool ready = false;
 };
 
 // Routing decision of one MoE layer for one batch: what the gate chose per token.

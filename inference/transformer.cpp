@@ -392,29 +392,36 @@ Backend::MoeExpertsCall Transformer::expertsCall(int il, int n) const {
 }
 
 // The routed experts on a backend that computes them itself: all at once when the
-// source has them all ready, else each right after its waitFor (the next expert's
-// copy overlaps it); the source's on_host experts on the host backend.
+// source has them all ready; else, in the source's order, each run of experts
+// that were ready at acquire in one call (one set of launches) and each other
+// expert right after its waitFor (the next expert's copy overlaps it); the
+// source's on_host experts on the host backend.
 void Transformer::expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
                                    const std::vector<std::vector<int>>& served) {
-  const bool one_by_one = !experts_.allReady();
+  const bool all_ready = experts_.allReady();
   std::vector<const ExpertRef*> on_host, together;
   Backend::MoeExpertsCall call = expertsCall(il, n);
+  auto computeTogether = [&] {
+    if (together.empty()) return;
+    call.experts = together;
+    backend_.moeExperts(call);
+    together.clear();
+  };
   for (const ExpertRef& ref : order) {
+    const bool alone = !(host_ && ref.on_host) && !all_ready && !ref.ready;
+    if (alone) computeTogether();  // the run before it is queued before it waits
     experts_.waitFor(il, ref);
     if (host_ && ref.on_host) {
       on_host.push_back(&ref);
-    } else if (one_by_one) {
+    } else if (!alone) {
+      together.push_back(&ref);
+    } else {
       const ExpertRef* one = &ref;
       call.experts = {&one, 1};
       backend_.moeExperts(call);
-    } else {
-      together.push_back(&ref);
     }
   }
-  if (!together.empty()) {
-    call.experts = together;
-    backend_.moeExperts(call);
-  }
+  computeTogether();
   if (!on_host.empty()) hostExperts(il, on_host, served);
 }
 

@@ -44,7 +44,8 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
     const bool host = o.residency == Residency::kUnavailable || o.residency == Residency::kHost;
     from_host_.at(o.expert) = host;
     const uint8_t* base = host ? store_.expertData(layer, o.expert) : cache_.slotData(o.slot);
-    refs.push_back({o.expert, store_.viewAt(layer, base), o.residency == Residency::kHost});
+    refs.push_back({o.expert, store_.viewAt(layer, base), o.residency == Residency::kHost,
+                    host || o.residency == Residency::kReady});
     host_computed_ += host;
   }
   return refs;

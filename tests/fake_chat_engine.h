@@ -24,6 +24,11 @@ class FakeChatEngine final : public ChatEngine {
   // whatever the machine's speed. The two words come 100 ms apart: InferenceWorker
   // passes text on when a word comes 40 ms (kCoalesceMs) or more after its last emit.
   std::atomic<bool> hold_after_first{false};
+  // n >= 0: a reply streams n words and, 100 ms later, one more (so the worker
+  // passes on the text it coalesced, as for hold_after_first), then holds the rest
+  // back until hold_at changes or the reply is cancelled: a test acts on a reply in
+  // progress however slow the machine is.
+  std::atomic<int> hold_at{-1};
   std::string fail_load_with;   // non-empty: load() throws this
   std::string fail_reply_with;  // non-empty: reply() throws this
   std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
@@ -75,8 +80,9 @@ class FakeChatEngine final : public ChatEngine {
         break;
       }
       if (per_token.count()) std::this_thread::sleep_for(per_token);
-      if (i == 1 && hold_after_first.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      while (i > 1 && hold_after_first.load() && !cancel.load()) {
+      if ((i == 1 && hold_after_first.load()) || i == hold_at.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      while (((i > 1 && hold_after_first.load()) || (i > 0 && i - 1 == hold_at.load())) && !cancel.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         uses_ += 4;
         ready_ += 3;

@@ -113,12 +113,14 @@ class GuiChatDisplayTest : public QObject {
     // A second message in a full view: the message, then the reply as it streams.
     setWords(*f.fake, longReply(1000, "A line of the second reply"));
     f.fake->per_token = std::chrono::milliseconds(3);
+    f.fake->hold_at = 500;  // still streaming while the view is checked
     f.type("second");
     QTRY_VERIFY(f.view()->bubbleCount() == 4);
     auto* reply = f.view()->bubble(3);
     QTRY_VERIFY(f.chat().busy() && reply->height() > f.view()->viewport()->height());
     QVERIFY(f.view()->followsEnd());
     QTRY_VERIFY(f.lastMessageInView());
+    f.fake->hold_at = -1;
     QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 30000);
     QTRY_VERIFY(f.lastMessageInView());
     QCOMPARE(f.bar()->value(), f.bar()->maximum());
@@ -126,7 +128,7 @@ class GuiChatDisplayTest : public QObject {
 
   void aUserWhoScrolledUpIsLeftThere() {
     Fixture f([](test::FakeChatEngine& e) {
-      setWords(e, longReply(3000, "Streaming line"));
+      setWords(e, longReply(20000, "Streaming line"));  // 40 s or more: stopped below
       e.per_token = std::chrono::milliseconds(2);
     });
     QVERIFY(f.app->loadDemo());

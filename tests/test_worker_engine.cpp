@@ -174,6 +174,7 @@ class WorkerEngineTest : public QObject {
     auto fake = std::make_unique<test::FakeChatEngine>();
     fake->words.assign(5000, "y");
     fake->per_token = std::chrono::milliseconds(2);
+    fake->hold_at = 10;  // in progress until stopped
     EngineHost host(std::move(fake));
     QSignalSpy loaded(host.worker(), &InferenceWorker::modelLoaded);
     host.loadModel(demo());

@@ -432,7 +432,10 @@ TEST(Tokenizer, syntheticGpt2Vocab) {
   ASSERT_THROW(buildGpt2Vocab(200, "qwen2"), std::invalid_argument);
 }
 
-TEST(Tokenizer, bpeIsFastEnough) {
+// A long input and a 5,000-byte word encode and decode back exactly; the time is
+// reported, not asserted (speed is for benchmarks; a test must not depend on the
+// machine's load).
+TEST(Tokenizer, bpeEncodesALongInputAndALongWord) {
   const auto t = Tokenizer::fromVocab(buildGpt2Vocab(2000, "qwen2"));
   std::string text;
   for (int i = 0; i < 2000; ++i)
@@ -444,7 +447,7 @@ TEST(Tokenizer, bpeIsFastEnough) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(t->decode(ids), text);
   moe::test::info("encoded %zu bytes into %zu tokens in %.1f ms", text.size(), ids.size(), ms);
-  ASSERT_TRUE(ms < 5000);
+  ASSERT_LT(ids.size(), text.size());  // merges happened: fewer tokens than bytes
 }
 
 // ---- dispatch and validation ----

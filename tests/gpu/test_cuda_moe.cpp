@@ -524,6 +524,59 @@ TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
 #endif
 
 #if MOECHAT_CUDA_STANDIN
+// A cache's source (allReady false): the experts it says were ready at acquire are
+// computed in one call per run of them (the launches of a source that has them all
+// ready), each other one alone, right after its wait; the logits are the same bits.
+class CacheLikeSource final : public moe::ExpertSource {
+ public:
+  CacheLikeSource(moe::ExpertSource& inner, bool ready) : inner_(inner), ready_(ready) {}
+  std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override {
+    std::vector<ExpertRef> refs = inner_.acquire(layer, experts);
+    for (ExpertRef& r : refs) r.ready = ready_;
+    return refs;
+  }
+  void release(int layer) override { inner_.release(layer); }
+  bool wantsLayerInput() const override { return false; }
+
+ private:
+  moe::ExpertSource& inner_;
+  bool ready_;
+};
+
+TEST_F(CudaMoe, expertsReadyAtTheGateShareOneCall) {
+  auto spec = moe::synth::tinySpec("qwen3moe");
+  const auto bytes = moe::synth::buildModel(spec).toBytes();
+  auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+  moe::ResidentExpertSource resident(table);
+  HostRoutedSource all_ready(resident);
+  CacheLikeSource hits(resident, true), misses(resident, false);
+  moe::Transformer a(*model, *gpu_, all_ready, 64), b(*model, *gpu_, hits, 64), c(*model, *gpu_, misses, 64);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  std::vector<float> la, lb, lc;
+  a.forward(prompt, la), b.forward(prompt, lb), c.forward(prompt, lc);
+  ASSERT_TRUE(la == lb && la == lc);
+  for (int32_t next : {9, 4}) {
+    uint64_t launches[3];
+    moe::Transformer* t[3] = {&a, &b, &c};
+    std::vector<float>* l[3] = {&la, &lb, &lc};
+    for (int i = 0; i < 3; ++i) {
+      gpu_->synchronize();
+      const auto before = cudastandin::totals().all;
+      t[i]->forward(std::span(&next, 1), *l[i]);
+      launches[i] = cudastandin::totals().all.kernel_launches - before.kernel_launches;
+    }
+    moe::test::info("decode step: %llu launches all ready, %llu ready at the gate, %llu one by one",
+                    (unsigned long long)launches[0], (unsigned long long)launches[1],
+                    (unsigned long long)launches[2]);
+    ASSERT_EQ(launches[1], launches[0]);
+    ASSERT_GT(launches[2], launches[1]);
+    ASSERT_TRUE(la == lb && la == lc) << "token " << next;
+  }
+}
+#endif
+
+#if MOECHAT_CUDA_STANDIN
 // One recording serves every position of its 256-key span (its attention's plan): a
 // decode that crosses position 256 records once more there and nowhere else; after
 // the sequence is cut back across it (a regenerated reply) the earlier span records
