@@ -34,6 +34,12 @@ class FakeChatEngine final : public ChatEngine {
   std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
   int left_out = 0;             // the oldest messages each reply reports it left out to fit the context
   std::atomic<int> replies{0};
+  // Whether the reply in progress was asked to stop (read at once: a stop request
+  // sets the flag it polls on the caller's thread).
+  bool cancelRequested() const {
+    const std::atomic<bool>* c = live_cancel_.load();
+    return c && c->load();
+  }
   std::vector<ChatMessage> last_messages;  // guarded by mu_
   mutable std::mutex mu_;
 
@@ -65,6 +71,7 @@ class FakeChatEngine final : public ChatEngine {
       last_messages = messages;
     }
     ++replies;
+    live_cancel_ = &cancel;
     if (!fail_reply_with.empty()) throw std::runtime_error(fail_reply_with);
     EngineReplyStats st;
     st.prompt_tokens = static_cast<int>(messages.size()) * 10;
@@ -135,6 +142,7 @@ class FakeChatEngine final : public ChatEngine {
 
  private:
   std::atomic<bool> loaded_{false}, generating_{false};
+  std::atomic<const std::atomic<bool>*> live_cancel_{nullptr};  // the flag of the latest reply
   std::atomic<int> prefilled_{0}, generated_{0};
   std::atomic<uint64_t> uses_{0}, ready_{0}, prefetched_{0}, misses_{0}, bytes_{0};
 };

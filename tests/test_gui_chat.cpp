@@ -380,6 +380,56 @@ class GuiChatTest : public QObject {
              std::string("Hello from the **fake** engine."));
   }
 
+  // A reply belongs to its chat: while chat A answers, another chat's Enter sends
+  // nothing and keeps the text, its composer names A with a link to it, Esc and the
+  // button do not stop A, and the list marks A; back in A, Stop stops it.
+  void aReplyBelongsToItsChat() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(400, " word");
+      e.hold_at = 5;  // A answers until stopped
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("first chat");
+    QTRY_VERIFY(f.chat().busy());
+    const qint64 a = f.chat().current();
+    QVERIFY(f.store().rename(a, "Penguins"));
+    f.w().conversationModel()->reload();
+    auto* composer = f.w().composer();
+    QCOMPARE(composer->button()->text(), QString("Stop"));
+    QVERIFY(!composer->elsewhereLabel()->isVisible());
+    auto* model = f.w().conversationModel();
+    QTRY_VERIFY(model->data(model->index(model->rowOf(a)), ConversationListModel::AnsweringRole).toBool());
+
+    // Another chat while A answers.
+    QTest::keyClick(&f.w(), Qt::Key_N, Qt::ControlModifier);
+    QVERIFY(f.chat().current() != a);
+    QCOMPARE(composer->button()->text(), QString("Send"));
+    QVERIFY(!composer->button()->isEnabled());
+    QVERIFY(composer->elsewhereLabel()->isVisible());
+    QVERIFY2(composer->elsewhereLabel()->text().contains("<b>Penguins</b> is answering"),
+             qPrintable(composer->elsewhereLabel()->text()));
+    const int replies = f.fake->replies.load();
+    f.type("second chat");
+    QCOMPARE(composer->text(), QString("second chat"));  // nothing sent, nothing lost
+    QCOMPARE(f.fake->replies.load(), replies);
+    QTest::keyClick(&f.w(), Qt::Key_Escape);
+    QTest::mouseClick(composer->button(), Qt::LeftButton);
+    QVERIFY(!f.fake->cancelRequested());  // A goes on
+    QVERIFY(f.chat().busy());
+    QCOMPARE(f.chat().streamingConversation(), a);
+    QVERIFY(model->data(model->index(model->rowOf(a)), ConversationListModel::AnsweringRole).toBool());
+
+    // The link opens A, where Stop is A's.
+    emit composer->elsewhereLabel()->linkActivated("open");
+    QCOMPARE(f.chat().current(), a);
+    QVERIFY(!composer->elsewhereLabel()->isVisible());
+    QCOMPARE(composer->button()->text(), QString("Stop"));
+    QTest::keyClick(&f.w(), Qt::Key_Escape);
+    QTRY_VERIFY_WITH_TIMEOUT(!f.chat().busy(), 20000);
+    QCOMPARE(f.store().messages(a).back().state, MessageState::Stopped);
+    QVERIFY(!model->data(model->index(model->rowOf(a)), ConversationListModel::AnsweringRole).toBool());
+  }
+
   void newChatSearchRenameDeleteUndo() {
     Fixture f;
     QVERIFY(f.app->loadDemo());

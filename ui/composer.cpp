@@ -2,7 +2,9 @@
 
 #include <QHBoxLayout>
 #include <QKeyEvent>
+#include <QLabel>
 #include <QPushButton>
+#include <QVBoxLayout>
 
 namespace moe {
 
@@ -24,10 +26,21 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   button_ = new QPushButton("Send", this);
   button_->setObjectName("sendButton");
   button_->setMinimumWidth(80);
-  auto* h = new QHBoxLayout(this);
-  h->setContentsMargins(12, 4, 12, 8);
+  elsewhere_ = new QLabel(this);
+  elsewhere_->setObjectName("answeringElsewhere");
+  elsewhere_->setTextFormat(Qt::RichText);
+  elsewhere_->setWordWrap(true);
+  elsewhere_->hide();
+  connect(elsewhere_, &QLabel::linkActivated, this, &Composer::elsewhereLinkActivated);
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(12, 4, 12, 8);
+  v->setSpacing(4);
+  v->addWidget(elsewhere_);
+  auto* h = new QHBoxLayout;
+  h->setContentsMargins(0, 0, 0, 0);
   h->addWidget(edit_, 1);
   h->addWidget(button_);
+  v->addLayout(h);
   connect(edit_, &ComposerEdit::submit, this, &Composer::trySend);
   connect(button_, &QPushButton::clicked, this, [this] {
     if (busy_)
@@ -44,8 +57,15 @@ void Composer::setReadOnly(const QString& why) {
   button_->setEnabled(false);
 }
 
+void Composer::setAnsweringElsewhere(const QString& what) {
+  waiting_ = !what.isEmpty();
+  elsewhere_->setText(what);
+  elsewhere_->setVisible(waiting_);
+  if (!edit_->isReadOnly()) button_->setEnabled(!waiting_);
+}
+
 void Composer::trySend() {
-  if (busy_ || edit_->isReadOnly()) return;
+  if (busy_ || waiting_ || edit_->isReadOnly()) return;
   const QString text = edit_->toPlainText().trimmed();
   if (text.isEmpty()) return;
   edit_->clear();

@@ -1,10 +1,13 @@
 // The message box: Enter sends, Shift+Enter starts a new line; the button turns
-// into Stop while a reply streams.
+// into Stop while this chat's reply streams. While another chat's reply streams,
+// a line above the box says which (with a link to it) and nothing is sent: what is
+// typed stays.
 #pragma once
 
 #include <QPlainTextEdit>
 #include <QWidget>
 
+class QLabel;
 class QPushButton;
 
 namespace moe {
@@ -31,6 +34,10 @@ class Composer : public QWidget {
   bool busy() const { return busy_; }
   // Nothing can be typed or sent from then on; `why` stands in the empty field.
   void setReadOnly(const QString& why);
+  // Non-empty (rich text, may hold a link): another chat is answering, said above
+  // the box; Send waits. Empty: sending is open again.
+  void setAnsweringElsewhere(const QString& what);
+  QLabel* elsewhereLabel() const { return elsewhere_; }
   void setText(const QString& text);
   QString text() const;
   ComposerEdit* editor() const { return edit_; }
@@ -39,12 +46,15 @@ class Composer : public QWidget {
  signals:
   void sendRequested(const QString& text);
   void stopRequested();
+  void elsewhereLinkActivated(const QString& link);
 
  private:
   void trySend();
   ComposerEdit* edit_;
   QPushButton* button_;
+  QLabel* elsewhere_;
   bool busy_ = false;
+  bool waiting_ = false;  // another chat is answering
 };
 
 }  // namespace moe

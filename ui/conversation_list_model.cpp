@@ -1,6 +1,11 @@
 #include "ui/conversation_list_model.h"
 
 #include <QFont>
+#include <QGuiApplication>
+#include <QIcon>
+#include <QPainter>
+#include <QPalette>
+#include <QPixmap>
 #include <set>
 
 namespace moe {
@@ -75,6 +80,29 @@ void ConversationListModel::setSearch(const QString& query) {
   reload();
 }
 
+// A filled dot in the palette's highlight colour: the chat that is answering.
+QIcon ConversationListModel::answeringIcon() {
+  QPixmap dot(12, 12);
+  dot.fill(Qt::transparent);
+  QPainter p(&dot);
+  p.setRenderHint(QPainter::Antialiasing);
+  p.setPen(Qt::NoPen);
+  p.setBrush(QGuiApplication::palette().color(QPalette::Highlight));
+  p.drawEllipse(QRectF(2, 2, 8, 8));
+  return QIcon(dot);
+}
+
+void ConversationListModel::setAnswering(qint64 conversation_id) {
+  if (conversation_id == answering_) return;
+  const qint64 before = answering_;
+  answering_ = conversation_id;
+  for (qint64 id : {before, conversation_id}) {
+    const int row = rowOf(id);
+    if (id && row >= 0)
+      emit dataChanged(index(row), index(row), {Qt::DecorationRole, Qt::FontRole, Qt::ToolTipRole, AnsweringRole});
+  }
+}
+
 int ConversationListModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows_.size());
 }
@@ -87,8 +115,12 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
     case Qt::EditRole: return r.text;
     case Qt::ToolTipRole:
       if (r.header) return {};
+      if (!r.header && r.id == answering_) return QStringLiteral("Answering now");
       if (!r.snippet.isEmpty()) return r.snippet;
       return r.updated.toString("yyyy-MM-dd hh:mm");
+    case Qt::DecorationRole:
+      if (!r.header && r.id == answering_) return answeringIcon();
+      return {};
     case Qt::FontRole:
       if (r.header) {
         QFont f;
@@ -96,7 +128,13 @@ QVariant ConversationListModel::data(const QModelIndex& index, int role) const {
         f.setPointSizeF(f.pointSizeF() * 0.85);
         return f;
       }
+      if (r.id == answering_) {
+        QFont f;
+        f.setItalic(true);
+        return f;
+      }
       return {};
+    case AnsweringRole: return !r.header && r.id == answering_;
     case IdRole: return r.id;
     case IsHeaderRole: return r.header;
     case SnippetRole: return r.snippet;

@@ -7,6 +7,7 @@
 
 #include <QAbstractListModel>
 #include <QDateTime>
+#include <QIcon>
 #include <functional>
 #include <vector>
 
@@ -18,7 +19,7 @@ class ConversationListModel : public QAbstractListModel {
   Q_OBJECT
 
  public:
-  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole, MessageIdRole };
+  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole, MessageIdRole, AnsweringRole };
   using Now = std::function<QDateTime()>;
 
   explicit ConversationListModel(ConversationStore& store, QObject* parent = nullptr, Now now = nullptr);
@@ -39,11 +40,15 @@ class ConversationListModel : public QAbstractListModel {
   qint64 idAt(int row) const;
   // A search result's best-matching message (its snippet's); 0 for other rows.
   qint64 messageIdAt(int row) const;
+  // The conversation whose reply is streaming (0: none): its row is marked.
+  void setAnswering(qint64 conversation_id);
+  qint64 answering() const { return answering_; }
 
   // The date group a conversation updated at `t` falls in, seen from `now`.
   static QString groupFor(const QDateTime& t, const QDateTime& now);
 
  private:
+  static QIcon answeringIcon();
   struct Row {
     bool header = false;
     qint64 id = 0;
@@ -58,6 +63,7 @@ class ConversationListModel : public QAbstractListModel {
   Now now_;
   QString query_;
   bool editable_ = true;
+  qint64 answering_ = 0;
   std::vector<Row> rows_;
 };
 

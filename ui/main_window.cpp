@@ -137,10 +137,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
   connect(&chat_, &ChatController::messageReplaced, this, [this](qint64 replaced, const Message& m) {
     if (m.conversation_id == chat_.current()) chat_view_->replaceMessage(replaced, toItem(m));
   });
-  connect(&chat_, &ChatController::busyChanged, this, [this](bool busy) {
-    composer_->setBusy(busy);
-    chat_view_->setBusy(busy);
-  });
+  connect(&chat_, &ChatController::busyChanged, this, &MainWindow::showReplyState);
   connect(&chat_, &ChatController::error, this,
           [this](const QString& why) { showNotice("Reply failed: " + why); });
   connect(&chat_, &ChatController::historyLeftOut, this, [this](int messages) {
@@ -321,7 +318,10 @@ QWidget* MainWindow::buildChatPane() {
           5000);
     }
   });
-  connect(composer_, &Composer::stopRequested, &chat_, &ChatController::stop);
+  connect(composer_, &Composer::stopRequested, this, &MainWindow::stopShownReply);
+  connect(composer_, &Composer::elsewhereLinkActivated, this, [this](const QString&) {
+    if (chat_.busy()) chat_.openConversation(chat_.streamingConversation());
+  });
   connect(chat_view_, &ChatView::copyRequested, this, [this](qint64 id) {
     if (auto m = store_.message(id)) QApplication::clipboard()->setText(q(m->text));
     statusBar()->showMessage("Copied", 2000);
@@ -390,6 +390,31 @@ void MainWindow::setReadOnly(const QString& why) {
 void MainWindow::showTitle() {
   const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
   title_->setText(c ? q(c->title) : QString("moechat"));
+  showReplyState();
+}
+
+// A reply belongs to its chat: the chat on screen shows Stop only for its own reply;
+// while another chat answers, the composer names that chat (a link to it) and waits,
+// and the list marks the chat that is answering.
+void MainWindow::showReplyState() {
+  const qint64 answering = chat_.busy() ? chat_.streamingConversation() : 0;
+  const bool here = answering != 0 && answering == chat_.current();
+  composer_->setBusy(here);
+  chat_view_->setBusy(here);
+  QString elsewhere;
+  if (answering != 0 && !here) {
+    const auto c = store_.get(answering);
+    const QString title = c ? q(c->title).toHtmlEscaped() : QStringLiteral("Another chat");
+    elsewhere = QStringLiteral("<b>%1</b> is answering; you can send here when it has finished. "
+                               "<a href=\"open\">Open it</a>")
+                    .arg(title);
+  }
+  composer_->setAnsweringElsewhere(elsewhere);
+  list_model_->setAnswering(answering);
+}
+
+void MainWindow::stopShownReply() {
+  if (chat_.busy() && chat_.streamingConversation() == chat_.current()) chat_.stop();
 }
 
 void MainWindow::showConversation(qint64 id) {
@@ -403,7 +428,7 @@ void MainWindow::showConversation(qint64 id) {
       "what "
       "the expert cache does while the model answers.</p>");
   chat_view_->setMessages(items);
-  if (chat_.busy() && chat_.streamingConversation() == id) chat_view_->setBusy(true);
+  showReplyState();
   selectConversationRow(id);
 }
 

@@ -75,8 +75,8 @@ void MainWindow::buildActions() {
   });
   find->setShortcut(QKeySequence::Find);
   auto* stop = edit->addAction("Stop the reply", this, [this] {
-    if (chat_.busy())
-      chat_.stop();
+    if (chat_.busy() && chat_.streamingConversation() == chat_.current())
+      stopShownReply();
     else if (editing_message_) {
       editing_message_ = 0;
       composer_->setText({});
