@@ -10,6 +10,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGuiApplication>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -378,6 +380,48 @@ class GuiChatTest : public QObject {
     QCOMPARE(QGuiApplication::clipboard()->text(), QString("Hello from the **fake** engine."));
     QCOMPARE(f.store().messages(f.chat().current()).back().text,
              std::string("Hello from the **fake** engine."));
+  }
+
+  // Each reply records what wrote it: the model and the sampling with its seed.
+  void aReplyRecordsItsModelAndSampling() {
+    Fixture f;
+    QVERIFY(f.app->loadDemo());
+    f.type("hello");
+    QTRY_VERIFY(f.chat().current() != 0 && !f.chat().busy());
+    const auto reply = f.store().messages(f.chat().current()).back();
+    QCOMPARE(reply.role, Role::Assistant);
+    QCOMPARE(reply.origin.model_name, std::string("Demo model"));
+    const QJsonObject sampling =
+        QJsonDocument::fromJson(QByteArray::fromStdString(reply.origin.sampling_json)).object();
+    QCOMPARE(sampling["temperature"].toDouble(), f.chat().sampling().temperature);
+    QVERIFY(!sampling["seed"].toString().isEmpty());
+  }
+
+  // Picking another model while a reply streams does not stop it: the switch waits
+  // for the reply to end, and says so.
+  void switchingTheModelMidReplyWaitsForTheReply() {
+    Fixture f([](test::FakeChatEngine& e) {
+      e.words.assign(50, " word");
+      e.hold_at = 5;
+    });
+    QVERIFY(f.app->loadDemo());
+    f.type("tell me");
+    QTRY_VERIFY(f.chat().busy());
+    const qint64 reply = f.chat().streamingReply();
+    QSignalSpy scheduled(&f.chat(), &ChatController::reloadScheduled);
+    QSignalSpy loaded(&f.chat(), &ChatController::modelLoaded);
+    f.w().loadModel({"other.gguf", "/models/other.gguf"});
+    QVERIFY(!f.fake->cancelRequested());
+    QVERIFY(f.chat().busy());
+    QCOMPARE(scheduled.count(), 1);
+    QVERIFY2(scheduled.at(0).at(0).toString().startsWith("Switches to other.gguf when this reply ends"),
+             qPrintable(scheduled.at(0).at(0).toString()));
+    QCOMPARE(QString::fromStdString(f.chat().model()->name), QString("Demo model"));
+
+    f.fake->hold_at = -1;  // the reply runs to its end, then the other model loads
+    QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
+    QCOMPARE(f.store().message(reply)->state, MessageState::Complete);
+    QCOMPARE(QString::fromStdString(f.chat().model()->path), QString("/models/other.gguf"));
   }
 
   // A reply belongs to its chat: while chat A answers, another chat's Enter sends

@@ -405,8 +405,9 @@ void MainWindow::showReplyState() {
   if (answering != 0 && !here) {
     const auto c = store_.get(answering);
     const QString title = c ? q(c->title).toHtmlEscaped() : QStringLiteral("Another chat");
-    elsewhere = QStringLiteral("<b>%1</b> is answering; you can send here when it has finished. "
-                               "<a href=\"open\">Open it</a>")
+    elsewhere = QStringLiteral(
+                    "<b>%1</b> is answering; you can send here when it has finished. "
+                    "<a href=\"open\">Open it</a>")
                     .arg(title);
   }
   composer_->setAnsweringElsewhere(elsewhere);
@@ -524,7 +525,7 @@ void MainWindow::exportCurrent(const QString& path) {
   if (path.isEmpty() || !chat_.current()) return;
   const auto c = store_.get(chat_.current());
   if (!c) return;
-  const auto msgs = store_.messages(c->id);
+  const auto msgs = store_.messagesWithAlternatives(c->id);
   const std::string text = path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs)
                                                                        : conversationToMarkdown(*c, msgs);
   QFile f(path);

@@ -205,6 +205,10 @@ void MainWindow::loadInitialModel() {
 
 void MainWindow::loadModel(const ModelChoice& choice) {
   const EngineLoadOptions o = loadOptionsFor(choice);
+  if (chat_.busy()) {  // the reply in progress is not stopped for it: the switch waits
+    chat_.switchModelWhenIdle(o);
+    return;
+  }
   composer_->setEnabled(false);
   reloading_.clear();
   model_status_->setText("Loading " + choice.name + "…");

@@ -135,8 +135,19 @@ void migrateTo4(sql::Database& db) {
   )sql");
 }
 
+// v5: what wrote each reply: the model file's name and SHA-256 and the sampling
+// (JSON, with the seed drawn for it). Empty for user messages and older replies.
+void migrateTo5(sql::Database& db) {
+  db.exec(R"sql(
+    ALTER TABLE messages ADD COLUMN model_name TEXT NOT NULL DEFAULT '';
+    ALTER TABLE messages ADD COLUMN model_sha256 TEXT NOT NULL DEFAULT '';
+    ALTER TABLE messages ADD COLUMN sampling_json TEXT NOT NULL DEFAULT '';
+  )sql");
+}
+
 // kMigrations[n] takes a database from version n to n+1.
-const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3, migrateTo4};
+const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3, migrateTo4,
+                                                           migrateTo5};
 static_assert(std::size(kMigrations) == AppDatabase::kSchemaVersion);
 
 int readUserVersion(sql::Database& db) { return static_cast<int>(db.queryInt64("PRAGMA user_version")); }

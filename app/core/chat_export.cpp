@@ -121,8 +121,31 @@ std::string messageJson(const Message& m) {
   w.raw("prefill_tps", jsonOptional(m.stats.prefill_tps));
   w.raw("decode_tps", jsonOptional(m.stats.decode_tps));
   w.raw("stop_reason", m.stats.stop_reason.empty() ? "null" : jsonQuote(m.stats.stop_reason));
+  w.raw("turn", jsonNumber(m.turn));
+  w.raw("shown", m.shown ? "true" : "false");
+  w.raw("alternative", jsonNumber(int64_t(m.alternative)));
+  w.raw("alternatives", jsonNumber(int64_t(m.alternatives)));
+  if (m.role == Role::Assistant) {
+    w.raw("model_name", m.origin.model_name.empty() ? "null" : jsonQuote(m.origin.model_name));
+    w.raw("model_sha256", m.origin.model_sha256.empty() ? "null" : jsonQuote(m.origin.model_sha256));
+    // Kept as a string, like the conversation's: the export stays valid JSON whatever it holds.
+    w.raw("sampling_json", m.origin.sampling_json.empty() ? "null" : jsonQuote(m.origin.sampling_json));
+  }
   w.close();
   return out;
+}
+
+// "model `name`, SHA-256 `0123456789abcdef…`, sampling `{...}`", or empty when nothing is known.
+std::string originLine(const ReplyOrigin& o) {
+  std::string line;
+  auto part = [&](const char* what, const std::string& value) {
+    if (value.empty()) return;
+    line += (line.empty() ? "" : ", ") + std::string(what) + " `" + markdownText(value) + "`";
+  };
+  part("model", o.model_name);
+  part("SHA-256", o.model_sha256.size() > 16 ? o.model_sha256.substr(0, 16) + "…" : o.model_sha256);
+  part("sampling", o.sampling_json);
+  return line;
 }
 
 const char* markdownHeading(Role role) {
@@ -205,7 +228,7 @@ std::string conversationToJson(const Conversation& conv, const std::vector<Messa
   std::string out;
   ObjectWriter w(out, 0);
   w.str("format", "moechat-conversation");
-  w.raw("version", "1");
+  w.raw("version", "2");
   w.raw("id", jsonNumber(conv.id));
   w.str("title", conv.title);
   w.raw("created_at", jsonNumber(conv.created_at));
@@ -237,8 +260,15 @@ std::string conversationToMarkdown(const Conversation& conv, const std::vector<M
   for (const Message& m : messages) {
     out += "## ";
     out += markdownHeading(m.role);
+    if (m.alternatives > 1) {
+      out += " (reply " + std::to_string(m.alternative) + " of " + std::to_string(m.alternatives);
+      out += m.shown ? ", the one the chat shows)" : ")";
+    }
     out += "\n\n" + markdownText(m.text) + "\n\n";
     if (m.state != MessageState::Complete) out += std::string("*(reply ") + toString(m.state) + ")*\n\n";
+    if (m.role == Role::Assistant)
+      if (const std::string origin = originLine(m.origin); !origin.empty())
+        out += "*Written by " + origin + "*\n\n";
   }
   return out;
 }

@@ -10,9 +10,14 @@
 
 namespace moe {
 
+// `messages` as ConversationStore::messagesWithAlternatives gives them: a turn's
+// replies are each marked "reply i of n", the shown one named, each reply with the
+// model and sampling that wrote it.
 std::string conversationToMarkdown(const Conversation& conv, const std::vector<Message>& messages);
 
-// {"format": "moechat-conversation", "version": 1, "title": ..., "messages": [...]}; see docs/STORAGE.md.
+// {"format": "moechat-conversation", "version": 2, "title": ..., "messages": [...]}; each message
+// with its turn, whether it is the shown reply, and for replies the model and sampling; see
+// docs/STORAGE.md.
 std::string conversationToJson(const Conversation& conv, const std::vector<Message>& messages);
 
 // s as a JSON string literal, quotes included: ", \ and control characters

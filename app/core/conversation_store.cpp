@@ -20,7 +20,8 @@ constexpr const char* kMessageColumns =
     "m.prompt_tokens, m.completion_tokens, m.ttft_ms, m.prefill_tps, m.decode_tps, m.stop_reason, "
     "coalesce(m.turn_id, m.id), m.shown, "
     "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id AND a.id <= m.id), "
-    "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id)";
+    "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id), "
+    "m.model_name, m.model_sha256, m.sampling_json";
 
 Conversation readConversation(const sql::Statement& st) {
   Conversation c;
@@ -66,6 +67,7 @@ Message readMessage(const sql::Statement& st) {
   m.shown = st.columnInt64(15) != 0;
   m.alternative = std::max(1, static_cast<int>(st.columnInt64(16)));
   m.alternatives = std::max(1, static_cast<int>(st.columnInt64(17)));
+  m.origin = {st.columnText(18), st.columnText(19), st.columnText(20)};
   return m;
 }
 
@@ -265,6 +267,15 @@ std::vector<Message> ConversationStore::messages(int64_t conversation_id) {
   return out;
 }
 
+std::vector<Message> ConversationStore::messagesWithAlternatives(int64_t conversation_id) {
+  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns +
+                        " FROM messages m WHERE m.conversation_id = ?1 ORDER BY m.position");
+  st.bindInt64(1, conversation_id);
+  std::vector<Message> out;
+  while (st.step()) out.push_back(readMessage(st));
+  return out;
+}
+
 std::optional<Message> ConversationStore::message(int64_t message_id) {
   auto st = db_.prepare(std::string("SELECT ") + kMessageColumns + " FROM messages m WHERE m.id = ?1");
   st.bindInt64(1, message_id);
@@ -292,9 +303,11 @@ int64_t ConversationStore::duplicate(int64_t id) {
   const int64_t copy = db_.lastInsertRowid();
   auto msgs = db_.prepare(
       "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, "
-      "prompt_tokens, completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason) "
+      "prompt_tokens, completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, "
+      "model_sha256, sampling_json) "
       "SELECT ?2, row_number() OVER (ORDER BY position) - 1, role, text, state, ?3, ?3, prompt_tokens, "
-      "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason FROM messages "
+      "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, model_sha256, "
+      "sampling_json FROM messages "
       "WHERE conversation_id = ?1 AND shown = 1 AND state != 'streaming' ORDER BY position");
   msgs.bindInt64(1, id).bindInt64(2, copy).bindInt64(3, now);
   msgs.run();
@@ -303,17 +316,20 @@ int64_t ConversationStore::duplicate(int64_t id) {
 }
 
 int64_t ConversationStore::appendMessage(int64_t conversation_id, Role role, const std::string& text,
-                                         MessageState state) {
+                                         MessageState state, const ReplyOrigin& origin) {
   const int64_t now = clock_();
   sql::Transaction tx(db_);
   if (!touchConversation(conversation_id, now))
     throw std::invalid_argument("no conversation with id " + std::to_string(conversation_id));
   auto st = db_.prepare(
-      "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at) "
+      "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, "
+      "model_name, "
+      "model_sha256, sampling_json) "
       "VALUES (?1, (SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?1), "
-      "?2, ?3, ?4, ?5, ?5)");
+      "?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)");
   st.bindInt64(1, conversation_id).bindText(2, toString(role)).bindText(3, text);
   st.bindText(4, toString(state)).bindInt64(5, now);
+  st.bindText(6, origin.model_name).bindText(7, origin.model_sha256).bindText(8, origin.sampling_json);
   st.run();
   const int64_t id = db_.lastInsertRowid();
   tx.commit();
@@ -324,11 +340,11 @@ int64_t ConversationStore::addMessage(int64_t conversation_id, Role role, const 
   return appendMessage(conversation_id, role, text, MessageState::Complete);
 }
 
-int64_t ConversationStore::beginReply(int64_t conversation_id) {
-  return appendMessage(conversation_id, Role::Assistant, {}, MessageState::Streaming);
+int64_t ConversationStore::beginReply(int64_t conversation_id, const ReplyOrigin& origin) {
+  return appendMessage(conversation_id, Role::Assistant, {}, MessageState::Streaming, origin);
 }
 
-int64_t ConversationStore::beginAlternative(int64_t reply_id) {
+int64_t ConversationStore::beginAlternative(int64_t reply_id, const ReplyOrigin& origin) {
   const int64_t now = clock_();
   sql::Transaction tx(db_);
   auto find = db_.prepare("SELECT conversation_id, coalesce(turn_id, id), role FROM messages WHERE id = ?1");
@@ -352,9 +368,10 @@ int64_t ConversationStore::beginAlternative(int64_t reply_id) {
   group.run();
   auto st = db_.prepare(
       "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, turn_id, "
-      "shown) VALUES (?1, (SELECT max(position) + 1 FROM messages WHERE conversation_id = ?1), 'assistant', "
-      "'', 'streaming', ?2, ?2, ?3, 0)");
+      "shown, model_name, model_sha256, sampling_json) VALUES (?1, (SELECT max(position) + 1 FROM messages "
+      "WHERE conversation_id = ?1), 'assistant', '', 'streaming', ?2, ?2, ?3, 0, ?4, ?5, ?6)");
   st.bindInt64(1, conversation).bindInt64(2, now).bindInt64(3, turn);
+  st.bindText(4, origin.model_name).bindText(5, origin.model_sha256).bindText(6, origin.sampling_json);
   st.run();
   const int64_t id = db_.lastInsertRowid();
   tx.commit();

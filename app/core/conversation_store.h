@@ -35,6 +35,13 @@ struct ReplyStats {
   std::string stop_reason;  // e.g. "eos", "stop-string", "max-tokens", "user"
 };
 
+// What wrote a reply: the model file (name and SHA-256) and the sampling, as JSON
+// with the seed drawn for it. Empty for user messages and replies stored before v5.
+struct ReplyOrigin {
+  std::string model_name, model_sha256, sampling_json;
+  bool empty() const { return model_name.empty() && model_sha256.empty() && sampling_json.empty(); }
+};
+
 struct Conversation {
   int64_t id = 0;
   std::string title, system_prompt, sampling_json, model_path;
@@ -56,6 +63,7 @@ struct Message {
   bool shown = true;     // the turn's reply the chat shows and prompts use
   int alternative = 1;   // 1-based place among the turn's replies, oldest first
   int alternatives = 1;  // how many replies the turn has
+  ReplyOrigin origin;    // assistant replies: what wrote it
 };
 
 struct SearchHit {
@@ -103,19 +111,22 @@ class ConversationStore {
   // ---- messages ----
   // In conversation order; of each assistant turn only the shown reply.
   std::vector<Message> messages(int64_t conversation_id);
+  // In conversation order with every reply of each turn (shown or not), as an
+  // export carries them.
+  std::vector<Message> messagesWithAlternatives(int64_t conversation_id);
   std::optional<Message> message(int64_t message_id);
   // Appends a complete message and commits it (with the conversation's
   // updated_at) before returning. Throws std::invalid_argument for an unknown
   // conversation.
   int64_t addMessage(int64_t conversation_id, Role role, const std::string& text);
   // Appends an empty assistant message in state 'streaming'.
-  int64_t beginReply(int64_t conversation_id);
+  int64_t beginReply(int64_t conversation_id, const ReplyOrigin& origin = {});
   // Another reply to the assistant turn of reply_id (which must be the
   // conversation's last turn): an empty 'streaming' message that stays hidden,
   // the turn showing what it showed, until finishReply completes it (or stops
   // it with some text). The earlier replies are kept. Throws
   // std::invalid_argument for a message that is not such a reply.
-  int64_t beginAlternative(int64_t reply_id);
+  int64_t beginAlternative(int64_t reply_id, const ReplyOrigin& origin = {});
   // Every reply of the turn message_id belongs to, oldest first; empty for an
   // unknown message.
   std::vector<Message> alternatives(int64_t message_id);
@@ -152,7 +163,8 @@ class ConversationStore {
 
  private:
   bool touchConversation(int64_t conversation_id, int64_t now);
-  int64_t appendMessage(int64_t conversation_id, Role role, const std::string& text, MessageState state);
+  int64_t appendMessage(int64_t conversation_id, Role role, const std::string& text, MessageState state,
+                        const ReplyOrigin& origin = {});
   void showInTurn(int64_t message_id);
 
   sql::Database& db_;

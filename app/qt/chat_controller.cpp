@@ -55,6 +55,12 @@ std::string samplingToJson(const SamplingDefaults& s) {
   return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
 }
 
+std::string replySamplingJson(const SamplingDefaults& s, uint64_t seed) {
+  QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(samplingToJson(s))).object();
+  o["seed"] = QString::number(seed);  // a string: JSON numbers lose 64-bit integers
+  return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
+}
+
 ChatController::ChatController(ConversationStore& store, EngineHost& engine, AppSettings& settings,
                                QObject* parent)
     : QObject(parent), store_(store), engine_(engine), settings_(settings) {
@@ -99,6 +105,7 @@ void ChatController::loadModel(const EngineLoadOptions& opts) {
   model_.reset();
   reload_pending_ = false;  // this load reads the settings as they are now
   deferred_load_.reset();
+  deferred_switch_ = false;
   EngineLoadOptions o = opts;
   if (o.model_sha256.empty() && !o.demo && model_hash_) {
     try {
@@ -163,10 +170,31 @@ void ChatController::reloadWhenIdle(const EngineLoadOptions& opts, const QString
       QStringLiteral("%1 reloads with %2 when this reply ends (or stop it)…").arg(name, what));
 }
 
+void ChatController::switchModelWhenIdle(const EngineLoadOptions& opts) {
+  const QString name = opts.demo ? QStringLiteral("Demo model")
+                                 : QFileInfo(QString::fromStdString(opts.model_path)).fileName();
+  if (!busy()) {
+    loadModel(opts);
+    return;
+  }
+  deferred_load_ = opts;
+  deferred_switch_ = true;
+  reload_pending_ = true;
+  emit reloadScheduled(QStringLiteral("Switches to %1 when this reply ends (or stop it)…").arg(name));
+}
+
 void ChatController::reloadIfPending() {
   if (!std::exchange(reload_pending_, false)) return;
   if (!deferred_load_) {
     reloadWithSettings();
+    return;
+  }
+  if (std::exchange(deferred_switch_, false)) {
+    const EngineLoadOptions o = *std::exchange(deferred_load_, std::nullopt);
+    emit modelReloading(QStringLiteral("Switching to %1…")
+                            .arg(o.demo ? QStringLiteral("Demo model")
+                                        : QFileInfo(QString::fromStdString(o.model_path)).fileName()));
+    loadModel(o);
     return;
   }
   EngineLoadOptions o = *std::exchange(deferred_load_, std::nullopt);
@@ -360,9 +388,20 @@ bool ChatController::send(const QString& text) {
 
 void ChatController::startReply(qint64 alternative_of) {
   const auto msgs = history(current_);
+  const SamplingDefaults s = sampling();
+  const uint64_t seed = seeds_();  // a new draw per reply, so Regenerate gives another answer
+  ReplyOrigin origin;
+  if (model_) {
+    origin.model_name = model_->path.empty()
+                            ? model_->name
+                            : QFileInfo(QString::fromStdString(model_->path)).fileName().toStdString();
+    origin.model_sha256 = model_->model_sha256;
+  }
+  origin.sampling_json = replySamplingJson(s, seed);
   qint64 reply_id = 0;
   if (!written(QStringLiteral("start the reply"), [&] {
-        reply_id = alternative_of ? store_.beginAlternative(alternative_of) : store_.beginReply(current_);
+        reply_id = alternative_of ? store_.beginAlternative(alternative_of, origin)
+                                  : store_.beginReply(current_, origin);
       }))
     return;
   reply_conversation_ = current_;
@@ -377,7 +416,6 @@ void ChatController::startReply(qint64 alternative_of) {
     emit messageAdded(*m);
   emit busyChanged(true);
 
-  const SamplingDefaults s = sampling();
   GenerationParams p;
   p.max_tokens = s.max_tokens;
   p.sampler.temperature = static_cast<float>(s.temperature);
@@ -385,7 +423,7 @@ void ChatController::startReply(qint64 alternative_of) {
   p.sampler.top_k = s.top_k;
   p.sampler.min_p = static_cast<float>(s.min_p);
   p.sampler.repeat_penalty = static_cast<float>(s.repeat_penalty);
-  p.sampler.seed = seeds_();  // a new draw per reply, so Regenerate gives another answer
+  p.sampler.seed = seed;
   engine_.generate(reply_id_, msgs, p, tracePathFor(current_));
 }
 

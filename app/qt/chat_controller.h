@@ -52,6 +52,9 @@ class ChatController : public QObject {
   // reply runs: at once when idle, else when the reply in progress ends or is
   // stopped. `what` names the change for the status bar ("its new predictor").
   void reloadWhenIdle(const EngineLoadOptions& opts, const QString& what);
+  // Another model: loaded at once when idle; while a reply streams, when it ends
+  // (reloadScheduled says so; the reply is never stopped for it).
+  void switchModelWhenIdle(const EngineLoadOptions& opts);
   bool reloadPending() const { return reload_pending_; }
   const std::optional<LoadedModelInfo>& model() const { return model_; }
 
@@ -169,7 +172,8 @@ class ChatController : public QObject {
   bool reload_pending_ = false;                     // waits for the reply in progress
   std::optional<EngineLoadOptions> deferred_load_;  // reloadWhenIdle's, while reload_pending_
   QString deferred_what_;
-  bool reload_queued_ = false;  // offloadChanged seen, handled on the next event loop turn
+  bool deferred_switch_ = false;  // deferred_load_ is another model, not a reload
+  bool reload_queued_ = false;    // offloadChanged seen, handled on the next event loop turn
   qint64 current_ = 0;
   qint64 reply_id_ = 0;  // the streaming assistant message (0: idle)
   qint64 reply_conversation_ = 0;
@@ -185,5 +189,7 @@ class ChatController : public QObject {
 // JSON <-> sampling settings of a conversation ("{}" = use the defaults).
 std::optional<SamplingDefaults> samplingFromJson(const std::string& json);
 std::string samplingToJson(const SamplingDefaults& s);
+// The sampling a reply was written with, as stored beside it: samplingToJson's plus the seed.
+std::string replySamplingJson(const SamplingDefaults& s, uint64_t seed);
 
 }  // namespace moe
