@@ -69,6 +69,41 @@ double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53;
 
 Sampler::Sampler(SamplerParams params) : params_(params), rng_(params.seed) {}
 
+void Sampler::collectAll(std::span<const float> logits) {
+  candidates_.clear();
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != kNegInf) candidates_.emplace_back(logits[i], int32_t(i));
+}
+
+// A superset of the k best finite logits in one pass, at about one comparison per
+// token: a buffer of at most 4k, cut back to its k best whenever it fills, whose k-th
+// logit is then the bar. A token at the bar is refused: it comes after the bar's
+// token (ids rise), so it cannot displace it. Whatever the buffer ends with holds
+// the k best, so the caller's nth_element finds the same set as over every token.
+// Returns whether a finite token was left out.
+bool Sampler::collectTopK(std::span<const float> logits, size_t k) {
+  candidates_.clear();
+  candidates_.reserve(4 * k);
+  float bar = kNegInf;
+  bool left_out = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    if (!(x > bar)) {  // -inf never passes: the bar starts there
+      left_out = left_out || x != kNegInf;
+      continue;
+    }
+    candidates_.emplace_back(x, int32_t(i));
+    if (candidates_.size() == 4 * k) {
+      std::nth_element(candidates_.begin(), candidates_.begin() + std::ptrdiff_t(k) - 1, candidates_.end(),
+                       before);
+      candidates_.resize(k);
+      bar = candidates_[k - 1].first;
+      left_out = true;
+    }
+  }
+  return left_out;
+}
+
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw std::invalid_argument("Sampler::sample: empty logits");
   sanitise(logits);
@@ -78,16 +113,20 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   if (logits[size_t(best)] == kNegInf) throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
   if (params_.temperature <= 0.0f) return best;
 
-  // Candidates: every token that can be drawn at all.
-  candidates_.clear();
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] != kNegInf) candidates_.emplace_back(logits[i], int32_t(i));
+  // Candidates: every token that can be drawn at all; with a small top-k, only the
+  // tokens that can still be among the k best (collectTopK).
+  const size_t k = params_.top_k > 0 ? size_t(params_.top_k) : 0;
+  bool left_out = false;  // some finite token is not a candidate
+  if (k > 0 && k <= logits.size() / 8)
+    left_out = collectTopK(logits, k);
+  else
+    collectAll(logits);
 
   // Top-k: nth_element keeps the k best in front (O(n)), then only those are sorted.
   size_t n = candidates_.size();
   bool all_sorted = false;  // candidates_[0, n) already in `before` order
-  if (params_.top_k > 0 && size_t(params_.top_k) < n) {
-    n = size_t(params_.top_k);
+  if (k > 0 && (k < n || left_out)) {
+    n = std::min(n, k);
     std::nth_element(candidates_.begin(), candidates_.begin() + n - 1, candidates_.end(), before);
     candidates_.resize(n);
     // nth_element's order is library-specific; sorting the k survivors (k is small)

@@ -27,6 +27,9 @@ class Sampler {
   const SamplerParams& params() const { return params_; }
 
  private:
+  void collectAll(std::span<const float> logits);
+  bool collectTopK(std::span<const float> logits, size_t k);
+
   SamplerParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;

@@ -232,6 +232,7 @@ SessionOptions benchModel(const Args& args) {
 
 int runBench(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
+  if (std::find(argv.begin(), argv.end(), "--sampler") != argv.end()) return runBenchSampler(argv);
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",

@@ -14,6 +14,7 @@ int runGenModel(const std::vector<std::string>& args);
 int runLogits(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
 int runBenchKernels(const std::vector<std::string>& args);  // bench --kernels
+int runBenchSampler(const std::vector<std::string>& args);  // bench --sampler
 int runTrace(const std::vector<std::string>& args);
 int runTrain(const std::vector<std::string>& args);
 int runEvalPredictor(const std::vector<std::string>& args);

@@ -63,6 +63,9 @@ const CommandHelp kCommands[] = {
       the matmul kernels alone: decode GB/s against the read bandwidth measured
       in the same run (cuda: the card's copy rate), prefill multiply-adds/s; on
       the CPU each beside the float-activation path
+  bench --sampler [--vocab N] [--calls N] [--json]
+      the token sampler alone (greedy, the default chain, top-p alone) per token,
+      beside the time to copy the logits once
 )",
      true},
     {"gen-model",

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -294,4 +295,96 @@ TEST(Sampler, nanAndInfinity) {
   ASSERT_THROW(s0.sample(bad2, {}), std::domain_error);
   std::vector<float> empty;
   ASSERT_THROW(s.sample(empty, {}), std::invalid_argument);
+}
+
+namespace {
+
+// The sampler's rules written the plain way (sort everything, cut, renormalise,
+// draw in id order with the same 53-bit uniform): what every shortcut in
+// Sampler::sample must reproduce token for token.
+int32_t referenceSample(std::vector<float> logits, std::span<const int32_t> history, const SamplerParams& p,
+                        std::mt19937_64& rng) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float& x : logits) x = std::isnan(x) ? -inf : x == inf ? std::numeric_limits<float>::max() : x;
+  if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0) {
+    const size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
+    std::vector<int32_t> seen;
+    for (int32_t t : history.subspan(history.size() - n)) {
+      if (t < 0 || size_t(t) >= logits.size() || std::find(seen.begin(), seen.end(), t) != seen.end())
+        continue;
+      seen.push_back(t);
+      logits[size_t(t)] =
+          logits[size_t(t)] > 0 ? logits[size_t(t)] / p.repeat_penalty : logits[size_t(t)] * p.repeat_penalty;
+    }
+  }
+  std::vector<std::pair<float, int32_t>> c;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != -inf) c.emplace_back(logits[i], int32_t(i));
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (p.temperature <= 0) return c.front().second;
+  if (p.top_k > 0 && size_t(p.top_k) < c.size()) c.resize(size_t(p.top_k));
+  const double mx = c.front().first, inv_t = 1.0 / double(p.temperature);
+  auto w = [&](size_t i) { return std::exp((double(c[i].first) - mx) * inv_t); };
+  double z = 0;
+  for (size_t i = 0; i < c.size(); ++i) z += w(i);
+  size_t kept = c.size();
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t i = 0;
+    for (; i < c.size(); ++i)
+      if ((cum += w(i)) >= double(p.top_p) * z) break;
+    kept = std::min(c.size(), i + 1);
+  }
+  if (p.min_p > 0.0f) {
+    size_t i = 1;
+    while (i < kept && w(i) >= double(p.min_p) * w(0)) ++i;
+    kept = i;
+  }
+  std::vector<std::pair<float, int32_t>> k(c.begin(), c.begin() + std::ptrdiff_t(kept));
+  std::sort(k.begin(), k.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  double total = 0;
+  for (const auto& e : k) total += std::exp((double(e.first) - mx) * inv_t);
+  const double r = double(rng() >> 11) * 0x1.0p-53 * total;
+  double cum = 0;
+  for (const auto& e : k)
+    if (r < (cum += std::exp((double(e.first) - mx) * inv_t))) return e.second;
+  return k.back().second;
+}
+
+}  // namespace
+
+// Token for token what the plain rules give, over vocabularies with ties, -inf,
+// NaN and +inf, and every switch: the top-k selection's shortcuts change nothing.
+TEST(Sampler, matchesThePlainRulesTokenForToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t vocab : {size_t(7), size_t(300), size_t(5000), size_t(201088)}) {
+    std::vector<float> base = makeLogits(vocab, vocab, 6.0f);
+    for (size_t i = 0; i < vocab; i += 7) base[i] = std::round(base[i]);  // ties
+    if (vocab > 10) base[3] = nan, base[5] = -kInf;
+    if (vocab == 300) base[9] = kInf;  // elsewhere it would win every draw
+    std::vector<int32_t> hist;
+    for (int i = 0; i < 80; ++i) hist.push_back(int32_t((i * 131) % vocab));
+    for (int top_k : {0, 1, 5, 40, 1000}) {
+      for (float top_p : {1.0f, 0.9f}) {
+        SamplerParams p;
+        p.temperature = 0.8f;
+        p.top_k = top_k;
+        p.top_p = top_p;
+        p.min_p = top_k == 40 ? 0.05f : 0.0f;
+        p.repeat_penalty = top_k == 5 ? 1.0f : 1.1f;
+        p.seed = 11 + uint64_t(top_k);
+        Sampler s(p);
+        std::mt19937_64 rng(p.seed);
+        for (int draw = 0; draw < (vocab > 10000 ? 4 : 30); ++draw) {
+          std::vector<float> l = base;
+          for (size_t i = 0; i < vocab; i += 97) l[i] += 0.01f * float(draw);  // a new step's logits
+          const std::vector<float> copy = l;
+          ASSERT_EQ(s.sample(l, hist), referenceSample(copy, hist, p, rng))
+              << "vocab " << vocab << ", top_k " << top_k << ", top_p " << top_p << ", draw " << draw;
+        }
+      }
+    }
+  }
 }
