@@ -264,6 +264,10 @@ class Backend {
 
   // Host <-> backend transfers (same memory for the CPU backend).
   virtual void toHost(float* host_dst, const float* src, size_t n) = 0;
+  // Like toHost, without waiting: the values are in host_dst once the next wait for
+  // the device returns (synchronize, or a toHost); host_dst must stay valid until
+  // then. Default: at once.
+  virtual void toHostLater(float* host_dst, const float* src, size_t n) { toHost(host_dst, src, n); }
   virtual void fromHost(float* dst, const float* host_src, size_t n) = 0;
   // Waits until all queued work is done (no-op for the CPU backend).
   virtual void synchronize() = 0;

@@ -81,6 +81,19 @@ class ExpertSource {
     (void)layer;
     return {};
   }
+  // A decode step on a backend that computes the MoE block, without the host waiting
+  // to learn the routing: every expert of `layer` where the backend can read it now,
+  // a cached one in its slot, any other in place in host memory (pinned: the kernels
+  // read it over the link). The backend routes and picks on the device; the source
+  // keeps those slots until mappedLayerQueued(layer), called once the layer's kernels
+  // are queued, and learns the routing after the step (routedOnDevice, in layer
+  // order). Empty (default): not offered; the layer goes through acquire.
+  virtual std::span<const ExpertWeights> mappedExperts(int layer) {
+    (void)layer;
+    return {};
+  }
+  virtual void mappedLayerQueued(int layer) { (void)layer; }
+  virtual void routedOnDevice(const RoutingEvent& ev) { (void)ev; }
   virtual void release(int layer) = 0;
 };
 

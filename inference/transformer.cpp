@@ -137,9 +137,28 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
         throw;
       }
   }
+  mapped_layers_.clear();
   if (!ran) computeBatch(tokens, first_row, wanted ? rows : 0);
   n_past_ += n;
   if (wanted) backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+  if (!mapped_layers_.empty()) {
+    if (!wanted) backend_.synchronize();  // else the logits' read back waited for the routing's too
+    deliverMappedRouting();
+  }
+}
+
+void Transformer::deliverMappedRouting() {
+  const size_t k = size_t(cfg_.n_expert_used);
+  std::vector<int> ids(k);
+  for (int il : mapped_layers_) {
+    const std::vector<float>& r = mapped_routing_[size_t(il)];
+    std::memcpy(ids.data(), r.data(), k * sizeof(int));
+    const RoutingEvent ev{il, 1, ids, std::span<const float>(r.data() + k, k)};
+    experts_.onRouting(ev);
+    if (on_routing_) on_routing_(ev);
+    experts_.routedOnDevice(ev);
+  }
+  mapped_layers_.clear();
 }
 
 // Every layer of the batch, then (rows > 0) the output norm and projection of its
@@ -276,6 +295,8 @@ void Transformer::moeBlock(int il, int n) {
   const int E = cfg_.n_embd, K = cfg_.n_expert_used, NE = cfg_.n_expert;
   if (backend_.computesMoe() && !host_ && !on_routing_ && !replay_)
     if (const auto every = experts_.everyExpert(il); !every.empty()) return moeBlockOnDevice(il, n, every);
+  if (backend_.computesMoe() && n == 1)
+    if (const auto map = experts_.mappedExperts(il); !map.empty()) return moeBlockMapped(il, map);
   normInput(L.ffn_norm, n);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
@@ -366,6 +387,36 @@ void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights>
   float* moe_out = s_->out;
   backend_.moeCombine(s_->expert_out, s_->routing, n, cfg_.n_expert_used, cfg_.n_embd, moe_out);
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
+  pending_residual_ = moe_out;
+}
+
+void Transformer::moeBlockMapped(int il, std::span<const ExpertWeights> map) {
+  const auto& L = model_.weights().layers[il];
+  normInput(L.ffn_norm, 1);
+  backend_.matmul(L.router, s_->xn, s_->router, 1);
+  addBias(s_->router, L.router_bias, 1, cfg_.n_expert);
+  RoutingRule rule = RoutingRule::of(cfg_);
+  if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
+  backend_.routeTopK(s_->router, 1, rule, s_->routing, nullptr, nullptr);
+  if (replay_) replayRouting(il, 1);
+  Backend::MoeExpertsCall call = expertsCall(il, 1);
+  call.host_ids = nullptr;
+  call.layer_experts = map;
+  try {
+    backend_.moeExperts(call);
+  } catch (...) {
+    experts_.mappedLayerQueued(il);  // its slots are free again whatever happened
+    throw;
+  }
+  experts_.mappedLayerQueued(il);
+  // What the device chose, for the source to learn once the step is done.
+  if (mapped_routing_.size() < size_t(cfg_.n_layer)) mapped_routing_.resize(size_t(cfg_.n_layer));
+  mapped_routing_[size_t(il)].resize(2 * size_t(cfg_.n_expert_used));
+  backend_.toHostLater(mapped_routing_[size_t(il)].data(), s_->routing, 2 * size_t(cfg_.n_expert_used));
+  mapped_layers_.push_back(il);
+  float* moe_out = s_->out;
+  backend_.moeCombine(s_->expert_out, s_->routing, 1, cfg_.n_expert_used, cfg_.n_embd, moe_out);
+  if (!L.shexp_gate.empty()) sharedExperts(il, 1, moe_out);
   pending_residual_ = moe_out;
 }
 

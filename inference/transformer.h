@@ -94,6 +94,12 @@ class Transformer {
   // The MoE block routed and computed on the backend alone (experts all in place
   // there): the host learns nothing of the routing and waits for nothing.
   void moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert);
+  // The MoE block of a decode step through the source's map of the layer
+  // (ExpertSource::mappedExperts): routed and computed on the backend; the
+  // routing is read back without a wait and handed to the source after the step.
+  void moeBlockMapped(int il, std::span<const ExpertWeights> map);
+  // After the step's last wait: each mapped layer's routing to the source and observers.
+  void deliverMappedRouting();
   Backend::MoeExpertsCall expertsCall(int il, int n) const;
   void sharedExperts(int il, int n, float* moe_out);
   void expertsOnBackend(int il, int n, const std::vector<ExpertRef>& order,
@@ -140,6 +146,10 @@ class Transformer {
   const float* pending_residual_ = nullptr;
   bool graphs_off_ = false;      // recording a step failed once: steps run op by op
   bool hidden_on_host_ = false;  // this MoE layer's input is in s_->host_hidden
+  // The layers of this step that went through moeBlockMapped, in order, and where
+  // their routing (ids then weights, as routeTopK writes them) lands on the host.
+  std::vector<int> mapped_layers_;
+  std::vector<std::vector<float>> mapped_routing_;  // [layer]
   std::vector<int32_t> positions_;
 };
 

@@ -76,4 +76,31 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
 
 void CachedExpertSource::release(int layer) { worker_.release(layer); }
 
+std::span<const ExpertWeights> CachedExpertSource::mappedExperts(int layer) {
+  if (!mapped_decode_) return {};
+  const int n_expert = store_.experts();
+  std::vector<int> slots = worker_.mapLayer(layer, n_expert);
+  map_.resize(size_t(n_expert));
+  for (int e = 0; e < n_expert; ++e) {
+    const int slot = slots[size_t(e)];
+    const uint8_t* base = slot >= 0 ? cache_.slotData(slot) : store_.expertData(layer, e);
+    map_[size_t(e)] = store_.viewAt(layer, base);
+  }
+  if (size_t(layer) >= mapped_slots_.size()) mapped_slots_.resize(size_t(layer) + 1);
+  mapped_slots_[size_t(layer)] = std::move(slots);
+  return map_;
+}
+
+// The layer's kernels are queued: the fence marks the stream there, so a copy that
+// reuses one of its slots waits for them (release unpins).
+void CachedExpertSource::mappedLayerQueued(int layer) { worker_.release(layer); }
+
+void CachedExpertSource::routedOnDevice(const RoutingEvent& ev) {
+  if (size_t(ev.layer) >= mapped_slots_.size()) return;
+  std::vector<int> distinct;
+  for (int e : ev.experts)
+    if (std::find(distinct.begin(), distinct.end(), e) == distinct.end()) distinct.push_back(e);
+  worker_.learnMappedGate(ev.layer, distinct, mapped_slots_[size_t(ev.layer)]);
+}
+
 }  // namespace moe

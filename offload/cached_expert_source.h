@@ -45,6 +45,14 @@ class CachedExpertSource final : public ExpertSource {
   // an expert's copies are issued and lets the device wait for the rest. Null
   // (the CPU path): the host waits until the expert is READY.
   void setCopyWait(CopyWait* wait) { copy_wait_ = wait; }
+  // Decode steps on a device that routes them itself: the missed experts are read in
+  // place from the pinned store (mappedExperts), the host learns the routing after
+  // the step, and copies the misses in for the next token (TransferWorker's
+  // learnMappedGate). Off: each MoE layer's routing is read back before its experts.
+  void setMappedDecode(bool on) { mapped_decode_ = on; }
+  std::span<const ExpertWeights> mappedExperts(int layer) override;
+  void mappedLayerQueued(int layer) override;
+  void routedOnDevice(const RoutingEvent& ev) override;
 
  private:
   const HostExpertStore& store_;
@@ -55,6 +63,9 @@ class CachedExpertSource final : public ExpertSource {
   int n_expert_used_;
   int n_tokens_ = 1;             // batch size of the current forward step
   std::vector<char> from_host_;  // [n_expert] of the current layer: served from the host copy
+  bool mapped_decode_ = false;
+  std::vector<ExpertWeights> map_;              // mappedExperts' answer for the layer being queued
+  std::vector<std::vector<int>> mapped_slots_;  // [layer] the slots its last map read (-1: host)
   uint64_t host_computed_ = 0;
   std::unique_ptr<CachePolicy> policy_;  // last: a prediction thread stops first
 };

@@ -114,6 +114,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
                                                  std::move(policy));
   if (device) cached_->setCopyWait(device->copyWait());
+  if (device && config_.mapped_decode) cached_->setMappedDecode(true);
   source_ = cached_.get();
 }
 

@@ -34,6 +34,10 @@ struct OffloadConfig {
   ProactiveSwitches switches;  // proactive only
   // Which cached expert a copy replaces (slot_table.h); none: the policy's (policy.h).
   std::optional<Eviction> eviction;
+  // With a device: decode steps read missed experts in place from the pinned store
+  // and learn the routing after the step (CachedExpertSource::setMappedDecode), so
+  // no MoE layer waits for the host. Ignored on the CPU path.
+  bool mapped_decode = false;
   int stride = 0;          // 0: 2, or 1 for models of fewer than 3 MoE layers
   CpuExpertCost cpu_cost;  // seconds_1 == 0: measured at start on the CPU backend
   std::function<void(const CpuDecision&)> on_cpu_decision;  // optional log of each decision

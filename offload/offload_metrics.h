@@ -20,7 +20,8 @@ struct OffloadSnapshot {
   uint64_t unavailable = 0;   // no slot and no staging: computed from host memory (forced)
   uint64_t cpu_computed = 0;  // computed from host memory because that was predicted sooner (cpu-experts)
   uint64_t streamed = 0;  // copied through a staging slot and dropped after use (prefill streaming, static)
-  uint64_t cpu_decisions = 0;  // misses the CPU-vs-copy rule decided (cpu_computed of them went to the CPU)
+  uint64_t host_read_bytes = 0;  // misses the device read in place from host memory (mapped decode)
+  uint64_t cpu_decisions = 0;    // misses the CPU-vs-copy rule decided (cpu_computed of them went to the CPU)
   // The link.
   uint64_t bytes_h2d = 0;            // bytes copied host -> device
   uint64_t chunks_copied = 0;        // chunks copied (a whole-expert task counts kChunks)
@@ -60,10 +61,10 @@ struct OffloadSnapshot {
 
 struct OffloadMetrics {
   std::atomic<uint64_t> expert_uses{0}, ready_hits{0}, prefetch_hits{0}, inflight_hits{0}, misses{0},
-      unavailable{0}, cpu_computed{0}, streamed{0}, cpu_decisions{0}, bytes_h2d{0}, chunks_copied{0},
-      chunks_dropped{0}, chunks_promoted{0}, prefetch_skipped{0}, copy_busy_ns{0}, waits{0}, blocked_ns{0},
-      device_waits{0}, prefill_tokens{0}, prefill_ns{0}, decode_tokens{0}, decode_ns{0}, predicted{0},
-      pred_truth{0}, pred_correct{0}, pred_timely{0}, held_slots{0}, predictions_late{0},
+      unavailable{0}, cpu_computed{0}, streamed{0}, host_read_bytes{0}, cpu_decisions{0}, bytes_h2d{0},
+      chunks_copied{0}, chunks_dropped{0}, chunks_promoted{0}, prefetch_skipped{0}, copy_busy_ns{0}, waits{0},
+      blocked_ns{0}, device_waits{0}, prefill_tokens{0}, prefill_ns{0}, decode_tokens{0}, decode_ns{0},
+      predicted{0}, pred_truth{0}, pred_correct{0}, pred_timely{0}, held_slots{0}, predictions_late{0},
       predictions_replaced{0};
   std::atomic<double> link_bytes_per_second{0.0};
 
@@ -86,6 +87,7 @@ struct OffloadMetrics {
     s.unavailable = ld(unavailable);
     s.cpu_computed = ld(cpu_computed);
     s.streamed = ld(streamed);
+    s.host_read_bytes = ld(host_read_bytes);
     s.cpu_decisions = ld(cpu_decisions);
     s.bytes_h2d = ld(bytes_h2d);
     s.chunks_copied = ld(chunks_copied);

@@ -72,6 +72,44 @@ void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
   work_cv_.notify_all();
 }
 
+std::vector<int> TransferWorker::mapLayer(int layer, int n_expert) {
+  std::vector<int> slots(static_cast<size_t>(std::max(0, n_expert)), -1);
+  std::lock_guard<std::mutex> lock(cache_.mutex());
+  for (int e = 0; e < n_expert; ++e) {
+    const int slot = table_.find(layer, e);
+    if (slot < 0) continue;
+    const SlotInfo& s = table_.at(slot);
+    if (s.state != SlotState::kReady || s.staging || s.free_when_done) continue;
+    table_.pin(slot);
+    slots[size_t(e)] = slot;
+  }
+  return slots;
+}
+
+void TransferWorker::learnMappedGate(int layer, std::span<const int> experts, std::span<const int> slots) {
+  {
+    std::lock_guard<std::mutex> lock(cache_.mutex());
+    table_.countGate(layer, experts);
+    for (int e : experts) {
+      metrics_.expert_uses.fetch_add(1, std::memory_order_relaxed);
+      const int mapped = e >= 0 && size_t(e) < slots.size() ? slots[size_t(e)] : -1;
+      if (mapped >= 0) {
+        metrics_.ready_hits.fetch_add(1, std::memory_order_relaxed);
+        if (table_.at(mapped).predicted) metrics_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+        if (table_.find(layer, e) == mapped) table_.touch(mapped);
+        continue;
+      }
+      metrics_.misses.fetch_add(1, std::memory_order_relaxed);
+      metrics_.host_read_bytes.fetch_add(source_.expertBytes(), std::memory_order_relaxed);
+      if (table_.find(layer, e) >= 0) continue;  // on its way in already
+      const int slot = table_.reserve(layer, e, /*predicted=*/false);
+      if (slot < 0) continue;  // nothing evictable: it stays in host memory
+      queueExpertLocked(layer, e, slot, 0, Priority::kLow);
+    }
+  }
+  work_cv_.notify_all();
+}
+
 bool TransferWorker::hold(int layer, int expert) {
   {
     std::lock_guard<std::mutex> lock(cache_.mutex());

@@ -121,6 +121,16 @@ class TransferWorker {
   // The same, with each miss decided by `on_miss` (called under the worker's lock;
   // it must not call back into the worker). An empty policy copies every miss.
   ExecutionOrder pushPrecise(int layer, std::span<const int> experts, const MissPolicy& on_miss);
+  // A decode step that routes on the device (ExpertSource::mappedExperts): the slot
+  // of each of the layer's n_expert experts that is READY now, pinned until
+  // release(layer), or -1 (the kernels read it from host memory).
+  std::vector<int> mapLayer(int layer, int n_expert);
+  // The routing of a mapped layer, learned after the step: `experts` (distinct) were
+  // computed, from the slots mapLayer gave (`slots`, by expert) or from host memory.
+  // Counts the gate (hits: READY at the gate; the rest misses), touches the hits, and
+  // copies each miss into a slot at low priority (as the cache's rule decides), so
+  // the next token finds it.
+  void learnMappedGate(int layer, std::span<const int> experts, std::span<const int> slots);
   // The MoE block is about to compute `expert` of `layer`: every expert before it
   // in the execution order is done, so their staging slots take the next streamed experts.
   void beginCompute(int layer, int expert);

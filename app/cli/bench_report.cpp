@@ -149,7 +149,8 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
     const auto& m = r.m;
     const auto& s = r.switches;
     std::printf(
-        "%s\n  {\"policy\": \"%s\", \"eviction\": \"%s\", \"ttft_s\": %.6f, \"prefill_tok_s\": %.3f, "
+        "%s\n  {\"policy\": \"%s\", \"eviction\": \"%s\", \"mapped_decode\": %s, \"host_read_bytes\": %llu, "
+        "\"ttft_s\": %.6f, \"prefill_tok_s\": %.3f, "
         "\"decode_tok_s\": %.3f, "
         "\"expert_uses\": %llu, \"ready_hits\": %llu, \"prefetch_hits\": %llu, \"inflight_hits\": %llu, "
         "\"misses\": %llu, \"unavailable\": %llu, \"cpu_computed\": %llu, \"streamed\": %llu, "
@@ -157,15 +158,15 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
         "\"device_stall_s\": %.6f, \"copy_busy_s\": %.6f, "
         "\"link_seconds\": %.6f, \"x_bound\": %.4f, \"accuracy\": %.4f, \"fetch_rate\": %.4f, "
         "\"goodpred\": %.4f, \"decode_vs_reactive\": %.4f, \"ttft_vs_reactive\": %.4f",
-        i ? "," : "", r.name.c_str(), evictionName(evictionOf(r)), r.gen.ttft_seconds,
-        r.gen.prefillTokensPerSecond(), r.gen.decodeTokensPerSecond(), (unsigned long long)m.expert_uses,
-        (unsigned long long)m.ready_hits, (unsigned long long)m.prefetch_hits,
-        (unsigned long long)m.inflight_hits, (unsigned long long)m.misses, (unsigned long long)m.unavailable,
-        (unsigned long long)m.cpu_computed, (unsigned long long)m.streamed, (unsigned long long)m.bytes_h2d,
-        m.bytes_h2d / 1e9, m.blockedSeconds(), (unsigned long long)m.device_waits, m.device_stall_ns / 1e9,
-        m.copy_busy_ns / 1e9, m.link_seconds, ratio(m.linkBusySeconds(), boundSeconds(ctx)), m.accuracy(),
-        m.fetchRate(), m.goodPred(),
-        lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
+        i ? "," : "", r.name.c_str(), evictionName(evictionOf(r)), r.mapped_decode ? "true" : "false",
+        (unsigned long long)m.host_read_bytes, r.gen.ttft_seconds, r.gen.prefillTokensPerSecond(),
+        r.gen.decodeTokensPerSecond(), (unsigned long long)m.expert_uses, (unsigned long long)m.ready_hits,
+        (unsigned long long)m.prefetch_hits, (unsigned long long)m.inflight_hits,
+        (unsigned long long)m.misses, (unsigned long long)m.unavailable, (unsigned long long)m.cpu_computed,
+        (unsigned long long)m.streamed, (unsigned long long)m.bytes_h2d, m.bytes_h2d / 1e9,
+        m.blockedSeconds(), (unsigned long long)m.device_waits, m.device_stall_ns / 1e9, m.copy_busy_ns / 1e9,
+        m.link_seconds, ratio(m.linkBusySeconds(), boundSeconds(ctx)), m.accuracy(), m.fetchRate(),
+        m.goodPred(), lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
         lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
     if (ctx.belady && r.policy != OffloadPolicy::kResident)
       std::printf(", \"ready_vs_belady\": %.4f", ratio(m.hitRate(), ctx.belady->hitRate()));

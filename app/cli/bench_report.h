@@ -18,6 +18,7 @@ struct BenchRow {
   OffloadPolicy policy = OffloadPolicy::kResident;
   ProactiveSwitches switches;
   std::optional<Eviction> eviction;  // --eviction; none: the policy's own
+  bool mapped_decode = false;        // --mapped-decode
   GenerationStats gen;
   OffloadSnapshot m;
   std::vector<int32_t> tokens;  // what it generated (must match across rows)

@@ -74,6 +74,7 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
   oc.link = s.link;
   oc.switches = row.switches;
   oc.eviction = row.eviction;
+  oc.mapped_decode = row.mapped_decode;
   oc.cpu_cost = s.cpu_cost;
   oc.store = s.store;
   if (s.verbose) oc.on_cpu_decision = printCpuDecision;
@@ -180,6 +181,8 @@ std::vector<BenchRow> plannedRows(const Args& args) {
   if (args.value("--predictor")) rows.push_back(makeRow("proactive-learned", OffloadPolicy::kProactive, sw));
   if (args.flag("--history")) rows.push_back(makeRow("proactive-history", OffloadPolicy::kProactive, sw));
   if (rows.empty()) throw UsageError("--policies names no policy");
+  if (args.flag("--mapped-decode"))
+    for (BenchRow& r : rows) r.mapped_decode = true;
   if (auto list = args.value("--eviction")) return withEvictionRules(rows, *list);
   return rows;
 }

@@ -110,6 +110,8 @@ model options:  --ctx N (context, default 2048)  --threads N (default: physical 
                 --backend cpu|cuda|auto  --kv f32|f16 (CPU KV cache; default f32, f16 halves it)
 offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
+                --mapped-decode (GPU: decode reads missed experts in place from pinned RAM;
+                  no MoE layer waits for the host to learn its routing)
                 --eviction layer-lru|shared-lru|layer-frequency|shared-frequency
                   (which cached expert a copy replaces; default layer-lru)
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)

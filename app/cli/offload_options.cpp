@@ -9,8 +9,8 @@ std::set<std::string> offloadValueOptions() {
 }
 
 std::set<std::string> offloadFlags() {
-  return {"--paced",         "--no-prefetch",     "--no-chunking", "--no-preemption",
-          "--no-reordering", "--no-cpu-fallback", "--no-streaming"};
+  return {"--paced",         "--no-prefetch",     "--no-chunking",  "--no-preemption",
+          "--no-reordering", "--no-cpu-fallback", "--no-streaming", "--mapped-decode"};
 }
 
 ProactiveSwitches proactiveSwitches(const Args& args) {
@@ -42,6 +42,7 @@ void applyOffloadOptions(const Args& args, SessionOptions& so) {
   so.link.paced = args.flag("--paced");
   if (so.link.paced && gbps == 0) throw UsageError("--paced needs a simulated link (--link-gbps G)");
   so.switches = proactiveSwitches(args);
+  so.mapped_decode = args.flag("--mapped-decode");
 }
 
 void printCpuDecision(const CpuDecision& d) {

@@ -37,6 +37,7 @@ EngineSession::EngineSession(const SessionOptions& opts)
   oc.link = opts.link;
   oc.switches = opts.switches;
   oc.eviction = opts.eviction;
+  oc.mapped_decode = opts.mapped_decode;
   oc.on_cpu_decision = opts.on_cpu_decision;
   if (opts.predictor) {
     oc.predictor = opts.predictor;

@@ -44,6 +44,7 @@ struct SessionOptions {
   // Offloading (docs/offload.md). resident keeps every expert in place.
   OffloadPolicy policy = OffloadPolicy::kResident;
   std::optional<Eviction> eviction;  // the cache's eviction rule; none: the policy's own
+  bool mapped_decode = false;        // OffloadConfig::mapped_decode
   double cache_share = 0.5;          // share of the routed experts the cache holds (when cache_bytes == 0)
   uint64_t cache_bytes = 0;          // > 0: the expert cache's budget in bytes (staging slots included)
   LinkOptions link;                  // simulated host->device link (CPU path); default: plain copies

@@ -1,6 +1,7 @@
 #include "inference/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <span>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -60,6 +61,7 @@ void CudaBackend::release() noexcept {
                      &layer_experts_, &step_dev_, &rope_all_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
+  if (later_) cudaFreeHost(later_), later_ = nullptr;
   if (step_host_) cudaFreeHost(step_host_), step_host_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
   if (step_done_) cudaEventDestroy(step_done_), step_done_ = nullptr;
@@ -123,7 +125,7 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
   // Read backs: the last token's logits, or a batch's routing.
   pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));
   const size_t upload = std::max<size_t>(T * sizeof(int32_t), T * std::max(c.n_rot, 1) * sizeof(float));
-  for (UploadBuffer& b : uploads_)
+  for (UploadBuffer& b : std::span(uploads_, kUploadRingSized))  // the rest grow on first use
     if (b.bytes < upload) {
       synchronize();
       if (b.ptr) cudaFreeHost(b.ptr);
@@ -138,6 +140,15 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
 void CudaBackend::synchronize() {
   refuseWhileCapturing("cuda backend: synchronize");
   checkCuda(cudaStreamSynchronize(stream_), "cuda backend: synchronize");
+  flushLater();
+}
+
+// After a wait that covered every queued copy: the later read backs are done.
+void CudaBackend::flushLater() {
+  for (const LaterCopy& c : later_copies_)
+    std::memcpy(c.host_dst, static_cast<const char*>(later_) + c.offset, c.bytes);
+  later_copies_.clear();
+  later_used_ = 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -285,6 +296,28 @@ void CudaBackend::readBack(void* host_dst, const void* src, size_t bytes) {
   checkCuda(cudaEventRecord(readback_done_, stream_), "cuda backend: read back: cudaEventRecord");
   checkCuda(cudaEventSynchronize(readback_done_), "cuda backend: read back: wait");
   std::memcpy(host_dst, staging, bytes);
+  flushLater();  // queued before this one: done too
+}
+
+void CudaBackend::toHostLater(float* host_dst, const float* src, size_t n) {
+  if (n == 0) return;
+  refuseWhileCapturing("cuda backend: read back later");
+  const size_t bytes = n * sizeof(float);
+  if (later_used_ + bytes > later_bytes_) {
+    if (later_used_ > 0) synchronize();  // the queued copies land first (and are handed over)
+    if (bytes > later_bytes_) {
+      if (later_) cudaFreeHost(later_);
+      later_ = nullptr;
+      later_bytes_ = 0;
+      later_ = cudaHostAllocOrThrow(std::max<size_t>(bytes, 64 * 1024), "pinned read-back buffer");
+      later_bytes_ = std::max<size_t>(bytes, 64 * 1024);
+    }
+  }
+  checkCuda(
+      cudaMemcpyAsync(static_cast<char*>(later_) + later_used_, src, bytes, cudaMemcpyDeviceToHost, stream_),
+      "cuda backend: read back later");
+  later_copies_.push_back({host_dst, later_used_, bytes});
+  later_used_ += bytes;
 }
 
 void CudaBackend::toHost(float* host_dst, const float* src, size_t n) {

@@ -105,6 +105,7 @@ class CudaBackend final : public Backend {
   static constexpr int kPlanKeys = 256;
   uint64_t stepGraphLaunches() const { return step_graph_launches_; }
   void toHost(float* host_dst, const float* src, size_t n) override;
+  void toHostLater(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override;
 
@@ -188,6 +189,16 @@ class CudaBackend final : public Backend {
   std::unordered_map<const float*, SelectionBias> selection_biases_;
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
+  // toHostLater's copies: queued into one pinned buffer, handed to their host
+  // destinations after the next wait for the stream (flushLater).
+  struct LaterCopy {
+    void* host_dst = nullptr;
+    size_t offset = 0, bytes = 0;
+  };
+  void* later_ = nullptr;
+  size_t later_bytes_ = 0, later_used_ = 0;
+  std::vector<LaterCopy> later_copies_;
+  void flushLater();
   cudaEvent_t readback_done_ = nullptr;
   struct UploadBuffer {
     void* ptr = nullptr;  // pinned
@@ -195,7 +206,10 @@ class CudaBackend final : public Backend {
     cudaEvent_t done = nullptr;  // recorded after the buffer's last copy
     bool pending = false;
   };
-  static constexpr int kUploadRing = 4;
+  // Enough for a few decode steps that upload per layer (a mapped decode's expert
+  // tables) before the first buffer comes round: the host runs ahead without waiting.
+  static constexpr int kUploadRing = 256;
+  static constexpr int kUploadRingSized = 4;  // sized by reserveScratch for a batch's positions
   static constexpr size_t kCublasWorkspaceBytes = size_t{4} << 20;
   UploadBuffer uploads_[kUploadRing];
   int next_upload_ = 0;

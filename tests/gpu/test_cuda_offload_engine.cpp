@@ -134,6 +134,62 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
   moe::test::info("largest error %g", worst);
 }
 
+#if MOECHAT_CUDA_STANDIN
+// Mapped decode: every decode step routes and picks on the device, the cached
+// experts read from their slots and the missed ones in place from the pinned store;
+// the host waits once per token (the logits), learns the routing after the step and
+// copies the misses in. Logits as with every expert resident on the CPU; every
+// expert use is a hit or a miss read from host memory, its bytes counted.
+TEST_F(CudaOffloadEngine, mappedDecodeWaitsOnceAndMatchesCpu) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
+  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
+  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+
+  auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  moe::OffloadConfig oc;
+  oc.policy = moe::OffloadPolicy::kReactiveLru;
+  oc.cache_slots = moe::OffloadEngine::routedExperts(*gpu_model) / 2;
+  oc.device = moe::makeOffloadDevice(*gpu_);
+  oc.mapped_decode = true;
+  moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
+  moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
+  const int n_vocab = gpu_model->config().n_vocab;
+  std::vector<int32_t> prompt(20);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 5) % n_vocab);
+  std::vector<float> logits;
+  tf.forward(prompt, logits, /*all_logits=*/true);
+  ASSERT_LT(relMaxDiff(logits, want.logits[0]), kLogitsBound);
+  engine.waitIdle();
+  const moe::OffloadSnapshot after_prompt = engine.snapshot();
+  uint64_t ready_in_steps = 0;
+  for (int step = 0; step < 6; ++step) {
+    const int32_t next = int32_t((step * 101 + 3) % n_vocab);
+    gpu_->synchronize();
+    const auto before = cudastandin::totals().all;
+    tf.forward(std::span(&next, 1), logits);
+    const auto after = cudastandin::totals().all;
+    ASSERT_EQ(after.host_syncs - before.host_syncs, uint64_t(1))
+        << "step " << step << ": waits besides the logits";
+    ASSERT_EQ(after.stream_syncs - before.stream_syncs, uint64_t(0)) << "step " << step;
+    ASSERT_LT(relMaxDiff(logits, want.logits[size_t(step) + 1]), kLogitsBound) << "step " << step;
+    engine.waitIdle();  // the misses copied in before the next step's map
+  }
+  const moe::OffloadSnapshot s = engine.snapshot();
+  const uint64_t uses = s.expert_uses - after_prompt.expert_uses;
+  const uint64_t hits = s.ready_hits - after_prompt.ready_hits, misses = s.misses - after_prompt.misses;
+  ready_in_steps = hits;
+  ASSERT_EQ(uses, uint64_t(6) * uint64_t(gpu_model->config().n_layer - gpu_model->config().n_leading_dense) *
+                      uint64_t(gpu_model->config().n_expert_used));
+  ASSERT_EQ(hits + misses, uses);
+  ASSERT_GT(ready_in_steps, uint64_t(0));  // what the prompt and earlier steps copied in
+  ASSERT_EQ(s.host_read_bytes, misses * engine.store()->expertBytes());
+  moe::test::info("mapped decode, 6 steps: %llu expert uses, %llu ready, %llu read from host memory",
+                  (unsigned long long)uses, (unsigned long long)hits, (unsigned long long)misses);
+}
+#endif
+
 // cpu-experts on a GPU: the misses the CPU rule picks run on a CPU backend (the
 // Transformer's host backend) while the GPU computes the rest; logits as with
 // every expert resident on the CPU. The CPU cost is set so both branches occur
