@@ -4,7 +4,7 @@
 # repository root ON the device, with .gpu-deps/ carried (tools/gpu/fetch-deps.sh,
 # run on the development machine, fills it):
 #
-#   tools/gpu/run.sh [build] [test] [sanitize] [bench] [speed]   (default: build test)
+#   tools/gpu/run.sh [build] [test] [sanitize] [bench] [speed] [peer]   (default: build test)
 #
 #   build     unpack .gpu-deps/*.deb (dpkg -x, into build-gpu/deps, never into /),
 #             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo, the GPU
@@ -19,6 +19,12 @@
 #   speed     the card's measured memory bandwidth; generate --policy resident on the
 #             GPU and on every CPU core, on an OLMoE-shaped Q4_K model (generated)
 #             and DS-1 F16 (the bench stage's), with `info` for the bytes per token
+#   peer      llama.cpp beside moechat on the same OLMoE-shaped Q4_K file, alternating
+#             run by run: llama-bench -ngl 99 -fa 1 (pp512 / tg128) against moechat's
+#             resident bench row (512-token prompt, 128 decoded); llama-bench
+#             --n-cpu-moe 8 (half the layers' experts on the CPU) against moechat at
+#             half the experts in VRAM (reactive-lru, proactive, each with and without
+#             --mapped-decode). Needs .peers/llama.cpp-*.tar.xz carried (../shared/peers)
 #
 # A stage other than build builds first when build-gpu/ has no moechat-cli (a fresh
 # machine). Logs and JSON go to $OUT (the device tool brings back at most 8 files:
@@ -292,6 +298,56 @@ stage_speed() {
   return "$rc"
 }
 
+# llama.cpp beside moechat on one file, alternating the two programs, twice each.
+stage_peer() {
+  local t0=$(date +%s) rc=0 log=$OUT/peer.log
+  need_gpu peer || return 2
+  ensure_built || return 1
+  local tarball
+  tarball=$(ls "$ROOT"/.peers/llama.cpp-*.tar.xz 2>/dev/null | head -1)
+  if [ -z "$tarball" ]; then
+    echo "peer: carry .peers/llama.cpp-*.tar.xz (copied from ../shared/peers)" | tee -a "$log"
+    row peer FAIL 0 "no .peers tarball"
+    return 1
+  fi
+  local peer=/tmp/moechat-peer
+  [ -x $peer/llama/bin/llama-bench ] || { mkdir -p $peer && tar xf "$tarball" -C $peer; }
+  export LD_LIBRARY_PATH=$peer/llama/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  ldconfig -p | grep -q libnccl.so.2 || export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$peer/llama/ncclstub
+  local cache q4
+  cache=$(model_cache)
+  q4=$cache/OLMoE-q4_k.gguf
+  if [ ! -f "$q4" ]; then
+    timeout "$(($(left) < 150 ? $(left) : 150))" "$CLI" gen-model --preset OLMoE --expert-type q4_k \
+      --weight-type q4_k -o "$q4.part" >>"$log" 2>&1 && mv "$q4.part" "$q4"
+  fi
+  [ -f "$q4" ] || { row peer FAIL $(($(date +%s) - t0)) "no OLMoE q4_k file"; return 1; }
+  local round
+  for round in 1 2; do
+    echo "=== round $round: llama-bench, all on the GPU" >>"$log"
+    timeout "$(left)" $peer/llama/bin/llama-bench -m "$q4" -ngl 99 -fa 1 -t "$(nproc)" -p 512 -n 128 -r 3 \
+      -o json >"$OUT/.peer-llama.json" 2>>"$log" || rc=1
+    cat "$OUT/.peer-llama.json" >>"$log"
+    echo "=== round $round: moechat resident" >>"$log"
+    timeout "$(left)" "$CLI" bench "$q4" --backend cuda --policies resident --prompt-tokens 512 \
+      --decode-tokens 128 --json >>"$log" 2>&1 || rc=1
+    echo "=== round $round: llama-bench --n-cpu-moe 8 (half the experts on the CPU)" >>"$log"
+    timeout "$(left)" $peer/llama/bin/llama-bench -m "$q4" -ngl 99 -fa 1 -t "$(nproc)" --n-cpu-moe 8 \
+      -p 512 -n 128 -r 3 -o json >>"$log" 2>&1 || rc=1
+    local mapped
+    for mapped in "" --mapped-decode; do
+      echo "=== round $round: moechat half the experts in VRAM ${mapped}" >>"$log"
+      timeout "$(left)" "$CLI" bench "$q4" --backend cuda --cache-share 0.5 --policies reactive-lru,proactive \
+        --prompt-tokens 512 --decode-tokens 128 $mapped --json >>"$log" 2>&1 || rc=1
+    done
+  done
+  rm -f "$OUT/.peer-llama.json"
+  grep -E '"(avg_ts|n_prompt|n_gen)"|"(policy|decode_tok_s|prefill_tok_s|mapped_decode)"' "$log" | tr -d ' ' |
+    paste -sd' ' | sed 's/"policy"/\n"policy"/g; s/"n_prompt"/\n"n_prompt"/g' | tail -24
+  row peer "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "peer.log"
+  return "$rc"
+}
+
 stage_bench() {
   local t0=$(date +%s) rc=0 log=$OUT/bench.log
   need_gpu bench || return 2
@@ -326,7 +382,7 @@ stage_bench() {
 environment
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | sanitize | bench | speed)
+    build | test | sanitize | bench | speed | peer)
       echo "== stage $s ($(left) s of the budget left)"
       "stage_$s"
       code=$?
@@ -334,7 +390,7 @@ for s in "${STAGES[@]}"; do
       [ "$s" = build ] && [ $code -ne 0 ] && [ ! -x "$CLI" ] && break
       ;;
     *)
-      echo "unknown stage '$s' (build, test, sanitize, bench, speed)" >&2
+      echo "unknown stage '$s' (build, test, sanitize, bench, speed, peer)" >&2
       exit 2
       ;;
   esac
