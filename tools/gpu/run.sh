@@ -24,7 +24,11 @@
 #             resident bench row (512-token prompt, 128 decoded); llama-bench
 #             --n-cpu-moe 8 (half the layers' experts on the CPU) against moechat at
 #             half the experts in VRAM (reactive-lru, proactive, each with and without
-#             --mapped-decode). Needs .peers/llama.cpp-*.tar.xz carried (../shared/peers)
+#             --mapped-decode). Needs llama.cpp: tools/gpu/pack-peer.sh splits it in two
+#             parts (the tree's 64 MiB limit); carry .peers/llama-peer.part-00 and
+#             .peers/llama-peer.sha256 in one call, part-01 and the .sha256 in the next
+#             (the machine still warm): every call keeps the parts it brings in
+#             /tmp/moechat-peer/parts, and peer unpacks them once both are there
 #
 # A stage other than build builds first when build-gpu/ has no moechat-cli (a fresh
 # machine). Logs and JSON go to $OUT (the device tool brings back at most 8 files:
@@ -298,20 +302,43 @@ stage_speed() {
   return "$rc"
 }
 
+# The peer's parts this call brought, kept for a later call on the same machine.
+PEER=/tmp/moechat-peer
+stash_peer_parts() {
+  ls "$ROOT"/.peers/llama-peer.part-* >/dev/null 2>&1 || return 0
+  mkdir -p $PEER/parts
+  cp "$ROOT"/.peers/llama-peer.part-* "$ROOT"/.peers/llama-peer.sha256 $PEER/parts/ 2>/dev/null
+  note "peer: parts here $(ls $PEER/parts | grep -c part-) of $(sed -n 2p $PEER/parts/llama-peer.sha256)"
+}
+
+# llama-bench unpacked from the parts, once every part has been brought and the
+# whole matches its SHA-256; else why not.
+assemble_peer() {
+  [ -x $PEER/llama/bin/llama-bench ] && return 0
+  local manifest=$PEER/parts/llama-peer.sha256
+  [ -f "$manifest" ] || { echo "no llama.cpp parts brought (tools/gpu/pack-peer.sh)"; return 1; }
+  local want have
+  want=$(sed -n 2p "$manifest")
+  have=$(ls $PEER/parts/llama-peer.part-* | wc -l)
+  [ "$have" = "$want" ] || { echo "llama.cpp: $have of $want parts here: carry the others next call"; return 1; }
+  cat $PEER/parts/llama-peer.part-* >$PEER/llama.tar.xz
+  [ "$(sha256sum $PEER/llama.tar.xz | awk '{print $1}')" = "$(sed -n 1p "$manifest")" ] ||
+    { echo "llama.cpp: the parts do not add up to the tarball (SHA-256)"; return 1; }
+  tar xf $PEER/llama.tar.xz -C $PEER && rm -f $PEER/llama.tar.xz
+}
+
 # llama.cpp beside moechat on one file, alternating the two programs, twice each.
 stage_peer() {
   local t0=$(date +%s) rc=0 log=$OUT/peer.log
   need_gpu peer || return 2
   ensure_built || return 1
-  local tarball
-  tarball=$(ls "$ROOT"/.peers/llama.cpp-*.tar.xz 2>/dev/null | head -1)
-  if [ -z "$tarball" ]; then
-    echo "peer: carry .peers/llama.cpp-*.tar.xz (copied from ../shared/peers)" | tee -a "$log"
-    row peer FAIL 0 "no .peers tarball"
+  local why
+  if ! why=$(assemble_peer); then
+    echo "peer: $why" | tee -a "$log"
+    row peer FAIL $(($(date +%s) - t0)) "$why"
     return 1
   fi
-  local peer=/tmp/moechat-peer
-  [ -x $peer/llama/bin/llama-bench ] || { mkdir -p $peer && tar xf "$tarball" -C $peer; }
+  local peer=$PEER
   export LD_LIBRARY_PATH=$peer/llama/bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   ldconfig -p | grep -q libnccl.so.2 || export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$peer/llama/ncclstub
   local cache q4
@@ -380,6 +407,7 @@ stage_bench() {
 }
 
 environment
+stash_peer_parts
 for s in "${STAGES[@]}"; do
   case $s in
     build | test | sanitize | bench | speed | peer)
