@@ -305,12 +305,28 @@ class GuiChatTest : public QObject {
     f.type("Second question");
     QTRY_VERIFY(!f.chat().busy());
     QCOMPARE(f.store().messages(f.chat().current()).size(), size_t(4));
+    // Edit mode shows: the banner, Resend, the message framed; Esc leaves it.
+    auto* composer = f.w().composer();
+    const qint64 first_id = f.store().messages(f.chat().current()).front().id;
+    QTest::mouseClick(f.bubbleButton(0, "Edit"), Qt::LeftButton);
+    QVERIFY(composer->editBanner()->isVisible());
+    QVERIFY(composer->editBanner()->text().startsWith("Editing your message: Enter resends it"));
+    QCOMPARE(composer->button()->text(), QString("Resend"));
+    QCOMPARE(f.w().chatView()->foundMessage(), first_id);
+    QVERIFY(f.w().chatView()->bubble(0)->found());
+    QTest::keyClick(&f.w(), Qt::Key_Escape);
+    QVERIFY(!composer->editBanner()->isVisible());
+    QCOMPARE(composer->button()->text(), QString("Send"));
+    QVERIFY(!f.w().chatView()->bubble(0)->found());
+    QVERIFY(composer->text().isEmpty());
+
     QTest::mouseClick(f.bubbleButton(0, "Edit"), Qt::LeftButton);
     QCOMPARE(f.w().composer()->text(), QString("Frist question"));
     auto* edit = f.w().composer()->editor();
     edit->selectAll();
     QTest::keyClicks(edit, "First question");
     QTest::keyClick(edit, Qt::Key_Return);
+    QVERIFY(!composer->editBanner()->isVisible());  // sent: the edit is over
     QTRY_COMPARE(f.fake->replies.load(), 3);
     QTRY_VERIFY(!f.chat().busy());
     const auto msgs = f.store().messages(f.chat().current());

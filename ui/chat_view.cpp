@@ -353,6 +353,11 @@ void ChatView::updateRegenerate() {
     bubbles_.back()->setRegenerateVisible(true);
 }
 
+void ChatView::clearFound() {
+  if (MessageBubble* b = bubbleFor(found_id_)) b->setFound(false);
+  found_id_ = 0;
+}
+
 bool ChatView::showFound(qint64 id) {
   MessageBubble* target = bubbleFor(id);
   if (!target) return false;

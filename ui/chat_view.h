@@ -88,6 +88,7 @@ class ChatView : public QScrollArea {
   // Scrolls message `id` into view and frames it (the chat stops following its
   // end until the user scrolls back there); false when it is not shown.
   bool showFound(qint64 id);
+  void clearFound();  // the framed message (if any) back to normal
   qint64 foundMessage() const { return found_id_; }
   int renderCount() const { return renders_; }
   // Whether the view keeps the latest text in view as it grows: true until the

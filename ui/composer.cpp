@@ -32,10 +32,20 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   elsewhere_->setWordWrap(true);
   elsewhere_->hide();
   connect(elsewhere_, &QLabel::linkActivated, this, &Composer::elsewhereLinkActivated);
+  edit_banner_ = new QLabel(
+      "Editing your message: Enter resends it (the replies after it are replaced), Esc cancels", this);
+  edit_banner_->setObjectName("editBanner");
+  edit_banner_->setWordWrap(true);
+  edit_banner_->setAutoFillBackground(true);
+  QPalette bp = edit_banner_->palette();
+  bp.setColor(QPalette::Window, bp.color(QPalette::Highlight).lighter(170));
+  edit_banner_->setPalette(bp);
+  edit_banner_->hide();
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(12, 4, 12, 8);
   v->setSpacing(4);
   v->addWidget(elsewhere_);
+  v->addWidget(edit_banner_);
   auto* h = new QHBoxLayout;
   h->setContentsMargins(0, 0, 0, 0);
   h->addWidget(edit_, 1);
@@ -74,8 +84,16 @@ void Composer::trySend() {
 
 void Composer::setBusy(bool busy) {
   busy_ = busy;
-  button_->setText(busy ? "Stop" : "Send");
-  button_->setToolTip(busy ? "Stop the reply (Esc)" : "Send (Enter)");
+  button_->setText(busy ? "Stop" : editing_ ? "Resend" : "Send");
+  button_->setToolTip(busy       ? "Stop the reply (Esc)"
+                      : editing_ ? "Send the edited message again (Enter)"
+                                 : "Send (Enter)");
+}
+
+void Composer::setEditing(bool on) {
+  editing_ = on;
+  edit_banner_->setVisible(on);
+  setBusy(busy_);
 }
 
 void Composer::setText(const QString& text) {

@@ -38,6 +38,10 @@ class Composer : public QWidget {
   // the box; Send waits. Empty: sending is open again.
   void setAnsweringElsewhere(const QString& what);
   QLabel* elsewhereLabel() const { return elsewhere_; }
+  // Editing an earlier message: a banner says so and the button reads Resend.
+  void setEditing(bool on);
+  bool editing() const { return editing_; }
+  QLabel* editBanner() const { return edit_banner_; }
   void setText(const QString& text);
   QString text() const;
   ComposerEdit* editor() const { return edit_; }
@@ -53,7 +57,9 @@ class Composer : public QWidget {
   ComposerEdit* edit_;
   QPushButton* button_;
   QLabel* elsewhere_;
+  QLabel* edit_banner_;
   bool busy_ = false;
+  bool editing_ = false;
   bool waiting_ = false;  // another chat is answering
 };
 

@@ -99,7 +99,8 @@ void ConversationListModel::setAnswering(qint64 conversation_id) {
   for (qint64 id : {before, conversation_id}) {
     const int row = rowOf(id);
     if (id && row >= 0)
-      emit dataChanged(index(row), index(row), {Qt::DecorationRole, Qt::FontRole, Qt::ToolTipRole, AnsweringRole});
+      emit dataChanged(index(row), index(row),
+                       {Qt::DecorationRole, Qt::FontRole, Qt::ToolTipRole, AnsweringRole});
   }
 }
 

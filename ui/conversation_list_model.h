@@ -19,7 +19,14 @@ class ConversationListModel : public QAbstractListModel {
   Q_OBJECT
 
  public:
-  enum Roles { IdRole = Qt::UserRole + 1, IsHeaderRole, SnippetRole, UpdatedRole, MessageIdRole, AnsweringRole };
+  enum Roles {
+    IdRole = Qt::UserRole + 1,
+    IsHeaderRole,
+    SnippetRole,
+    UpdatedRole,
+    MessageIdRole,
+    AnsweringRole
+  };
   using Now = std::function<QDateTime()>;
 
   explicit ConversationListModel(ConversationStore& store, QObject* parent = nullptr, Now now = nullptr);

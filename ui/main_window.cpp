@@ -308,8 +308,7 @@ QWidget* MainWindow::buildChatPane() {
   v->addWidget(composer_);
   connect(composer_, &Composer::sendRequested, this, [this](const QString& text) {
     const qint64 editing = editing_message_;
-    editing_message_ = 0;
-    composer_->editor()->setPlaceholderText("Message (Enter sends, Shift+Enter for a new line)");
+    if (editing) endEditing();
     const bool ok = editing ? chat_.editAndResend(editing, text) : chat_.send(text);
     if (!ok) {
       composer_->setText(text);  // nothing is lost
@@ -429,6 +428,10 @@ void MainWindow::showConversation(qint64 id) {
       "what "
       "the expert cache does while the model answers.</p>");
   chat_view_->setMessages(items);
+  if (editing_message_ && !chat_view_->bubbleFor(editing_message_))
+    endEditing();  // another chat: the edit is dropped
+  else if (editing_message_)
+    chat_view_->showFound(editing_message_);
   showReplyState();
   selectConversationRow(id);
 }
@@ -485,8 +488,15 @@ void MainWindow::editMessage(qint64 id) {
   const auto m = store_.message(id);
   if (!m || chat_.busy()) return;
   editing_message_ = id;
-  composer_->editor()->setPlaceholderText("Editing your message: Enter sends it again, Esc cancels");
+  composer_->setEditing(true);
+  chat_view_->showFound(id);  // framed: the message being edited
   composer_->setText(q(m->text));
+}
+
+void MainWindow::endEditing() {
+  editing_message_ = 0;
+  composer_->setEditing(false);
+  chat_view_->clearFound();
 }
 
 void MainWindow::editConversationSettings() {

@@ -115,9 +115,10 @@ class MainWindow : public QMainWindow {
   QWidget* buildChatPane();
   QWidget* buildNoticeBar(QWidget* parent);
   void showConversation(qint64 id);
-  void showTitle();  // the current conversation's title in the header
+  void showTitle();       // the current conversation's title in the header
   void showReplyState();  // Stop, the composer's wait and the list's mark: whose reply streams
   void stopShownReply();  // stops the reply of the chat on screen, and no other
+  void endEditing();      // the banner, the frame and Resend go; the composer sends anew
   void selectConversationRow(qint64 id);
   void deleteSelected();
   EngineLoadOptions loadOptionsFor(const ModelChoice& choice);  // from the settings

@@ -78,7 +78,7 @@ void MainWindow::buildActions() {
     if (chat_.busy() && chat_.streamingConversation() == chat_.current())
       stopShownReply();
     else if (editing_message_) {
-      editing_message_ = 0;
+      endEditing();
       composer_->setText({});
     }
   });
