@@ -70,9 +70,7 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
                                     const std::function<void(std::string_view)>& on_text,
                                     const std::atomic<bool>* cancel) {
   if (prompt.empty()) throw std::invalid_argument("empty prompt: nothing to generate from");
-  if (static_cast<int>(prompt.size()) >= tf_.nCtx())
-    throw std::length_error("prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
-                            std::to_string(tf_.nCtx()) + " (leave room for the reply, or raise --ctx)");
+  if (static_cast<int>(prompt.size()) >= tf_.nCtx()) throw ContextOverflow(int(prompt.size()), tf_.nCtx());
   GenerationStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   tf_.setCancelFlag(cancel);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,12 +56,23 @@ struct GenerationStats {
   double decodeTokensPerSecond() const;   // decode steps / decode time
 };
 
+// The prompt does not leave room in the context; each front end says how to raise it.
+class ContextOverflow : public std::length_error {
+ public:
+  ContextOverflow(int prompt_tokens, int context_tokens)
+      : std::length_error("prompt has " + std::to_string(prompt_tokens) + " tokens; the context holds " +
+                          std::to_string(context_tokens) + " (leave room for the reply)"),
+        prompt_tokens(prompt_tokens),
+        context_tokens(context_tokens) {}
+  int prompt_tokens, context_tokens;
+};
+
 class Generator {
  public:
   Generator(const Model& model, Transformer& transformer);
 
-  // Throws std::invalid_argument for an empty prompt and std::length_error when
-  // the prompt does not fit the context. on_text gets displayable UTF-8 pieces.
+  // Throws std::invalid_argument for an empty prompt and ContextOverflow when the
+  // prompt does not fit the context. on_text gets displayable UTF-8 pieces.
   GenerationStats generate(std::span<const int32_t> prompt, const GenerationParams& params,
                            const std::function<void(std::string_view)>& on_text,
                            const std::atomic<bool>* cancel = nullptr);

@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
@@ -99,6 +100,44 @@ class GuiSettingsApplyTest : public QObject {
     const EngineCounters after = app.engine->worker()->counters();
     QVERIFY(after.experts_resident);
     QCOMPARE(after.offload.misses, uint64_t(0));
+  }
+
+  // The context length is a setting per model: the dialog shows the loaded model's,
+  // the fit follows it (the KV cache), OK reloads the model with it, and a message
+  // too long for it is refused naming that setting.
+  void contextLengthIsASettingOfTheModel() {
+    test::GuiApp app(std::make_unique<LocalChatEngine>());
+    QVERIFY(app.loadDemo());
+    const int before = app.chat->model()->n_ctx;
+    QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+    {
+      auto dlg = app.window->makeSettingsDialog();
+      auto* settings = qobject_cast<SettingsDialog*>(dlg.get());
+      auto* context = dlg->findChild<QSpinBox*>("contextLength");
+      QVERIFY(context);
+      QCOMPARE(context->value(), AppSettings::kDefaultContextLength);
+      dlg->findChild<QCheckBox*>("autoBudget")->setChecked(false);  // a figure for the fit to show
+      const QString fit_at_default = settings->fitText();
+      context->setValue(AppSettings::kMinContextLength);
+      QVERIFY2(settings->fitText() != fit_at_default, qPrintable(settings->fitText()));
+      QVERIFY2(settings->applyNote().contains("OK reloads Demo model"), qPrintable(settings->applyNote()));
+      dlg->findChild<QCheckBox*>("autoBudget")->setChecked(true);  // only the context changes
+      settings->accept();
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 60000);
+    QCOMPARE(app.settings->contextLength(QString()), AppSettings::kMinContextLength);
+    QCOMPARE(app.chat->model()->n_ctx, AppSettings::kMinContextLength);
+    QVERIFY(before > AppSettings::kMinContextLength);
+
+    QSignalSpy errors(app.chat.get(), &ChatController::error);
+    QString longer;
+    for (int i = 0; i < 200; ++i) longer += "many more words ";
+    QVERIFY(sendAndWait(app, longer));
+    QTRY_COMPARE_WITH_TIMEOUT(errors.count(), 1, 20000);
+    const QString why = errors.at(0).at(0).toString();
+    QVERIFY2(why.contains(QString("the context holds %1").arg(AppSettings::kMinContextLength)) &&
+                 why.contains("Settings (GPU & offload, Context length)"),
+             qPrintable(why));
   }
 
   // A change of policy while a reply streams waits for it: the reply ends

@@ -517,7 +517,8 @@ std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
   if (chat_.model()) {
     ctx.model = chat_.model()->shape;  // described by the engine worker when it loaded the model
     ctx.model_name = q(chat_.model()->name);
-    ctx.n_ctx = chat_.model()->n_ctx;
+    ctx.model_path = q(chat_.model()->path);
+    ctx.n_ctx = settings_.contextLength(ctx.model_path);
     ctx.model_loaded = true;
     ctx.reply_running = chat_.busy();
   }

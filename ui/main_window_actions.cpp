@@ -227,6 +227,7 @@ EngineLoadOptions MainWindow::loadOptionsFor(const ModelChoice& choice) {
   o.model_path = choice.path.toStdString();
   o.policy = settings_.cachePolicy().toStdString();
   o.vram_budget_bytes = settings_.vramBudgetBytes();
+  o.n_ctx = settings_.contextLength(choice.path);
   if (predictor_source_) {
     try {
       o.predictor_set = predictor_source_(choice);

@@ -148,8 +148,22 @@ QWidget* SettingsDialog::buildOffloadTab() {
   connect(policy_, &QComboBox::currentTextChanged, this,
           [this](const QString& p) { policy_help_->setText(policyHelp(p)); });
 
+  auto* context = new IntNumberBox(page);
+  context_ = context;
+  context_->setObjectName("contextLength");
+  context_->setRange(AppSettings::kMinContextLength, AppSettings::kMaxContextLength);
+  context_->setSingleStep(1024);
+  context_->setSuffix(" tokens");
+  context_->setValue(ctx_.n_ctx);
+  context_->setToolTip(
+      "How many tokens of the chat the model sees at once (prompt and reply); its KV cache "
+      "takes memory in proportion. Capped at what the model was trained for.");
+  connect(context_, &QSpinBox::valueChanged, this, [this] { updateFit(); });
+
   form->addRow("VRAM budget", auto_budget_);
   form->addRow("", row);
+  form->addRow(ctx_.model_name.isEmpty() ? "Context length" : "Context length of " + ctx_.model_name,
+               context->withProblemLine());
   form->addRow(ctx_.model_name.isEmpty() ? "What fits" : "Fit for " + ctx_.model_name, fit_);
   form->addRow("Caching policy", policy_);
   form->addRow("", policy_help_);
@@ -259,14 +273,14 @@ QString SettingsDialog::applyNote() const {
 void SettingsDialog::updateApplyNote() {
   if (!apply_note_) return;  // the tabs are still being built
   QStringList notes;
-  const bool offload_changed =
-      budgetBytes() != settings_.vramBudgetBytes() || policy_->currentText() != settings_.cachePolicy();
+  const bool offload_changed = budgetBytes() != settings_.vramBudgetBytes() ||
+                               policy_->currentText() != settings_.cachePolicy() ||
+                               context_->value() != settings_.contextLength(ctx_.model_path);
   if (ctx_.model_loaded && offload_changed) {
     const QString name = ctx_.model_name.isEmpty() ? QString("the model") : ctx_.model_name;
     notes << (ctx_.reply_running
-                  ? QString("OK reloads %1 with the new budget and policy once the reply in progress ends.")
-                        .arg(name)
-                  : QString("OK reloads %1 with the new budget and policy.").arg(name));
+                  ? QString("OK reloads %1 with the new settings once the reply in progress ends.").arg(name)
+                  : QString("OK reloads %1 with the new settings.").arg(name));
   }
   if (data_folder_->text() != settings_.dataFolder())
     notes << "Chats are read from the new data folder from the next start; the files are not moved.";
@@ -275,6 +289,7 @@ void SettingsDialog::updateApplyNote() {
 }
 
 void SettingsDialog::updateFit() {
+  if (!context_) return;  // the offload tab is still being built
   updateApplyNote();
   if (!ctx_.model) {
     fit_->setText("Load a model to see what fits.");
@@ -286,13 +301,14 @@ void SettingsDialog::updateFit() {
         "fit on a card with that much memory.");
     return;
   }
-  const FitEstimate fit = fitAt(*ctx_.model, effectiveBudget(), ctx_.n_ctx);
+  const FitEstimate fit = fitAt(*ctx_.model, effectiveBudget(), context_->value());
   fit_->setText(QString::fromStdString(fitSummary(fit, ctx_.host_available_bytes)));
 }
 
 void SettingsDialog::accept() {
   settings_.setVramBudgetBytes(budgetBytes());
   settings_.setCachePolicy(policy_->currentText());
+  if (ctx_.model_loaded) settings_.setContextLength(ctx_.model_path, context_->value());
   settings_.setSampling(sampling_->values());
   settings_.setModelsFolder(models_folder_->text());
   settings_.setDataFolder(data_folder_->text());

@@ -1,5 +1,6 @@
-// Settings: VRAM budget (slider + number, or auto) with the fit estimate for the
-// current model updating as it moves, caching policy, sampling defaults,
+// Settings: VRAM budget (slider + number, or auto) and the model's context length,
+// with the fit estimate for the current model (its KV cache included) updating as
+// they move, caching policy, sampling defaults,
 // folders, theme, learning from use (recorded traces: the switch, what it
 // stores, the disk it uses, delete all). Reads and writes through the injected AppSettings on OK.
 #pragma once
@@ -17,6 +18,7 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSlider;
+class QSpinBox;
 
 namespace moe {
 
@@ -27,9 +29,10 @@ struct SettingsContext {
   QString model_name;
   quint64 gpu_total_bytes = 0;       // 0: no GPU found
   quint64 host_available_bytes = 0;  // MemAvailable, 0 unknown
-  int n_ctx = 4096;
-  bool model_loaded = false;   // OK reloads it when the budget or the policy changed
-  bool reply_running = false;  // ... after the reply in progress
+  int n_ctx = 4096;                  // the context the fit is shown for (the setting's, for the model)
+  QString model_path;                // the model's file ("" for the demo): whose context length is set
+  bool model_loaded = false;         // OK reloads it when the budget, the policy or its context changed
+  bool reply_running = false;        // ... after the reply in progress
 };
 
 class SettingsDialog : public QDialog {
@@ -64,6 +67,7 @@ class SettingsDialog : public QDialog {
   QLabel* fit_ = nullptr;
   QComboBox* policy_ = nullptr;
   QLabel* policy_help_ = nullptr;
+  QSpinBox* context_ = nullptr;  // the model's context length, in tokens
   SamplingForm* sampling_ = nullptr;
   QLineEdit* models_folder_ = nullptr;
   QLineEdit* data_folder_ = nullptr;

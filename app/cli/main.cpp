@@ -8,6 +8,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "inference/generator.h"
 
 namespace {
 
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "moechat-cli %s: out of memory\n", command.c_str());
+    return 1;
+  } catch (const moe::ContextOverflow& e) {
+    std::fprintf(stderr, "moechat-cli %s: error: %s; raise it with --ctx N\n", command.c_str(), e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moechat-cli %s: error: %s\n", command.c_str(), e.what());

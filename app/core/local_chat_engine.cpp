@@ -238,6 +238,10 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
     throw ModelFileChanged(std::string(e.what()) + ". The model was unloaded: load it again.");
   } catch (const DeviceError& e) {
     fallBackToCpu(e);
+  } catch (const ContextOverflow& e) {
+    throw std::runtime_error(
+        std::string(e.what()) +
+        ": raise the model's context length in Settings (GPU & offload, Context length)");
   }
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
   sampleDeviceMemory();

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <QDir>
+#include <QFileInfo>
 #include <QStandardPaths>
 
 namespace moe {
@@ -31,6 +32,26 @@ void AppSettings::setVramBudgetBytes(quint64 bytes) {
   if (bytes == vramBudgetBytes()) return;
   store_.setValue(kVramBudget, bytes);
   emit offloadChanged();
+}
+
+QString AppSettings::modelKey(const QString& model_path) {
+  if (model_path.isEmpty()) return QStringLiteral("demo");
+  // QSettings keys split at '/' and '\\': the file name with those made plain.
+  QString name = QFileInfo(model_path).fileName();
+  name.replace('/', '_').replace('\\', '_');
+  return name;
+}
+
+int AppSettings::contextLength(const QString& model_path) const {
+  const int n = store_.value("context/" + modelKey(model_path), kDefaultContextLength).toInt();
+  return std::clamp(n, kMinContextLength, kMaxContextLength);
+}
+
+void AppSettings::setContextLength(const QString& model_path, int tokens) {
+  tokens = std::clamp(tokens, kMinContextLength, kMaxContextLength);
+  if (tokens == contextLength(model_path)) return;
+  store_.setValue("context/" + modelKey(model_path), tokens);
+  emit offloadChanged();  // what is loaded: the same reload as a budget change
 }
 
 QString AppSettings::cachePolicy() const {

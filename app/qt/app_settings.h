@@ -42,6 +42,16 @@ class AppSettings : public QObject {
   QString cachePolicy() const;  // one of policies()
   void setCachePolicy(const QString& policy);
 
+  // The context a model is loaded with, in tokens, per model (its file name; the
+  // demo's is "demo"): kDefaultContextLength until set, kept within
+  // [kMinContextLength, kMaxContextLength] (the model's own limit applies on load).
+  static constexpr int kDefaultContextLength = 4096;
+  static constexpr int kMinContextLength = 256;
+  static constexpr int kMaxContextLength = 1 << 20;
+  static QString modelKey(const QString& model_path);  // file name, or "demo" for ""
+  int contextLength(const QString& model_path) const;
+  void setContextLength(const QString& model_path, int tokens);
+
   SamplingDefaults sampling() const;
   void setSampling(const SamplingDefaults& s);
 

@@ -126,6 +126,8 @@ QString ChatController::reloadChange(const EngineLoadOptions& loaded) const {
                      : QStringLiteral("the automatic budget"));
   const QString policy = settings_.cachePolicy();
   if (policy.toStdString() != loaded.policy) parts << QStringLiteral("the %1 policy").arg(policy);
+  const int n_ctx = settings_.contextLength(QString::fromStdString(loaded.model_path));
+  if (n_ctx != loaded.n_ctx) parts << QStringLiteral("a context of %1 tokens").arg(n_ctx);
   return parts.join(QStringLiteral(" and "));
 }
 
@@ -150,6 +152,7 @@ bool ChatController::reloadWithSettings() {
   EngineLoadOptions o = *load_opts_;
   o.vram_budget_bytes = settings_.vramBudgetBytes();
   o.policy = settings_.cachePolicy().toStdString();
+  o.n_ctx = settings_.contextLength(QString::fromStdString(o.model_path));
   emit modelReloading(QStringLiteral("Reloading %1 with %2…").arg(name, change));
   loadModel(o);
   return true;
@@ -200,6 +203,7 @@ void ChatController::reloadIfPending() {
   EngineLoadOptions o = *std::exchange(deferred_load_, std::nullopt);
   o.vram_budget_bytes = settings_.vramBudgetBytes();  // changed meanwhile, maybe
   o.policy = settings_.cachePolicy().toStdString();
+  o.n_ctx = settings_.contextLength(QString::fromStdString(o.model_path));
   reloadWhenIdle(o, deferred_what_);  // idle now: loads at once
 }
 
