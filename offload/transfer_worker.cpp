@@ -95,8 +95,10 @@ void TransferWorker::learnMappedGate(int layer, std::span<const int> experts, st
       const int mapped = e >= 0 && size_t(e) < slots.size() ? slots[size_t(e)] : -1;
       if (mapped >= 0) {
         metrics_.ready_hits.fetch_add(1, std::memory_order_relaxed);
-        if (table_.at(mapped).predicted) metrics_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
-        if (table_.find(layer, e) == mapped) table_.touch(mapped);
+        if (table_.find(layer, e) == mapped) {  // still its slot (an earlier layer's copy may have taken it)
+          if (table_.at(mapped).predicted) metrics_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+          table_.touch(mapped);
+        }
         continue;
       }
       metrics_.misses.fetch_add(1, std::memory_order_relaxed);
