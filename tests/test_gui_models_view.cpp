@@ -127,12 +127,18 @@ class GuiModelsViewTest : public QObject {
     QCOMPARE(t->item(d, ModelsView::ColLocation)->text(), QFileInfo(dropped).absoluteFilePath());
 
     // The demo model cannot be removed.
-    auto* remove = view->findChild<QPushButton*>("removeModelButton");
+    auto* remove = view->findChild<QPushButton*>("deleteModelFileButton");
+    auto* forget = view->findChild<QPushButton*>("forgetModelButton");
     selectRow(t, 0);
     QVERIFY(view->findChild<QPushButton*>("loadModelButton")->isEnabled());
     QVERIFY(!remove->isEnabled());
+    QVERIFY(!forget->isEnabled());
+    // A file in the models folder is always listed: it can be deleted, not taken off.
+    selectRow(t, rowNamed(t, "dropped.gguf"));
+    QVERIFY(remove->isEnabled());
+    QVERIFY(!forget->isEnabled());
 
-    // Removing the registered model: asked first; "no" keeps everything.
+    // Deleting the registered model's file: asked first, naming the file; "no" keeps everything.
     QString asked;
     bool answer = false;
     view->setConfirm([&](const QString& q) {
@@ -153,6 +159,49 @@ class GuiModelsViewTest : public QObject {
     QCOMPARE(t->rowCount(), 2);
     QCOMPARE(rowNamed(t, "Registered Qwen"), -1);
     QVERIFY(QFile::exists(dropped));  // the other file is untouched
+  }
+
+  // A file added where it was (outside the models folder) can be taken off the list
+  // and stays on disk; deleting such a file is asked with its path and the warning
+  // that it lives elsewhere.
+  void removeFromTheListKeepsTheFile() {
+    test::GuiApp app(std::make_unique<test::FakeChatEngine>());
+    const QString models = app.dir.filePath("models"), elsewhere = app.dir.filePath("elsewhere");
+    QVERIFY(QDir().mkpath(models) && QDir().mkpath(elsewhere));
+    app.settings->setModelsFolder(models);
+    const QString in_place = elsewhere + "/in-place.gguf";
+    const QByteArray bytes = test::syntheticGgufBytes("qwen3moe");
+    writeFile(in_place, bytes);
+    ModelRegistry registry(*app.db);
+    ModelRecord rec;
+    rec.path = in_place.toStdString();
+    rec.name = "Added in place";
+    rec.size_bytes = bytes.size();
+    registry.upsert(rec);
+    AppWiring wiring(*app.window, *app.settings, registry, *app.db);
+    auto view = wiring.makeModelsView(app.window.get());
+    view->show();
+    QTableWidget* t = view->table();
+    auto* forget = view->findChild<QPushButton*>("forgetModelButton");
+    auto* remove = view->findChild<QPushButton*>("deleteModelFileButton");
+    QVERIFY(!remove->autoDefault() && !remove->isDefault());  // Enter in the view never deletes
+
+    QString asked;
+    view->setConfirm([&](const QString& q) {
+      asked = q;
+      return false;
+    });
+    selectRow(t, rowNamed(t, "Added in place"));
+    QTest::mouseClick(remove, Qt::LeftButton);
+    QVERIFY2(asked.contains(in_place) && asked.contains("outside the models folder"), qPrintable(asked));
+    QVERIFY(QFile::exists(in_place));
+
+    QVERIFY(forget->isEnabled());
+    QTest::mouseClick(forget, Qt::LeftButton);
+    QCOMPARE(rowNamed(t, "Added in place"), -1);
+    QVERIFY(QFile::exists(in_place));
+    QVERIFY(!registry.findByPath(in_place.toStdString()));
+    QVERIFY(view->findChild<QLabel*>("modelsStatus")->text().contains("the file is still at " + in_place));
   }
 
   void theLoadedModelIsNotRemoved() {

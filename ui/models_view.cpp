@@ -18,8 +18,12 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
 
-ModelsView::ModelsView(Source source, Remover remover, const QString& budget_text, QWidget* parent)
-    : QDialog(parent), source_(std::move(source)), remover_(std::move(remover)) {
+ModelsView::ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& budget_text,
+                       QWidget* parent)
+    : QDialog(parent),
+      source_(std::move(source)),
+      remover_(std::move(remover)),
+      forgetter_(std::move(forgetter)) {
   setWindowTitle("Models");
   setObjectName("modelsView");
   table_ = new QTableWidget(0, ColCount, this);
@@ -37,9 +41,12 @@ ModelsView::ModelsView(Source source, Remover remover, const QString& budget_tex
 
   load_ = new QPushButton("Load", this);
   load_->setObjectName("loadModelButton");
-  remove_ = new QPushButton("Remove…", this);
-  remove_->setObjectName("removeModelButton");
-  remove_->setToolTip("Deletes the file and the predictor trained for it");
+  forget_ = new QPushButton("Remove from list", this);
+  forget_->setObjectName("forgetModelButton");
+  forget_->setAutoDefault(false);
+  remove_ = new QPushButton("Delete file…", this);
+  remove_->setObjectName("deleteModelFileButton");
+  remove_->setAutoDefault(false);
   status_ = new QLabel(this);
   status_->setObjectName("modelsStatus");
   status_->setWordWrap(true);
@@ -47,6 +54,7 @@ ModelsView::ModelsView(Source source, Remover remover, const QString& budget_tex
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(load_);
+  buttons->addWidget(forget_);
   buttons->addWidget(remove_);
   buttons->addWidget(status_, 1);
   buttons->addWidget(close);
@@ -65,9 +73,16 @@ ModelsView::ModelsView(Source source, Remover remover, const QString& budget_tex
     if (row >= 0 && size_t(row) < models_.size() && models_[size_t(row)].readable)
       emit loadRequested(q(models_[size_t(row)].name), q(models_[size_t(row)].path));
   });
+  connect(forget_, &QPushButton::clicked, this, &ModelsView::forgetSelected);
   connect(remove_, &QPushButton::clicked, this, &ModelsView::removeSelected);
   confirm_ = [this](const QString& question) {
-    return QMessageBox::question(this, "Remove a model", question) == QMessageBox::Yes;
+    QMessageBox box(QMessageBox::Warning, "Delete a model file", question, QMessageBox::NoButton, this);
+    QPushButton* del = box.addButton("Delete the file", QMessageBox::DestructiveRole);
+    QPushButton* cancel = box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(cancel);  // Enter never deletes
+    box.setEscapeButton(cancel);
+    box.exec();
+    return box.clickedButton() == del;
   };
   reload();
   resize(1000, 420);
@@ -111,9 +126,30 @@ void ModelsView::updateButtons() {
   const int row = selectedRow();
   const bool any = row >= 0 && size_t(row) < models_.size();
   load_->setEnabled(any && models_[size_t(row)].readable);
-  remove_->setEnabled(any && !models_[size_t(row)].demo);
-  remove_->setToolTip(any && models_[size_t(row)].demo ? "The demo model is built in"
-                                                       : "Deletes the file and the predictor trained for it");
+  const bool demo = any && models_[size_t(row)].demo;
+  remove_->setEnabled(any && !demo);
+  remove_->setToolTip(demo ? "The demo model is built in"
+                           : "Deletes the file and the predictor trained for it");
+  const bool in_folder = any && models_[size_t(row)].in_models_folder;
+  forget_->setEnabled(any && !demo && !in_folder && models_[size_t(row)].registry_id != 0);
+  forget_->setToolTip(demo ? "The demo model is built in"
+                      : in_folder
+                          ? "Files in the models folder are always listed: move the file out, or delete it"
+                          : "Takes the model off this list; the file stays where it is");
+}
+
+void ModelsView::forgetSelected() {
+  const int row = selectedRow();
+  if (row < 0 || size_t(row) >= models_.size() || models_[size_t(row)].demo) return;
+  const InstalledModel m = models_[size_t(row)];
+  const std::string error = forgetter_ ? forgetter_(m) : std::string("nothing can change the list here");
+  if (!error.empty()) {
+    status_->setText("Not removed from the list: " + q(error));
+    return;
+  }
+  status_->setText(QString("Removed %1 from the list; the file is still at %2.").arg(q(m.name), q(m.path)));
+  emit modelRemoved(q(m.path));
+  reload();
 }
 
 void ModelsView::removeSelected() {
@@ -121,7 +157,9 @@ void ModelsView::removeSelected() {
   if (row < 0 || size_t(row) >= models_.size() || models_[size_t(row)].demo) return;
   const InstalledModel m = models_[size_t(row)];
   QString question =
-      QString("Delete %1 (%2) from this computer?").arg(q(m.path), q(formatBytes(m.size_bytes)));
+      QString("Delete the file %1 (%2) from this computer?").arg(q(m.path), q(formatBytes(m.size_bytes)));
+  if (!m.in_models_folder)
+    question += " It is outside the models folder: it was added where it was, and may be used elsewhere.";
   if (!m.predictor.empty()) question += " Its trained predictor is deleted too.";
   if (confirm_ && !confirm_(question)) return;
   const std::string error = remover_ ? remover_(m) : std::string("nothing can remove models here");
@@ -129,7 +167,7 @@ void ModelsView::removeSelected() {
     status_->setText("Not removed: " + q(error));
     return;
   }
-  status_->setText(QString("Removed %1.").arg(q(m.name)));
+  status_->setText(QString("Deleted %1.").arg(q(m.path)));
   emit modelRemoved(q(m.path));
   reload();
 }

@@ -1,7 +1,9 @@
 // The models view: every model the user has (the demo model once, registered
 // files, GGUF files in the models folder) with its name, architecture, quant,
 // size, context, location, predictor and whether it fits the VRAM budget; Load
-// one, or Remove one (its file and its trained predictor, after a confirmation).
+// one; Remove one from the list (a file added where it was: the file stays); or
+// Delete one's file and its trained predictor, after a confirmation naming the
+// path whose default answer is Cancel.
 // The list and the removal come from app/core (InstalledModel) through the
 // functions it is given.
 #pragma once
@@ -35,17 +37,21 @@ class ModelsView : public QDialog {
   };
   using Source = std::function<std::vector<InstalledModel>()>;
   using Remover = std::function<std::string(const InstalledModel&)>;  // the error, empty on success
+  using Forgetter = Remover;  // takes it off the list, the file untouched
   using Confirm = std::function<bool(const QString& question)>;
 
   // budget_text: "24.00 GB", shown in the fit column's header.
-  ModelsView(Source source, Remover remover, const QString& budget_text, QWidget* parent = nullptr);
+  ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& budget_text,
+             QWidget* parent = nullptr);
 
   void reload();
   QTableWidget* table() const { return table_; }
   const std::vector<InstalledModel>& models() const { return models_; }
-  // Asked before a removal (a message box unless set; tests answer it).
+  // Asked before a file is deleted (a message box whose default is Cancel unless
+  // set; tests answer it).
   void setConfirm(Confirm confirm) { confirm_ = std::move(confirm); }
-  void removeSelected();
+  void removeSelected();  // deletes the selected model's file, once confirmed
+  void forgetSelected();  // takes it off the list
 
  signals:
   void loadRequested(const QString& name, const QString& path);  // path empty: the demo model
@@ -57,10 +63,12 @@ class ModelsView : public QDialog {
 
   Source source_;
   Remover remover_;
+  Forgetter forgetter_;
   Confirm confirm_;
   std::vector<InstalledModel> models_;
   QTableWidget* table_ = nullptr;
   QPushButton* load_ = nullptr;
+  QPushButton* forget_ = nullptr;
   QPushButton* remove_ = nullptr;
   QLabel* status_ = nullptr;
 };

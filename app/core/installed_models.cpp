@@ -63,6 +63,9 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
   describeIf(demo);
   out.push_back(demo);
 
+  std::set<std::string> in_folder;
+  for (const std::string& path : folder_files)
+    in_folder.insert(std::filesystem::absolute(path).lexically_normal().string());
   std::set<std::string> listed;
   for (const ModelRecord& r : registry.list()) {
     std::error_code ec;
@@ -77,6 +80,7 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
     m.size_bytes = uint64_t(std::max<int64_t>(0, r.size_bytes));
     m.sha256 = r.sha256;
     m.registry_id = r.id;
+    m.in_models_folder = in_folder.count(abs) > 0;
     m.predictor = predictorNote(storedPredictorInfo(db, r.sha256));
     describeIf(m);
     out.push_back(m);
@@ -87,10 +91,21 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
     InstalledModel m;
     m.path = path;
     m.name = std::filesystem::path(path).filename().string();
+    m.in_models_folder = true;
     describeIf(m);
     out.push_back(m);
   }
   return out;
+}
+
+std::string forgetInstalledModel(ModelRegistry& registry, const InstalledModel& model) {
+  if (model.demo || model.path.empty()) return "the demo model is built in";
+  if (model.in_models_folder)
+    return "it is in the models folder, which is always listed: move the file out, or delete it";
+  const auto rec = registry.findByPath(model.path);
+  if (!rec) return "it is not on the list";
+  registry.remove(rec->id);
+  return {};
 }
 
 std::string removeInstalledModel(AppDatabase& db, ModelRegistry& registry, const InstalledModel& model) {

@@ -24,7 +24,8 @@ struct InstalledModel {
   std::string fit;          // at the budget: fitShort(), or why the file could not be read
   std::string fit_detail;   // fitSummary()
   bool demo = false;
-  bool readable = true;  // false: the file is not a model this engine opens (fit says why)
+  bool readable = true;           // false: the file is not a model this engine opens (fit says why)
+  bool in_models_folder = false;  // listed while it is in the models folder, registered or not
 };
 
 // The demo model first, then the registered files that still exist, then the
@@ -35,6 +36,12 @@ std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& 
                                                 const std::vector<std::string>& folder_files,
                                                 uint64_t vram_budget, int n_ctx = 4096,
                                                 bool read_files = true);
+
+// Takes a registered model off the list without touching its file (nor the
+// predictors stored for its content). A file in the models folder is listed while it
+// is there, and the demo model always: refused for those. Returns what went wrong,
+// empty on success.
+std::string forgetInstalledModel(ModelRegistry& registry, const InstalledModel& model);
 
 // Deletes the model's file, its registry rows and the predictors stored for its
 // SHA-256 (unless another registered file has the same content). The demo model

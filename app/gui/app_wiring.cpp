@@ -121,6 +121,7 @@ std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
         if (loaded && loaded->path == m.path) return std::string("it is loaded; load another model first");
         return removeInstalledModel(db_, registry_, m);
       },
+      [this](const InstalledModel& m) { return forgetInstalledModel(registry_, m); },
       QString::fromStdString(formatBytes(budget)), parent);
   QObject::connect(view.get(), &ModelsView::loadRequested, &window_,
                    [this](const QString& name, const QString& path) {
