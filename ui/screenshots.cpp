@@ -3,6 +3,7 @@
 #include "ui/perf_strip.h"
 
 #include <QAbstractButton>
+#include <QAction>
 #include <QApplication>
 #include <QDeadlineTimer>
 #include <QDialog>
@@ -15,6 +16,7 @@
 
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
+#include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/main_window.h"
 #include "ui/model_wizard.h"
@@ -95,6 +97,27 @@ bool renderAtSize(MainWindow& window, AppSettings& settings, const QString& dir,
   pumpUntil([] { return false; }, 2500);  // several hundred tokens in, the strip polled
   ok &= save(window, path("chat-following"));
   pumpUntil([&] { return !chat.busy(); }, 120'000);
+  // Another chat while a reply streams: its composer names the chat answering (a link
+  // to it) and waits; the list marks the chat answering. Taken at once: the demo's
+  // replies are short.
+  chat.send("Tell me more about the experts.");
+  const qint64 answering = chat.current();
+  chat.newConversation();
+  pumpUntil([] { return false; }, 30);
+  if (chat.busy()) ok &= save(window, path("answering-elsewhere"));
+  chat.openConversation(answering);
+  pumpUntil([&] { return !chat.busy(); }, 120'000);
+  // Editing the question: the banner, Resend, the message framed.
+  if (window.chatView()->bubbleCount() > 0)
+    for (auto* b : window.chatView()->bubble(0)->findChildren<QAbstractButton*>())
+      if (b->text() == "Edit") {
+        b->click();
+        pumpUntil([] { return false; }, 300);
+        ok &= save(window, path("editing"));
+        for (auto* a : window.findChildren<QAction*>())
+          if (a->text() == "Stop the reply") a->trigger();  // Esc: the edit is dropped
+        break;
+      }
 
   const QString theme = settings.theme();
   auto* app = qobject_cast<QApplication*>(QApplication::instance());
