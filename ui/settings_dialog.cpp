@@ -14,6 +14,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "app/core/fit_words.h"
 #include "app/core/use_traces.h"
@@ -151,10 +152,15 @@ QWidget* SettingsDialog::buildOffloadTab() {
   auto* context = new IntNumberBox(page);
   context_ = context;
   context_->setObjectName("contextLength");
-  context_->setRange(AppSettings::kMinContextLength, AppSettings::kMaxContextLength);
+  // At most what the model was trained for: the context it loads with, not a wish.
+  const int trained = ctx_.model && ctx_.model->config.n_ctx_train > 0 ? ctx_.model->config.n_ctx_train
+                                                                       : AppSettings::kMaxContextLength;
+  context_->setRange(std::min(AppSettings::kMinContextLength, trained),
+                     std::min(AppSettings::kMaxContextLength, trained));
   context_->setSingleStep(1024);
   context_->setSuffix(" tokens");
-  context_->setValue(ctx_.n_ctx);
+  context_->setValue(std::min(ctx_.n_ctx, trained));
+  initial_context_ = context_->value();
   context_->setToolTip(
       "How many tokens of the chat the model sees at once (prompt and reply); its KV cache "
       "takes memory in proportion. Capped at what the model was trained for.");
@@ -275,7 +281,7 @@ void SettingsDialog::updateApplyNote() {
   QStringList notes;
   const bool offload_changed = budgetBytes() != settings_.vramBudgetBytes() ||
                                policy_->currentText() != settings_.cachePolicy() ||
-                               context_->value() != settings_.contextLength(ctx_.model_path);
+                               context_->value() != initial_context_;
   if (ctx_.model_loaded && offload_changed) {
     const QString name = ctx_.model_name.isEmpty() ? QString("the model") : ctx_.model_name;
     notes << (ctx_.reply_running
@@ -308,7 +314,8 @@ void SettingsDialog::updateFit() {
 void SettingsDialog::accept() {
   settings_.setVramBudgetBytes(budgetBytes());
   settings_.setCachePolicy(policy_->currentText());
-  if (ctx_.model_loaded) settings_.setContextLength(ctx_.model_path, context_->value());
+  if (ctx_.model_loaded && context_->value() != initial_context_)
+    settings_.setContextLength(ctx_.model_path, context_->value());
   settings_.setSampling(sampling_->values());
   settings_.setModelsFolder(models_folder_->text());
   settings_.setDataFolder(data_folder_->text());

@@ -68,6 +68,7 @@ class SettingsDialog : public QDialog {
   QComboBox* policy_ = nullptr;
   QLabel* policy_help_ = nullptr;
   QSpinBox* context_ = nullptr;  // the model's context length, in tokens
+  int initial_context_ = 0;      // what it showed at first (saved only when changed)
   SamplingForm* sampling_ = nullptr;
   QLineEdit* models_folder_ = nullptr;
   QLineEdit* data_folder_ = nullptr;
