@@ -1,9 +1,9 @@
 #include "inference/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <span>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 
 #include "inference/cuda/cuda_backend_internal.h"
