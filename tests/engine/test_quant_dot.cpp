@@ -554,3 +554,27 @@ TEST_F(QuantDot, backendMatmulIsTheSameOnEveryIsa) {
     }
   }
 }
+
+// One case per SIMD instruction set the build has kernels for, each reported skipped
+// (its own CTest test: quant_dot_avx2, quant_dot_avx512) on a machine without it, instead of passing
+// silently: the loops above check only the sets this machine has.
+namespace {
+void checkIsaOrSkip(DotIsa isa) {
+  if (!quant::dotIsaAvailable(isa))
+    GTEST_SKIP() << quant::dotIsaName(isa)
+                 << " is not available on this machine: its kernels were not checked";
+  for (TensorType t : kTypes) {
+    SCOPED_TRACE(moe::gguf::tensorTypeName(t));
+    const Operands o = makeOperands(t, 5, 3, 512, 17);
+    std::vector<float> pairs(15);
+    for (int i = 0; i < 3; ++i)
+      for (int r = 0; r < 5; ++r)
+        pairs[size_t(i) * 5 + size_t(r)] = quant::dotQuantized(
+            DotIsa::Portable, t, o.rows.data() + r * o.row_bytes, o.act.data() + i * o.act_bytes, 512);
+    ASSERT_EQ(tile(isa, t, o, 5, 3), pairs);
+  }
+}
+}  // namespace
+
+TEST_F(QuantDot, IsaAvx2KernelsGiveThePortableBits) { checkIsaOrSkip(DotIsa::Avx2); }
+TEST_F(QuantDot, IsaAvx512KernelsGiveThePortableBits) { checkIsaOrSkip(DotIsa::Avx512); }
