@@ -122,10 +122,19 @@ class GuiLayoutTest : public QObject {
     QVERIFY2(shown.endsWith(QChar(0x2026)), qPrintable(shown));  // elided, not cut into the next widget
     QVERIFY(bar->fontMetrics().horizontalAdvance(shown) <= r.width());
     QCOMPARE(bar->currentMessage(), message);  // the whole text is still what the bar holds
-    // The model line itself is elided to its room, never wider than the bar.
+    QCOMPARE(bar->hoverText(), message);       // and hovering it shows it whole
+    bar->showMessage("Copied");
+    QVERIFY(bar->hoverText().isEmpty());  // nothing cut off: no tooltip
+    // The model line itself is elided to its room, never wider than the bar, and shows
+    // whole on hover when cut.
     auto* elided = qobject_cast<ElidedLabel*>(model);
     QVERIFY(elided);
     QVERIFY(model->geometry().right() <= bar->width());
+    const QString longer = message + " " + message + " " + message;  // wider than the window
+    elided->setText(longer);
+    test::settle();
+    QVERIFY(elided->shownText() != longer);
+    QCOMPARE(elided->hoverText(), longer);
   }
 
   void stripAndDockStayPutWhileAReplyStreams() {

@@ -1,7 +1,9 @@
 #include "ui/elided_label.h"
 
+#include <QHelpEvent>
 #include <QPainter>
 #include <QStyle>
+#include <QToolTip>
 
 namespace moe {
 
@@ -14,6 +16,20 @@ QSize ElidedLabel::minimumSizeHint() const {
 
 QString ElidedLabel::shownText() const {
   return fontMetrics().elidedText(text(), Qt::ElideRight, contentsRect().width());
+}
+
+QString ElidedLabel::hoverText() const { return shownText() != text() ? text() : toolTip(); }
+
+bool ElidedLabel::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    const QString tip = hoverText();
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(), tip, this);
+    return true;
+  }
+  return QLabel::event(e);
 }
 
 void ElidedLabel::paintEvent(QPaintEvent*) {
@@ -39,6 +55,21 @@ QRect ElidingStatusBar::messageRect() const {
 
 QString ElidingStatusBar::shownMessage() const {
   return fontMetrics().elidedText(currentMessage(), Qt::ElideRight, messageRect().width());
+}
+
+QString ElidingStatusBar::hoverText() const {
+  return shownMessage() != currentMessage() ? currentMessage() : QString();
+}
+
+bool ElidingStatusBar::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    if (messageRect().contains(help->pos()) && !hoverText().isEmpty()) {
+      QToolTip::showText(help->globalPos(), hoverText(), this);
+      return true;
+    }
+  }
+  return QStatusBar::event(e);
 }
 
 void ElidingStatusBar::paintEvent(QPaintEvent* event) {

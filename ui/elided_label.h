@@ -1,6 +1,7 @@
 // Text that never pushes its neighbours: a label that elides what does not fit
 // ("…") instead of asking for its whole width, and a status bar whose messages
 // stop short of the permanent widgets on the right instead of running into them.
+// Whatever is cut off shows whole in the tooltip (hovering the text).
 #pragma once
 
 #include <QLabel>
@@ -18,9 +19,12 @@ class ElidedLabel : public QLabel {
   QSize minimumSizeHint() const override;
   // The text as painted now (elided to the label's width).
   QString shownText() const;
+  // What hovering shows: the whole text when it is cut off, else the tooltip set.
+  QString hoverText() const;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  bool event(QEvent* e) override;
 };
 
 class ElidingStatusBar : public QStatusBar {
@@ -33,9 +37,12 @@ class ElidingStatusBar : public QStatusBar {
   // leftmost visible widget (empty without a message).
   QRect messageRect() const;
   QString shownMessage() const;  // the message as painted (elided to messageRect)
+  // What hovering the message shows: the whole message when it is cut off.
+  QString hoverText() const;
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  bool event(QEvent* e) override;
 };
 
 }  // namespace moe
