@@ -259,17 +259,17 @@ int64_t ConversationStore::purgeDeleted(std::optional<int64_t> deleted_up_to) {
 // ---- messages ----
 
 std::vector<Message> ConversationStore::messages(int64_t conversation_id) {
-  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns +
-                        " FROM messages m WHERE m.conversation_id = ?1 AND m.shown = 1 ORDER BY m.position");
-  st.bindInt64(1, conversation_id);
-  std::vector<Message> out;
-  while (st.step()) out.push_back(readMessage(st));
-  return out;
+  return conversationMessages(conversation_id, /*shown_only=*/true);
 }
 
 std::vector<Message> ConversationStore::messagesWithAlternatives(int64_t conversation_id) {
-  auto st = db_.prepare(std::string("SELECT ") + kMessageColumns +
-                        " FROM messages m WHERE m.conversation_id = ?1 ORDER BY m.position");
+  return conversationMessages(conversation_id, /*shown_only=*/false);
+}
+
+std::vector<Message> ConversationStore::conversationMessages(int64_t conversation_id, bool shown_only) {
+  auto st =
+      db_.prepare(std::string("SELECT ") + kMessageColumns + " FROM messages m WHERE m.conversation_id = ?1" +
+                  (shown_only ? " AND m.shown = 1" : "") + " ORDER BY m.position");
   st.bindInt64(1, conversation_id);
   std::vector<Message> out;
   while (st.step()) out.push_back(readMessage(st));

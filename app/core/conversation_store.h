@@ -163,6 +163,7 @@ class ConversationStore {
 
  private:
   bool touchConversation(int64_t conversation_id, int64_t now);
+  std::vector<Message> conversationMessages(int64_t conversation_id, bool shown_only);
   int64_t appendMessage(int64_t conversation_id, Role role, const std::string& text, MessageState state,
                         const ReplyOrigin& origin = {});
   void showInTurn(int64_t message_id);
