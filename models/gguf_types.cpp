@@ -40,17 +40,21 @@ struct TypeEntry {
 // Q5_1 = d, m + qh[4] + 16; Q8_0 = d + 32 int8; Q2_K = scales[16] + qs[64] + d, dmin;
 // Q3_K = hmask[32] + qs[64] + scales[12] + d; Q4_K = d, dmin + scales[12] + qs[128];
 // Q5_K = Q4_K + qh[32]; Q6_K = ql[128] + qh[64] + scales[16] + d;
-// IQ2_XXS = f16 d + u16 qs[32]; IQ3_XXS = f16 d + qs[96] (grid codes; read, not computed);
+// IQ2_XXS = f16 d + u16 qs[32]; IQ2_XS = IQ2_XXS + scales[8]; IQ2_S = d + qs[64] + qh[8] +
+// scales[8]; IQ3_XXS = d + qs[96]; IQ3_S = d + qs[64] + qh[8] + signs[32] + scales[4];
+// IQ1_S = d + qs[32] + u16 qh[8]; IQ1_M = qs[32] + qh[16] + scales[8] (d inside them);
 // IQ4_NL = f16 d + 16 nibble bytes; IQ4_XS = f16 d + u16 scales_h + scales_l[4] + qs[128];
 // MXFP4 = e8m0 scale byte + 16 bytes of e2m1 nibbles.
-constexpr std::array<TypeEntry, 21> kTypes{{
+constexpr std::array<TypeEntry, 26> kTypes{{
     {0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},         {2, {"Q4_0", 32, 18}},
     {3, {"Q4_1", 32, 20}},      {6, {"Q5_0", 32, 22}},      {7, {"Q5_1", 32, 24}},
     {8, {"Q8_0", 32, 34}},      {10, {"Q2_K", 256, 84}},    {11, {"Q3_K", 256, 110}},
     {12, {"Q4_K", 256, 144}},   {13, {"Q5_K", 256, 176}},   {14, {"Q6_K", 256, 210}},
-    {16, {"IQ2_XXS", 256, 66}}, {18, {"IQ3_XXS", 256, 98}}, {20, {"IQ4_NL", 32, 18}},
-    {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},         {25, {"I16", 1, 2}},
-    {26, {"I32", 1, 4}},        {30, {"BF16", 1, 2}},       {39, {"MXFP4", 32, 17}},
+    {16, {"IQ2_XXS", 256, 66}}, {17, {"IQ2_XS", 256, 74}},  {18, {"IQ3_XXS", 256, 98}},
+    {19, {"IQ1_S", 256, 50}},   {20, {"IQ4_NL", 32, 18}},   {21, {"IQ3_S", 256, 110}},
+    {22, {"IQ2_S", 256, 82}},   {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},
+    {25, {"I16", 1, 2}},        {26, {"I32", 1, 4}},        {29, {"IQ1_M", 256, 56}},
+    {30, {"BF16", 1, 2}},       {39, {"MXFP4", 32, 17}},
 }};
 
 bool isUnsignedType(ValueType t) {

@@ -303,6 +303,13 @@ float dotFast(TensorType t, const uint8_t* row, const float* x, int64_t n) {
     case TensorType::Q2_K: return dotAvx2<DecodeViaPortable<TensorType::Q2_K>>(t, row, x, n);
     case TensorType::Q3_K: return dotAvx2<DecodeViaPortable<TensorType::Q3_K>>(t, row, x, n);
     case TensorType::IQ4_XS: return dotAvx2<DecodeViaPortable<TensorType::IQ4_XS>>(t, row, x, n);
+    case TensorType::IQ1_S: return dotAvx2<DecodeViaPortable<TensorType::IQ1_S>>(t, row, x, n);
+    case TensorType::IQ1_M: return dotAvx2<DecodeViaPortable<TensorType::IQ1_M>>(t, row, x, n);
+    case TensorType::IQ2_XXS: return dotAvx2<DecodeViaPortable<TensorType::IQ2_XXS>>(t, row, x, n);
+    case TensorType::IQ2_XS: return dotAvx2<DecodeViaPortable<TensorType::IQ2_XS>>(t, row, x, n);
+    case TensorType::IQ2_S: return dotAvx2<DecodeViaPortable<TensorType::IQ2_S>>(t, row, x, n);
+    case TensorType::IQ3_XXS: return dotAvx2<DecodeViaPortable<TensorType::IQ3_XXS>>(t, row, x, n);
+    case TensorType::IQ3_S: return dotAvx2<DecodeViaPortable<TensorType::IQ3_S>>(t, row, x, n);
     default: throwUnsupported(t, "dotRow");
   }
 }

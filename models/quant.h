@@ -1,7 +1,8 @@
 // Element formats of ggml tensors: half/bfloat conversion and the block
 // quantisations the engine computes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 in
-// blocks of 32; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS in blocks of 256), exactly as
-// the GGUF/ggml block definitions give them (quant_decode.cpp, shared/GGUF-NOTES.md).
+// blocks of 32; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and the grid-coded IQ1_S, IQ1_M,
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S in blocks of 256), exactly as the GGUF/ggml
+// block definitions give them (quant_decode.cpp, quant_grids.h, shared/GGUF-NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +26,11 @@ inline constexpr gguf::TensorType kComputeTypes[] = {
     gguf::TensorType::F32,    gguf::TensorType::F16,   gguf::TensorType::BF16, gguf::TensorType::Q8_0,
     gguf::TensorType::Q4_0,   gguf::TensorType::Q4_1,  gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
     gguf::TensorType::IQ4_NL, gguf::TensorType::MXFP4, gguf::TensorType::Q2_K, gguf::TensorType::Q3_K,
-    gguf::TensorType::Q4_K,   gguf::TensorType::Q5_K,  gguf::TensorType::Q6_K, gguf::TensorType::IQ4_XS};
+    gguf::TensorType::Q4_K,   gguf::TensorType::Q5_K,  gguf::TensorType::Q6_K, gguf::TensorType::IQ4_XS,
+    gguf::TensorType::IQ1_S,  gguf::TensorType::IQ1_M, gguf::TensorType::IQ2_XXS, gguf::TensorType::IQ2_XS,
+    gguf::TensorType::IQ2_S,  gguf::TensorType::IQ3_XXS, gguf::TensorType::IQ3_S};
 
-// True for the types in kComputeTypes. I8/I16/I32, the grid-coded IQ types and
-// unknown types are not.
+// True for the types in kComputeTypes. I8/I16/I32 and unknown types are not.
 bool isComputeSupported(gguf::TensorType t);
 
 // dst[0..n) = the n elements encoded at src. n must be a multiple of the block size.

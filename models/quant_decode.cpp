@@ -30,6 +30,7 @@
 //   IQ4_XS: 256 = { f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128] }, sub-block k of
 //           32: value = d * (scale_k - 32) * kIq4Values[nibble of qs[16k..16k+16)]
 //   Q2_K, Q3_K: 256 elements in sub-blocks of 16 (quant_layout.h says where).
+//   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S: quant_grids.h.
 // Nibble order in every 32-element block: byte j holds element j (low) and j + 16 (high).
 #include "models/quant_decode.h"
 
@@ -37,6 +38,7 @@
 #include <cstring>
 
 #include "models/quant.h"
+#include "models/quant_grids.h"
 #include "models/quant_layout.h"
 
 namespace moe::quant::decode {
@@ -192,6 +194,19 @@ void decodeQ3_K(const uint8_t* blk, int k, float* w) {  // w: [32]
   }
 }
 
+// The grid-coded IQ types: value = (d * (m * factor)) * (g + delta / 8), as
+// ggml's dequantize_row_iq* compute it (quant_grids.h).
+void decodeGrid(TensorType t, const uint8_t* blk, int k, float* w) {  // w: [32], sub-block k
+  grids::GridSub s;
+  grids::gridSub(t, blk, k, s);
+  const float d = grids::gridBlockD(t, blk), factor = grids::gridFactor(t);
+  for (int l = 0; l < 4; ++l) {
+    const float db = d * (static_cast<float>(s.m[l]) * factor);
+    const float delta = 0.125f * static_cast<float>(s.delta[l]);
+    for (int j = 8 * l; j < 8 * l + 8; ++j) w[j] = db * (static_cast<float>(s.q[j]) + delta);
+  }
+}
+
 }  // namespace
 
 void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count, float* w) {
@@ -223,7 +238,9 @@ void decodeChunk(TensorType t, const uint8_t* row, int64_t first, int count, flo
     case TensorType::Q5_K: decodeQ5_K(row + b256 * kQ5_KBytes, sub, w); return;
     case TensorType::Q6_K: decodeQ6_K(row + b256 * kQ6_KBytes, sub, w); return;
     case TensorType::IQ4_XS: decodeIQ4_XS(row + b256 * kIQ4_XSBytes, sub, w); return;
-    default: throwUnsupported(t, "decode");
+    default:
+      if (!grids::isGridType(t)) throwUnsupported(t, "decode");
+      decodeGrid(t, row + b256 * grids::blockBytes(t), sub, w);
   }
 }
 

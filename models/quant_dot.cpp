@@ -152,6 +152,13 @@ const TileTable* portableTable(TensorType t) {
   static constexpr TileTable q2_k = portableTableOf<TensorType::Q2_K>();
   static constexpr TileTable q3_k = portableTableOf<TensorType::Q3_K>();
   static constexpr TileTable iq4_xs = portableTableOf<TensorType::IQ4_XS>();
+  static constexpr TileTable iq1_s = portableTableOf<TensorType::IQ1_S>();
+  static constexpr TileTable iq1_m = portableTableOf<TensorType::IQ1_M>();
+  static constexpr TileTable iq2_xxs = portableTableOf<TensorType::IQ2_XXS>();
+  static constexpr TileTable iq2_xs = portableTableOf<TensorType::IQ2_XS>();
+  static constexpr TileTable iq2_s = portableTableOf<TensorType::IQ2_S>();
+  static constexpr TileTable iq3_xxs = portableTableOf<TensorType::IQ3_XXS>();
+  static constexpr TileTable iq3_s = portableTableOf<TensorType::IQ3_S>();
   switch (t) {
     case TensorType::Q8_0: return &q8_0;
     case TensorType::Q4_0: return &q4_0;
@@ -166,6 +173,13 @@ const TileTable* portableTable(TensorType t) {
     case TensorType::Q2_K: return &q2_k;
     case TensorType::Q3_K: return &q3_k;
     case TensorType::IQ4_XS: return &iq4_xs;
+    case TensorType::IQ1_S: return &iq1_s;
+    case TensorType::IQ1_M: return &iq1_m;
+    case TensorType::IQ2_XXS: return &iq2_xxs;
+    case TensorType::IQ2_XS: return &iq2_xs;
+    case TensorType::IQ2_S: return &iq2_s;
+    case TensorType::IQ3_XXS: return &iq3_xxs;
+    case TensorType::IQ3_S: return &iq3_s;
     default: return nullptr;
   }
 }
@@ -188,7 +202,14 @@ ActivationFormat activationFormat(gguf::TensorType weights) {
     case TensorType::Q6_K:
     case TensorType::Q2_K:
     case TensorType::Q3_K:
-    case TensorType::IQ4_XS: return ActivationFormat::Q8_K;
+    case TensorType::IQ4_XS:
+    case TensorType::IQ1_S:
+    case TensorType::IQ1_M:
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ2_S:
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ3_S: return ActivationFormat::Q8_K;
     default: throwUnsupported(weights, "activationFormat");
   }
 }

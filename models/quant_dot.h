@@ -6,7 +6,7 @@
 //   weights        activations (ActivationFormat)
 //   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
 //                  Q8_0 blocks of 32: { f16 d; int8 q[32] }, d = amax/127
-//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
 //                  Q8_K blocks of 256: { f32 d; int8 q[256]; int16 bsums[16] },
 //                  d = -max/127 where max is the signed element of largest magnitude
 //                  (the first one), bsums = sums of 16 consecutive q
@@ -40,6 +40,11 @@
 //                acc = fma(float(P), d*dx, acc)
 //     IQ4_XS:    P = sum over sub-blocks k of 32 of (ls_k - 32) * (sum of value*x)
 //                acc = fma(float(P), d*dx, acc)
+//     IQ2_*, IQ3_*: P = sum over groups g of 8 of m_g * (sum of q*x over g), q the signed
+//                grid value, m_g = 2s + 1 (quant_grids.h)
+//                acc = fma(float(P), (d*dx) * f, acc), f = 1/8 (IQ2), 1/4 (IQ3_XXS), 1 (IQ3_S)
+//     IQ1_S, IQ1_M: P = sum over groups g of m_g * (8 * (sum of q*x) + delta_g * (sum of x))
+//                acc = fma(float(P), (d*dx) / 8, acc)
 //          result = acc
 // (float(P) rounds to nearest even where |P| > 2^24, the same on every path.) A type
 // without a kernel for an instruction set runs the portable one there (the same bits). One

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/quant.h"
+#include "models/quant_grids.h"
 #include "models/quant_dot_kernels.h"
 
 namespace moe::quant::dot {
@@ -240,6 +241,34 @@ float pairIQ4_XS(const uint8_t* row, const uint8_t* act, int64_t n) {
   return acc;
 }
 
+// The grid-coded IQ types: P = sum over the groups g of 8 of m_g * (sum of q * x)
+// (IQ1_*: m_g * (8 * sum of q * x + delta_g * sum of x)); acc = fma(P, (d*dx) * f, acc)
+// with f the type's factor (IQ1_*: 1/8).
+float pairGrid(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
+  const int bytes = grids::blockBytes(t);
+  const bool iq1 = t == TensorType::IQ1_S || t == TensorType::IQ1_M;
+  const float factor = iq1 ? 0.125f : grids::gridFactor(t);
+  float acc = 0.0f;
+  grids::GridSub s;
+  for (int64_t b = 0; b < n / kBlockQK; ++b) {
+    const uint8_t* wb = row + b * bytes;
+    const uint8_t* xb = act + b * kQ8_KActBytes;
+    const int8_t* x = q8kQuants(xb);
+    int32_t p = 0;
+    for (int k = 0; k < kSubBlocks; ++k) {
+      grids::gridSub(t, wb, k, s);
+      for (int l = 0; l < 4; ++l) {
+        const int8_t* xg = x + 32 * k + 8 * l;
+        int32_t sum = 0, sum_x = 0;
+        for (int j = 0; j < 8; ++j) sum += s.q[8 * l + j] * xg[j], sum_x += xg[j];
+        p += s.m[l] * (iq1 ? 8 * sum + s.delta[l] * sum_x : sum);
+      }
+    }
+    acc = std::fma(static_cast<float>(p), (grids::gridBlockD(t, wb) * q8kScale(xb)) * factor, acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
@@ -257,7 +286,9 @@ float pairPortable(TensorType t, const uint8_t* row, const uint8_t* act, int64_t
     case TensorType::Q2_K: return pairQ2_K(row, act, n);
     case TensorType::Q3_K: return pairQ3_K(row, act, n);
     case TensorType::IQ4_XS: return pairIQ4_XS(row, act, n);
-    default: throwUnsupported(t, "dotTile");
+    default:
+      if (!grids::isGridType(t)) throwUnsupported(t, "dotTile");
+      return pairGrid(t, row, act, n);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "models/quant.h"
+#include "models/quant_grids.h"
 #include "models/quant_layout.h"
 
 namespace moe::quant {
@@ -332,6 +333,7 @@ void quantizeBlockQ3_K(const float* x, uint8_t* blk) {  // x: [256]
 void quantizeRow(gguf::TensorType t, const float* src, uint8_t* dst, int64_t n) {
   if (!isComputeSupported(t)) throwUnsupported(t, "quantizeRow");
   checkLength(t, n, "quantizeRow");
+  if (grids::isGridType(t)) return grids::quantizeGridRow(t, src, dst, n);
   switch (t) {
     case TensorType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case TensorType::F16:

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "models/quant.h"
+#include "models/quant_grids.h"
 
 namespace moe::quant::layout {
 
@@ -94,7 +95,7 @@ inline bool isBlock32(TensorType t) {
 
 inline int blockElems(TensorType t) {
   if (isBlock32(t)) return kBlockQ8_0;
-  return isKQuant(t) ? kBlockQK : 1;
+  return isKQuant(t) || grids::isGridType(t) ? kBlockQK : 1;
 }
 
 // Pair j (0..7) of the 12 packed scale bytes of Q4_K / Q5_K: 6-bit scale and min.

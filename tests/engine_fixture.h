@@ -51,13 +51,13 @@ inline std::vector<uint8_t> withTensorRetyped(const moe::synth::SyntheticSpec& s
   return w.toBytes();
 }
 
-// A tiny llama model whose blk.0 gate experts are IQ2_XXS, a type the engine opens
-// but does not compute (its blocks are 256 elements, so rows of 256).
+// A tiny llama model whose blk.0 gate experts are I16, a type the engine opens but
+// does not compute.
 inline std::vector<uint8_t> tinyModelWithUncomputedExperts() {
   auto spec = moe::synth::tinySpec("llama");
   spec.n_embd = 256;
   spec.head_dim = 64;
-  return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::IQ2_XXS);
+  return withTensorRetyped(spec, "blk.0.ffn_gate_exps.weight", moe::gguf::TensorType::I16);
 }
 
 // n uniform floats in [lo, hi) from a seeded generator: the same inputs every run.

@@ -168,7 +168,7 @@ class CliTest : public QObject {
     const auto bad = runCli({"bench", "--kernels", "--isa", "sse9"});
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("--isa"));
-    QCOMPARE(runCli({"bench", "--kernels", "--types", "IQ2_XXS"}).code, 2);
+    QCOMPARE(runCli({"bench", "--kernels", "--types", "TQ1_0"}).code, 2);
   }
 
   void benchAblationOneCommand() {
@@ -263,8 +263,8 @@ class CliTest : public QObject {
     QVERIFY2(a.err.contains("8 tokens generated"), qPrintable(a.err));
     const auto b = runCli({"generate", path, "-n", "8", "--temp", "0", "-p", "hello"});
     QCOMPARE(b.out, a.out);
-    expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "iq2_xxs", "-o", path}), 2,
-                  "unknown weight type 'iq2_xxs'");
+    expectFailure(runCli({"gen-model", "--arch", "llama", "--expert-type", "tq1_0", "-o", path}), 2,
+                  "unknown weight type 'tq1_0'");
   }
 
   void infoDescribesAFullSizePresetWithoutItsWeights() {
@@ -320,12 +320,35 @@ class CliTest : public QObject {
     }
   }
 
-  void uncomputedKQuantFileIsDescribedButNotRun() {
-    const QString path = writeFile("iq2xxs.gguf", tinyModelWithUncomputedExperts());
+  void genModelInEachGridTypeThenChat_data() {
+    QTest::addColumn<QString>("arch");
+    for (const char* arch : {"qwen3moe"}) QTest::newRow(arch) << arch;
+  }
+  void genModelInEachGridTypeThenChat() {
+    // The grid-coded IQ types of the low-bit files, as experts and as the other matrices:
+    // info names the type, generate runs, and one turn of chat.
+    QFETCH(QString, arch);
+    for (const char* type : {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"}) {
+      const QString what = arch + " " + type;
+      const QString path = dir_.filePath(QString("%1-%2.gguf").arg(arch, type));
+      const auto gen =
+          runCli({"gen-model", "--arch", arch, "--expert-type", type, "--weight-type", type, "-o", path});
+      QVERIFY2(gen.code == 0, qPrintable(what + ": " + gen.err));
+      const auto info = runCli({"info", path});
+      QVERIFY2(info.out.contains(QString(type).toUpper()), qPrintable(info.out));
+      const auto r = runCli({"generate", path, "-n", "4", "--temp", "0", "-p", "hello"});
+      QVERIFY2(r.code == 0 && r.err.contains("4 tokens generated"), qPrintable(what + ": " + r.err));
+      const auto chat = runCli({"chat", path, "-n", "4", "--temp", "0"}, "hello\n/exit\n");
+      QVERIFY2(chat.code == 0 && chat.err.contains("decode:"), qPrintable(what + ": " + chat.err));
+    }
+  }
+
+  void uncomputedTypeFileIsDescribedButNotRun() {
+    const QString path = writeFile("i16-experts.gguf", tinyModelWithUncomputedExperts());
     const auto info = runCli({"info", path});
     QCOMPARE(info.code, 0);
-    QVERIFY2(info.out.contains("IQ2_XXS"), qPrintable(info.out));
-    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "IQ2_XXS, which moechat cannot compute yet");
+    QVERIFY2(info.out.contains("I16"), qPrintable(info.out));
+    expectFailure(runCli({"generate", path, "-n", "4"}), 1, "I16, which moechat cannot compute yet");
   }
 
   void cudaBackendIsRefusedWithAReasonWhereItCannotRun() {

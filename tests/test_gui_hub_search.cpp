@@ -59,7 +59,9 @@ class GuiHubSearchTest : public QObject {
     QCOMPARE(quantFromFileName("mixtral-8x7b.BF16-00001-of-00002.gguf"), QString("BF16"));
     QCOMPARE(quantFromFileName("model.gguf"), QString());
     QVERIFY(engineRunsQuant("Q4_K_M") && engineRunsQuant("q8_0") && engineRunsQuant("IQ4_XS"));
-    QVERIFY(engineRunsQuant("UD-Q4_K_XL") && !engineRunsQuant("IQ2_XXS") && !engineRunsQuant("IQ3_M"));
+    QVERIFY(engineRunsQuant("UD-Q4_K_XL") && engineRunsQuant("UD-IQ2_XXS") && engineRunsQuant("IQ3_M"));
+    QVERIFY(!engineRunsQuant("TQ1_0") && !engineRunsQuant("IQ4_KS"));
+    QCOMPARE(quantFromFileName("Qwen3-30B-A3B-TQ1_0.gguf"), QString("TQ1_0"));
     QString family, shape;
     recogniseShape("unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", &family, &shape);
     QCOMPARE(family + "/" + shape, QString("qwen3moe/Q3-30B"));
@@ -146,7 +148,7 @@ class GuiHubSearchTest : public QObject {
     recogniseShape(kRepo, &r.family, &r.shape);
     QTreeWidgetItem* q8 = child(repo, "Qwen3-30B-A3B-Q8_0.gguf");
     QTreeWidgetItem* q4 = child(repo, "Qwen3-30B-A3B-Q4_K_M.gguf");
-    QTreeWidgetItem* unsupported = child(repo, "Qwen3-30B-A3B-IQ2_XXS.gguf");
+    QTreeWidgetItem* unsupported = child(repo, "Qwen3-30B-A3B-TQ1_0.gguf");
     QTreeWidgetItem* split = child(repo, "split/Qwen3-30B-A3B-BF16-00001-of-00004.gguf");
     QVERIFY(q8 && q4 && unsupported && split);
     QCOMPARE(q4->text(HubSearchPage::ColQuant), QString("Q4_K_M"));

@@ -81,7 +81,7 @@ void recogniseShape(const QString& repo_id, QString* family, QString* shape) {
 
 QString quantFromFileName(const QString& file_name) {
   static const QRegularExpression re(
-      QStringLiteral("(?:^|[-_.])(I?Q[1-8](?:_[0-9A-Z]+)*|F16|F32|BF16)(?=[-_.])"),
+      QStringLiteral("(?:^|[-_.])([IT]?Q[1-8](?:_[0-9A-Z]+)*|F16|F32|BF16)(?=[-_.])"),
       QRegularExpression::CaseInsensitiveOption);
   QString found;
   auto it = re.globalMatch(file_name);
@@ -91,12 +91,14 @@ QString quantFromFileName(const QString& file_name) {
 
 bool engineRunsQuant(const QString& quant) {
   // The quants of quant::kComputeTypes as file names label them (K-quant mixes by
-  // their _S/_M/_L/_XL variants, Unsloth's dynamic "UD-" mixes of the same types); the
-  // grid-coded IQ1/IQ2/IQ3 and ternary TQ types are not computed.
+  // their _S/_M/_L/_XL variants, the grid-coded IQ1/IQ2/IQ3 files and their llama-quantize
+  // mixes, Unsloth's dynamic "UD-" mixes of the same types); the ternary TQ types are not
+  // computed.
   static const QStringList kRuns = {
-      "F32",    "F16",  "BF16",    "Q8_0",    "Q4_0",    "Q4_1",    "Q5_0",    "Q5_1",   "IQ4_NL", "IQ4_XS",
-      "MXFP4",  "Q2_K", "Q2_K_S",  "Q2_K_L",  "Q3_K_S",  "Q3_K_M",  "Q3_K_L",  "Q4_K_S", "Q4_K_M", "Q5_K_S",
-      "Q5_K_M", "Q6_K", "Q4_K_XL", "Q5_K_XL", "Q6_K_XL", "Q8_K_XL", "Q2_K_XL", "Q3_K_XL"};
+      "F32",     "F16",    "BF16",    "Q8_0",    "Q4_0",    "Q4_1",    "Q5_0",    "Q5_1",    "IQ4_NL", "IQ4_XS",
+      "MXFP4",   "Q2_K",   "Q2_K_S",  "Q2_K_L",  "Q3_K_S",  "Q3_K_M",  "Q3_K_L",  "Q4_K_S",  "Q4_K_M", "Q5_K_S",
+      "Q5_K_M",  "Q6_K",   "Q4_K_XL", "Q5_K_XL", "Q6_K_XL", "Q8_K_XL", "Q2_K_XL", "Q3_K_XL", "IQ1_S",  "IQ1_M",
+      "IQ2_XXS", "IQ2_XS", "IQ2_S",   "IQ2_M",   "IQ3_XXS", "IQ3_XS",  "IQ3_S",   "IQ3_M"};
   QString q = quant.toUpper();
   if (q.startsWith("UD-")) q = q.mid(3);
   return kRuns.contains(q);

@@ -46,6 +46,13 @@ inline cuda::ElemType elemType(gguf::TensorType t, const char* op) {
     case TensorType::Q2_K: return cuda::ElemType::Q2_K;
     case TensorType::Q3_K: return cuda::ElemType::Q3_K;
     case TensorType::IQ4_XS: return cuda::ElemType::IQ4_XS;
+    case TensorType::IQ1_S: return cuda::ElemType::IQ1_S;
+    case TensorType::IQ1_M: return cuda::ElemType::IQ1_M;
+    case TensorType::IQ2_XXS: return cuda::ElemType::IQ2_XXS;
+    case TensorType::IQ2_XS: return cuda::ElemType::IQ2_XS;
+    case TensorType::IQ2_S: return cuda::ElemType::IQ2_S;
+    case TensorType::IQ3_XXS: return cuda::ElemType::IQ3_XXS;
+    case TensorType::IQ3_S: return cuda::ElemType::IQ3_S;
     default:
       throw std::invalid_argument(std::string("cuda backend: ") + op + ": tensor type " +
                                   gguf::tensorTypeName(t) + " is not supported for compute");

@@ -29,7 +29,14 @@ enum class ElemType {
   Q4_K,
   Q5_K,
   Q6_K,
-  IQ4_XS
+  IQ4_XS,
+  IQ1_S,
+  IQ1_M,
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ3_XXS,
+  IQ3_S
 };
 
 // Largest head_dim the attention kernels take: deepseek2's latent attention attends

@@ -18,6 +18,8 @@
 //   IQ4_NL, MXFP4, IQ4_XS: the unit's bytes are the table values of its nibbles,
 //              P = sc * sum v*x                              r = float(P) * (d*dx)
 //              (IQ4_XS: sc = 6-bit scale - 32; MXFP4: d = 2^(e-128) on doubled values)
+//   IQ1_*, IQ2_*, IQ3_*: the unit's bytes are signed grid values (cuda_grids.cuh),
+//              P = sc0 * sum v*x [0..16) + sc1 * [16..32)    r = float(P) * (d*dx)
 // The products inside P are exact integers, so a unit's value differs from the CPU
 // backend's (models/quant_dot.h) only in how the float terms of a row are summed.
 //
@@ -44,6 +46,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "inference/cuda/cuda_grids.cuh"
 #include "inference/cuda/cuda_kernels.h"
 
 namespace moe::cuda {
@@ -110,6 +113,34 @@ struct TypeInfo<ElemType::IQ4_XS> {
   static constexpr int kBlockBytes = 136, kUnitsPerBlock = 8;
 };
 template <>
+struct TypeInfo<ElemType::IQ1_S> {
+  static constexpr int kBlockBytes = 50, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ1_M> {
+  static constexpr int kBlockBytes = 56, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ2_XXS> {
+  static constexpr int kBlockBytes = 66, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ2_XS> {
+  static constexpr int kBlockBytes = 74, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ2_S> {
+  static constexpr int kBlockBytes = 82, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ3_XXS> {
+  static constexpr int kBlockBytes = 98, kUnitsPerBlock = 8;
+};
+template <>
+struct TypeInfo<ElemType::IQ3_S> {
+  static constexpr int kBlockBytes = 110, kUnitsPerBlock = 8;
+};
+template <>
 struct TypeInfo<ElemType::Q4_K> {
   static constexpr int kBlockBytes = 144, kUnitsPerBlock = 8;
 };
@@ -142,18 +173,34 @@ void withType(ElemType t, F&& f) {
     case ElemType::Q2_K: return f(std::integral_constant<ElemType, ElemType::Q2_K>{});
     case ElemType::Q3_K: return f(std::integral_constant<ElemType, ElemType::Q3_K>{});
     case ElemType::IQ4_XS: return f(std::integral_constant<ElemType, ElemType::IQ4_XS>{});
+    case ElemType::IQ1_S: return f(std::integral_constant<ElemType, ElemType::IQ1_S>{});
+    case ElemType::IQ1_M: return f(std::integral_constant<ElemType, ElemType::IQ1_M>{});
+    case ElemType::IQ2_XXS: return f(std::integral_constant<ElemType, ElemType::IQ2_XXS>{});
+    case ElemType::IQ2_XS: return f(std::integral_constant<ElemType, ElemType::IQ2_XS>{});
+    case ElemType::IQ2_S: return f(std::integral_constant<ElemType, ElemType::IQ2_S>{});
+    case ElemType::IQ3_XXS: return f(std::integral_constant<ElemType, ElemType::IQ3_XXS>{});
+    case ElemType::IQ3_S: return f(std::integral_constant<ElemType, ElemType::IQ3_S>{});
   }
 }
 
 __host__ __device__ constexpr bool isFloatType(ElemType t) {
   return t == ElemType::F32 || t == ElemType::F16 || t == ElemType::BF16;
 }
+__host__ __device__ constexpr bool isGridType(ElemType t) {
+  return t == ElemType::IQ1_S || t == ElemType::IQ1_M || t == ElemType::IQ2_XXS || t == ElemType::IQ2_XS ||
+         t == ElemType::IQ2_S || t == ElemType::IQ3_XXS || t == ElemType::IQ3_S;
+}
 __host__ __device__ constexpr bool usesQ8K(ElemType t) {
   return t == ElemType::Q4_K || t == ElemType::Q5_K || t == ElemType::Q6_K || t == ElemType::Q2_K ||
-         t == ElemType::Q3_K || t == ElemType::IQ4_XS;
+         t == ElemType::Q3_K || t == ElemType::IQ4_XS || isGridType(t);
 }
 // Types whose two halves of a unit (16 elements each) have scales of their own.
 __host__ __device__ constexpr bool hasHalfScales(ElemType t) {
+  return t == ElemType::Q6_K || t == ElemType::Q3_K || t == ElemType::Q2_K || t == ElemType::IQ2_XS ||
+         t == ElemType::IQ2_S || t == ElemType::IQ1_M;
+}
+// Types whose halves also subtract a bias times the activation's sum there.
+__host__ __device__ constexpr bool needsHalfSums(ElemType t) {
   return t == ElemType::Q6_K || t == ElemType::Q3_K || t == ElemType::Q2_K;
 }
 
@@ -218,6 +265,75 @@ __device__ __forceinline__ void tableNibbles(const uint8_t* qs, int* v) {
 // 2^(e-128): the MXFP4 scale halved, exact for every e (ggml GGML_E8M0_TO_FP32_HALF).
 __device__ __forceinline__ float e8m0Half(uint8_t e) {
   return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
+}
+
+// Sub-block k of a grid-coded block (models/quant_grids.h gives the layouts).
+template <ElemType T>
+__device__ __forceinline__ void loadGridUnit(const uint8_t* blk, int k, Unit& un) {
+  using namespace grid;
+  if constexpr (T == ElemType::IQ2_XXS || T == ElemType::IQ3_XXS) {
+    const bool three = T == ElemType::IQ3_XXS;
+    const uint8_t* q = blk + 2 + 8 * k;
+    const uint8_t* a = three ? blk + 66 + 4 * k : q + 4;
+    const uint32_t aux = loadU16(a) | (loadU16(a + 2) << 16);
+    un.d = f16At(blk) * (three ? 0.25f : 0.125f);
+    un.sc0 = un.sc1 = 2 * static_cast<int>(aux >> 28) + 1;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t mags = three ? (static_cast<uint64_t>(kIq3xxs[q[2 * l]]) |
+                                     (static_cast<uint64_t>(kIq3xxs[q[2 * l + 1]]) << 32))
+                                  : kIq2xxs[q[l]];
+      signedWords(mags, signBits(aux >> (7 * l)), un.v + 2 * l);
+    }
+  } else if constexpr (T == ElemType::IQ2_XS || T == ElemType::IQ2_S) {
+    const bool xs = T == ElemType::IQ2_XS;
+    const uint8_t sc = blk[(xs ? 66 : 74) + k];
+    un.d = f16At(blk) * 0.125f;
+    un.sc0 = 2 * (sc & 15) + 1;
+    un.sc1 = 2 * (sc >> 4) + 1;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      if (xs) {
+        const uint32_t v = loadU16(blk + 2 + 2 * (4 * k + l));
+        signedWords(kIq2xs[v & 511u], signBits(v >> 9), un.v + 2 * l);
+      } else {
+        const int index = blk[2 + 4 * k + l] | (((blk[66 + k] >> (2 * l)) & 3) << 8);
+        signedWords(kIq2s[index], blk[34 + 4 * k + l], un.v + 2 * l);
+      }
+    }
+  } else if constexpr (T == ElemType::IQ3_S) {
+    const uint8_t* q = blk + 2 + 8 * k;
+    const uint8_t qh = blk[66 + k];
+    un.d = f16At(blk);
+    un.sc0 = un.sc1 = 2 * ((blk[106 + k / 2] >> (4 * (k % 2))) & 15) + 1;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t lo = kIq3s[q[2 * l] | (((qh >> (2 * l)) & 1) << 8)];
+      const uint64_t hi = kIq3s[q[2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8)];
+      signedWords(lo | (hi << 32), blk[74 + 4 * k + l], un.v + 2 * l);
+    }
+  } else if constexpr (T == ElemType::IQ1_S) {
+    const uint32_t h = loadU16(blk + 34 + 2 * k);
+    un.d = f16At(blk) * 0.125f;
+    un.sc0 = un.sc1 = 2 * static_cast<int>((h >> 12) & 7) + 1;
+    const int delta = (h & 0x8000u) ? -1 : 1;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) iq1Words(kIq1s[blk[2 + 4 * k + l] | (((h >> (3 * l)) & 7) << 8)], delta, un.v + 2 * l);
+  } else {  // IQ1_M
+    const uint8_t* sc = blk + 48;
+    const uint32_t d_bits = (loadU16(sc) >> 12) | ((loadU16(sc + 2) >> 8) & 0x00f0u) |
+                            ((loadU16(sc + 4) >> 4) & 0x0f00u) | (loadU16(sc + 6) & 0xf000u);
+    un.d = __half2float(__ushort_as_half(static_cast<unsigned short>(d_bits))) * 0.125f;
+    const uint32_t s = loadU16(sc + 2 * (k / 2)) >> (6 * (k % 2));
+    un.sc0 = 2 * static_cast<int>(s & 7) + 1;
+    un.sc1 = 2 * static_cast<int>((s >> 3) & 7) + 1;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t qh = blk[32 + 2 * k + l / 2];
+      const int nib = (l % 2) ? qh >> 4 : qh & 15;
+      iq1Words(kIq1s[blk[4 * k + l] | ((nib & 7) << 8)], (nib & 8) ? -1 : 1, un.v + 2 * l);
+    }
+  }
 }
 
 template <ElemType T>
@@ -307,6 +423,8 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
       un.sc0 = scale(2 * k);
       un.sc1 = scale(2 * k + 1);
     }
+  } else if constexpr (isGridType(T)) {
+    loadGridUnit<T>(blk, u % 8, un);
   } else if constexpr (T == ElemType::Q6_K) {
     const int h = (u % 8) / 4, g = u % 4;
     const uint8_t* ql = blk + 64 * h + 32 * (g & 1);
@@ -331,7 +449,10 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
 template <ElemType T>
 __device__ __forceinline__ float unitValue(int sc0, int sc1, int m, float d, float dmin, int p0, int p1,
                                            int s0, int s1, float dx) {
-  if constexpr (T == ElemType::Q6_K || T == ElemType::Q3_K) {
+  if constexpr (isGridType(T)) {
+    (void)m, (void)dmin, (void)s0, (void)s1;
+    return static_cast<float>(sc0 * p0 + sc1 * p1) * (d * dx);
+  } else if constexpr (T == ElemType::Q6_K || T == ElemType::Q3_K) {
     constexpr int kBias = T == ElemType::Q6_K ? 32 : 4;
     const int total = sc0 * (p0 - kBias * s0) + sc1 * (p1 - kBias * s1);
     return static_cast<float>(total) * (d * dx);
@@ -373,7 +494,7 @@ __device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64
     p1 = __dp4a(un.v[i + 4], xj, p1);
   }
   int s0 = 0, s1 = 0;
-  if constexpr (hasHalfScales(T)) {  // the two halves have their own scales
+  if constexpr (needsHalfSums(T)) {  // the two halves have their own scales and biases
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       s0 = __dp4a(0x01010101, x[i], s0);

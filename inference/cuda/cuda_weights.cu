@@ -102,6 +102,13 @@ __device__ __forceinline__ float decode(ElemType type, const uint8_t* row, int64
     case ElemType::Q2_K: return decodeViaUnit<ElemType::Q2_K>(row, c);
     case ElemType::Q3_K: return decodeViaUnit<ElemType::Q3_K>(row, c);
     case ElemType::IQ4_XS: return decodeViaUnit<ElemType::IQ4_XS>(row, c);
+    case ElemType::IQ1_S: return decodeViaUnit<ElemType::IQ1_S>(row, c);
+    case ElemType::IQ1_M: return decodeViaUnit<ElemType::IQ1_M>(row, c);
+    case ElemType::IQ2_XXS: return decodeViaUnit<ElemType::IQ2_XXS>(row, c);
+    case ElemType::IQ2_XS: return decodeViaUnit<ElemType::IQ2_XS>(row, c);
+    case ElemType::IQ2_S: return decodeViaUnit<ElemType::IQ2_S>(row, c);
+    case ElemType::IQ3_XXS: return decodeViaUnit<ElemType::IQ3_XXS>(row, c);
+    case ElemType::IQ3_S: return decodeViaUnit<ElemType::IQ3_S>(row, c);
   }
   return 0.0f;
 }

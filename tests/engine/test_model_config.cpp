@@ -225,16 +225,16 @@ TEST(ModelConfig, headerProductsAreBoundedIn64Bits) {
 }
 
 TEST(ModelConfig, uncomputableTypeIsNamed) {
-  // An IQ2_XXS expert tensor opens (the reader knows its block size) but cannot be
-  // computed (the grid-coded IQ2/IQ3 types are not).
+  // An I16 expert tensor opens (the reader knows its element size) but cannot be
+  // computed (the integer types are not).
   auto backend = makeCpuBackend(1);
   const auto msg =
       errorOf([&] { Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend); });
-  ASSERT_TRUE(contains(msg, "blk.0.ffn_gate_exps.weight") && contains(msg, "IQ2_XXS") &&
+  ASSERT_TRUE(contains(msg, "blk.0.ffn_gate_exps.weight") && contains(msg, "I16") &&
               contains(msg, "cannot compute"))
       << msg;
   // Described, not run: `info` loads it with Purpose::Describe.
   auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend,
                                Model::Purpose::Describe);
-  ASSERT_EQ(described->hostExperts()[0][0].gate.type, gguf::TensorType::IQ2_XXS);
+  ASSERT_EQ(described->hostExperts()[0][0].gate.type, gguf::TensorType::I16);
 }

@@ -30,7 +30,8 @@ namespace {
 const TensorType kTypes[] = {TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_K, TensorType::Q5_K,
                              TensorType::Q6_K,   TensorType::Q4_1,  TensorType::Q5_0, TensorType::Q5_1,
                              TensorType::IQ4_NL, TensorType::MXFP4, TensorType::Q2_K, TensorType::Q3_K,
-                             TensorType::IQ4_XS};
+                             TensorType::IQ4_XS, TensorType::IQ1_S, TensorType::IQ1_M, TensorType::IQ2_XXS,
+                             TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S};
 
 bool isBlock32(TensorType t) { return moe::gguf::typeTraits(uint32_t(t))->block_elems == 32; }
 
@@ -184,7 +185,7 @@ TEST_F(QuantDot, activationFormats) {
   ASSERT_EQ(quant::activationFormat(TensorType::F16), ActivationFormat::None);
   ASSERT_EQ(quant::activationFormat(TensorType::Q4_0), ActivationFormat::Q8_0);
   ASSERT_EQ(quant::activationFormat(TensorType::Q6_K), ActivationFormat::Q8_K);
-  ASSERT_THROW(quant::activationFormat(TensorType::IQ2_XXS), std::invalid_argument);
+  ASSERT_THROW(quant::activationFormat(TensorType::I16), std::invalid_argument);
   std::vector<float> x(100);
   std::vector<uint8_t> out(1000);
   ASSERT_THROW(quant::quantizeActivations(ActivationFormat::Q8_K, x.data(), 100, out.data()),
@@ -309,7 +310,16 @@ TEST_F(QuantDot, extremeValuesStayExact) {
         case TensorType::Q5_1: putF16(b), putF16(b + 2); break;
         case TensorType::Q5_0:
         case TensorType::IQ4_NL:
-        case TensorType::IQ4_XS: putF16(b); break;
+        case TensorType::IQ4_XS:
+        case TensorType::IQ1_S:
+        case TensorType::IQ2_XXS:
+        case TensorType::IQ2_XS:
+        case TensorType::IQ2_S:
+        case TensorType::IQ3_XXS:
+        case TensorType::IQ3_S: putF16(b); break;
+        case TensorType::IQ1_M:  // d = 1.0 (f16 0x3C00): its nibbles in the four scales' top nibbles
+          for (int i = 0; i < 4; ++i) o.rows[b + 49 + 2 * i] = uint8_t(0x0f | (((0x3C00 >> (4 * i)) & 15) << 4));
+          break;
         case TensorType::MXFP4: o.rows[b] = 128; break;  // scale 2^(128-128) on the doubled values
         case TensorType::Q2_K: putF16(b + 80), putF16(b + 82); break;
         case TensorType::Q3_K:  // hmask clear: every quant at -4; scales at their extreme -32

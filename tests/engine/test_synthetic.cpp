@@ -446,7 +446,8 @@ TEST(Synthetic, kQuantSpecs) {
   ASSERT_EQ(synth::parseWeightType("q4_k"), TensorType::Q4_K);
   ASSERT_EQ(synth::parseWeightType("Q6_K"), TensorType::Q6_K);
   ASSERT_EQ(synth::parseWeightType("bf16"), TensorType::BF16);
-  ASSERT_THROW(synth::parseWeightType("iq2_xxs"), std::invalid_argument);
+  ASSERT_EQ(synth::parseWeightType("iq2_xxs"), TensorType::IQ2_XXS);
+  ASSERT_THROW(synth::parseWeightType("tq1_0"), std::invalid_argument);
 }
 
 // A medium model (tens of MB, tensors big enough for the multi-threaded fill)

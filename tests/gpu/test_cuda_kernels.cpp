@@ -140,9 +140,12 @@ struct TestWeight {
 
 const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                 TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
-// The types of K-quant mixes and gpt-oss, checked on fewer shapes (the stand-in's time).
-const TensorType kAddedTypes[] = {TensorType::Q4_1,  TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL,
-                                  TensorType::MXFP4, TensorType::Q2_K, TensorType::Q3_K, TensorType::IQ4_XS};
+// The types of K-quant mixes, gpt-oss and the low-bit grid-coded files, checked on fewer
+// shapes (the stand-in's time).
+const TensorType kAddedTypes[] = {TensorType::Q4_1,    TensorType::Q5_0,   TensorType::Q5_1,  TensorType::IQ4_NL,
+                                  TensorType::MXFP4,   TensorType::Q2_K,   TensorType::Q3_K,  TensorType::IQ4_XS,
+                                  TensorType::IQ1_S,   TensorType::IQ1_M,  TensorType::IQ2_XXS, TensorType::IQ2_XS,
+                                  TensorType::IQ2_S,   TensorType::IQ3_XXS, TensorType::IQ3_S};
 
 int blockElems(TensorType t) { return int(moe::gguf::typeTraits(uint32_t(t))->block_elems); }
 bool isBlockType(TensorType t) { return blockElems(t) == 32; }
