@@ -27,8 +27,8 @@ void Transformer::gatedAttentionBlock(int il, int n) {
   backend_.copyRows(s_->gate, hd, s_->q_full + hd, 2 * size_t(hd), hd, size_t(n) * H);
   backend_.rmsNorm(s_->q, L.q_norm, s_->q, n * H, hd, cfg_.rms_eps);
   backend_.rmsNorm(s_->k, L.k_norm, s_->k, n * cfg_.n_head_kv, hd, cfg_.rms_eps);
-  backend_.ropePair(s_->q, H, s_->k, cfg_.n_head_kv, n, hd, cfg_.n_rot, positions_.data(), cfg_.rope_freq_base,
-                    cfg_.rope_style);
+  backend_.ropePair(s_->q, H, s_->k, cfg_.n_head_kv, n, hd, cfg_.n_rot, positions_.data(),
+                    cfg_.rope_freq_base, cfg_.rope_style);
   backend_.storeKvPair(k_cache_[il], v_cache_[il], size_t(n_past_) * KV, s_->k, s_->v, size_t(n) * KV);
   const AttentionShape shape{H, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
@@ -74,8 +74,8 @@ void Transformer::deltaNetBlock(int il, int n) {
   const deltanet::LayerParams params{L.dn_conv, L.dn_dt_bias, L.dn_a, L.dn_norm};
   deltanet::LayerState& state = recurrent_[size_t(il)];
   for (int t = 0; t < n; ++t)
-    deltanet::step(d, params, cfg_.rms_eps, state, qkv + size_t(t) * C, z + size_t(t) * V, alpha + size_t(t) * NV,
-                beta + size_t(t) * NV, out + size_t(t) * V, work);
+    deltanet::step(d, params, cfg_.rms_eps, state, qkv + size_t(t) * C, z + size_t(t) * V,
+                   alpha + size_t(t) * NV, beta + size_t(t) * NV, out + size_t(t) * V, work);
 
   backend_.fromHost(s_->dn_out, out, size_t(n) * V);
   backend_.matmul(L.dn_out, s_->dn_out, s_->out, n);

@@ -22,8 +22,9 @@ struct InitSpec {
 };
 
 // Row r (of ne0 elements) of tensor `name` from the key (seed, name, r), encoded in `type`.
-std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name, gguf::TensorType type,
-                                                 uint64_t ne0, uint64_t n_rows, InitSpec init);
+std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name,
+                                                 gguf::TensorType type, uint64_t ne0, uint64_t n_rows,
+                                                 InitSpec init);
 
 // qwen35moe: layer l's attention tensors (a gated delta-net layer or a full-attention
 // layer with the joint query + gate projection) and the file's qwen35moe keys.

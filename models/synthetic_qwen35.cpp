@@ -41,16 +41,16 @@ struct Writer {
     const uint64_t key = nk * hk, value = nv * hk, channels = 2 * key + value;
     const uint64_t kernel = uint64_t(s.ssm_conv_kernel);
     const TensorType wt = s.weight_type;
-    matrix(blk(l, "attn_qkv.weight"), {d, channels}, wt);                   // [channels][n_embd]
-    matrix(blk(l, "attn_gate.weight"), {d, value}, wt);                     // [value][n_embd]
+    matrix(blk(l, "attn_qkv.weight"), {d, channels}, wt);                     // [channels][n_embd]
+    matrix(blk(l, "attn_gate.weight"), {d, value}, wt);                       // [value][n_embd]
     tensor(blk(l, "ssm_conv1d.weight"), {kernel, channels}, TensorType::F32,  // [channels][kernel]
            {Init::Normal, 1.0 / std::sqrt(double(kernel))});
     tensor(blk(l, "ssm_dt.bias"), {nv}, TensorType::F32, {Init::Normal, 0.5});
-    tensor(blk(l, "ssm_a"), {nv}, TensorType::F32, {Init::Decay, 0.0});      // -exp(A_log) < 0
-    matrix(blk(l, "ssm_alpha.weight"), {d, nv}, TensorType::F32);           // [n_v][n_embd]
-    matrix(blk(l, "ssm_beta.weight"), {d, nv}, TensorType::F32);            // [n_v][n_embd]
+    tensor(blk(l, "ssm_a"), {nv}, TensorType::F32, {Init::Decay, 0.0});  // -exp(A_log) < 0
+    matrix(blk(l, "ssm_alpha.weight"), {d, nv}, TensorType::F32);        // [n_v][n_embd]
+    matrix(blk(l, "ssm_beta.weight"), {d, nv}, TensorType::F32);         // [n_v][n_embd]
     norm(blk(l, "ssm_norm.weight"), hk);
-    matrix(blk(l, "ssm_out.weight"), {value, d}, wt, residualGain());       // [n_embd][value]
+    matrix(blk(l, "ssm_out.weight"), {value, d}, wt, residualGain());  // [n_embd][value]
   }
 
   // Full attention: attn_q gives per head [q; gate] (2 x head_dim rows), QK-norm per head.
@@ -58,10 +58,10 @@ struct Writer {
     const uint64_t d = uint64_t(s.n_embd), hd = uint64_t(s.head_dim);
     const uint64_t q_w = uint64_t(s.n_head) * hd, kv_w = uint64_t(s.n_head_kv) * hd;
     const TensorType wt = s.weight_type;
-    matrix(blk(l, "attn_q.weight"), {d, 2 * q_w}, wt);                     // [n_head][2][head_dim][n_embd]
-    matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);                        // [n_head_kv*head_dim][n_embd]
-    matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);                        // [n_head_kv*head_dim][n_embd]
-    matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());    // [n_embd][n_head*head_dim]
+    matrix(blk(l, "attn_q.weight"), {d, 2 * q_w}, wt);                   // [n_head][2][head_dim][n_embd]
+    matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
+    matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());  // [n_embd][n_head*head_dim]
     norm(blk(l, "attn_q_norm.weight"), hd);
     norm(blk(l, "attn_k_norm.weight"), hd);
   }
