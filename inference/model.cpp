@@ -166,9 +166,12 @@ class Model::Loader {
     L.attn_norm = vector(blk(il, "attn_norm.weight"), E);
     attention(il, L);
     // glm4moe and gpt-oss name the FFN's input norm after its place (HF post_attention_layernorm).
-    const bool post_attention_name = c_.arch == Arch::Glm4Moe || c_.arch == Arch::GptOss;
+    const bool post_attention_name =
+        c_.arch == Arch::Glm4Moe || c_.arch == Arch::GptOss || c_.arch == Arch::Qwen35Moe;
     L.ffn_norm = vector(blk(il, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
-    if (c_.qk_norm == QkNorm::PerHead) {
+    if (c_.isRecurrentLayer(il)) {
+      // no query or key
+    } else if (c_.qk_norm == QkNorm::PerHead) {
       L.q_norm = vector(blk(il, "attn_q_norm.weight"), c_.head_dim);
       L.k_norm = vector(blk(il, "attn_k_norm.weight"), c_.head_dim);
     } else if (c_.qk_norm == QkNorm::Whole) {
@@ -211,21 +214,24 @@ class Model::Loader {
   }
 
   // q/k/v as three tensors or one fused attn_qkv (rows q, then k, then v).
+  // qwen35moe's full-attention layers: attn_q holds per head [q; gate], twice Q rows.
   void attention(int il, LayerWeights& L) {
     if (c_.isMla()) return latentAttention(il, L);
+    if (c_.isRecurrentLayer(il)) return deltaNet(il, L);
     const uint64_t E = c_.n_embd, Q = c_.qWidth(), KV = c_.kvWidth();
+    const uint64_t QR = c_.attn_output_gate ? 2 * Q : Q;  // rows of the query projection
     if (const auto* fused = f_.findTensor(blk(il, "attn_qkv.weight"))) {
-      WeightView qkv = view(*fused, {E, Q + 2 * KV});
-      L.wq = rowSlice(qkv, 0, Q);
-      L.wk = rowSlice(qkv, Q, KV);
-      L.wv = rowSlice(qkv, Q + KV, KV);
+      WeightView qkv = view(*fused, {E, QR + 2 * KV});
+      L.wq = rowSlice(qkv, 0, QR);
+      L.wk = rowSlice(qkv, QR, KV);
+      L.wv = rowSlice(qkv, QR + KV, KV);
       if (const float* b = optionalVector(blk(il, "attn_qkv.bias"), Q + 2 * KV)) {
         L.bq = b;
         L.bk = b + Q;
         L.bv = b + Q + KV;
       }
     } else {
-      L.wq = matrix(blk(il, "attn_q.weight"), {E, Q});
+      L.wq = matrix(blk(il, "attn_q.weight"), {E, QR});
       L.wk = matrix(blk(il, "attn_k.weight"), {E, KV});
       L.wv = matrix(blk(il, "attn_v.weight"), {E, KV});
       L.bq = optionalVector(blk(il, "attn_q.bias"), Q);
@@ -235,6 +241,29 @@ class Model::Loader {
     L.wo = matrix(blk(il, "attn_output.weight"), {Q, E});
     L.bo = optionalVector(blk(il, "attn_output.bias"), E);
     if (c_.arch == Arch::GptOss) L.attn_sinks = vector(blk(il, "attn_sinks.weight"), uint64_t(c_.n_head));
+  }
+
+  // qwen35moe's gated delta-net layer (shapes: llama.cpp's qwen35moe loader).
+  void deltaNet(int il, LayerWeights& L) {
+    const DeltaNetShape& d = c_.delta;
+    const uint64_t E = c_.n_embd, C = d.convChannels(), V = d.valueWidth(), NV = d.n_v_heads;
+    L.dn_qkv = matrix(blk(il, "attn_qkv.weight"), {E, C});
+    L.dn_gate = matrix(blk(il, "attn_gate.weight"), {E, V});
+    L.dn_alpha = matrix(blk(il, "ssm_alpha.weight"), {E, NV});
+    L.dn_beta = matrix(blk(il, "ssm_beta.weight"), {E, NV});
+    L.dn_out = matrix(blk(il, "ssm_out.weight"), {V, E});
+    L.dn_conv = checkedHostCopy(blk(il, "ssm_conv1d.weight"), {uint64_t(d.conv_kernel), C});
+    L.dn_dt_bias = checkedHostCopy(blk(il, "ssm_dt.bias"), {NV});
+    L.dn_a = checkedHostCopy(blk(il, "ssm_a"), {NV});
+    L.dn_norm = checkedHostCopy(blk(il, "ssm_norm.weight"), {uint64_t(d.head_v)});
+  }
+
+  const float* checkedHostCopy(const std::string& name, const std::vector<uint64_t>& dims) {
+    const auto& t = find(name);
+    checkDims(t, dims);
+    checkComputable(t, /*always=*/true);
+    countedBytes_ += t.nbytes;
+    return hostCopy(name);
   }
 
   // deepseek2: the query path (direct, or through q_lora), the latent projection and

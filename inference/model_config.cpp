@@ -23,6 +23,7 @@ constexpr ArchInfo kArchs[] = {
     {"olmoe", Arch::Olmoe, RopeStyle::Neox, false},
     {"glm4moe", Arch::Glm4Moe, RopeStyle::Neox, true},
     {"gpt-oss", Arch::GptOss, RopeStyle::Neox, true},
+    {"qwen35moe", Arch::Qwen35Moe, RopeStyle::Neox, true},
 };
 
 const ArchInfo* findArch(const std::string& name) {
@@ -145,6 +146,102 @@ float mlaAttentionScale(const KeyReader& k, ModelConfig& c) {
   return base * mscale * mscale;
 }
 
+// Bounds of the linear-attention shape: far above Qwen3.5's (conv 4, heads of 128,
+// 32 value heads), low enough that nothing is sized from an absurd header.
+constexpr int64_t kMaxConvKernel = 64;
+constexpr int64_t kMaxStateSize = 4096;                 // one head's key / value width
+constexpr int64_t kMaxDeltaStateFloats = int64_t{1} << 26;  // one layer's delta states
+
+// IMROPE (ggml's rope_multi, GGML_ROPE_TYPE_IMROPE): rotated pair i belongs to sector
+// s = i mod (sum of the sections); s mod 3 == 1 and s < 3 x sections[1] takes the
+// second position, s mod 3 == 2 and s < 3 x sections[2] the third, s mod 3 == 0 and
+// s < 3 x sections[0] the first, anything else the fourth (llama.cpp gives text tokens
+// the same position in the first three and 0 in the fourth). True when no pair of the
+// n_rot rotated dims falls to the fourth: text positions then rotate as plain rope.
+bool imropeUsesTextPositionsOnly(const int sections[4], int n_rot) {
+  const int total = sections[0] + sections[1] + sections[2] + sections[3];
+  if (total <= 0) return false;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const int s = i % total;
+    const bool first = s % 3 == 0 && s < 3 * sections[0];
+    const bool second = s % 3 == 1 && s < 3 * sections[1];
+    const bool third = s % 3 == 2 && s < 3 * sections[2];
+    if (!first && !second && !third) return false;
+  }
+  return true;
+}
+
+// qwen35moe's layer kinds and linear-attention shape (llama.cpp's qwen35moe loader:
+// the per-layer attention.recurrent_layers array where present, else every
+// full_attention_interval-th layer (default 4) is full attention, the others delta-net;
+// head_k = ssm.state_size, n_k = ssm.group_count, n_v = ssm.time_step_rank,
+// head_v = ssm.inner_size / n_v, which its delta-net requires to equal head_k).
+void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c, int n_layer_all) {
+  DeltaNetShape& d = c.delta;
+  d.conv_kernel = k.required("ssm.conv_kernel");
+  d.head_k = k.required("ssm.state_size");
+  d.n_k_heads = k.required("ssm.group_count");
+  d.n_v_heads = k.required("ssm.time_step_rank");
+  const int inner = k.required("ssm.inner_size");
+  require(d.conv_kernel > 0, k.key("ssm.conv_kernel") + " must be > 0");
+  requireAtMost(d.conv_kernel, kMaxConvKernel, k.key("ssm.conv_kernel"));
+  require(d.head_k > 0, k.key("ssm.state_size") + " must be > 0");
+  requireAtMost(d.head_k, kMaxStateSize, k.key("ssm.state_size"));
+  require(d.n_k_heads > 0 && d.n_v_heads > 0,
+          k.key("ssm.group_count") + " and " + k.key("ssm.time_step_rank") + " must be > 0");
+  requireAtMost(d.n_k_heads, kMaxCount, k.key("ssm.group_count"));
+  requireAtMost(d.n_v_heads, kMaxCount, k.key("ssm.time_step_rank"));
+  require(d.n_v_heads % d.n_k_heads == 0, k.key("ssm.time_step_rank") + " (" + std::to_string(d.n_v_heads) +
+                                              ") must be a multiple of " + k.key("ssm.group_count") + " (" +
+                                              std::to_string(d.n_k_heads) + ")");
+  require(inner > 0 && inner % d.n_v_heads == 0, k.key("ssm.inner_size") + " (" + std::to_string(inner) +
+                                                     ") must be a positive multiple of " +
+                                                     k.key("ssm.time_step_rank") + " (" +
+                                                     std::to_string(d.n_v_heads) + ")");
+  d.head_v = inner / d.n_v_heads;
+  require(d.head_v == d.head_k, k.key("ssm.inner_size") + " / " + k.key("ssm.time_step_rank") + " = " +
+                                    std::to_string(d.head_v) + " must equal " + k.key("ssm.state_size") +
+                                    " = " + std::to_string(d.head_k));
+  requireAtMost(int64_t{d.n_v_heads} * d.head_v, kMaxWidth, k.key("ssm.inner_size"));
+  requireAtMost(int64_t{d.n_k_heads} * d.head_k, kMaxWidth, "ssm.group_count x ssm.state_size");
+  requireAtMost(int64_t{d.n_v_heads} * d.head_v * d.head_v, kMaxDeltaStateFloats,
+                "the delta state of one layer (time_step_rank x state_size^2)");
+
+  c.recurrent.assign(size_t(c.n_layer), 0);
+  if (const gguf::Value* v = file.find(k.key("attention.recurrent_layers"))) {
+    const auto* arr = v->asArray();
+    if (!arr || arr->size() != size_t(n_layer_all))
+      throw ModelError("key '" + k.key("attention.recurrent_layers") + "' must be an array of block_count (" +
+                       std::to_string(n_layer_all) + ") flags");
+    for (int i = 0; i < c.n_layer; ++i) {
+      const gguf::Value& e = (*arr)[size_t(i)];
+      const auto b = e.asBool();
+      const auto u = e.asUint();
+      if (!b && !u) throw ModelError("key '" + k.key("attention.recurrent_layers") + "' holds a non-flag value");
+      c.recurrent[size_t(i)] = (b ? *b : *u != 0) ? 1 : 0;
+    }
+  } else {
+    const int interval = k.optional("full_attention_interval").value_or(4);
+    require(interval > 0, k.key("full_attention_interval") + " must be > 0");
+    for (int i = 0; i < c.n_layer; ++i) c.recurrent[size_t(i)] = (i + 1) % interval != 0 ? 1 : 0;
+  }
+
+  // Joint query + gate projection, per-head QK-norm, IMROPE sections.
+  c.attn_output_gate = true;
+  c.qk_norm = QkNorm::PerHead;
+  const gguf::Value* sections = file.find(k.key("rope.dimension_sections"));
+  if (!sections) throw ModelError("model file lacks required key '" + k.key("rope.dimension_sections") + "'");
+  const auto* arr = sections->asArray();
+  if (!arr || arr->empty() || arr->size() > 4)
+    throw ModelError("key '" + k.key("rope.dimension_sections") + "' must be an array of up to 4 counts");
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const auto n = (*arr)[i].asUint();
+    if (!n || *n > uint64_t(kMaxWidth))
+      throw ModelError("key '" + k.key("rope.dimension_sections") + "' holds an invalid count");
+    c.rope_sections[i] = static_cast<int>(*n);
+  }
+}
+
 }  // namespace
 
 const char* archName(Arch a) {
@@ -175,6 +272,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
 
   const KeyReader k(file, *arch);
   c.n_layer = k.required("block_count");
+  const int n_layer_all = c.n_layer;
   // glm4moe files end with next-token-prediction (MTP) layers that only speculative
   // decoding runs (llama.cpp's glm4_moe graph skips them too).
   c.n_nextn = k.optional("nextn_predict_layers").value_or(0);
@@ -247,6 +345,14 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.clamped_swiglu = true;
       break;
     case Arch::Olmoe: c.qk_norm = QkNorm::Whole; break;
+    case Arch::Qwen35Moe:
+      // One shared expert scaled by sigmoid(ffn_gate_inp_shexp . x), as qwen2moe.
+      c.n_expert_shared = 1;
+      c.n_ff_shexp = k.optional("expert_shared_feed_forward_length").value_or(c.n_ff);
+      c.shared_expert_gated = true;
+      requireAtMost(c.n_layer, kMaxCount, "block_count");
+      readDeltaNet(file, k, c, n_layer_all);
+      break;
     case Arch::Llama: break;
   }
 
@@ -292,6 +398,9 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   require(c.rms_eps > 0.0f, "layer_norm_rms_epsilon must be > 0");
   require(c.rope_freq_base > 0.0f, "rope.freq_base must be > 0");
   require(c.n_ctx_train > 0, "context_length must be > 0");
+  if (c.arch == Arch::Qwen35Moe)
+    require(imropeUsesTextPositionsOnly(c.rope_sections, c.n_rot),
+            k.key("rope.dimension_sections") + " leaves rotated dimensions to the fourth (non-text) section");
   return c;
 }
 

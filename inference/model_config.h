@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/gguf.h"
 
@@ -16,7 +17,7 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss };
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss, Qwen35Moe };
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
 enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe: whole projection
@@ -49,6 +50,28 @@ struct MlaShape {
   int qk_dim = 0;   // qk_nope + n_rot: the width of one head's query in the file
 };
 
+// qwen35moe's gated delta-net linear attention (Qwen3.5 / Qwen3.6 MoE; keys and shapes
+// as llama.cpp's converter writes them: convert_hf_to_gguf.py Qwen3NextModel and
+// _LinearAttentionVReorderBase, src/models/qwen35moe.cpp). Per token, attn_qkv gives
+// conv_channels values [q | k | v] that go through a causal depthwise conv of width
+// conv_kernel (the last conv_kernel - 1 inputs are carried) and SiLU; q and k are
+// L2-normalised per head; each value head h keeps a head_v x head_v state S, updated
+// by the delta rule with decay exp(g) and rate beta, and reads o = S q. Value head h
+// uses key head h mod n_k_heads (the converter stores the value heads tiled).
+struct DeltaNetShape {
+  int conv_kernel = 0;  // ssm.conv_kernel
+  int head_k = 0;       // ssm.state_size: one key head's width
+  int n_k_heads = 0;    // ssm.group_count
+  int n_v_heads = 0;    // ssm.time_step_rank
+  int head_v = 0;       // ssm.inner_size / ssm.time_step_rank (== head_k)
+  int keyWidth() const { return n_k_heads * head_k; }
+  int valueWidth() const { return n_v_heads * head_v; }
+  int convChannels() const { return 2 * keyWidth() + valueWidth(); }
+  // Floats of one layer's recurrent state: the conv inputs kept, then the delta states.
+  size_t convStateFloats() const { return size_t(conv_kernel - 1) * size_t(convChannels()); }
+  size_t deltaStateFloats() const { return size_t(n_v_heads) * size_t(head_v) * size_t(head_v); }
+};
+
 struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string arch_name;   // general.architecture
@@ -57,7 +80,7 @@ struct ModelConfig {
   int n_vocab = 0;
   int n_ctx_train = 0;
   int n_layer = 0;  // layers the forward pass runs
-  int n_nextn = 0;  // glm4moe: next-token-prediction layers after them in the file, not run
+  int n_nextn = 0;  // glm4moe, qwen35moe: next-token-prediction layers after them in the file, not run
   int n_embd = 0;
   int n_head = 0;
   int n_head_kv = 0;
@@ -73,6 +96,15 @@ struct ModelConfig {
   int sliding_window = 0;
   MlaShape mla;          // deepseek2; kv_lora 0 elsewhere
   float attn_scale = 0;  // softmax scale of q.k; 0: 1 / sqrt(head_dim)
+  // qwen35moe: attn_q gives per head [q; gate] (2 x head_dim rows) and the attention
+  // output is multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate = false;
+  // qwen35moe: rope.dimension_sections (IMROPE). For text every section gets the same
+  // position, so with every rotated pair in one of the first three sections (checked)
+  // this is NEOX rope on the first n_rot dims.
+  int rope_sections[4] = {0, 0, 0, 0};
+  DeltaNetShape delta;                  // qwen35moe; conv_kernel 0 elsewhere
+  std::vector<uint8_t> recurrent;       // [n_layer]: 1 = a delta-net layer (qwen35moe)
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
@@ -99,6 +131,8 @@ struct ModelConfig {
   static constexpr float kSwigluAlpha = 1.702f, kSwigluLimit = 7.0f;
 
   bool isMla() const { return mla.kv_lora > 0; }
+  bool hasRecurrentLayers() const { return delta.conv_kernel > 0; }
+  bool isRecurrentLayer(int layer) const { return !recurrent.empty() && recurrent[size_t(layer)] != 0; }
   float attentionScale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(float(head_dim)); }
   bool groupLimited() const {
     return n_expert_groups > 1 && n_group_used > 0 && n_group_used < n_expert_groups;

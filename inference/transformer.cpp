@@ -45,8 +45,13 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
       id_(next_transformer_id.fetch_add(1, std::memory_order_relaxed)) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    k_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
-    v_cache_.push_back(backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()));
+    const bool kv = !cfg_.isRecurrentLayer(il);
+    k_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
+    v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
+  }
+  if (cfg_.hasRecurrentLayers()) {
+    recurrent_.resize(size_t(cfg_.n_layer));
+    resetRecurrentState();
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
   backend_.reserveScratch(cfg_, kMaxBatch, n_ctx);
@@ -55,8 +60,10 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
 Transformer::~Transformer() {
   h_.reset();
   s_.reset();
-  for (const KvCache& kv : k_cache_) backend_.freeKv(kv);
-  for (const KvCache& kv : v_cache_) backend_.freeKv(kv);
+  for (const KvCache& kv : k_cache_)
+    if (kv.data) backend_.freeKv(kv);
+  for (const KvCache& kv : v_cache_)
+    if (kv.data) backend_.freeKv(kv);
 }
 
 void Transformer::setHostBackend(Backend* host) {
@@ -64,7 +71,14 @@ void Transformer::setHostBackend(Backend* host) {
   if (host_ && !h_) h_ = std::make_unique<HostScratch>(backend_, cfg_, kMaxBatch);  // its device rows, now
 }
 
-void Transformer::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
+void Transformer::truncate(int n) {
+  const int keep = std::clamp(n, 0, n_past_);
+  if (cfg_.hasRecurrentLayers() && keep != n_past_) {
+    history_.resize(size_t(keep));
+    recurrent_stale_ = true;  // recomputed by the next forward (or reset, at 0)
+  }
+  n_past_ = keep;
+}
 
 void Transformer::checkCancel() const {
   if (cancel_ && cancel_->load(std::memory_order_relaxed)) throw Cancelled();
@@ -80,6 +94,7 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
     if (t < 0 || t >= cfg_.n_vocab)
       throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary (" +
                               std::to_string(cfg_.n_vocab) + ")");
+  if (recurrent_stale_) recomputeRecurrentState();
   logits.assign((all_logits ? tokens.size() : 1) * size_t(cfg_.n_vocab), 0.0f);
   const int start = n_past_;
   try {
@@ -97,8 +112,10 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
     }
   } catch (...) {
     n_past_ = start;  // a half-written step never counts as cached
+    if (cfg_.hasRecurrentLayers()) recurrent_stale_ = true;  // its state went on: recomputed
     throw;
   }
+  if (cfg_.hasRecurrentLayers()) history_.insert(history_.end(), tokens.begin(), tokens.end());
 }
 
 // One batch of n <= kMaxBatch tokens at positions n_past_..; logits go to
@@ -197,6 +214,7 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
+  if (cfg_.hasRecurrentLayers()) return false;  // the recurrence runs on the host
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
@@ -219,6 +237,8 @@ void Transformer::addBias(float* x, const float* bias, int n_rows, int width) {
 
 void Transformer::attentionBlock(int il, int n) {
   if (cfg_.isMla()) return latentAttentionBlock(il, n);
+  if (cfg_.isRecurrentLayer(il)) return deltaNetBlock(il, n);
+  if (cfg_.attn_output_gate) return gatedAttentionBlock(il, n);
   const auto& L = model_.weights().layers[il];
   const int E = cfg_.n_embd, Q = cfg_.qWidth(), KV = cfg_.kvWidth(), hd = cfg_.head_dim;
   normInput(L.attn_norm, n);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inference/backend.h"
+#include "inference/delta_net.h"
 #include "inference/expert_source.h"
 #include "inference/model.h"
 #include "inference/routing_replay.h"
@@ -59,6 +60,9 @@ class Transformer {
   int nPast() const { return n_past_; }
   int nCtx() const { return n_ctx_; }
   // Forgets cached positions from n on (keeps the shared prefix of a conversation).
+  // A model with recurrent layers (qwen35moe) cannot step its state back: after a
+  // truncate below nPast() the next forward recomputes the state from position 0
+  // over the tokens kept (state snapshots that would avoid it are not written yet).
   void truncate(int n);
   void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
@@ -86,6 +90,14 @@ class Transformer {
   bool stepStaysOnTheDevice() const;
   void attentionBlock(int il, int n);
   void latentAttentionBlock(int il, int n);  // deepseek2 (transformer_mla.cpp)
+  // qwen35moe (transformer_delta.cpp): full attention gated by sigmoid(gate), and the
+  // gated delta-net layers with their recurrent state.
+  void gatedAttentionBlock(int il, int n);
+  void deltaNetBlock(int il, int n);
+  void resetRecurrentState();
+  // Brings the recurrent state to n_past_ after a truncate or a failed step: from
+  // zero over history_'s tokens.
+  void recomputeRecurrentState();
   void normInput(const float* weight, int n);
   void denseFfn(int il, int n);
   void moeBlock(int il, int n);
@@ -130,7 +142,14 @@ class Transformer {
   // Names this sequence (its KV cache and scratch) to a backend that replays recorded steps.
   const uint64_t id_;
   int n_past_ = 0;
-  std::vector<KvCache> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width] (Backend::allocKv)
+  std::vector<KvCache> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width] (Backend::allocKv);
+                                            // empty for recurrent layers
+  // Recurrent layers (qwen35moe): each one's state after positions 0..n_past_-1 (empty
+  // for attention layers), the tokens at those positions, and whether the state is
+  // behind n_past_ (a truncate or a failed step left it so).
+  std::vector<deltanet::LayerState> recurrent_;
+  std::vector<int32_t> history_;
+  bool recurrent_stale_ = false;
   std::unique_ptr<Scratch> s_;
   Backend* host_ = nullptr;
   struct HostScratch;

@@ -44,6 +44,16 @@ struct Transformer::Scratch {
   float* mla_head = nullptr;       // [batch][kv_lora]
   float* mla_value = nullptr;      // [batch][v_dim]
   float* mla_values = nullptr;     // [batch][n_head * v_dim]
+  // qwen35moe (null elsewhere): the joint query + gate projection and the gate; a
+  // delta-net layer's projections and its output before ssm_out.
+  float* q_full = nullptr;    // [batch][n_head][2][head_dim]
+  float* gate = nullptr;      // [batch][q_width]
+  float* dn_qkv = nullptr;    // [batch][conv_channels]
+  float* dn_z = nullptr;      // [batch][value_width]
+  float* dn_alpha = nullptr;  // [batch][n_v_heads]
+  float* dn_beta = nullptr;   // [batch][n_v_heads]
+  float* dn_out = nullptr;    // [batch][value_width]
+  std::vector<float> host_rows;    // host copies of the above for the recurrence and the gate
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
   std::vector<int> chosen;         // [batch][n_expert_used]
@@ -80,6 +90,18 @@ struct Transformer::Scratch {
       mla_head = alloc(B * m.kv_lora);
       mla_value = alloc(B * m.v_dim);
       mla_values = alloc(B * c.n_head * m.v_dim);
+    }
+    if (c.attn_output_gate) {
+      q_full = alloc(B * 2 * c.qWidth());
+      gate = alloc(B * c.qWidth());
+    }
+    if (c.hasRecurrentLayers()) {
+      const DeltaNetShape& d = c.delta;
+      dn_qkv = alloc(B * d.convChannels());
+      dn_z = alloc(B * d.valueWidth());
+      dn_alpha = alloc(B * d.n_v_heads);
+      dn_beta = alloc(B * d.n_v_heads);
+      dn_out = alloc(B * d.valueWidth());
     }
     host_router.resize(B * c.n_expert);
     host_hidden.resize(B * c.n_embd);

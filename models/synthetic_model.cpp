@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "models/quant.h"
+#include "models/synthetic_fill.h"
 #include "models/synthetic_vocab.h"
 #include "models/vocab.h"
 
@@ -33,6 +34,9 @@ namespace moe::synth {
 namespace {
 
 using gguf::TensorType;
+using detail::Init;
+using detail::InitSpec;
+using detail::makeFill;
 
 // ---- deterministic random values -------------------------------------------------
 
@@ -55,13 +59,6 @@ uint64_t nameHash(const std::string& s) {
   return h;
 }
 
-enum class Init { Normal, NearOne };
-
-struct InitSpec {
-  Init kind = Init::Normal;
-  double sigma = 1.0;  // Normal: standard deviation
-};
-
 // Normal-like: the sum of four uniform 16-bit integers (Irwin-Hall, variance
 // 4 x 65536^2 / 12), centred: an exact integer, then one float multiply.
 // NearOne: 1 + k / 10240 for k uniform in [-1024, 1024], one float division.
@@ -74,6 +71,10 @@ void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
     }
     return;
   }
+  if (init.kind == Init::Decay) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = -float(128 + int(rng.next() % 2049)) / 1024.0f;
+    return;
+  }
   const float scale = float(init.sigma * std::sqrt(3.0) / 65536.0);
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t r = rng.next();
@@ -83,10 +84,12 @@ void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
   }
 }
 
+}  // namespace
+
 // The fill function of one tensor: row r (of ne0 elements) from key (seed, name, r),
 // encoded with quantizeRow. Large tensors are generated on several threads; the
 // result does not depend on the thread count.
-std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name, TensorType type,
+std::function<void(std::span<uint8_t>)> detail::makeFill(uint64_t seed, const std::string& name, TensorType type,
                                                  uint64_t ne0, uint64_t n_rows, InitSpec init) {
   const uint64_t key = mix64(seed) ^ nameHash(name);
   return [=](std::span<uint8_t> dst) {
@@ -109,6 +112,8 @@ std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::strin
     for (auto& th : threads) th.join();
   };
 }
+
+namespace {
 
 // deepseek2's per-head W_UK (qk_nope x kv_lora) and W_UV (v x kv_lora) come from one
 // stream, that of the older files' attn_kv_b (rows: per head qk_nope rows of W_UK,
@@ -191,7 +196,7 @@ class ModelBuilder {
   void layer(int l) {
     attention(l);
     // glm4moe and gpt-oss name the FFN's input norm after its place (HF post_attention_layernorm).
-    const bool post_attention_name = s_.arch == "glm4moe" || s_.arch == "gpt-oss";
+    const bool post_attention_name = s_.arch == "glm4moe" || s_.arch == "gpt-oss" || s_.arch == "qwen35moe";
     norm(blk(l, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), uint64_t(s_.n_embd));
     if (l < s_.n_leading_dense)
       denseFfn(l);
@@ -243,6 +248,7 @@ class ModelBuilder {
 
   void attention(int l) {
     if (s_.arch == "deepseek2") return latentAttention(l);
+    if (s_.arch == "qwen35moe") return detail::addQwen35Attention(s_, w_, l);
     const uint64_t d = uint64_t(s_.n_embd), hd = uint64_t(s_.head_dim);
     const uint64_t q_w = uint64_t(s_.n_head) * hd, kv_w = uint64_t(s_.n_head_kv) * hd;
     const TensorType wt = s_.weight_type;
@@ -299,7 +305,7 @@ class ModelBuilder {
       tensor(blk(l, "exp_probs_b.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
     if (s_.n_expert_shared <= 0) return;
     const uint64_t sh = uint64_t(s_.n_ff_shexp);
-    if (s_.arch == "qwen2moe")  // the shared expert's sigmoid gate, {n_embd}, F32
+    if (s_.arch == "qwen2moe" || s_.arch == "qwen35moe")  // the shared expert's sigmoid gate, {n_embd}, F32
       tensor(blk(l, "ffn_gate_inp_shexp.weight"), {d}, TensorType::F32,
              {Init::Normal, 1.0 / std::sqrt(double(d))});
     matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s_.weight_type);                  // [n_ff_shexp][n_embd]
@@ -350,7 +356,7 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   // and real files omit them, so readers must derive it.
   if (s.arch == "deepseek2") {
     writeLatentAttentionKeys(s, w);
-  } else if (s.arch == "qwen3moe" || s.head_dim * s.n_head != s.n_embd) {
+  } else if (s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.head_dim * s.n_head != s.n_embd) {
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.head_dim);
   }
@@ -360,7 +366,8 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   u32("expert_count", s.n_expert);
   u32("expert_used_count", s.n_expert_used);
   u32("expert_feed_forward_length", s.n_ff_exp);
-  if (s.arch == "qwen2moe") u32("expert_shared_feed_forward_length", s.n_ff_shexp);
+  if (s.arch == "qwen2moe" || s.arch == "qwen35moe") u32("expert_shared_feed_forward_length", s.n_ff_shexp);
+  if (s.arch == "qwen35moe") detail::writeQwen35Keys(s, w);
   if (s.arch == "deepseek" || s.arch == "deepseek2" || s.arch == "glm4moe") {
     u32("expert_shared_count", s.n_expert_shared);
     u32("leading_dense_block_count", s.n_leading_dense);
@@ -426,14 +433,22 @@ void validate(const SyntheticSpec& s) {
   if (s.arch == "deepseek2")
     require(s.kv_lora > 0 && s.v_head_dim > 0 && s.n_rot > 0 && s.n_rot < s.head_dim,
             "deepseek2 needs kv_lora, v_head_dim and 0 < n_rot < head_dim");
-  require(s.n_nextn == 0 || s.arch == "glm4moe", "next-token-prediction layers are glm4moe only");
+  require(s.n_nextn == 0 || s.arch == "glm4moe" || s.arch == "qwen35moe",
+          "next-token-prediction layers are glm4moe / qwen35moe only");
+  if (s.arch == "qwen35moe") {
+    require(s.ssm_conv_kernel > 0 && s.ssm_state > 0 && s.ssm_k_heads > 0 && s.ssm_v_heads > 0 &&
+                s.ssm_v_heads % s.ssm_k_heads == 0 && s.full_attn_interval > 0,
+            "qwen35moe needs ssm_conv_kernel, ssm_state, ssm_k_heads dividing ssm_v_heads, full_attn_interval");
+    require(s.n_expert_shared == 1 && s.n_ff_shexp > 0, "qwen35moe has one gated shared expert");
+    checkRows(s.weight_type, s.ssm_v_heads * s.ssm_state, "delta-net value");
+  }
   require(s.n_rot >= 0 && s.n_rot <= s.head_dim && s.n_rot % 2 == 0, "n_rot must be even and <= head_dim");
   require(s.n_leading_dense < s.n_layer, "at least one MoE layer");
   require(s.n_leading_dense == 0 || s.n_ff > 0, "dense layers need n_ff");
   require(s.n_vocab_target > 0, "n_vocab_target must be positive");
   if (s.n_expert_shared > 0) {
-    require(deepseek_like || s.arch == "qwen2moe",
-            "shared experts: deepseek/deepseek2/qwen2moe/glm4moe only");
+    require(deepseek_like || s.arch == "qwen2moe" || s.arch == "qwen35moe",
+            "shared experts: deepseek/deepseek2/qwen2moe/qwen35moe/glm4moe only");
     require(s.n_ff_shexp > 0, "shared experts need n_ff_shexp");
     if (deepseek_like)  // one SwiGLU of n_ff_exp x expert_shared_count
       require(s.n_ff_shexp == s.n_ff_exp * s.n_expert_shared, "deepseek n_ff_shexp != n_shared x n_ff_exp");

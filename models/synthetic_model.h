@@ -15,9 +15,9 @@ enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
   std::string name;  // general.name
-  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss
+  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss | qwen35moe
   int n_layer = 2;   // layers the forward pass runs
-  int n_nextn = 0;   // glm4moe: next-token-prediction layers written after them
+  int n_nextn = 0;   // glm4moe, qwen35moe: next-token-prediction layers written after them
   int n_rot = 0;     // rotary dimensions per head; 0: all (head_dim)
   int n_embd = 64;
   int n_head = 4;
@@ -55,6 +55,14 @@ struct SyntheticSpec {
   bool selection_bias = false;  // deepseek2: exp_probs_b
   int n_expert_groups = 0;      // expert_group_count (0: not written)
   int n_group_used = 0;
+  // qwen35moe: gated delta-net layers beside full attention (every full_attn_interval-th
+  // layer), heads of ssm_state for keys and values, IMROPE sections of the rotated pairs.
+  int full_attn_interval = 0;
+  int ssm_conv_kernel = 0;
+  int ssm_state = 0;
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  int rope_sections[4] = {0, 0, 0, 0};
   uint64_t seed = 1;
 };
 

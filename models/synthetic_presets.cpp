@@ -217,6 +217,44 @@ SyntheticSpec tinyDeepseek2() {
   return s;
 }
 
+// Qwen3.5 / Qwen3.6 MoE style (qwen35moe): every second layer full attention (Qwen3.5
+// has every fourth; 2 here so both kinds follow each other twice), the others gated
+// delta-net layers with 2 key heads and 4 value heads of 16 (more value heads than key
+// heads, as Qwen3.5's 16 / 32), a conv of width 4; full attention with a joint query +
+// gate projection, per-head QK-norm, 8 of 32 head dims rotated in IMROPE sections
+// [2, 1, 1] (Qwen3.5: 64 of 256 in [11, 11, 10]); 8 experts top-3 + a gated shared
+// expert; one next-token-prediction layer the engine must skip. Q8_0 experts, F16
+// matrices, F32 small tensors.
+SyntheticSpec tinyQwen35Moe() {
+  SyntheticSpec s = tinyBase("qwen35moe");
+  s.n_layer = 4;
+  s.n_nextn = 1;
+  s.head_dim = 32;
+  s.n_rot = 8;
+  s.rope_sections[0] = 2;
+  s.rope_sections[1] = 1;
+  s.rope_sections[2] = 1;
+  s.full_attn_interval = 2;
+  s.ssm_conv_kernel = 4;
+  s.ssm_state = 16;
+  s.ssm_k_heads = 2;
+  s.ssm_v_heads = 4;
+  s.n_expert = 8;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 32;
+  s.n_expert_shared = 1;
+  s.n_ff_shexp = 64;
+  s.n_ff = 64;
+  s.rope_freq_base = 10000000.0f;
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "qwen2";  // Qwen3.5 files carry "qwen35", which the tokenizer does not know yet
+  s.expert_type = TensorType::Q8_0;
+  s.weight_type = TensorType::F16;
+  s.seed = 911;
+  return s;
+}
+
 SyntheticSpec tinyDeepseek2Legacy() {
   SyntheticSpec s = tinyDeepseek2();
   s.name = "moechat tiny deepseek2, older layout (random weights)";
@@ -307,7 +345,7 @@ void deepseek2Preset(const std::string& n, SyntheticSpec& s) {
 }  // namespace
 
 std::vector<std::string> supportedArchs() {
-  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "deepseek2", "olmoe", "glm4moe", "gpt-oss"};
+  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "deepseek2", "olmoe", "glm4moe", "gpt-oss", "qwen35moe"};
 }
 
 std::vector<std::string> tinyVariantNames() { return {"deepseek2-legacy"}; }
@@ -322,6 +360,7 @@ SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "olmoe") return tinyOlmoe();
   if (arch == "glm4moe") return tinyGlm4Moe();
   if (arch == "gpt-oss") return tinyGptOss();
+  if (arch == "qwen35moe") return tinyQwen35Moe();
   throw std::invalid_argument("tinySpec: unsupported architecture '" + arch + "'");
 }
 

@@ -142,9 +142,9 @@ TEST(ModelConfig, selectionBiasChoosesButDoesNotWeigh) {
 
 TEST(ModelConfig, unsupportedArchitectureIsNamed) {
   gguf::GgufWriter w;
-  w.setString("general.architecture", "qwen35moe");
+  w.setString("general.architecture", "qwen3next");
   const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
-  ASSERT_TRUE(contains(msg, "unsupported architecture 'qwen35moe'") && contains(msg, "deepseek2")) << msg;
+  ASSERT_TRUE(contains(msg, "unsupported architecture 'qwen3next'") && contains(msg, "qwen35moe")) << msg;
 }
 
 TEST(ModelConfig, missingKeyIsNamed) {
@@ -237,4 +237,76 @@ TEST(ModelConfig, uncomputableTypeIsNamed) {
   auto described = Model::load(gguf::GgufFile::fromBytes(tinyModelWithUncomputedExperts()), *backend,
                                Model::Purpose::Describe);
   ASSERT_EQ(described->hostExperts()[0][0].gate.type, gguf::TensorType::I16);
+}
+
+TEST(ModelConfig, qwen35moeLayerKindsAndDeltaShape) {
+  const auto spec = synth::tinySpec("qwen35moe");
+  const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+  ASSERT_EQ(c.arch, Arch::Qwen35Moe);
+  ASSERT_EQ(c.n_layer, 4);  // the next-token-prediction layer is not run
+  ASSERT_EQ(c.n_nextn, 1);
+  // full_attention_interval 2: layers 1 and 3 attend, 0 and 2 are delta-net layers.
+  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  ASSERT_TRUE(c.attn_output_gate && c.shared_expert_gated && c.norm_topk_weights);
+  ASSERT_EQ(c.qk_norm, QkNorm::PerHead);
+  ASSERT_EQ(c.rope_style, RopeStyle::Neox);
+  ASSERT_EQ(c.n_rot, 8);
+  ASSERT_EQ(c.delta.conv_kernel, 4);
+  ASSERT_EQ(c.delta.head_k, 16);
+  ASSERT_EQ(c.delta.head_v, 16);
+  ASSERT_EQ(c.delta.n_k_heads, 2);
+  ASSERT_EQ(c.delta.n_v_heads, 4);
+  ASSERT_EQ(c.delta.convChannels(), 2 * 32 + 64);
+  ASSERT_EQ(c.n_ff_shexp, spec.n_ff_shexp);
+}
+
+TEST(ModelConfig, qwen35moeRecurrentLayerArrayWins) {
+  // llama.cpp reads attention.recurrent_layers (one flag per block, MTP layers included)
+  // before full_attention_interval.
+  auto f = rebuilt(synth::tinySpec("qwen35moe"), [](gguf::GgufWriter& w) {
+    std::vector<gguf::Value> flags;
+    for (bool b : {true, true, true, false, false}) flags.push_back(gguf::Value::ofBool(b));
+    w.setValue("qwen35moe.attention.recurrent_layers", gguf::Value::ofArray(gguf::ValueType::Bool, flags));
+  });
+  const auto c = ModelConfig::fromGguf(f);
+  ASSERT_TRUE(c.isRecurrentLayer(0) && c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  auto short_array = rebuilt(synth::tinySpec("qwen35moe"), [](gguf::GgufWriter& w) {
+    w.setValue("qwen35moe.attention.recurrent_layers",
+               gguf::Value::ofArray(gguf::ValueType::Bool, {gguf::Value::ofBool(true)}));
+  });
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(short_array); });
+  ASSERT_TRUE(contains(msg, "qwen35moe.attention.recurrent_layers")) << msg;
+}
+
+TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
+  // Each is refused by name before anything is sized from it.
+  struct Case {
+    std::function<void(gguf::GgufWriter&)> edit;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.ssm.conv_kernel", 0); }, "qwen35moe.ssm.conv_kernel"},
+      {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.ssm.inner_size", 66); }, "qwen35moe.ssm.inner_size"},
+      {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.ssm.state_size", 1u << 20); },
+       "qwen35moe.ssm.state_size"},
+      {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.ssm.time_step_rank", 3); },
+       "qwen35moe.ssm.time_step_rank"},
+      {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.full_attention_interval", 0); },
+       "qwen35moe.full_attention_interval"},
+      {[](gguf::GgufWriter& w) { w.setInt32Array("qwen35moe.rope.dimension_sections", {0, 0, 0, 4}); },
+       "qwen35moe.rope.dimension_sections"},
+  };
+  for (const Case& c : cases) {
+    auto f = rebuilt(synth::tinySpec("qwen35moe"), c.edit);
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(f); });
+    ASSERT_TRUE(contains(msg, c.expected)) << msg;
+  }
+  gguf::GgufWriter w;  // the keys of a file that lacks one of them
+  w.setString("general.architecture", "qwen35moe");
+  for (const char* k : {"block_count", "embedding_length", "attention.head_count", "expert_count",
+                        "expert_used_count", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                        "ssm.time_step_rank"})
+    w.setUint32(std::string("qwen35moe.") + k, 4);
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+  ASSERT_TRUE(contains(msg, "qwen35moe.ssm.inner_size")) << msg;
 }

@@ -41,7 +41,7 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
   if (!s.tied_output) m["output.weight"] = {{d, n_vocab}, wt};
   for (int l = 0; l < s.n_layer + s.n_nextn; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    if (l >= s.n_layer) {  // glm4moe's next-token-prediction layer adds its own four
+    if (l >= s.n_layer) {  // glm4moe's / qwen35moe's next-token-prediction layer adds its own four
       m[b + "nextn.eh_proj.weight"] = {{2 * d, d}, wt};
       for (const char* n : {"nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"})
         m[b + n] = {{d}, F32};
@@ -65,8 +65,25 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
         m[b + "attn_kv_b.weight"] = {{C, H * (N + V)}, TensorType::F16};
       }
       m[b + "attn_output.weight"] = {{H * V, d}, wt};
+    } else if (s.arch == "qwen35moe" && l < s.n_layer && (l + 1) % s.full_attn_interval != 0) {
+      // A gated delta-net layer (llama.cpp's qwen35moe loader; its MTP layer attends).
+      const uint64_t hk = s.ssm_state, nv = s.ssm_v_heads, key = uint64_t(s.ssm_k_heads) * hk, val = nv * hk;
+      m[b + "attn_qkv.weight"] = {{d, 2 * key + val}, wt};
+      m[b + "attn_gate.weight"] = {{d, val}, wt};
+      m[b + "ssm_conv1d.weight"] = {{uint64_t(s.ssm_conv_kernel), 2 * key + val}, F32};
+      m[b + "ssm_dt.bias"] = {{nv}, F32};
+      m[b + "ssm_a"] = {{nv}, F32};
+      m[b + "ssm_alpha.weight"] = {{d, nv}, F32};
+      m[b + "ssm_beta.weight"] = {{d, nv}, F32};
+      m[b + "ssm_norm.weight"] = {{hk}, F32};
+      m[b + "ssm_out.weight"] = {{val, d}, wt};
     } else {
-      m[b + "attn_q.weight"] = {{d, q}, wt};
+      // qwen35moe's query projection gives per head [q; gate]; per-head QK-norm.
+      m[b + "attn_q.weight"] = {{d, s.arch == "qwen35moe" ? 2 * q : q}, wt};
+      if (s.arch == "qwen35moe") {
+        m[b + "attn_q_norm.weight"] = {{hd}, F32};
+        m[b + "attn_k_norm.weight"] = {{hd}, F32};
+      }
       m[b + "attn_k.weight"] = {{d, kv}, wt};
       m[b + "attn_v.weight"] = {{d, kv}, wt};
       m[b + "attn_output.weight"] = {{q, d}, wt};
@@ -88,8 +105,8 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
       m[b + "attn_q_norm.weight"] = {{q}, F32};
       m[b + "attn_k_norm.weight"] = {{kv}, F32};
     }
-    m[b + (s.arch == "glm4moe" || s.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight")] = {
-        {d}, F32};
+    const bool post_attention_name = s.arch == "glm4moe" || s.arch == "gpt-oss" || s.arch == "qwen35moe";
+    m[b + (post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight")] = {{d}, F32};
     if (l < s.n_leading_dense) {
       m[b + "ffn_gate.weight"] = {{d, uint64_t(s.n_ff)}, wt};
       m[b + "ffn_up.weight"] = {{d, uint64_t(s.n_ff)}, wt};
@@ -112,7 +129,7 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
       m[b + "ffn_gate_shexp.weight"] = {{d, sh}, wt};
       m[b + "ffn_up_shexp.weight"] = {{d, sh}, wt};
       m[b + "ffn_down_shexp.weight"] = {{sh, d}, wt};
-      if (s.arch == "qwen2moe") m[b + "ffn_gate_inp_shexp.weight"] = {{d}, F32};
+      if (s.arch == "qwen2moe" || s.arch == "qwen35moe") m[b + "ffn_gate_inp_shexp.weight"] = {{d}, F32};
     }
   }
   return m;
@@ -147,7 +164,10 @@ uint64_t u(const GgufFile& f, const std::string& key) {
 // Weight statistics and router variety on one architecture's file.
 void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   // Matrices: RMS ~ gain / sqrt(fan_in) (Q4_0 adds quantisation noise: 15%).
-  const auto q = dequant(f, s.q_lora > 0 ? "blk.0.attn_q_a.weight" : "blk.0.attn_q.weight");
+  const char* q_name = s.q_lora > 0 ? "blk.0.attn_q_a.weight"
+                       : s.arch == "qwen35moe" ? "blk.0.attn_qkv.weight"  // layer 0 is a delta-net layer
+                                               : "blk.0.attn_q.weight";
+  const auto q = dequant(f, q_name);
   ASSERT_TRUE(std::abs(rms(q) * std::sqrt(double(s.n_embd)) - 1.0) < 0.15);
   const auto emb = dequant(f, "token_embd.weight");
   // Tied output: the embedding doubles as output.weight and is scaled like it.
@@ -242,6 +262,17 @@ void checkTinySpec(const std::string& arch) {
     ASSERT_EQ(*f.getString(a + "rope.scaling.type"), std::string("yarn"));
     ASSERT_EQ(u(f, a + "rope.scaling.original_context_length"), 64ull);
   }
+  if (s.arch == "qwen35moe") {  // the keys llama.cpp's qwen35moe loader reads
+    ASSERT_EQ(u(f, a + "nextn_predict_layers"), 1ull);
+    ASSERT_EQ(u(f, a + "ssm.conv_kernel"), 4ull);
+    ASSERT_EQ(u(f, a + "ssm.state_size"), 16ull);
+    ASSERT_EQ(u(f, a + "ssm.group_count"), 2ull);
+    ASSERT_EQ(u(f, a + "ssm.time_step_rank"), 4ull);
+    ASSERT_EQ(u(f, a + "ssm.inner_size"), 64ull);
+    ASSERT_EQ(u(f, a + "full_attention_interval"), 2ull);
+    ASSERT_TRUE(f.find(a + "rope.dimension_sections") != nullptr);
+    for (float x : dequant(f, "blk.0.ssm_a")) ASSERT_TRUE(x < 0.0f);  // -exp(A_log)
+  }
   if (s.arch == "glm4moe") {
     ASSERT_EQ(u(f, a + "nextn_predict_layers"), 1ull);
     ASSERT_EQ(u(f, a + "expert_gating_func"), 2ull);
@@ -325,7 +356,7 @@ TEST(Synthetic, demo) {
 TEST(Synthetic, presets) {
   ASSERT_EQ(synth::presetNames().size(), size_t(12));
   ASSERT_THROW(synth::presetSpec("DS-3"), std::invalid_argument);
-  ASSERT_THROW(synth::tinySpec("qwen35moe"), std::invalid_argument);
+  ASSERT_THROW(synth::tinySpec("qwen3next"), std::invalid_argument);
   // DeepSeek-V2-Lite (config.json): MLA with a 512 latent and 64 rope dims.
   const auto ds2 = synth::presetSpec("DS-2");
   ASSERT_EQ(ds2.arch, std::string("deepseek2"));

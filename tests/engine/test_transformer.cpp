@@ -241,3 +241,107 @@ TEST(Transformer, tiedOutputUsesEmbedding) {
   f.transformer()->forward(someTokens(3, f.model->config().n_vocab), logits);
   ASSERT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
 }
+
+// qwen35moe's delta-net layers carry a recurrent state per sequence instead of KV rows:
+// it must survive between calls (prefill, decode steps, more prefill), across prefill
+// chunks, and be rebuilt after a rollback or a step cancelled half-way.
+namespace {
+
+std::vector<float> rowsOf(const std::vector<float>& all, int first, int count, int nv) {
+  return std::vector<float>(all.begin() + size_t(first) * nv, all.begin() + size_t(first + count) * nv);
+}
+
+}  // namespace
+
+TEST(Transformer, recurrentStateCarriesAcrossTurns) {
+  EngineFixture f(synth::tinySpec("qwen35moe"));
+  const int nv = f.model->config().n_vocab;
+  const auto prompt = someTokens(7, nv, 1), reply = someTokens(5, nv, 2), next = someTokens(6, nv, 3);
+  std::vector<int32_t> whole = prompt;
+  whole.insert(whole.end(), reply.begin(), reply.end());
+  whole.insert(whole.end(), next.begin(), next.end());
+  auto scratch = f.transformer();
+  std::vector<float> ref;
+  scratch->forward(whole, ref, true);
+
+  auto t = f.transformer();
+  std::vector<float> logits;
+  t->forward(prompt, logits);  // turn 1: prefill
+  ASSERT_TRUE(relMaxDiff(logits, rowsOf(ref, 6, 1, nv)) < 1e-5);
+  for (size_t i = 0; i < reply.size(); ++i) {  // decode steps
+    t->forward(std::span(reply).subspan(i, 1), logits);
+    ASSERT_TRUE(relMaxDiff(logits, rowsOf(ref, int(prompt.size() + i), 1, nv)) < 1e-5) << "step " << i;
+  }
+  t->forward(next, logits, true);  // turn 2: prefill more tokens
+  ASSERT_TRUE(relMaxDiff(logits, rowsOf(ref, 12, 6, nv)) < 1e-5);
+  ASSERT_EQ(t->nPast(), 18);
+}
+
+TEST(Transformer, recurrentStateFollowsRollback) {
+  EngineFixture f(synth::tinySpec("qwen35moe"));
+  const int nv = f.model->config().n_vocab;
+  const auto a = someTokens(10, nv, 4), b = someTokens(4, nv, 5);
+  auto t = f.transformer();
+  std::vector<float> logits, ref;
+  t->forward(a, logits);
+  // Back to 6 tokens, then another continuation: as a fresh run over a[0..6) + b.
+  t->truncate(6);
+  ASSERT_EQ(t->nPast(), 6);
+  t->forward(b, logits, true);
+  std::vector<int32_t> whole(a.begin(), a.begin() + 6);
+  whole.insert(whole.end(), b.begin(), b.end());
+  f.transformer()->forward(whole, ref, true);
+  ASSERT_TRUE(relMaxDiff(logits, rowsOf(ref, 6, 4, nv)) < 1e-5);
+  // The state was really rebuilt: carrying the 10-token state on would differ.
+  auto stale = f.transformer();
+  stale->forward(a, logits);
+  std::vector<int32_t> longer = a;
+  longer.insert(longer.end(), b.begin(), b.end());
+  std::vector<float> other;
+  f.transformer()->forward(longer, other, true);
+  ASSERT_TRUE(relMaxDiff(rowsOf(other, 10, 4, nv), rowsOf(ref, 6, 4, nv)) > 1e-3);
+  // Back to 0: a fresh sequence.
+  t->truncate(0);
+  t->forward(b, logits, true);
+  f.transformer()->forward(b, ref, true);
+  ASSERT_TRUE(relMaxDiff(logits, ref) < 1e-5);
+}
+
+TEST(Transformer, recurrentStateSurvivesAStepCancelledHalfWay) {
+  EngineFixture f(synth::tinySpec("qwen35moe"));
+  const int nv = f.model->config().n_vocab;
+  const auto a = someTokens(5, nv, 6), b = someTokens(3, nv, 7);
+  auto t = f.transformer();
+  std::vector<float> logits, ref;
+  t->forward(a, logits);
+  // Cancel after layer 0 (a delta-net layer) has advanced its state over b.
+  std::atomic<bool> cancel{false};
+  t->setCancelFlag(&cancel);
+  t->setHiddenObserver([&](const HiddenEvent& e) {
+    if (e.index == 1) cancel = true;
+  });
+  ASSERT_THROW(t->forward(b, logits), Cancelled);
+  ASSERT_EQ(t->nPast(), 5);
+  t->setHiddenObserver(nullptr);
+  cancel = false;
+  t->forward(b, logits, true);
+  std::vector<int32_t> whole = a;
+  whole.insert(whole.end(), b.begin(), b.end());
+  f.transformer()->forward(whole, ref, true);
+  ASSERT_TRUE(relMaxDiff(logits, rowsOf(ref, 5, 3, nv)) < 1e-5);
+}
+
+TEST(Transformer, recurrentStateCrossesPrefillChunks) {
+  EngineFixture f(synth::tinySpec("qwen35moe"));
+  const int nv = f.model->config().n_vocab;
+  const int n = Transformer::kMaxBatch + 37;  // two chunks in one call
+  const auto tokens = someTokens(n, nv, 8);
+  std::vector<float> one, parts, step;
+  f.transformer(512)->forward(tokens, one, true);
+  auto t = f.transformer(512);
+  t->forward(std::span(tokens).subspan(0, 100), parts);
+  t->forward(std::span(tokens).subspan(100, n - 101), parts);
+  t->forward(std::span(tokens).subspan(n - 1, 1), step);
+  ASSERT_TRUE(relMaxDiff(step, rowsOf(one, n - 1, 1, nv)) < 1e-5);
+  ASSERT_TRUE(relMaxDiff(parts, rowsOf(one, n - 2, 1, nv)) < 1e-5);
+}

@@ -138,6 +138,11 @@ ARCH_TABLE = {
     # biases everywhere, sink logits, even layers in a sliding window, YaRN, the
     # router's softmax over its top-k logits, the clamped SwiGLU.
     "gpt-oss":  (ROPE_NEOX, True,  None,        None),
+    # Qwen3.5 / Qwen3.6 MoE (llama.cpp's qwen35moe graph and loader, its delta-net
+    # builder, convert_hf_to_gguf.py's Qwen3Next / Qwen3.5 classes): gated delta-net
+    # layers beside full attention with a joint query + gate projection (see
+    # delta_net / gated_attention); one sigmoid-gated shared expert.
+    "qwen35moe": (ROPE_NEOX, True, "sigmoid",   "per_head"),
 }
 
 
@@ -270,6 +275,13 @@ class Config:
     kv_lora_rank: int = 0
     v_head_dim: int = 0
     yarn_log_mul: float = 0.0        # rope.scaling.yarn_log_multiplier as stored (0.1 * mscale_all_dim)
+    # qwen35moe
+    recurrent: List[bool] = field(default_factory=list)   # per layer run: a delta-net layer
+    rope_sections: List[int] = field(default_factory=list)
+    ssm_conv_kernel: int = 0
+    ssm_head: int = 0                # ssm.state_size: key and value head width
+    ssm_k_heads: int = 0             # ssm.group_count
+    ssm_v_heads: int = 0             # ssm.time_step_rank
     warnings: List[str] = field(default_factory=list)
 
 
@@ -351,9 +363,27 @@ def config_from_gguf(r: GGUFReader) -> Config:
                               r.metadata.get(f"{arch}.context_length", 0))
     if yarn and mla and float(r.metadata.get(f"{arch}.rope.scaling.attn_factor", 1.0)) != 1.0:
         warnings.append(f"{arch}.rope.scaling.attn_factor != 1 ignored")
+    n_layer_all = int(key("block_count", required=True))
+    q35 = {}
+    if arch == "qwen35moe":
+        md = r.metadata
+        flags = md.get("qwen35moe.attention.recurrent_layers")
+        if flags is not None:
+            recurrent = [bool(f) for f in flags][: n_layer_all - n_nextn]
+        else:
+            interval = int(md.get("qwen35moe.full_attention_interval", 4))
+            recurrent = [(i + 1) % interval != 0 for i in range(n_layer_all - n_nextn)]
+        hk = int(md["qwen35moe.ssm.state_size"])
+        nv = int(md["qwen35moe.ssm.time_step_rank"])
+        if int(md["qwen35moe.ssm.inner_size"]) != nv * hk:
+            raise ValueError("qwen35moe: ssm.inner_size != time_step_rank * state_size")
+        q35 = dict(recurrent=recurrent, rope_sections=[int(x) for x in md["qwen35moe.rope.dimension_sections"]],
+                   ssm_conv_kernel=int(md["qwen35moe.ssm.conv_kernel"]), ssm_head=hk,
+                   ssm_k_heads=int(md["qwen35moe.ssm.group_count"]), ssm_v_heads=nv)
     return Config(
+        **q35,
         arch=arch,
-        n_layer=int(key("block_count", required=True)) - n_nextn,
+        n_layer=n_layer_all - n_nextn,
         n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
         n_rot=n_rot, n_vocab=n_vocab,
         eps=float(key("attention.layer_norm_rms_epsilon", required=True)),
@@ -638,6 +668,110 @@ def mla_attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: t
     return linear(ctx, W[p + "attn_output.weight"], act=W.act(p + "attn_output.weight"))
 
 
+def imrope_positions(sections: List[int], n_rot: int) -> List[int]:
+    """Which of the four position streams each rotated pair reads under IMROPE (ggml's
+    GGML_ROPE_TYPE_IMROPE: pair i has sector s = i mod sum(sections); s % 3 == 1 and
+    s < 3*sections[1] -> stream 1, s % 3 == 2 and s < 3*sections[2] -> 2, s % 3 == 0
+    and s < 3*sections[0] -> 0, else 3)."""
+    sec = (list(sections) + [0, 0, 0, 0])[:4]
+    total = sum(sec)
+    out = []
+    for i in range(n_rot // 2):
+        s = i % total
+        if s % 3 == 1 and s < 3 * sec[1]:
+            out.append(1)
+        elif s % 3 == 2 and s < 3 * sec[2]:
+            out.append(2)
+        elif s % 3 == 0 and s < 3 * sec[0]:
+            out.append(0)
+        else:
+            out.append(3)
+    return out
+
+
+def rope_imrope_text(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float,
+                     sections: List[int]) -> torch.Tensor:
+    """IMROPE for text tokens, written out: streams 0-2 carry the token's position,
+    stream 3 carries 0 (llama.cpp's text positions); pairs (x[i], x[i + n_rot/2])."""
+    T, H, D = x.shape
+    half = n_rot // 2
+    stream = torch.tensor(imrope_positions(sections, n_rot))
+    i = torch.arange(half, dtype=torch.float64)
+    inv_freq = base ** (-2.0 * i / n_rot)
+    pos = positions.to(torch.float64)[:, None].expand(T, half)
+    pos = torch.where(stream[None, :] == 3, torch.zeros_like(pos), pos)
+    theta = pos * inv_freq[None, :]
+    cos = torch.cos(theta).to(x.dtype)[:, None, :]
+    sin = torch.sin(theta).to(x.dtype)[:, None, :]
+    x0, x1 = x[..., :half], x[..., half:n_rot]
+    return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos, x[..., n_rot:]], dim=-1)
+
+
+def gated_attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """qwen35moe full attention: attn_q gives per head [q (head_dim); gate (head_dim)];
+    q, k RMS-normed per head, IMROPE, causal GQA softmax attention, each head's output
+    times sigmoid(gate), then attn_output.  x: (T, n_embd) normalised."""
+    T = x.shape[0]
+    p = f"blk.{L}."
+    H, Hkv, hd = cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    qg = linear(x, W[p + "attn_q.weight"], act=W.act(p + "attn_q.weight")).reshape(T, H, 2 * hd)
+    q, gate = qg[..., :hd], qg[..., hd:]
+    k = linear(x, W[p + "attn_k.weight"], act=W.act(p + "attn_k.weight")).reshape(T, Hkv, hd)
+    v = linear(x, W[p + "attn_v.weight"], act=W.act(p + "attn_v.weight")).reshape(T, Hkv, hd)
+    q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
+    k = rms_norm(k, W[p + "attn_k_norm.weight"], cfg.eps)
+    q = rope_imrope_text(q, positions, cfg.n_rot, cfg.rope_base, cfg.rope_sections)
+    k = rope_imrope_text(k, positions, cfg.n_rot, cfg.rope_base, cfg.rope_sections)
+    group = H // Hkv
+    k = k.repeat_interleave(group, dim=1)                      # query head h reads kv head h // group
+    v = v.repeat_interleave(group, dim=1)
+    scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    probs = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    ctx = torch.einsum("hts,shd->thd", probs, v) * torch.sigmoid(gate)
+    return linear(ctx.reshape(T, H * hd), W[p + "attn_output.weight"], act=W.act(p + "attn_output.weight"))
+
+
+def delta_net(cfg: Config, W: Weights, L: int, x: torch.Tensor) -> torch.Tensor:
+    """qwen35moe gated delta-net layer, the plain per-token recurrence from a zero state.
+    x: (T, n_embd) normalised. attn_qkv -> causal depthwise conv (ssm_conv1d, width K,
+    zero history) -> SiLU -> [q | k | v]; q, k L2-normalised per head (/ max(|x|, eps)),
+    q / sqrt(head); value head h reads key head h mod n_k (the converter stores value
+    heads tiled); g = softplus(ssm_alpha x + ssm_dt.bias) * ssm_a, beta = sigmoid(ssm_beta x);
+    S = exp(g) S; S += beta (v - S k) k^T; o = S q; o RMS-normed per head (ssm_norm) times
+    silu(attn_gate x); ssm_out."""
+    T = x.shape[0]
+    p = f"blk.{L}."
+    K, hk, nk, nv = cfg.ssm_conv_kernel, cfg.ssm_head, cfg.ssm_k_heads, cfg.ssm_v_heads
+    key, value = nk * hk, nv * hk
+    qkv = linear(x, W[p + "attn_qkv.weight"], act=W.act(p + "attn_qkv.weight"))            # (T, C)
+    z = linear(x, W[p + "attn_gate.weight"], act=W.act(p + "attn_gate.weight"))            # (T, value)
+    a_logit = linear(x, W[p + "ssm_alpha.weight"], act=W.act(p + "ssm_alpha.weight"))      # (T, nv)
+    b_logit = linear(x, W[p + "ssm_beta.weight"], act=W.act(p + "ssm_beta.weight"))
+    conv_w = W[p + "ssm_conv1d.weight"]                                                     # (C, K)
+    padded = torch.cat([torch.zeros(K - 1, qkv.shape[1], dtype=qkv.dtype), qkv], dim=0)
+    conv = torch.stack([(padded[t:t + K].T * conv_w).sum(dim=1) for t in range(T)])        # (T, C)
+    xs = torch.nn.functional.silu(conv)
+    q = xs[:, :key].reshape(T, nk, hk)
+    k = xs[:, key:2 * key].reshape(T, nk, hk)
+    v = xs[:, 2 * key:].reshape(T, nv, hk)
+    q = q / torch.clamp(q.norm(dim=-1, keepdim=True), min=cfg.eps) / math.sqrt(hk)
+    k = k / torch.clamp(k.norm(dim=-1, keepdim=True), min=cfg.eps)
+    g = torch.nn.functional.softplus(a_logit + W[p + "ssm_dt.bias"]) * W[p + "ssm_a"]      # (T, nv)
+    beta = torch.sigmoid(b_logit)
+    S = torch.zeros(nv, hk, hk, dtype=x.dtype)                  # S[h][value dim][key dim]
+    out = torch.zeros(T, nv, hk, dtype=x.dtype)
+    for t in range(T):
+        for h in range(nv):
+            kh = h % nk
+            S[h] = S[h] * torch.exp(g[t, h])
+            err = v[t, h] - S[h] @ k[t, kh]
+            S[h] = S[h] + beta[t, h] * torch.outer(err, k[t, kh])
+            out[t, h] = S[h] @ q[t, kh]
+    out = rms_norm(out, W[p + "ssm_norm.weight"], cfg.eps) * torch.nn.functional.silu(z.reshape(T, nv, hk))
+    return linear(out.reshape(T, value), W[p + "ssm_out.weight"], act=W.act(p + "ssm_out.weight"))
+
+
 def swiglu_ffn(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor,
                acts=(None, None, None), biases=(None, None, None), clamped: bool = False) -> torch.Tensor:
     """down(silu(gate x) * up x).  acts: activation rounding per matmul (gate, up, down).
@@ -755,9 +889,16 @@ def dense_ffn(W: Weights, L: int, x: torch.Tensor) -> torch.Tensor:
 def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, positions: torch.Tensor):
     p = f"blk.{L}."
     attn_in = rms_norm(h, W[p + "attn_norm.weight"], cfg.eps)
-    attend = mla_attention if cfg.arch == "deepseek2" else attention
-    h = h + attend(cfg, W, L, attn_in, positions)
-    norm_name = "post_attention_norm.weight" if cfg.arch in ("glm4moe", "gpt-oss") else "ffn_norm.weight"
+    if cfg.arch == "qwen35moe":
+        if cfg.recurrent[L]:
+            h = h + delta_net(cfg, W, L, attn_in)
+        else:
+            h = h + gated_attention(cfg, W, L, attn_in, positions)
+    else:
+        attend = mla_attention if cfg.arch == "deepseek2" else attention
+        h = h + attend(cfg, W, L, attn_in, positions)
+    norm_name = ("post_attention_norm.weight" if cfg.arch in ("glm4moe", "gpt-oss", "qwen35moe")
+                 else "ffn_norm.weight")
     ffn_in = rms_norm(h, W[p + norm_name], cfg.eps)
     is_dense = cfg.arch in ("deepseek", "deepseek2", "glm4moe") and L < cfg.n_leading_dense
     if is_dense or not W.has(p + "ffn_gate_inp.weight"):

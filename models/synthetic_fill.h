@@ -1,0 +1,37 @@
+// The synthetic generator's tensor fill (synthetic_model.cpp), shared with the
+// per-architecture parts that live in their own files (synthetic_qwen35.cpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "models/gguf.h"
+#include "models/synthetic_model.h"
+
+namespace moe::synth::detail {
+
+// Normal: ~N(0, sigma^2); NearOne: uniform in [0.9, 1.1] (norm weights); Decay:
+// uniform in [-2.125, -0.125] (qwen35moe's ssm_a, which stores -exp(A_log) < 0).
+enum class Init { Normal, NearOne, Decay };
+
+struct InitSpec {
+  Init kind = Init::Normal;
+  double sigma = 1.0;  // Normal: standard deviation
+};
+
+// Row r (of ne0 elements) of tensor `name` from the key (seed, name, r), encoded in `type`.
+std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name,
+                                                 gguf::TensorType type, uint64_t ne0, uint64_t n_rows,
+                                                 InitSpec init);
+
+// qwen35moe: layer l's attention tensors (a gated delta-net layer or a full-attention
+// layer with the joint query + gate projection) and the file's qwen35moe keys.
+void addQwen35Attention(const SyntheticSpec& s, gguf::GgufWriter& w, int l);
+void writeQwen35Keys(const SyntheticSpec& s, gguf::GgufWriter& w);
+// Whether layer l of a qwen35moe spec is a delta-net layer (the MTP layers after
+// n_layer are full attention).
+bool qwen35Recurrent(const SyntheticSpec& s, int l);
+
+}  // namespace moe::synth::detail
