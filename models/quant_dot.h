@@ -42,9 +42,9 @@
 //                acc = fma(float(P), d*dx, acc)
 //     IQ2_*, IQ3_*: P = sum over groups g of 8 of m_g * (sum of q*x over g), q the signed
 //                grid value, m_g = 2s + 1 (quant_grids.h)
-//                acc = fma(float(P), (d*dx) * f, acc), f = 1/8 (IQ2), 1/4 (IQ3_XXS), 1 (IQ3_S)
+//                acc = fma(float(P), (d*f) * dx, acc), f = 1/8 (IQ2), 1/4 (IQ3_XXS), 1 (IQ3_S)
 //     IQ1_S, IQ1_M: P = sum over groups g of m_g * (8 * (sum of q*x) + delta_g * (sum of x))
-//                acc = fma(float(P), (d*dx) / 8, acc)
+//                acc = fma(float(P), (d/8) * dx, acc)
 //          result = acc
 // (float(P) rounds to nearest even where |P| > 2^24, the same on every path.) A type
 // without a kernel for an instruction set runs the portable one there (the same bits). One

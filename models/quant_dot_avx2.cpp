@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "models/quant_dot_x86.h"
+#include "models/quant_grids.h"
 
 namespace moe::quant::dot {
 namespace {
@@ -171,6 +172,139 @@ struct WeightsIQ4_XS : KTraits {
   MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return broadcastWord(b.scales, j); }
 };
 
+// The grid-coded IQ types (quant_grids.h): a sub-block's 32 signed grid values (IQ1:
+// 8 * g + delta) from four table entries and their sign bits, the group multipliers
+// m = 2s + 1 as words (four per group of 8), d = the block's d times the type's factor.
+// 0xff in every byte whose sign bit is set.
+struct SignMasks {
+  uint64_t of[256];
+  constexpr SignMasks() : of{} {
+    for (int s = 0; s < 256; ++s)
+      for (int j = 0; j < 8; ++j)
+        if ((s >> j) & 1) of[s] |= uint64_t{0xff} << (8 * j);
+  }
+};
+constexpr SignMasks kSignMasks;
+
+template <TensorType Type>
+struct WeightsGrid : KTraits {
+  static constexpr bool kSigned = true;
+  static constexpr bool kIq1 = Type == TensorType::IQ1_S || Type == TensorType::IQ1_M;
+  static constexpr int kBytes = Type == TensorType::IQ2_XXS   ? grids::kIQ2_XXSBytes
+                                : Type == TensorType::IQ2_XS  ? grids::kIQ2_XSBytes
+                                : Type == TensorType::IQ2_S   ? grids::kIQ2_SBytes
+                                : Type == TensorType::IQ3_XXS ? grids::kIQ3_XXSBytes
+                                : Type == TensorType::IQ3_S   ? grids::kIQ3_SBytes
+                                : Type == TensorType::IQ1_S   ? grids::kIQ1_SBytes
+                                                              : grids::kIQ1_MBytes;
+  struct Block {
+    const uint8_t* blk;
+    float d;
+  };
+  MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
+    return {blk, grids::gridBlockD(Type, blk) * (kIq1 ? 0.125f : grids::gridFactor(Type))};
+  }
+  // Magnitudes (four 8-byte entries) with the signs of four 8-bit masks applied.
+  MOECHAT_AVX2_INLINE static __m256i signed4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint8_t s0,
+                                             uint8_t s1, uint8_t s2, uint8_t s3) {
+    const __m256i mag = _mm256_setr_epi64x(static_cast<int64_t>(g0), static_cast<int64_t>(g1),
+                                           static_cast<int64_t>(g2), static_cast<int64_t>(g3));
+    const __m256i neg =
+        _mm256_setr_epi64x(static_cast<int64_t>(kSignMasks.of[s0]), static_cast<int64_t>(kSignMasks.of[s1]),
+                           static_cast<int64_t>(kSignMasks.of[s2]), static_cast<int64_t>(kSignMasks.of[s3]));
+    return _mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg);
+  }
+  MOECHAT_AVX2_INLINE static uint32_t u32At(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int k) {
+    using namespace grids;
+    const uint8_t* blk = b.blk;
+    if constexpr (Type == TensorType::IQ2_XXS || Type == TensorType::IQ3_XXS) {
+      const uint8_t* q = blk + 2 + 8 * k;
+      const uint32_t aux = u32At(Type == TensorType::IQ2_XXS ? q + 4 : blk + 66 + 4 * k);
+      uint64_t g[4];
+      for (int l = 0; l < 4; ++l)
+        g[l] = Type == TensorType::IQ2_XXS
+                   ? kIq2xxsGrid[q[l]]
+                   : (uint64_t{kIq3xxsGrid[q[2 * l]]} | (uint64_t{kIq3xxsGrid[q[2 * l + 1]]} << 32));
+      return signed4(g[0], g[1], g[2], g[3], signBits(aux), signBits(aux >> 7), signBits(aux >> 14),
+                     signBits(aux >> 21));
+    } else if constexpr (Type == TensorType::IQ2_XS) {
+      uint16_t v[4];
+      std::memcpy(v, blk + 2 + 8 * k, 8);
+      return signed4(kIq2xsGrid[v[0] & 511], kIq2xsGrid[v[1] & 511], kIq2xsGrid[v[2] & 511],
+                     kIq2xsGrid[v[3] & 511], signBits(v[0] >> 9), signBits(v[1] >> 9), signBits(v[2] >> 9),
+                     signBits(v[3] >> 9));
+    } else if constexpr (Type == TensorType::IQ2_S) {
+      const uint8_t* qs = blk + 2 + 4 * k;
+      const uint8_t* sg = blk + 34 + 4 * k;
+      const int qh = blk[66 + k];
+      return signed4(kIq2sGrid[qs[0] | ((qh << 8) & 0x300)], kIq2sGrid[qs[1] | ((qh << 6) & 0x300)],
+                     kIq2sGrid[qs[2] | ((qh << 4) & 0x300)], kIq2sGrid[qs[3] | ((qh << 2) & 0x300)], sg[0],
+                     sg[1], sg[2], sg[3]);
+    } else if constexpr (Type == TensorType::IQ3_S) {
+      const uint8_t* q = blk + 2 + 8 * k;
+      const uint8_t* sg = blk + 74 + 4 * k;
+      const int qh = blk[66 + k];
+      uint64_t g[4];
+      for (int l = 0; l < 4; ++l)
+        g[l] = uint64_t{kIq3sGrid[q[2 * l] | (((qh >> (2 * l)) & 1) << 8)]} |
+               (uint64_t{kIq3sGrid[q[2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8)]} << 32);
+      return signed4(g[0], g[1], g[2], g[3], sg[0], sg[1], sg[2], sg[3]);
+    } else {  // IQ1_S, IQ1_M: 8 * g + delta per byte
+      uint64_t g[4];
+      int8_t delta[4];
+      if constexpr (Type == TensorType::IQ1_S) {
+        const uint16_t h = loadU16(blk + 34 + 2 * k);
+        for (int l = 0; l < 4; ++l) g[l] = kIq1sGrid[blk[2 + 4 * k + l] | (((h >> (3 * l)) & 7) << 8)];
+        delta[0] = delta[1] = delta[2] = delta[3] = (h & 0x8000) ? -1 : 1;
+      } else {
+        for (int l = 0; l < 4; ++l) {
+          const int nib = (blk[32 + 2 * k + l / 2] >> (4 * (l % 2))) & 15;
+          g[l] = kIq1sGrid[blk[4 * k + l] | ((nib & 7) << 8)];
+          delta[l] = (nib & 8) ? -1 : 1;
+        }
+      }
+      const __m256i v = _mm256_setr_epi64x(static_cast<int64_t>(g[0]), static_cast<int64_t>(g[1]),
+                                           static_cast<int64_t>(g[2]), static_cast<int64_t>(g[3]));
+      const __m256i v2 = _mm256_add_epi8(v, v), v4 = _mm256_add_epi8(v2, v2);
+      auto bytes = [](int8_t d) {
+        return d < 0 ? int64_t{-1} : int64_t{0x0101010101010101};
+      };  // -1 or +1 per byte
+      const __m256i dv =
+          _mm256_setr_epi64x(bytes(delta[0]), bytes(delta[1]), bytes(delta[2]), bytes(delta[3]));
+      return _mm256_add_epi8(_mm256_add_epi8(v4, v4), dv);
+    }
+  }
+  // Words 0-7 multiply groups 0-1 (the sub-block's first half), 8-15 groups 2-3.
+  MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int k) {
+    const uint8_t* blk = b.blk;
+    int lo = 0, hi = 0;
+    if constexpr (Type == TensorType::IQ2_XXS) {
+      lo = hi = 2 * static_cast<int>(u32At(blk + 6 + 8 * k) >> 28) + 1;
+    } else if constexpr (Type == TensorType::IQ3_XXS) {
+      lo = hi = 2 * static_cast<int>(u32At(blk + 66 + 4 * k) >> 28) + 1;
+    } else if constexpr (Type == TensorType::IQ2_XS || Type == TensorType::IQ2_S) {
+      const int sc = blk[(Type == TensorType::IQ2_XS ? 66 : 74) + k];
+      lo = 2 * (sc & 15) + 1;
+      hi = 2 * (sc >> 4) + 1;
+    } else if constexpr (Type == TensorType::IQ3_S) {
+      lo = hi = 2 * ((blk[106 + k / 2] >> (4 * (k % 2))) & 15) + 1;
+    } else if constexpr (Type == TensorType::IQ1_S) {
+      lo = hi = 2 * ((loadU16(blk + 34 + 2 * k) >> 12) & 7) + 1;
+    } else {
+      const int s = loadU16(blk + 48 + 2 * (k / 2)) >> (6 * (k % 2));
+      lo = 2 * (s & 7) + 1;
+      hi = 2 * ((s >> 3) & 7) + 1;
+    }
+    return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(lo)),
+                             _mm_set1_epi16(static_cast<int16_t>(hi)));
+  }
+};
+
 // One weight row by T activations: a block's quants and scales are unpacked once.
 template <class W, int T>
 MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
@@ -316,6 +450,13 @@ const TileTable* avx2Table(TensorType t) {
     case TensorType::Q3_K: return &TableOf<BlocksK, WeightsQ3_K>::value;
     case TensorType::Q2_K: return &TableOf<BlocksK, WeightsQ2_K>::value;
     case TensorType::IQ4_XS: return &TableOf<BlocksK, WeightsIQ4_XS>::value;
+    case TensorType::IQ1_S: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ1_S>>::value;
+    case TensorType::IQ1_M: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ1_M>>::value;
+    case TensorType::IQ2_XXS: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ2_XXS>>::value;
+    case TensorType::IQ2_XS: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ2_XS>>::value;
+    case TensorType::IQ2_S: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ2_S>>::value;
+    case TensorType::IQ3_XXS: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ3_XXS>>::value;
+    case TensorType::IQ3_S: return &TableOf<BlocksK, WeightsGrid<TensorType::IQ3_S>>::value;
     default: return nullptr;
   }
 }

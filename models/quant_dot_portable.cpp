@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "models/quant.h"
-#include "models/quant_grids.h"
 #include "models/quant_dot_kernels.h"
+#include "models/quant_grids.h"
 
 namespace moe::quant::dot {
 namespace {
@@ -242,7 +242,7 @@ float pairIQ4_XS(const uint8_t* row, const uint8_t* act, int64_t n) {
 }
 
 // The grid-coded IQ types: P = sum over the groups g of 8 of m_g * (sum of q * x)
-// (IQ1_*: m_g * (8 * sum of q * x + delta_g * sum of x)); acc = fma(P, (d*dx) * f, acc)
+// (IQ1_*: m_g * (8 * sum of q * x + delta_g * sum of x)); acc = fma(P, (d*f) * dx, acc)
 // with f the type's factor (IQ1_*: 1/8).
 float pairGrid(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) {
   const int bytes = grids::blockBytes(t);
@@ -264,7 +264,7 @@ float pairGrid(TensorType t, const uint8_t* row, const uint8_t* act, int64_t n) 
         p += s.m[l] * (iq1 ? 8 * sum + s.delta[l] * sum_x : sum);
       }
     }
-    acc = std::fma(static_cast<float>(p), (grids::gridBlockD(t, wb) * q8kScale(xb)) * factor, acc);
+    acc = std::fma(static_cast<float>(p), (grids::gridBlockD(t, wb) * factor) * q8kScale(xb), acc);
   }
   return acc;
 }

@@ -16,29 +16,39 @@ namespace {
 using gguf::TensorType;
 using layout::storeU16;
 
-// A lattice table as floats, column by column (value j of every entry together, so
-// the distances to all entries are computed in vector registers).
+// A lattice table split into halves: each entry is a pair (lo, hi) of half-patterns
+// (4 values for the 8-wide grids, 2 for the 4-wide), and the distinct half-patterns
+// are few (at most 81 over three levels, 64 over eight), so a search scores each
+// half-pattern once and then every entry with one addition.
 struct Lattice {
   int width = 8;
-  int count = 0;
-  std::vector<float> columns;  // width * count: value j of entry e at j * count + e
+  std::vector<std::array<float, 4>> halves;  // the distinct half-patterns
+  std::vector<uint8_t> lo, hi;               // per entry: its two half-patterns
   float max = 0.0f;
-  const float* column(int j) const { return columns.data() + static_cast<size_t>(j) * count; }
+  int entries() const { return static_cast<int>(lo.size()); }
 };
 
 template <class Entry>
 Lattice makeLattice(const Entry* table, int count, int width, bool is_signed) {
   Lattice lat;
   lat.width = width;
-  lat.count = count;
-  lat.columns.resize(static_cast<size_t>(count) * width);
+  const int half = width / 2;
+  auto halfIndex = [&](const std::array<float, 4>& h) {
+    for (size_t i = 0; i < lat.halves.size(); ++i)
+      if (lat.halves[i] == h) return static_cast<uint8_t>(i);
+    lat.halves.push_back(h);
+    return static_cast<uint8_t>(lat.halves.size() - 1);
+  };
   for (int e = 0; e < count; ++e) {
+    std::array<float, 4> parts[2] = {};
     for (int j = 0; j < width; ++j) {
       const auto byte = static_cast<uint8_t>(static_cast<uint64_t>(table[e]) >> (8 * j));
       const float v = is_signed ? static_cast<float>(static_cast<int8_t>(byte)) : static_cast<float>(byte);
-      lat.columns[static_cast<size_t>(j) * count + e] = v;
+      parts[j / half][j % half] = v;
       lat.max = std::max(lat.max, std::fabs(v));
     }
+    lat.lo.push_back(halfIndex(parts[0]));
+    lat.hi.push_back(halfIndex(parts[1]));
   }
   return lat;
 }
@@ -63,19 +73,25 @@ const Lattice& latticeOf(TensorType t) {
 // The entry nearest target[0..width) (least squares; the first of equals), with offset
 // added to every value.
 int nearest(const Lattice& lat, const float* target, float offset, float* err) {
-  thread_local std::vector<float> dist;
-  dist.assign(static_cast<size_t>(lat.count), 0.0f);
-  float* d = dist.data();
-  for (int j = 0; j < lat.width; ++j) {
-    const float t = target[j] - offset;
-    const float* v = lat.column(j);
-    for (int e = 0; e < lat.count; ++e) {
-      const float diff = t - v[e];
-      d[e] += diff * diff;
+  const int half = lat.width / 2;
+  float score[2][256];
+  for (int side = 0; side < 2; ++side) {
+    for (size_t p = 0; p < lat.halves.size(); ++p) {
+      float sum = 0.0f;
+      for (int j = 0; j < half; ++j) {
+        const float diff = target[side * half + j] - (lat.halves[p][j] + offset);
+        sum += diff * diff;
+      }
+      score[side][p] = sum;
     }
   }
-  const int best = static_cast<int>(std::min_element(dist.begin(), dist.end()) - dist.begin());
-  *err = dist[static_cast<size_t>(best)];
+  int best = 0;
+  float best_err = std::numeric_limits<float>::max();
+  for (int e = 0; e < lat.entries(); ++e) {
+    const float d = score[0][lat.lo[e]] + score[1][lat.hi[e]];
+    if (d < best_err) best_err = d, best = e;
+  }
+  *err = best_err;
   return best;
 }
 
@@ -203,7 +219,8 @@ void encodeBlock(TensorType t, const float* x, uint8_t* blk) {  // x: [256]
       }
       case TensorType::IQ2_XS:
         for (int l = 0; l < 4; ++l)
-          storeU16(blk + 2 + 2 * (4 * k + l), static_cast<uint16_t>(codes[l].index[0] | ((codes[l].signs & 127) << 9)));
+          storeU16(blk + 2 + 2 * (4 * k + l),
+                   static_cast<uint16_t>(codes[l].index[0] | ((codes[l].signs & 127) << 9)));
         blk[66 + k] = static_cast<uint8_t>(s | (s_hi << 4));
         break;
       case TensorType::IQ2_S:
@@ -240,7 +257,8 @@ void encodeBlock(TensorType t, const float* x, uint8_t* blk) {  // x: [256]
           blk[32 + 2 * k + l / 2] |= static_cast<uint8_t>(nib << (4 * (l % 2)));
         }
         const uint16_t bits = static_cast<uint16_t>((s | (s_hi << 3)) << (6 * (k % 2)));
-        storeU16(blk + 48 + 2 * (k / 2), static_cast<uint16_t>(layout::loadU16(blk + 48 + 2 * (k / 2)) | bits));
+        storeU16(blk + 48 + 2 * (k / 2),
+                 static_cast<uint16_t>(layout::loadU16(blk + 48 + 2 * (k / 2)) | bits));
         break;
       }
       default: layout::throwUnsupported(t, "quantizeRow");
