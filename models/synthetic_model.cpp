@@ -33,10 +33,10 @@ namespace moe::synth {
 
 namespace {
 
-using gguf::TensorType;
 using detail::Init;
 using detail::InitSpec;
 using detail::makeFill;
+using gguf::TensorType;
 
 // ---- deterministic random values -------------------------------------------------
 
@@ -89,8 +89,9 @@ void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
 // The fill function of one tensor: row r (of ne0 elements) from key (seed, name, r),
 // encoded with quantizeRow. Large tensors are generated on several threads; the
 // result does not depend on the thread count.
-std::function<void(std::span<uint8_t>)> detail::makeFill(uint64_t seed, const std::string& name, TensorType type,
-                                                 uint64_t ne0, uint64_t n_rows, InitSpec init) {
+std::function<void(std::span<uint8_t>)> detail::makeFill(uint64_t seed, const std::string& name,
+                                                         TensorType type, uint64_t ne0, uint64_t n_rows,
+                                                         InitSpec init) {
   const uint64_t key = mix64(seed) ^ nameHash(name);
   return [=](std::span<uint8_t> dst) {
     const uint64_t row_bytes = gguf::rowBytes(type, ne0);
@@ -290,10 +291,11 @@ class ModelBuilder {
     const TensorType et = s_.expert_type;
     // Router F32: llama.cpp's converter writes ffn_gate_inp as F32 and its quantizer
     // leaves it alone (it is tiny, and routing is sensitive to its precision).
-    matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);     // [n_expert][n_embd]
-    matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);                  // [n_expert][n_ff_exp][n_embd]
-    matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);                    // [n_expert][n_ff_exp][n_embd]
-    matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, et, residualGain());  // [n_expert][n_embd][n_ff_exp]
+    matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);  // [n_expert][n_embd]
+    matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);               // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);                 // [n_expert][n_ff_exp][n_embd]
+    matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, s_.expertDownType(),
+           residualGain());      // [n_expert][n_embd][n_ff_exp]
     if (s_.arch == "gpt-oss") {  // biases of the router and of every expert's projections, F32
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "ffn_gate_inp.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
@@ -436,9 +438,10 @@ void validate(const SyntheticSpec& s) {
   require(s.n_nextn == 0 || s.arch == "glm4moe" || s.arch == "qwen35moe",
           "next-token-prediction layers are glm4moe / qwen35moe only");
   if (s.arch == "qwen35moe") {
-    require(s.ssm_conv_kernel > 0 && s.ssm_state > 0 && s.ssm_k_heads > 0 && s.ssm_v_heads > 0 &&
-                s.ssm_v_heads % s.ssm_k_heads == 0 && s.full_attn_interval > 0,
-            "qwen35moe needs ssm_conv_kernel, ssm_state, ssm_k_heads dividing ssm_v_heads, full_attn_interval");
+    require(
+        s.ssm_conv_kernel > 0 && s.ssm_state > 0 && s.ssm_k_heads > 0 && s.ssm_v_heads > 0 &&
+            s.ssm_v_heads % s.ssm_k_heads == 0 && s.full_attn_interval > 0,
+        "qwen35moe needs ssm_conv_kernel, ssm_state, ssm_k_heads dividing ssm_v_heads, full_attn_interval");
     require(s.n_expert_shared == 1 && s.n_ff_shexp > 0, "qwen35moe has one gated shared expert");
     checkRows(s.weight_type, s.ssm_v_heads * s.ssm_state, "delta-net value");
   }
@@ -462,7 +465,7 @@ void validate(const SyntheticSpec& s) {
   } else {
     checkRows(wt, s.n_head * s.head_dim, "attention");
   }
-  checkRows(et, s.n_ff_exp, "n_ff_exp");
+  checkRows(s.expertDownType(), s.n_ff_exp, "n_ff_exp");
   if (s.n_leading_dense > 0) checkRows(wt, s.n_ff, "n_ff");
   if (s.n_expert_shared > 0) checkRows(wt, s.n_ff_shexp, "n_ff_shexp");
 }
@@ -485,7 +488,7 @@ SyntheticSpec fitToBlocks(SyntheticSpec s) {
     const auto traits = gguf::typeTraits(uint32_t(t));
     return traits ? int(traits->block_elems) : 1;
   };
-  const int wb = block(s.weight_type), eb = block(s.expert_type);
+  const int wb = block(s.weight_type), eb = std::lcm(block(s.expert_type), block(s.expertDownType()));
   const int both = std::lcm(wb, eb);
   auto up = [](int v, int b) { return v <= 0 ? v : (v + b - 1) / b * b; };
   s.n_embd = up(s.n_embd, both);  // ne0 of token_embd, attn_q/k/v, gate/up (experts and shared)
@@ -501,6 +504,9 @@ SyntheticSpec fitToBlocks(SyntheticSpec s) {
   } else {
     while ((s.n_head * s.head_dim) % wb != 0 || s.head_dim % 2 != 0) ++s.head_dim;  // attn_output's ne0
   }
+  if (s.arch == "qwen35moe" &&
+      s.ssm_k_heads > 0)  // ssm_out's ne0 is n_v_heads x state; k heads divide v heads
+    while ((s.ssm_v_heads * s.ssm_state) % wb != 0) s.ssm_v_heads += s.ssm_k_heads;
   return s;
 }
 

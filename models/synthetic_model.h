@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,11 @@ enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
   std::string name;  // general.name
-  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss | qwen35moe
-  int n_layer = 2;   // layers the forward pass runs
-  int n_nextn = 0;   // glm4moe, qwen35moe: next-token-prediction layers written after them
-  int n_rot = 0;     // rotary dimensions per head; 0: all (head_dim)
+  std::string
+      arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss | qwen35moe
+  int n_layer = 2;  // layers the forward pass runs
+  int n_nextn = 0;  // glm4moe, qwen35moe: next-token-prediction layers written after them
+  int n_rot = 0;    // rotary dimensions per head; 0: all (head_dim)
   int n_embd = 64;
   int n_head = 4;
   int n_head_kv = 2;
@@ -36,6 +38,10 @@ struct SyntheticSpec {
   VocabKind vocab = VocabKind::SentencePiece;
   std::string bpe_pre = "qwen2";                         // tokenizer.ggml.pre for gpt2 vocabularies
   gguf::TensorType expert_type = gguf::TensorType::F16;  // routed experts
+  // The routed experts' down projections, where they differ (low-bit mixes keep
+  // ffn_down_exps a step above gate and up, e.g. IQ3_S under IQ2_XXS).
+  std::optional<gguf::TensorType> expert_down_type;
+  gguf::TensorType expertDownType() const { return expert_down_type.value_or(expert_type); }
   gguf::TensorType weight_type = gguf::TensorType::F16;  // other matrices
   bool tied_output = false;                              // omit output.weight (tied to token_embd)
   bool qkv_bias = false;                                 // Qwen2 family, glm4moe: attn_{q,k,v}.bias

@@ -322,11 +322,11 @@ class CliTest : public QObject {
 
   void genModelInEachGridTypeThenChat_data() {
     QTest::addColumn<QString>("arch");
-    for (const char* arch : {"qwen3moe"}) QTest::newRow(arch) << arch;
+    for (const char* arch : {"qwen3moe", "qwen35moe"}) QTest::newRow(arch) << arch;
   }
   void genModelInEachGridTypeThenChat() {
     // The grid-coded IQ types of the low-bit files, as experts and as the other matrices:
-    // info names the type, generate runs, and one turn of chat.
+    // info names the type, and one turn of chat runs.
     QFETCH(QString, arch);
     for (const char* type : {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"}) {
       const QString what = arch + " " + type;
@@ -336,11 +336,20 @@ class CliTest : public QObject {
       QVERIFY2(gen.code == 0, qPrintable(what + ": " + gen.err));
       const auto info = runCli({"info", path});
       QVERIFY2(info.out.contains(QString(type).toUpper()), qPrintable(info.out));
-      const auto r = runCli({"generate", path, "-n", "4", "--temp", "0", "-p", "hello"});
-      QVERIFY2(r.code == 0 && r.err.contains("4 tokens generated"), qPrintable(what + ": " + r.err));
       const auto chat = runCli({"chat", path, "-n", "4", "--temp", "0"}, "hello\n/exit\n");
       QVERIFY2(chat.code == 0 && chat.err.contains("decode:"), qPrintable(what + ": " + chat.err));
     }
+    // A low-bit mix as the "UD" files have it: gate and up a grid type, down a step
+    // above, the other matrices a K-quant; info names each type's projections.
+    const QString mix = dir_.filePath(arch + "-ud-mix.gguf");
+    const auto gen = runCli({"gen-model", "--arch", arch, "--expert-type", "iq2_xxs", "--down-type", "iq3_s",
+                             "--weight-type", "q4_k", "-o", mix});
+    QVERIFY2(gen.code == 0, qPrintable(gen.err));
+    const auto info = runCli({"info", mix});
+    QVERIFY2(info.out.contains("expert types:    IQ2_XXS (gate, up), IQ3_S (down)"), qPrintable(info.out));
+    // Random weights may pick the end token at once: the run, not its length, is checked.
+    const auto r = runCli({"generate", mix, "-n", "4", "--temp", "0", "-p", "hello"});
+    QVERIFY2(r.code == 0 && r.err.contains("tokens generated"), qPrintable(r.err));
   }
 
   void uncomputedTypeFileIsDescribedButNotRun() {

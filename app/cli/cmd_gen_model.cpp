@@ -48,8 +48,8 @@ std::string knownPreset(const std::string& preset) {
 
 int runGenModel(const std::vector<std::string>& argv) {
   const Args args(argv,
-                  {"--arch", "--preset", "--seed", "--expert-type", "--weight-type", "--output", "--layers",
-                   "--experts", "--experts-used"},
+                  {"--arch", "--preset", "--seed", "--expert-type", "--down-type", "--weight-type",
+                   "--output", "--layers", "--experts", "--experts-used"},
                   {"--demo"}, {{"-o", "--output"}});
   synth::SyntheticSpec spec;
   const int chosen = int(args.value("--arch").has_value()) + int(args.value("--preset").has_value()) +
@@ -65,6 +65,7 @@ int runGenModel(const std::vector<std::string>& argv) {
     spec = synth::demoSpec();
   spec.seed = args.uint64Or("--seed", spec.seed);
   if (auto t = args.value("--expert-type")) spec.expert_type = parseType(*t);
+  if (auto t = args.value("--down-type")) spec.expert_down_type = parseType(*t);
   if (auto t = args.value("--weight-type")) spec.weight_type = parseType(*t);
   spec.n_layer = args.intOr("--layers", spec.n_layer);
   spec.n_expert = args.intOr("--experts", spec.n_expert);

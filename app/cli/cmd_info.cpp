@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 
@@ -80,13 +81,26 @@ ParameterCounts countParameters(const Model& m) {
   return p;
 }
 
+// The routed experts' types; a mix names each type's projections ("IQ2_XXS (gate, up),
+// IQ3_S (down)").
 std::string expertTypes(const Model& m) {
-  std::set<std::string> names;
+  std::map<std::string, std::set<std::string>> roles;
   for (const auto& layer : m.hostExperts())
-    for (const auto& e : layer)
-      names.insert(gguf::tensorTypeName(e.gate.type)), names.insert(gguf::tensorTypeName(e.down.type));
+    for (const auto& e : layer) {
+      roles[gguf::tensorTypeName(e.gate.type)].insert("gate");
+      roles[gguf::tensorTypeName(e.up.type)].insert("up");
+      roles[gguf::tensorTypeName(e.down.type)].insert("down");
+    }
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  for (const auto& [name, used] : roles) {
+    out += (out.empty() ? "" : ", ") + name;
+    if (roles.size() > 1) {
+      std::string list;
+      for (const char* role : {"gate", "up", "down"})
+        if (used.count(role)) list += (list.empty() ? "" : ", ") + std::string(role);
+      out += " (" + list + ")";
+    }
+  }
   return out;
 }
 

@@ -71,7 +71,7 @@ const CommandHelp kCommands[] = {
      true},
     {"gen-model",
      R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N] [--layers N] [--experts N]
-        [--experts-used K] [--expert-type T] [--weight-type T]
+        [--experts-used K] [--expert-type T] [--down-type T] [--weight-type T]
       write a synthetic GGUF MoE model (random weights; --demo: the --demo-random model);
       --layers, --experts, --experts-used change the shape (a tiny model of a real
       model's routing shape, for `bench --routing-trace`)
