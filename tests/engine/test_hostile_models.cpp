@@ -99,10 +99,15 @@ void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcep
 
 namespace {
 
-Bytes tinyModel(const std::function<void(gguf::GgufWriter&)>& edit = {}) {
-  auto w = synth::buildModel(synth::tinySpec("llama"));
+Bytes tinyModel(const std::function<void(gguf::GgufWriter&)>& edit = {}, const std::string& arch = "llama") {
+  auto w = synth::buildModel(synth::tinySpec(arch));
   if (edit) edit(w);
   return w.toBytes();
+}
+
+// A tiny qwen35moe (gated delta-net layers) with one metadata key changed.
+Bytes tinyDeltaNet(const std::function<void(gguf::GgufWriter&)>& edit) {
+  return tinyModel(edit, "qwen35moe");
 }
 
 // Offset of the first occurrence of a GGUF string (u64 length + bytes) in b.
@@ -195,6 +200,16 @@ std::vector<Case> cases() {
          });
        },
        {"head_count x head dimension = 4295098368 is above the supported maximum"}},
+      // the delta-net state's shape (qwen35moe), refused before anything is sized from it
+      {"products/ssm conv_kernel 0",
+       [] { return tinyDeltaNet([](auto& w) { w.setUint32("qwen35moe.ssm.conv_kernel", 0); }); },
+       {"qwen35moe.ssm.conv_kernel must be > 0"}},
+      {"products/ssm inner_size not a multiple of the value heads",
+       [] { return tinyDeltaNet([](auto& w) { w.setUint32("qwen35moe.ssm.inner_size", 63); }); },
+       {"qwen35moe.ssm.inner_size (63) must be a positive multiple of qwen35moe.ssm.time_step_rank"}},
+      {"products/ssm state_size 2^20",
+       [] { return tinyDeltaNet([](auto& w) { w.setUint32("qwen35moe.ssm.state_size", 1u << 20); }); },
+       {"qwen35moe.ssm.state_size = 1048576 is above the supported maximum"}},
       {"products/embedding_length 2^30",
        [] { return tinyModel([](auto& w) { w.setUint32("llama.embedding_length", 1u << 30); }); },
        {"embedding_length = 1073741824 is above the supported maximum"}},
