@@ -222,7 +222,6 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
-  if (cfg_.hasRecurrentLayers()) return false;  // the recurrence runs on the host
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;

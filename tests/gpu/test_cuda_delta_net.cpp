@@ -17,6 +17,7 @@
 // Each case skips (moe::test::GpuTest) when the build has no CUDA or no device is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <memory>
@@ -235,8 +236,9 @@ TEST_F(CudaDeltaNet, prefillThenDecodeMatchesCpu) {
 }
 
 // The recurrent state of a qwen35moe model on the GPU follows the sequence: after a
-// rollback the next forward recomputes it, and a step cancelled after a delta-net
-// layer has advanced its state leaves nothing behind. The reference is a fresh
+// rollback the next forward recomputes it (and decode steps replayed as graphs go on
+// from it), and a step cancelled after a delta-net layer has advanced its state leaves
+// nothing behind. The reference is a fresh
 // sequence on the GPU fed the same batches the recomputation runs (the kept tokens,
 // then the new ones), so the same kernels run and the logits must agree to rounding
 // (a different split would run other matmul kernels: here ~1e-3 apart, the Q8_0
@@ -264,10 +266,26 @@ TEST_F(CudaDeltaNet, stateLifecycleOnTheDevice) {
   for (int i = 0; i < 2; ++i) t.forward(std::span(b).subspan(size_t(i), 1), logits);  // decode steps
   t.truncate(6);
   t.forward(b, logits, true);
-  const double rollback = relMaxDiff(logits, fresh(kept, b));
-  EXPECT_LT(rollback, 1e-6) << "after a rollback";
+  double rollback = relMaxDiff(logits, fresh(kept, b));
   // The state was really rebuilt: carrying the 12-token state on would differ.
   EXPECT_GT(relMaxDiff(logits, fresh(a, b)), 1e-3);
+  // Decode steps after it (recorded as graphs, then replayed: the state's buffers are
+  // the sequence's own throughout) against a fresh sequence's.
+  {
+    moe::Transformer ref(*model, *gpu_, experts, 64);
+    std::vector<float> ref_logits;
+    ref.forward(kept, ref_logits);
+    ref.forward(b, ref_logits);
+    const uint64_t graphs = static_cast<moe::CudaBackend&>(*gpu_).stepGraphLaunches();
+    for (int32_t next : {3, 17, 5}) {
+      t.forward(std::span(&next, 1), logits);
+      ref.forward(std::span(&next, 1), ref_logits);
+      rollback = std::max(rollback, relMaxDiff(logits, ref_logits));
+    }
+    EXPECT_EQ(static_cast<moe::CudaBackend&>(*gpu_).stepGraphLaunches() - graphs, uint64_t(6))
+        << "each decode step one graph";
+  }
+  EXPECT_LT(rollback, 1e-6) << "after a rollback";
 
   // Cancelled after layer 0 (a delta-net layer) has advanced its state over b.
   t.truncate(0);
