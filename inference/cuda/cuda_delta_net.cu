@@ -105,16 +105,40 @@ __global__ void sigmoidGateKernel(float* x, const float* gate, size_t n) {
 constexpr int kRows = 4;
 constexpr int kWarps = 4;
 
+// One token's inputs to a warp: its lanes' elements of q and k, the value of each of
+// its rows, the decay and rate logits. Loaded a token ahead, so that the reads overlap
+// the arithmetic of the token before.
+template <int kPer>
+struct DeltaToken {
+  float q[kPer], k[kPer], v[kRows];
+  float alpha, beta;
+};
+
+template <int kPer>
+__device__ __forceinline__ void loadToken(const DeltaRuleLaunch& p, int t, int h, int row0, int lane,
+                                          DeltaToken<kPer>& in) {
+  const int HK = p.head_k, HV = p.head_v, key = p.n_k_heads * HK, kh = h % p.n_k_heads;
+  const float* xt = p.x + static_cast<size_t>(t) * (2 * key + p.n_v_heads * HV);
+#pragma unroll
+  for (int m = 0; m < kPer; ++m) {
+    const int j = lane + 32 * m;
+    in.q[m] = j < HK ? xt[kh * HK + j] : 0.0f;
+    in.k[m] = j < HK ? xt[key + kh * HK + j] : 0.0f;
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) in.v[r] = row0 + r < HV ? xt[2 * key + h * HV + row0 + r] : 0.0f;
+  in.alpha = p.alpha[static_cast<size_t>(t) * p.n_v_heads + h];
+  in.beta = p.beta[static_cast<size_t>(t) * p.n_v_heads + h];
+}
+
 template <int kPer>
 __global__ void __launch_bounds__(kWarps * 32) deltaRuleKernel(DeltaRuleLaunch p) {
   const int h = blockIdx.x;
   const int lane = threadIdx.x % 32;
   const int row0 = (static_cast<int>(blockIdx.y) * kWarps + static_cast<int>(threadIdx.x) / 32) * kRows;
   if (row0 >= p.head_v) return;  // the whole warp
-  const int HK = p.head_k, HV = p.head_v, NV = p.n_v_heads;
-  const int key = p.n_k_heads * HK;
-  const size_t C = static_cast<size_t>(2 * key + NV * HV), V = static_cast<size_t>(NV) * HV;
-  const int kh = h % p.n_k_heads;
+  const int HK = p.head_k, HV = p.head_v;
+  const size_t V = static_cast<size_t>(p.n_v_heads) * HV;
   float* S = p.state + static_cast<size_t>(h) * HV * HK;
 
   float s[kRows][kPer];
@@ -126,17 +150,12 @@ __global__ void __launch_bounds__(kWarps * 32) deltaRuleKernel(DeltaRuleLaunch p
       s[r][m] = i < HV && j < HK ? S[static_cast<size_t>(i) * HK + j] : 0.0f;
     }
   const float dt_bias = p.dt_bias[h], a = p.a[h];
+  DeltaToken<kPer> cur, next;
+  loadToken(p, 0, h, row0, lane, cur);
   for (int t = 0; t < p.n_tokens; ++t) {
-    const float* xt = p.x + static_cast<size_t>(t) * C;
-    float q[kPer], k[kPer];
-#pragma unroll
-    for (int m = 0; m < kPer; ++m) {
-      const int j = lane + 32 * m;
-      q[m] = j < HK ? xt[kh * HK + j] : 0.0f;
-      k[m] = j < HK ? xt[key + kh * HK + j] : 0.0f;
-    }
-    const float decay = expf(softplusOf(p.alpha[static_cast<size_t>(t) * NV + h] + dt_bias) * a);
-    const float b = sigmoidOf(p.beta[static_cast<size_t>(t) * NV + h]);
+    if (t + 1 < p.n_tokens) loadToken(p, t + 1, h, row0, lane, next);
+    const float decay = expf(softplusOf(cur.alpha + dt_bias) * a);
+    const float b = sigmoidOf(cur.beta);
     float sk[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -144,7 +163,7 @@ __global__ void __launch_bounds__(kWarps * 32) deltaRuleKernel(DeltaRuleLaunch p
 #pragma unroll
       for (int m = 0; m < kPer; ++m) {
         s[r][m] *= decay;
-        sk[r] += s[r][m] * k[m];
+        sk[r] += s[r][m] * cur.k[m];
       }
     }
     for (int off = 16; off > 0; off /= 2)
@@ -153,14 +172,12 @@ __global__ void __launch_bounds__(kWarps * 32) deltaRuleKernel(DeltaRuleLaunch p
     float oq[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int i = row0 + r;
-      const float v = i < HV ? xt[2 * key + h * HV + i] : 0.0f;
-      const float delta = (v - sk[r]) * b;
+      const float delta = (cur.v[r] - sk[r]) * b;
       oq[r] = 0.0f;
 #pragma unroll
       for (int m = 0; m < kPer; ++m) {
-        s[r][m] += k[m] * delta;
-        oq[r] += s[r][m] * q[m];
+        s[r][m] += cur.k[m] * delta;
+        oq[r] += s[r][m] * cur.q[m];
       }
     }
     for (int off = 16; off > 0; off /= 2)
@@ -172,6 +189,7 @@ __global__ void __launch_bounds__(kWarps * 32) deltaRuleKernel(DeltaRuleLaunch p
       for (int r = 0; r < kRows; ++r)
         if (row0 + r < HV) o[row0 + r] = oq[r];
     }
+    cur = next;
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
