@@ -178,6 +178,38 @@ class Backend {
   // (qwen2moe's shared-expert gate). Default: the logits to the host, then axpy per row.
   virtual void sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width);
 
+  // qwen35moe's gated delta-net layers (inference/delta_net.h has the math) and its
+  // gated full attention. The recurrent state is backend memory the caller owns and
+  // these ops advance in place. Defaults throw std::invalid_argument.
+  // Causal depthwise conv of width `kernel`, then SiLU: x, out: [n_tokens][channels]
+  // (not overlapping); weight: [channels][kernel]; state: [kernel - 1][channels] the
+  // inputs before x's first row, oldest first, advanced past x's rows.
+  virtual void convSilu(const float* x, const float* weight, float* state, float* out, int n_tokens,
+                        int channels, int kernel);
+  // In place, each of n_heads heads of head_dim floats of each row (row r at x + r *
+  // row_stride): x / max(|x|, eps) * scale.
+  virtual void l2NormHeads(float* x, int n_rows, size_t row_stride, int n_heads, int head_dim, float eps,
+                           float scale);
+  // The gated delta rule over n_tokens tokens, token after token (deltanet::deltaRule).
+  struct DeltaRuleCall {
+    const float* x = nullptr;        // [n_tokens][conv_channels]: q (normalised, scaled), k (normalised), v
+    const float* alpha = nullptr;    // [n_tokens][n_v_heads] the decay's logits
+    const float* beta = nullptr;     // [n_tokens][n_v_heads] the rate's logits
+    const float* dt_bias = nullptr;  // [n_v_heads]
+    const float* a = nullptr;        // [n_v_heads] -exp(A_log)
+    float* state = nullptr;          // [n_v_heads][head_v][head_k], advanced by the tokens
+    float* out = nullptr;            // [n_tokens][value_width]
+    int n_tokens = 0;
+    DeltaNetShape shape;
+  };
+  virtual void deltaRule(const DeltaRuleCall& call);
+  // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight * silu(gate[r])   x, gate, y: [n_rows][dim]
+  // (y may be x); weight: [dim].
+  virtual void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows,
+                            int dim, float eps);
+  // x[i] *= sigmoid(gate[i])   (the gated attention's output gate)
+  virtual void sigmoidGate(float* x, const float* gate, size_t n);
+
   // The routed experts of a MoE layer computed where the activations live, in a
   // few launches per layer (a device backend). Without it (the CPU backend) the
   // forward pass routes on the host and computes expert by expert with matmul.
@@ -300,6 +332,26 @@ inline void Backend::ropeYarn(float*, int, int, int, int, const int32_t*, float,
 
 inline void Backend::swigluClamped(const float*, const float*, float*, size_t, float, float) {
   throw std::invalid_argument(name() + ": the clamped SwiGLU is not implemented on this backend yet");
+}
+
+inline void Backend::convSilu(const float*, const float*, float*, float*, int, int, int) {
+  throw std::invalid_argument(name() + ": the delta-net conv is not implemented on this backend");
+}
+
+inline void Backend::l2NormHeads(float*, int, size_t, int, int, float, float) {
+  throw std::invalid_argument(name() + ": the per-head L2 norm is not implemented on this backend");
+}
+
+inline void Backend::deltaRule(const DeltaRuleCall&) {
+  throw std::invalid_argument(name() + ": the gated delta rule is not implemented on this backend");
+}
+
+inline void Backend::gatedRmsNorm(const float*, const float*, const float*, float*, int, int, float) {
+  throw std::invalid_argument(name() + ": the gated RMS norm is not implemented on this backend");
+}
+
+inline void Backend::sigmoidGate(float*, const float*, size_t) {
+  throw std::invalid_argument(name() + ": the sigmoid output gate is not implemented on this backend");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -4,78 +4,78 @@
 #include <cmath>
 
 namespace moe::deltanet {
-namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-// ggml's softplus: x itself above 20 (where log(1 + e^x) == x in float).
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+void convSilu(const float* x, const float* weight, float* state, float* out, int n_tokens, int channels,
+              int kernel, int c0, int c1) {
+  const size_t C = size_t(channels);
+  const int K = kernel;
+  for (int c = c0; c < c1; ++c) {
+    const float* w = weight + size_t(c) * K;
+    for (int t = 0; t < n_tokens; ++t) {
+      float acc = w[K - 1] * x[size_t(t) * C + c];
+      // Tap j reads the input at position t - (K - 1 - j): a row of x, or before
+      // the first token, conv state row t + j.
+      for (int j = 0; j < K - 1; ++j) {
+        const int p = t - (K - 1 - j);
+        acc += w[j] * (p >= 0 ? x[size_t(p) * C + c] : state[size_t(t + j) * C + c]);
+      }
+      out[size_t(t) * C + c] = silu(acc);
+    }
+    // The state's row j becomes the input at position n_tokens - (K - 1) + j; rows
+    // in ascending order read only rows above them (the older inputs kept).
+    for (int j = 0; j < K - 1; ++j) {
+      const int p = n_tokens - (K - 1) + j;
+      state[size_t(j) * C + c] = p >= 0 ? x[size_t(p) * C + c] : state[size_t(p + K - 1) * C + c];
+    }
+  }
+}
 
-// x[0..n) / max(|x|, eps), times `scale` (ggml_l2_norm's definition).
-void l2Normalise(float* x, int n, float eps, float scale) {
+void l2NormHead(float* x, int n, float eps, float scale) {
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += double(x[i]) * x[i];
   const float inv = scale / std::max(float(std::sqrt(sum)), eps);
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-}  // namespace
-
-void step(const DeltaNetShape& d, const LayerParams& p, float eps, LayerState& st, const float* qkv,
-          const float* z, const float* alpha, const float* beta, float* out, float* work) {
-  const int C = d.convChannels(), K = d.conv_kernel, HK = d.head_k, HV = d.head_v;
-  const int key = d.keyWidth();
-  // Causal conv: tap K-1 is this token, tap j < K-1 the input K-1-j tokens back
-  // (conv state row j). Then SiLU, and the state shifts by one row.
-  for (int c = 0; c < C; ++c) {
-    const float* w = p.conv + size_t(c) * K;
-    float acc = w[K - 1] * qkv[c];
-    for (int j = 0; j < K - 1; ++j) acc += w[j] * st.conv[size_t(j) * C + c];
-    work[c] = silu(acc);
-  }
-  if (K > 1) {
-    std::copy(st.conv.begin() + C, st.conv.end(), st.conv.begin());
-    std::copy(qkv, qkv + C, st.conv.end() - C);
-  }
-  float* q = work;
-  float* k = work + key;
-  const float* v = work + 2 * key;
-  const float q_scale = 1.0f / std::sqrt(float(HK));
-  for (int h = 0; h < d.n_k_heads; ++h) {
-    l2Normalise(q + size_t(h) * HK, HK, eps, q_scale);
-    l2Normalise(k + size_t(h) * HK, HK, eps, 1.0f);
-  }
-  for (int h = 0; h < d.n_v_heads; ++h) {
+void deltaRule(const DeltaNetShape& d, const float* x, const float* alpha, const float* beta,
+               const float* dt_bias, const float* a, float* state, float* out, int n_tokens, int h0, int h1) {
+  const int HK = d.head_k, HV = d.head_v, NV = d.n_v_heads;
+  const size_t C = size_t(d.convChannels()), V = size_t(d.valueWidth()), key = size_t(d.keyWidth());
+  for (int h = h0; h < h1; ++h) {
     const int kh = h % d.n_k_heads;  // tiled: value head h reads key head h mod n_k
-    const float* qh = q + size_t(kh) * HK;
-    const float* kk = k + size_t(kh) * HK;
-    const float* vh = v + size_t(h) * HV;
-    float* S = st.delta.data() + size_t(h) * HV * HK;
-    const float decay = std::exp(softplus(alpha[h] + p.dt_bias[h]) * p.a[h]);
-    const float b = sigmoid(beta[h]);
-    float* o = out + size_t(h) * HV;
-    for (int i = 0; i < HV; ++i) {
-      float* row = S + size_t(i) * HK;
-      float sk = 0;
-      for (int j = 0; j < HK; ++j) {
-        row[j] *= decay;
-        sk += row[j] * kk[j];
+    float* S = state + size_t(h) * HV * HK;
+    for (int t = 0; t < n_tokens; ++t) {
+      const float* xt = x + size_t(t) * C;
+      const float* qh = xt + size_t(kh) * HK;
+      const float* kk = xt + key + size_t(kh) * HK;
+      const float* vh = xt + 2 * key + size_t(h) * HV;
+      const float decay = std::exp(softplus(alpha[size_t(t) * NV + h] + dt_bias[h]) * a[h]);
+      const float b = sigmoid(beta[size_t(t) * NV + h]);
+      float* o = out + size_t(t) * V + size_t(h) * HV;
+      for (int i = 0; i < HV; ++i) {
+        float* row = S + size_t(i) * HK;
+        float sk = 0;
+        for (int j = 0; j < HK; ++j) {
+          row[j] *= decay;
+          sk += row[j] * kk[j];
+        }
+        const float delta = (vh[i] - sk) * b;
+        float oq = 0;
+        for (int j = 0; j < HK; ++j) {
+          row[j] += kk[j] * delta;
+          oq += row[j] * qh[j];
+        }
+        o[i] = oq;
       }
-      const float delta = (vh[i] - sk) * b;
-      float oq = 0;
-      for (int j = 0; j < HK; ++j) {
-        row[j] += kk[j] * delta;
-        oq += row[j] * qh[j];
-      }
-      o[i] = oq;
     }
-    // Gated RMS norm of the head's output.
-    double ss = 0;
-    for (int i = 0; i < HV; ++i) ss += double(o[i]) * o[i];
-    const float inv = 1.0f / std::sqrt(float(ss / HV) + eps);
-    const float* zh = z + size_t(h) * HV;
-    for (int i = 0; i < HV; ++i) o[i] = o[i] * inv * p.norm[i] * silu(zh[i]);
   }
+}
+
+void gatedRmsNormRow(const float* x, const float* weight, const float* gate, float* y, int dim, float eps) {
+  double ss = 0;
+  for (int i = 0; i < dim; ++i) ss += double(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(float(ss / dim) + eps);
+  for (int i = 0; i < dim; ++i) y[i] = x[i] * inv * weight[i] * silu(gate[i]);
 }
 
 }  // namespace moe::deltanet

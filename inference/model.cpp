@@ -252,18 +252,10 @@ class Model::Loader {
     L.dn_alpha = matrix(blk(il, "ssm_alpha.weight"), {E, NV});
     L.dn_beta = matrix(blk(il, "ssm_beta.weight"), {E, NV});
     L.dn_out = matrix(blk(il, "ssm_out.weight"), {V, E});
-    L.dn_conv = checkedHostCopy(blk(il, "ssm_conv1d.weight"), {uint64_t(d.conv_kernel), C});
-    L.dn_dt_bias = checkedHostCopy(blk(il, "ssm_dt.bias"), {NV});
-    L.dn_a = checkedHostCopy(blk(il, "ssm_a"), {NV});
-    L.dn_norm = checkedHostCopy(blk(il, "ssm_norm.weight"), {uint64_t(d.head_v)});
-  }
-
-  const float* checkedHostCopy(const std::string& name, const std::vector<uint64_t>& dims) {
-    const auto& t = find(name);
-    checkDims(t, dims);
-    checkComputable(t, /*always=*/true);
-    countedBytes_ += t.nbytes;
-    return hostCopy(name);
+    L.dn_conv = vectorOfShape(blk(il, "ssm_conv1d.weight"), {uint64_t(d.conv_kernel), C});
+    L.dn_dt_bias = vectorOfShape(blk(il, "ssm_dt.bias"), {NV});
+    L.dn_a = vectorOfShape(blk(il, "ssm_a"), {NV});
+    L.dn_norm = vectorOfShape(blk(il, "ssm_norm.weight"), {uint64_t(d.head_v)});
   }
 
   // deepseek2: the query path (direct, or through q_lora), the latent projection and

@@ -43,16 +43,16 @@ struct LayerWeights {
   std::vector<WeightView> mla_uv;    // per head, F32: rows v_dim, cols kv_lora (W_UV_h)
 
   // qwen35moe's gated delta-net layers (DeltaNetShape): the projections stay with the
-  // backend; the small per-head tensors the recurrence reads are host F32 copies.
+  // backend, and so do the small per-head tensors the recurrence reads (F32).
   WeightView dn_qkv;                  // rows conv_channels ([q | k | v]), cols n_embd
   WeightView dn_gate;                 // rows value_width (z, the output gate), cols n_embd
   WeightView dn_alpha;                // rows n_v_heads, cols n_embd
   WeightView dn_beta;                 // rows n_v_heads, cols n_embd
   WeightView dn_out;                  // rows n_embd, cols value_width
-  const float* dn_conv = nullptr;     // host [conv_channels][conv_kernel]
-  const float* dn_dt_bias = nullptr;  // host [n_v_heads]
-  const float* dn_a = nullptr;        // host [n_v_heads]: -exp(A_log)
-  const float* dn_norm = nullptr;     // host [head_v]
+  const float* dn_conv = nullptr;     // [conv_channels][conv_kernel]
+  const float* dn_dt_bias = nullptr;  // [n_v_heads]
+  const float* dn_a = nullptr;        // [n_v_heads]: -exp(A_log)
+  const float* dn_norm = nullptr;     // [head_v]
 
   // Dense FFN (deepseek's leading layers).
   WeightView ffn_gate, ffn_up;  // rows n_ff, cols n_embd

@@ -51,7 +51,11 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
   }
   if (cfg_.hasRecurrentLayers()) {
     recurrent_.resize(size_t(cfg_.n_layer));
-    resetRecurrentState();
+    for (int il = 0; il < cfg_.n_layer; ++il)
+      if (cfg_.isRecurrentLayer(il)) {  // zero-filled: the state of an empty sequence
+        recurrent_[size_t(il)].conv = backend_.allocFloats(std::max<size_t>(cfg_.delta.convStateFloats(), 1));
+        recurrent_[size_t(il)].delta = backend_.allocFloats(cfg_.delta.deltaStateFloats());
+      }
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
   backend_.reserveScratch(cfg_, kMaxBatch, n_ctx);
@@ -64,6 +68,10 @@ Transformer::~Transformer() {
     if (kv.data) backend_.freeKv(kv);
   for (const KvCache& kv : v_cache_)
     if (kv.data) backend_.freeKv(kv);
+  for (const RecurrentState& r : recurrent_) {
+    if (r.conv) backend_.freeFloats(r.conv);
+    if (r.delta) backend_.freeFloats(r.delta);
+  }
 }
 
 void Transformer::setHostBackend(Backend* host) {
@@ -111,7 +119,7 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
       }
     }
   } catch (...) {
-    n_past_ = start;  // a half-written step never counts as cached
+    n_past_ = start;                                         // a half-written step never counts as cached
     if (cfg_.hasRecurrentLayers()) recurrent_stale_ = true;  // its state went on: recomputed
     throw;
   }
@@ -214,7 +222,6 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
-  if (cfg_.hasRecurrentLayers()) return false;  // the recurrence runs on the host
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;

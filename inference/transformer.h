@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "inference/backend.h"
-#include "inference/delta_net.h"
 #include "inference/expert_source.h"
 #include "inference/model.h"
 #include "inference/routing_replay.h"
@@ -144,10 +143,15 @@ class Transformer {
   int n_past_ = 0;
   std::vector<KvCache> k_cache_, v_cache_;  // per layer: [n_ctx][kv_width] (Backend::allocKv);
                                             // empty for recurrent layers
-  // Recurrent layers (qwen35moe): each one's state after positions 0..n_past_-1 (empty
-  // for attention layers), the tokens at those positions, and whether the state is
-  // behind n_past_ (a truncate or a failed step left it so).
-  std::vector<deltanet::LayerState> recurrent_;
+  // Recurrent layers (qwen35moe): each one's state after positions 0..n_past_-1 in
+  // backend memory (null for attention layers; delta_net.h gives the layout), the
+  // tokens at those positions, and whether the state is behind n_past_ (a truncate or
+  // a failed step left it so).
+  struct RecurrentState {
+    float* conv = nullptr;   // [conv_kernel - 1][conv_channels]
+    float* delta = nullptr;  // [n_v_heads][head_v][head_k]
+  };
+  std::vector<RecurrentState> recurrent_;
   std::vector<int32_t> history_;
   bool recurrent_stale_ = false;
   std::unique_ptr<Scratch> s_;

@@ -5,9 +5,11 @@
 //   first n_rot dims: ModelConfig checks the sections), attend as usual, and each
 //   head's output is multiplied by sigmoid(gate) before attn_output;
 // - gated delta-net linear attention (delta_net.h), whose state per sequence lives
-//   here beside the KV cache and follows its lifecycle (truncate, failed steps).
-// The projections run on the backend; the recurrence and the gate on the host (a copy
-// each way per layer; on the CPU backend a memcpy). A device form is owed.
+//   here beside the KV cache, in backend memory, and follows its lifecycle (truncate,
+//   failed steps).
+// Every op runs on the backend: nothing crosses to the host, so a decode step can be
+// recorded as a graph like any other architecture's.
+#include <algorithm>
 #include <cmath>
 
 #include "inference/transformer.h"
@@ -32,15 +34,7 @@ void Transformer::gatedAttentionBlock(int il, int n) {
   backend_.storeKvPair(k_cache_[il], v_cache_[il], size_t(n_past_) * KV, s_->k, s_->v, size_t(n) * KV);
   const AttentionShape shape{H, cfg_.n_head_kv, hd, 1.0f / std::sqrt(float(hd))};
   backend_.attention(s_->q, k_cache_[il], v_cache_[il], n_past_, n, shape, s_->attn);
-
-  // attn *= sigmoid(gate), on the host.
-  const size_t count = size_t(n) * Q;
-  std::vector<float>& host = s_->host_rows;
-  host.resize(2 * count);
-  backend_.toHost(host.data(), s_->attn, count);
-  backend_.toHost(host.data() + count, s_->gate, count);
-  for (size_t i = 0; i < count; ++i) host[i] *= 1.0f / (1.0f + std::exp(-host[count + i]));
-  backend_.fromHost(s_->attn, host.data(), count);
+  backend_.sigmoidGate(s_->attn, s_->gate, size_t(n) * Q);
   backend_.matmul(L.wo, s_->attn, s_->out, n);
   pending_residual_ = s_->out;
 }
@@ -48,43 +42,41 @@ void Transformer::gatedAttentionBlock(int il, int n) {
 void Transformer::deltaNetBlock(int il, int n) {
   const auto& L = model_.weights().layers[il];
   const DeltaNetShape& d = cfg_.delta;
-  const size_t C = d.convChannels(), V = d.valueWidth(), NV = d.n_v_heads;
+  const int C = d.convChannels(), key = d.keyWidth();
   normInput(L.attn_norm, n);
   const Backend::MatmulJob jobs[] = {{L.dn_qkv, s_->xn, s_->dn_qkv, n},
                                      {L.dn_gate, s_->xn, s_->dn_z, n},
                                      {L.dn_alpha, s_->xn, s_->dn_alpha, n},
                                      {L.dn_beta, s_->xn, s_->dn_beta, n}};
   backend_.matmulMany(jobs);
-
-  // Host rows: qkv [n][C], z [n][V], alpha [n][NV], beta [n][NV], out [n][V], work [C].
-  std::vector<float>& host = s_->host_rows;
-  host.resize(size_t(n) * (C + 2 * V + 2 * NV) + C);
-  float* qkv = host.data();
-  float* z = qkv + size_t(n) * C;
-  float* alpha = z + size_t(n) * V;
-  float* beta = alpha + size_t(n) * NV;
-  float* out = beta + size_t(n) * NV;
-  float* work = out + size_t(n) * V;
-  backend_.toHost(qkv, s_->dn_qkv, size_t(n) * C);
-  backend_.toHost(z, s_->dn_z, size_t(n) * V);
-  backend_.toHost(alpha, s_->dn_alpha, size_t(n) * NV);
-  backend_.toHost(beta, s_->dn_beta, size_t(n) * NV);
-
+  const RecurrentState& state = recurrent_[size_t(il)];
+  // The conv's output in dn_conv: [n][C] = q | k | v per token.
+  backend_.convSilu(s_->dn_qkv, L.dn_conv, state.conv, s_->dn_conv, n, C, d.conv_kernel);
+  backend_.l2NormHeads(s_->dn_conv, n, size_t(C), d.n_k_heads, d.head_k, cfg_.rms_eps,
+                       1.0f / std::sqrt(float(d.head_k)));
+  backend_.l2NormHeads(s_->dn_conv + key, n, size_t(C), d.n_k_heads, d.head_k, cfg_.rms_eps, 1.0f);
   // The recurrence, token after token (a chunked form for prefill is owed).
-  const deltanet::LayerParams params{L.dn_conv, L.dn_dt_bias, L.dn_a, L.dn_norm};
-  deltanet::LayerState& state = recurrent_[size_t(il)];
-  for (int t = 0; t < n; ++t)
-    deltanet::step(d, params, cfg_.rms_eps, state, qkv + size_t(t) * C, z + size_t(t) * V,
-                   alpha + size_t(t) * NV, beta + size_t(t) * NV, out + size_t(t) * V, work);
-
-  backend_.fromHost(s_->dn_out, out, size_t(n) * V);
+  Backend::DeltaRuleCall call;
+  call.x = s_->dn_conv;
+  call.alpha = s_->dn_alpha;
+  call.beta = s_->dn_beta;
+  call.dt_bias = L.dn_dt_bias;
+  call.a = L.dn_a;
+  call.state = state.delta;
+  call.out = s_->dn_out;
+  call.n_tokens = n;
+  call.shape = d;
+  backend_.deltaRule(call);
+  backend_.gatedRmsNorm(s_->dn_out, L.dn_norm, s_->dn_z, s_->dn_out, n * d.n_v_heads, d.head_v, cfg_.rms_eps);
   backend_.matmul(L.dn_out, s_->dn_out, s_->out, n);
   pending_residual_ = s_->out;
 }
 
 void Transformer::resetRecurrentState() {
-  for (int il = 0; il < cfg_.n_layer; ++il)
-    if (cfg_.isRecurrentLayer(il)) recurrent_[size_t(il)].reset(cfg_.delta);
+  for (const RecurrentState& r : recurrent_) {
+    if (r.conv) backend_.zero(r.conv, std::max<size_t>(cfg_.delta.convStateFloats(), 1));
+    if (r.delta) backend_.zero(r.delta, cfg_.delta.deltaStateFloats());
+  }
   recurrent_stale_ = false;
 }
 

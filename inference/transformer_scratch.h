@@ -36,24 +36,24 @@ struct Transformer::Scratch {
   // stage, the latent projection [c, k_pe], the normed latent, one head's query
   // without rope, one head's product with W_UK^T or latent output, one head's
   // value, and every head's value side by side.
-  float* mla_q = nullptr;          // [batch][n_head * qk_dim]
-  float* mla_q_a = nullptr;        // [batch][q_lora]
-  float* mla_kv_a = nullptr;       // [batch][kv_lora + n_rot]
-  float* mla_latent = nullptr;     // [batch][kv_lora]
-  float* mla_nope = nullptr;       // [batch][qk_nope]
-  float* mla_head = nullptr;       // [batch][kv_lora]
-  float* mla_value = nullptr;      // [batch][v_dim]
-  float* mla_values = nullptr;     // [batch][n_head * v_dim]
+  float* mla_q = nullptr;       // [batch][n_head * qk_dim]
+  float* mla_q_a = nullptr;     // [batch][q_lora]
+  float* mla_kv_a = nullptr;    // [batch][kv_lora + n_rot]
+  float* mla_latent = nullptr;  // [batch][kv_lora]
+  float* mla_nope = nullptr;    // [batch][qk_nope]
+  float* mla_head = nullptr;    // [batch][kv_lora]
+  float* mla_value = nullptr;   // [batch][v_dim]
+  float* mla_values = nullptr;  // [batch][n_head * v_dim]
   // qwen35moe (null elsewhere): the joint query + gate projection and the gate; a
   // delta-net layer's projections and its output before ssm_out.
-  float* q_full = nullptr;    // [batch][n_head][2][head_dim]
-  float* gate = nullptr;      // [batch][q_width]
-  float* dn_qkv = nullptr;    // [batch][conv_channels]
-  float* dn_z = nullptr;      // [batch][value_width]
-  float* dn_alpha = nullptr;  // [batch][n_v_heads]
-  float* dn_beta = nullptr;   // [batch][n_v_heads]
-  float* dn_out = nullptr;    // [batch][value_width]
-  std::vector<float> host_rows;    // host copies of the above for the recurrence and the gate
+  float* q_full = nullptr;         // [batch][n_head][2][head_dim]
+  float* gate = nullptr;           // [batch][q_width]
+  float* dn_qkv = nullptr;         // [batch][conv_channels]
+  float* dn_conv = nullptr;        // [batch][conv_channels] the conv's output: q | k | v
+  float* dn_z = nullptr;           // [batch][value_width]
+  float* dn_alpha = nullptr;       // [batch][n_v_heads]
+  float* dn_beta = nullptr;        // [batch][n_v_heads]
+  float* dn_out = nullptr;         // [batch][value_width]
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
   std::vector<int> chosen;         // [batch][n_expert_used]
@@ -98,6 +98,7 @@ struct Transformer::Scratch {
     if (c.hasRecurrentLayers()) {
       const DeltaNetShape& d = c.delta;
       dn_qkv = alloc(B * d.convChannels());
+      dn_conv = alloc(B * d.convChannels());
       dn_z = alloc(B * d.valueWidth());
       dn_alpha = alloc(B * d.n_v_heads);
       dn_beta = alloc(B * d.n_v_heads);

@@ -79,6 +79,15 @@ class CpuBackend final : public Backend {
   void axpy(float* y, const float* x, float a, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;
   void zero(float* y, size_t n) override;
+  // qwen35moe (cpu_delta_net.cpp): deltanet::'s functions, channels and heads in parallel.
+  void convSilu(const float* x, const float* weight, float* state, float* out, int n_tokens, int channels,
+                int kernel) override;
+  void l2NormHeads(float* x, int n_rows, size_t row_stride, int n_heads, int head_dim, float eps,
+                   float scale) override;
+  void deltaRule(const DeltaRuleCall& call) override;
+  void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
+                    float eps) override;
+  void sigmoidGate(float* x, const float* gate, size_t n) override;
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override {}

@@ -82,6 +82,15 @@ class CudaBackend final : public Backend {
                 size_t n_rows) override;
   void zero(float* y, size_t n) override;
   void sigmoidGatedAdd(float* y, const float* x, const float* gate_logits, int n_rows, int width) override;
+  // qwen35moe (cuda_backend_delta.cpp): key heads up to cuda::kMaxDeltaHeadK.
+  void convSilu(const float* x, const float* weight, float* state, float* out, int n_tokens, int channels,
+                int kernel) override;
+  void l2NormHeads(float* x, int n_rows, size_t row_stride, int n_heads, int head_dim, float eps,
+                   float scale) override;
+  void deltaRule(const DeltaRuleCall& call) override;
+  void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
+                    float eps) override;
+  void sigmoidGate(float* x, const float* gate, size_t n) override;
   bool computesMoe() const override { return true; }
   void routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
                  int32_t* host_ids, float* host_weights) override;

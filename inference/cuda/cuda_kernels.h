@@ -202,6 +202,35 @@ void launchAttention(const float* q, const __half* k_cache, const __half* v_cach
                      float* out, float* scratch, size_t scratch_bytes, cudaStream_t stream,
                      const DevicePosition& device_pos = {});
 
+// qwen35moe's gated delta-net (cuda_delta_net.cu; inference/delta_net.h has the math).
+// x, out: [n_tokens][channels]; weight: [channels][kernel]; state: [kernel - 1][channels]
+// the inputs before x's first row, advanced past its rows. out = silu(conv).
+void launchConvSilu(const float* x, const float* weight, float* state, float* out, int n_tokens, int channels,
+                    int kernel, cudaStream_t stream);
+// In place, each of n_heads heads of head_dim floats of each row (at x + r * row_stride):
+// x / max(|x|, eps) * scale.
+void launchL2NormHeads(float* x, int n_rows, size_t row_stride, int n_heads, int head_dim, float eps,
+                       float scale, cudaStream_t stream);
+// The widest key head the delta rule takes (its state rows live in registers).
+inline constexpr int kMaxDeltaHeadK = 256;
+struct DeltaRuleLaunch {
+  const float* x = nullptr;        // [n_tokens][2 * n_k_heads * head_k + n_v_heads * head_v]: q | k | v
+  const float* alpha = nullptr;    // [n_tokens][n_v_heads]
+  const float* beta = nullptr;     // [n_tokens][n_v_heads]
+  const float* dt_bias = nullptr;  // [n_v_heads]
+  const float* a = nullptr;        // [n_v_heads]
+  float* state = nullptr;          // [n_v_heads][head_v][head_k], advanced
+  float* out = nullptr;            // [n_tokens][n_v_heads * head_v]
+  int n_tokens = 0, head_k = 0, head_v = 0, n_k_heads = 0, n_v_heads = 0;
+};
+void launchDeltaRule(const DeltaRuleLaunch& p, cudaStream_t stream);
+// y = x / sqrt(mean(x^2) + eps) * weight * silu(gate), per row; x, gate, y: [n_rows][dim]
+// (y may be x); weight: [dim].
+void launchGatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
+                        float eps, cudaStream_t stream);
+// x[i] *= sigmoid(gate[i]).
+void launchSigmoidGate(float* x, const float* gate, size_t n, cudaStream_t stream);
+
 // out[i] = the gated activation of gate[i] and up[i].
 void launchSwiglu(const float* gate, const float* up, float* out, size_t n, const Activation& act,
                   cudaStream_t stream);

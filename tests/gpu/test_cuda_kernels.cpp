@@ -547,9 +547,7 @@ constexpr double kForwardBoundQuantised = 1.5e-2;  // 8-bit activations (see the
 
 TEST_F(CudaKernels, forwardMatchesCpu) {
   std::vector<moe::synth::SyntheticSpec> specs;
-  for (const std::string& arch : moe::synth::supportedArchs())
-    if (arch != "qwen35moe")  // its delta-net layers have no CUDA path yet
-      specs.push_back(moe::synth::tinySpec(arch));
+  for (const std::string& arch : moe::synth::supportedArchs()) specs.push_back(moe::synth::tinySpec(arch));
   specs.push_back(moe::synth::tinySpec("deepseek2-legacy"));  // attn_kv_b, q without q_lora, no groups
   for (auto [arch, et, wt] : {std::tuple{"llama", TensorType::Q4_K, TensorType::Q6_K},
                               std::tuple{"qwen2moe", TensorType::Q5_K, TensorType::Q4_K}}) {
