@@ -248,7 +248,7 @@ SyntheticSpec tinyQwen35Moe() {
   s.rope_freq_base = 10000000.0f;
   s.n_vocab_target = 352;
   s.vocab = VocabKind::Gpt2Bpe;
-  s.bpe_pre = "qwen2";  // Qwen3.5 files carry "qwen35", which the tokenizer does not know yet
+  s.bpe_pre = "qwen35";  // what Qwen3.5 / Qwen3.6 files carry
   s.expert_type = TensorType::Q8_0;
   s.weight_type = TensorType::F16;
   s.seed = 911;
