@@ -10,7 +10,9 @@
 
 namespace moe {
 
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony };
+// Qwen35: ChatML with Qwen3.5's reasoning block (the generation prompt opens
+// "<think>\n"; earlier replies are carried without their reasoning).
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"

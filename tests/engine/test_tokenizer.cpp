@@ -610,6 +610,10 @@ TEST(Tokenizer, chatFamilyFromGguf) {
       {"olmoe", "olmoe", "", ChatFamily::Olmoe},
       {"glm4moe", "glm4moe", "", ChatFamily::Glm},
       {"gpt-oss", "gpt-oss", "", ChatFamily::Harmony},
+      {"qwen35moe", "qwen35moe", "", ChatFamily::Qwen35},
+      // Qwen3.5's own template is ChatML with the reasoning block: the architecture tells.
+      {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}", ChatFamily::Qwen35},
+      {"qwen35moe with a glm template", "qwen35moe", "[gMASK]<sop>", ChatFamily::Glm},
       {"glm template", "qwen2moe", "[gMASK]<sop>{% for m in messages %}", ChatFamily::Glm},
       {"llama with chatml template", "llama", "{{'<|im_start|>' + role}}", ChatFamily::ChatML},
   };
