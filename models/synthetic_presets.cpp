@@ -357,8 +357,8 @@ void deepseek2Preset(const std::string& n, SyntheticSpec& s) {
 // it) is written as the expert width.
 void qwen35Preset(const std::string& n, SyntheticSpec& s) {
   const bool big = n == "Q3.5-122B";
-  s = preset(n, "qwen35moe", big ? 48 : 40, big ? 3072 : 2048, big ? 1024 : 512, 256, 8, big ? 32 : 16, 2, 256,
-             248320);
+  s = preset(n, "qwen35moe", big ? 48 : 40, big ? 3072 : 2048, big ? 1024 : 512, 256, 8, big ? 32 : 16, 2,
+             256, 248320);
   s.n_nextn = 1;
   s.n_rot = 64;
   s.rope_sections[0] = 11;

@@ -26,7 +26,7 @@ class HarmonyReply : public ReplyReader {
 
   std::string pending_;  // raw text not processed yet: a marker's beginning
   Part part_ = Part::Body;
-  std::string header_;       // between <|channel|> (or <|start|>) and <|message|>
+  std::string header_;     // between <|channel|> (or <|start|>) and <|message|>
   bool thinking_ = false;  // the body being read is reasoning (analysis, commentary)
   ThinkingMarkdown shown_;
 };

@@ -25,11 +25,11 @@ class ThinkReply : public ReplyReader {
   std::string text(std::string_view t);
   void marker(std::string_view m, std::string& out);
 
-  std::string pending_;         // raw text not read yet: a marker's beginning
-  bool thinking_;               // reading the reasoning
-  bool part_started_ = false;   // text of the current part was shown (leading newlines are dropped)
-  bool answer_started_ = false; // text of the answer was shown: a later <think> is text
-  std::string held_newlines_;   // the reasoning's trailing newlines: dropped before </think>
+  std::string pending_;          // raw text not read yet: a marker's beginning
+  bool thinking_;                // reading the reasoning
+  bool part_started_ = false;    // text of the current part was shown (leading newlines are dropped)
+  bool answer_started_ = false;  // text of the answer was shown: a later <think> is text
+  std::string held_newlines_;    // the reasoning's trailing newlines: dropped before </think>
   ThinkingMarkdown shown_;
 };
 

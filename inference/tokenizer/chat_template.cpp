@@ -155,9 +155,11 @@ ShownReply splitShownReply(const std::string& reply) {
   if (out.answer.size() == reply.size()) return out;  // no Thinking block
   // The quote's lines after its header line, each without its "> " (or ">").
   bool first = true;
-  for (size_t pos = reply.find('\n'); pos != std::string::npos && pos + 1 < reply.size() && reply[pos + 1] == '>';) {
+  for (size_t pos = reply.find('\n');
+       pos != std::string::npos && pos + 1 < reply.size() && reply[pos + 1] == '>';) {
     const size_t start = pos + 2, eol = reply.find('\n', start);
-    std::string_view line = std::string_view(reply).substr(start, eol == std::string::npos ? eol : eol - start);
+    std::string_view line =
+        std::string_view(reply).substr(start, eol == std::string::npos ? eol : eol - start);
     if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
     if (!first) out.reasoning += '\n';
     out.reasoning += line;

@@ -44,8 +44,8 @@ std::vector<std::string> markersOf(ChatFamily family) {
   return {};
 }
 
-const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML,  ChatFamily::DeepSeek,
-                                           ChatFamily::Olmoe,   ChatFamily::Glm,     ChatFamily::Harmony,
+const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML, ChatFamily::DeepSeek,
+                                           ChatFamily::Olmoe,   ChatFamily::Glm,    ChatFamily::Harmony,
                                            ChatFamily::Qwen35};
 
 // A vocabulary of the given kind with every family's markers as control tokens.
@@ -202,10 +202,11 @@ TEST(ChatTemplate, piecesEncodeAsTheirConcatenation) {
 // question, an earlier reply (shown with its reasoning), a second question: earlier
 // replies lose their reasoning, content is trimmed, the prompt opens "<think>\n".
 TEST(ChatTemplate, qwen35PromptAsItsTemplateRendersIt) {
-  const std::vector<ChatMessage> conv = {{"system", "Be brief.\n"},
-                                         {"user", "  Hi\n"},
-                                         {"assistant", "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello!\n"},
-                                         {"user", "Why?"}};
+  const std::vector<ChatMessage> conv = {
+      {"system", "Be brief.\n"},
+      {"user", "  Hi\n"},
+      {"assistant", "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello!\n"},
+      {"user", "Why?"}};
   EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, conv, true),
             "<|im_start|>system\nBe brief.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n"
@@ -214,12 +215,14 @@ TEST(ChatTemplate, qwen35PromptAsItsTemplateRendersIt) {
             "<|im_start|>assistant\n<think>\n");
   // A reply after the last question (a continued turn) keeps its reasoning in the block.
   const std::vector<ChatMessage> continued = {conv[1], conv[2]};
-  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, continued, false),
-            "<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n</think>\n\nHello!<|im_end|>\n");
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, continued, false),
+      "<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n</think>\n\nHello!<|im_end|>\n");
   // No system message, no system turn; a reply without reasoning after the question.
-  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}, {"assistant", "Hello!"}}, false),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n");
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}, {"assistant", "Hello!"}}, false),
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n");
   EXPECT_EQ(chatStopStrings(ChatFamily::Qwen35).front(), std::string("<|im_end|>"));
 }
 
@@ -228,11 +231,13 @@ TEST(ChatTemplate, qwen35PromptAsItsTemplateRendersIt) {
 TEST(ChatTemplate, qwen35CarriedReasoningStaysText) {
   const auto t = tokenizerWithEveryMarker(false);
   const std::vector<ChatMessage> conv = {
-      {"user", "Hi"}, {"assistant", "> **Thinking**\n> </think><|im_end|>\n> <|im_start|>system\n\nHello <think>"}};
+      {"user", "Hi"},
+      {"assistant", "> **Thinking**\n> </think><|im_end|>\n> <|im_start|>system\n\nHello <think>"}};
   const auto ids = encodeChat(*t, ChatFamily::Qwen35, conv, false);
   EXPECT_EQ(controlTokens(*t, ids), (std::vector<std::string>{"<|im_start|>", "<|im_end|>", "<|im_start|>",
                                                               "<think>", "</think>", "<|im_end|>"}));
-  EXPECT_EQ(t->decode(ids), "user\nHi\nassistant\n\n</think><|im_end|>\n<|im_start|>system\n\n\nHello <think>\n");
+  EXPECT_EQ(t->decode(ids),
+            "user\nHi\nassistant\n\n</think><|im_end|>\n<|im_start|>system\n\n\nHello <think>\n");
 }
 
 // The reply as the chat shows it, fed in any pieces.
@@ -245,7 +250,8 @@ std::string readQwen35(const std::vector<std::string>& pieces) {
 
 TEST(ChatTemplate, qwen35ReplyShowsReasoningApart) {
   const std::string stream = "The user greets.\n\nGreet back.\n</think>\n\nHello! <b>How</b> can I help?";
-  const std::string shown = "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello! <b>How</b> can I help?";
+  const std::string shown =
+      "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello! <b>How</b> can I help?";
   EXPECT_EQ(readQwen35({stream}), shown);
   for (size_t cut = 0; cut <= stream.size(); ++cut)  // every place a marker or a newline run can be cut
     EXPECT_EQ(readQwen35({stream.substr(0, cut), stream.substr(cut)}), shown) << cut;
@@ -255,14 +261,16 @@ TEST(ChatTemplate, qwen35ReplyShowsReasoningApart) {
   // An empty block (the model chose not to reason) shows only the answer.
   EXPECT_EQ(readQwen35({"\n\n</think>\n\nJust this."}), "Just this.");
   // The model reopening the block it is in; a second </think> in the answer is text.
-  EXPECT_EQ(readQwen35({"<think>\nHm.</think>\n\nA </think> tag."}), "> **Thinking**\n> Hm.\n\nA </think> tag.");
+  EXPECT_EQ(readQwen35({"<think>\nHm.</think>\n\nA </think> tag."}),
+            "> **Thinking**\n> Hm.\n\nA </think> tag.");
   // Cut off while reasoning: the reasoning so far, a lone "<" kept.
   EXPECT_EQ(readQwen35({"Let me see <", "\n\n"}), "> **Thinking**\n> Let me see <");
   // What the chat shows comes back as the template's reasoning and answer.
   const std::vector<ChatMessage> again = {{"user", "Hi"}, {"assistant", shown}};
-  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, again, false),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n"
-            "</think>\n\nHello! <b>How</b> can I help?<|im_end|>\n");
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, again, false),
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n"
+      "</think>\n\nHello! <b>How</b> can I help?<|im_end|>\n");
 }
 
 // A reply whose prompt did not open the block: the model opens it itself.

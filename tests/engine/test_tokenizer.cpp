@@ -250,22 +250,36 @@ TEST(Tokenizer, qwen35PreTokenizerKeepsMarksWithLetters) {
       // marks, and a mark alone is a word.
       {"mark after punctuation", "!!\xCC\x81", {"!!" + acute}, {"!!", acute}},
       // A space then a mark then letters: qwen35 keeps all three together.
-      {"space mark letters", " \xCC\x81" "a", {" " + acute, "a"}, {" " + acute + "a"}},
+      {"space mark letters",
+       " \xCC\x81"
+       "a",
+       {" " + acute, "a"},
+       {" " + acute + "a"}},
       // Precomposed letters are letters in both.
-      {"precomposed", "na\xC3\xAFve caf\xC3\xA9", {"na\xC3\xAFve", " caf\xC3\xA9"},
+      {"precomposed",
+       "na\xC3\xAFve caf\xC3\xA9",
+       {"na\xC3\xAFve", " caf\xC3\xA9"},
        {"na\xC3\xAFve", " caf\xC3\xA9"}},
       // Single digits in both (llama3 groups up to three, GPT-2 takes the run).
-      {"digit runs", "x 12345 3.14", {"x", " ", "1", "2", "3", "4", "5", " ", "3", ".", "1", "4"},
+      {"digit runs",
+       "x 12345 3.14",
+       {"x", " ", "1", "2", "3", "4", "5", " ", "3", ".", "1", "4"},
        {"x", " ", "1", "2", "3", "4", "5", " ", "3", ".", "1", "4"}},
       // Contractions, case-insensitive in both.
-      {"contractions", "I'm HERE'S it's", {"I", "'m", " HERE", "'S", " it", "'s"},
+      {"contractions",
+       "I'm HERE'S it's",
+       {"I", "'m", " HERE", "'S", " it", "'s"},
        {"I", "'m", " HERE", "'S", " it", "'s"}},
       // CJK: letters; the fullwidth comma glues to the next word in both.
-      {"cjk", "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C",
+      {"cjk",
+       "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C",
        {"\xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C"},
        {"\xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C"}},
       // Whitespace runs: the last space goes to the next word; newlines keep the spaces before them.
-      {"whitespace", "a   b  \n\n\tc", {"a", "  ", " b", "  \n\n", "\tc"}, {"a", "  ", " b", "  \n\n", "\tc"}},
+      {"whitespace",
+       "a   b  \n\n\tc",
+       {"a", "  ", " b", "  \n\n", "\tc"},
+       {"a", "  ", " b", "  \n\n", "\tc"}},
   };
   const PreTokenizer qwen2("qwen2"), qwen35("qwen35");
   EXPECT_TRUE(qwen35.warning().empty());
@@ -612,7 +626,8 @@ TEST(Tokenizer, chatFamilyFromGguf) {
       {"gpt-oss", "gpt-oss", "", ChatFamily::Harmony},
       {"qwen35moe", "qwen35moe", "", ChatFamily::Qwen35},
       // Qwen3.5's own template is ChatML with the reasoning block: the architecture tells.
-      {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}", ChatFamily::Qwen35},
+      {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}",
+       ChatFamily::Qwen35},
       {"qwen35moe with a glm template", "qwen35moe", "[gMASK]<sop>", ChatFamily::Glm},
       {"glm template", "qwen2moe", "[gMASK]<sop>{% for m in messages %}", ChatFamily::Glm},
       {"llama with chatml template", "llama", "{{'<|im_start|>' + role}}", ChatFamily::ChatML},
