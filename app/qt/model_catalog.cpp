@@ -134,7 +134,8 @@ ModelSizes sizesOf(const synth::SyntheticSpec& s, const QuantTypes& q) {
     const double key = double(s.ssm_k_heads) * s.ssm_state, value = double(s.ssm_v_heads) * s.ssm_state;
     const double gated_attn = bytesOf(d * (3 * qw + 2 * kvw), q.other) + 4 * (2 * d);
     const double delta = bytesOf(d * (2 * key + 3 * value), q.other) + 4 * (2 * d * s.ssm_v_heads + 2 * d);
-    other += n_attention * gated_attn + (s.n_layer - n_attention) * delta + z.moe_layers * (moe_fixed + 4 * d);
+    other +=
+        n_attention * gated_attn + (s.n_layer - n_attention) * delta + z.moe_layers * (moe_fixed + 4 * d);
   } else {
     other += s.n_layer * attn + s.n_leading_dense * dense_ffn + z.moe_layers * moe_fixed;
   }
@@ -227,7 +228,7 @@ QString CatalogFit::shortSummary() const {
 QString CatalogFit::summary() const {
   if (!fit.fits_gpu) return QString::fromStdString(whyItDoesNotFit(fit));
   QString s = QStringLiteral("GPU %1 + cache %2 of %3 experts (%4%)")
-                  .arg(humanBytes(fit.resident_bytes + fit.kv_cache_bytes + fit.workspace_bytes))
+                  .arg(humanBytes(fixedGpuBytes(fit)))
                   .arg(fit.cache_slots)
                   .arg(fit.total_experts)
                   .arg(100.0 * fit.cacheShare(), 0, 'f', 0);
