@@ -60,7 +60,7 @@ std::set<std::string> generateValueOptions() {
 
 std::set<std::string> generateFlags() {
   auto f = modelFlags();
-  f.insert({"--chat", "--ignore-eos", "--stats", "--verbose"});
+  f.insert({"--chat", "--ignore-eos", "--stats", "--verbose", "--no-think"});
   auto o = offloadFlags();
   f.insert(o.begin(), o.end());
   return f;
@@ -103,6 +103,13 @@ SessionOptions offloadSessionOptions(const Args& args) {
 
 // gpt-oss (harmony), Qwen3.5: the reasoning is printed as a quoted "Thinking" block
 // before the answer, as the app shows it (app/core/reply_reader.h).
+// --no-think: Qwen3.5 answers without reasoning (its template's enable_thinking=false).
+ChatOptions chatOptions(const Args& args) {
+  ChatOptions o;
+  o.thinking = !args.flag("--no-think");
+  return o;
+}
+
 std::string shownText(ReplyReader* reader, std::string_view raw) {
   return reader ? reader->push(raw) : std::string(raw);
 }
@@ -125,12 +132,12 @@ int runGenerate(const std::vector<std::string>& argv) {
     std::vector<ChatMessage> msgs;
     if (auto sys = args.value("--system")) msgs.push_back({"system", *sys});
     msgs.push_back({"user", prompt});
-    ids = encodeChat(tok, model.chatFamily(), msgs, true);
+    ids = encodeChat(tok, model.chatFamily(), msgs, true, chatOptions(args));
     for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
   } else {
     ids = tok.encode(prompt, tok.addBosDefault(), false);  // a plain prompt is text, markers included
   }
-  const auto reader = chat ? replyReaderFor(model.chatFamily(), params) : nullptr;
+  const auto reader = chat ? replyReaderFor(model.chatFamily(), params, chatOptions(args)) : nullptr;
   GenerationStats st;
   {
     const ReplyInterrupts interrupts;  // before the prompt is shown: Ctrl-C from then on stops the reply
@@ -168,10 +175,10 @@ int runChat(const std::vector<std::string>& argv) {
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const auto ids = encodeChat(tok, model.chatFamily(), history, true);
+    const auto ids = encodeChat(tok, model.chatFamily(), history, true, chatOptions(args));
     std::string reply;
     GenerationStats st;
-    const auto reader = replyReaderFor(model.chatFamily(), params);
+    const auto reader = replyReaderFor(model.chatFamily(), params, chatOptions(args));
     auto show = [&](std::string_view s) {
       reply += s;
       printText(s);

@@ -27,7 +27,8 @@ std::string ThinkingMarkdown::answer(std::string_view text) {
   return out;
 }
 
-std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams& params) {
+std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams& params,
+                                            const ChatOptions& options) {
   switch (family) {
     case ChatFamily::Harmony:
       // The channels are read from the control tokens' text, and the reply ends at
@@ -38,9 +39,10 @@ std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams&
     case ChatFamily::Qwen35:
       // <think> and </think> are user-defined tokens in Qwen3.5's vocabulary and reach
       // the stream as their text; a file whose converter typed them control gives them
-      // as text too. The reply ends at <|im_end|>, the end token, as in ChatML.
+      // as text too. The reply ends at <|im_end|>, the end token, as in ChatML. Without
+      // thinking the prompt closed the block: the reply is the answer.
       params.special_token_text = true;
-      return std::make_unique<ThinkReply>();
+      return std::make_unique<ThinkReply>(options.thinking);
     default: return nullptr;
   }
 }

@@ -39,9 +39,10 @@ class ReplyReader {
   virtual std::string finish() = 0;
 };
 
-// The reader of `family`'s replies, with `params` set as it needs them (control
-// tokens as their text, where the reply ends); null for the families whose replies
-// are shown as they come.
-std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams& params);
+// The reader of `family`'s replies to a prompt rendered with `options`, with `params`
+// set as it needs them (control tokens as their text, where the reply ends); null for
+// the families whose replies are shown as they come.
+std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams& params,
+                                            const ChatOptions& options = {});
 
 }  // namespace moe

@@ -182,10 +182,10 @@ std::string trimmed(std::string_view s) {
 // first; an assistant turn after the last user message carries its reasoning as
 // "<think>\n" + reasoning + "\n</think>\n\n" + answer, earlier ones only the answer;
 // the generation prompt "<|im_start|>assistant\n<think>\n" opens the reasoning (with
-// enable_thinking false the template writes an empty block instead, not offered
-// here). Several system messages are joined into the one system turn (the template
+// enable_thinking false, ChatOptions::thinking, it closes an empty block instead:
+// "<think>\n\n</think>\n\n"). Several system messages are joined into the one system turn (the template
 // accepts only one, first). Tools, images and preserve_thinking are not templated.
-ChatPrompt qwen35(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+ChatPrompt qwen35(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) {
   ChatPrompt out;
   std::string system;
   bool has_system = false;
@@ -222,7 +222,9 @@ ChatPrompt qwen35(const std::vector<ChatMessage>& messages, bool add_generation_
       out.markup("<|im_end|>\n");
     }
   }
-  if (add_generation_prompt) out.markup("<|im_start|>assistant\n<think>\n");
+  if (add_generation_prompt)
+    out.markup(thinking ? "<|im_start|>assistant\n<think>\n"
+                        : "<|im_start|>assistant\n<think>\n\n</think>\n\n");
   return out;
 }
 
@@ -326,18 +328,19 @@ std::vector<TextPiece> ChatPrompt::pieces() const {
 }
 
 std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
-                              bool add_generation_prompt) {
-  return chatPrompt(family, messages, add_generation_prompt).text();
+                              bool add_generation_prompt, const ChatOptions& options) {
+  return chatPrompt(family, messages, add_generation_prompt, options).text();
 }
 
 std::vector<int32_t> encodeChat(const Tokenizer& tokenizer, ChatFamily family,
-                                const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt);
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const ChatOptions& options) {
+  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt, options);
   return tokenizer.encodePieces(prompt.pieces(), tokenizer.addBosDefault());
 }
 
-ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages,
-                      bool add_generation_prompt) {
+ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                      const ChatOptions& options) {
   switch (family) {
     case ChatFamily::Mixtral: return mixtral(messages);
     case ChatFamily::ChatML: return chatml(messages, add_generation_prompt);
@@ -345,7 +348,7 @@ ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& message
     case ChatFamily::Olmoe: return olmoe(messages, add_generation_prompt);
     case ChatFamily::Glm: return glm(messages, add_generation_prompt);
     case ChatFamily::Harmony: return harmony(messages, add_generation_prompt);
-    case ChatFamily::Qwen35: return qwen35(messages, add_generation_prompt);
+    case ChatFamily::Qwen35: return qwen35(messages, add_generation_prompt, options.thinking);
   }
   return {};
 }

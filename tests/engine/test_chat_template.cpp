@@ -224,6 +224,13 @@ TEST(ChatTemplate, qwen35PromptAsItsTemplateRendersIt) {
       applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}, {"assistant", "Hello!"}}, false),
       "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n");
   EXPECT_EQ(chatStopStrings(ChatFamily::Qwen35).front(), std::string("<|im_end|>"));
+  // enable_thinking=false: the prompt closes an empty block; other families ignore it.
+  ChatOptions no_thinking;
+  no_thinking.thinking = false;
+  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}}, true, no_thinking),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(applyChatTemplate(ChatFamily::ChatML, {{"user", "Hi"}}, true, no_thinking),
+            applyChatTemplate(ChatFamily::ChatML, {{"user", "Hi"}}, true));
 }
 
 // Markers typed into the reasoning that is carried (a reply after the last question)
@@ -273,11 +280,15 @@ TEST(ChatTemplate, qwen35ReplyShowsReasoningApart) {
       "</think>\n\nHello! <b>How</b> can I help?<|im_end|>\n");
 }
 
-// A reply whose prompt did not open the block: the model opens it itself.
+// A reply whose prompt did not open the block (--no-think closed it): the answer as
+// it comes, or a block the model opens itself.
 TEST(ChatTemplate, thinkReplyOpenedByTheModel) {
   ThinkReply reply(false);
   EXPECT_EQ(reply.push("<think>\nWhy not.\n</think>\n\nSure."), "> **Thinking**\n> Why not.\n\nSure.");
   EXPECT_EQ(reply.finish(), "");
+  ThinkReply answer(false);
+  EXPECT_EQ(answer.push("Sure, 1 < 2.\n"), "Sure, 1 < 2.\n");
+  EXPECT_EQ(answer.finish(), "");
 }
 
 // `moechat-cli chat` on a tiny qwen35moe model: the Qwen3.5 template, and the reply
@@ -293,6 +304,13 @@ TEST(ChatTemplate, cliChatReadsQwen35Replies) {
   EXPECT_NE(r.err.find("chat template: qwen35"), std::string::npos) << r.err;
   EXPECT_FALSE(r.out.empty());
   EXPECT_EQ(r.out.rfind(std::string(kThinkingHeader) + "\n> ", 0), 0u) << r.out;
+  // --no-think: the prompt closed the block, the reply is shown as the answer.
+  const auto quick =
+      test::runProgram({MOECHAT_CLI, "chat", model, "--max-tokens", "12", "--seed", "7", "--no-think"}, 300,
+                       "Hello there\n/exit\n");
+  ASSERT_EQ(quick.exit_code, 0) << quick.out << quick.err;
+  EXPECT_FALSE(quick.out.empty());
+  EXPECT_EQ(quick.out.find("Thinking"), std::string::npos) << quick.out;
 }
 
 }  // namespace
