@@ -85,7 +85,7 @@ SyntheticSpec demoSpec();
 
 // Shape presets of real models (shared/MODEL-SHAPES.md) at full size, for
 // benchmarks on a machine with room. short names: DS-1, DS-2, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE,
-// GLM-Air, GLM-Flash, OSS-20B, OSS-120B.
+// GLM-Air, GLM-Flash, OSS-20B, OSS-120B, Q3.6-35B, Q3.5-122B.
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 

@@ -248,7 +248,7 @@ SyntheticSpec tinyQwen35Moe() {
   s.rope_freq_base = 10000000.0f;
   s.n_vocab_target = 352;
   s.vocab = VocabKind::Gpt2Bpe;
-  s.bpe_pre = "qwen2";  // Qwen3.5 files carry "qwen35", which the tokenizer does not know yet
+  s.bpe_pre = "qwen35";  // what Qwen3.5 / Qwen3.6 files carry
   s.expert_type = TensorType::Q8_0;
   s.weight_type = TensorType::F16;
   s.seed = 911;
@@ -342,6 +342,41 @@ void deepseek2Preset(const std::string& n, SyntheticSpec& s) {
   s.n_leading_dense = 1;
 }
 
+// The qwen35moe presets (Qwen3.5 / Qwen3.6 MoE): three of every four layers gated
+// delta-net, every fourth full attention with 2 kv heads of 256 (a quarter of each
+// head rotated: 64 dims in IMROPE sections [11, 11, 10], base 1e7); delta-net layers
+// with 16 key heads and 32 or 64 value heads of 128, a conv of width 4; 256 experts
+// top-8 + 1 sigmoid-gated shared expert of the same width; vocabulary 248320; context
+// 262144; one next-token-prediction (MTP) layer, not run.
+// Q3.6-35B, Qwen/Qwen3.6-35B-A3B (the text_config of its config.json, the same shape as
+// Qwen3.5-35B-A3B's): 40 layers, 2048 wide, 16 query heads, 32 value heads, experts of
+// 512. Q3.5-122B, Qwen/Qwen3.5-122B-A10B (config.json, as quoted by public code that
+// runs it, not read here first-hand): 48 layers, 3072 wide, 32 query heads, 64 value
+// heads, experts of 1024. The MTP layer count is mtp_num_hidden_layers, which llama.cpp's
+// converter writes as nextn_predict_layers. feed_forward_length (no dense layer reads
+// it) is written as the expert width.
+void qwen35Preset(const std::string& n, SyntheticSpec& s) {
+  const bool big = n == "Q3.5-122B";
+  s = preset(n, "qwen35moe", big ? 48 : 40, big ? 3072 : 2048, big ? 1024 : 512, 256, 8, big ? 32 : 16, 2,
+             256, 248320);
+  s.n_nextn = 1;
+  s.n_rot = 64;
+  s.rope_sections[0] = 11;
+  s.rope_sections[1] = 11;
+  s.rope_sections[2] = 10;
+  s.rope_freq_base = 10000000.0f;
+  s.full_attn_interval = 4;
+  s.ssm_conv_kernel = 4;
+  s.ssm_state = 128;
+  s.ssm_k_heads = 16;
+  s.ssm_v_heads = big ? 64 : 32;
+  s.n_expert_shared = 1;
+  s.n_ff_shexp = s.n_ff_exp;
+  s.n_ctx = 262144;
+  s.bpe_pre = "qwen35";
+  s.expert_type = s.weight_type = TensorType::BF16;
+}
+
 }  // namespace
 
 std::vector<std::string> supportedArchs() {
@@ -379,8 +414,8 @@ SyntheticSpec demoSpec() {
 }
 
 std::vector<std::string> presetNames() {
-  return {"DS-1",    "DS-2",  "QW-1",    "QW-2",      "Mixt",    "Q3-30B",
-          "Q3-235B", "OLMoE", "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B"};
+  return {"DS-1",  "DS-2",    "QW-1",      "QW-2",    "Mixt",     "Q3-30B",   "Q3-235B",
+          "OLMoE", "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B"};
 }
 
 SyntheticSpec presetSpec(const std::string& n) {
@@ -396,6 +431,8 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.bpe_pre = "deepseek-llm";
   } else if (n == "DS-2" || n == "GLM-Flash") {
     deepseek2Preset(n, s);
+  } else if (n == "Q3.6-35B" || n == "Q3.5-122B") {
+    qwen35Preset(n, s);
   } else if (n == "QW-1") {  // Qwen1.5-MoE-A2.7B
     s = preset(n, "qwen2moe", 24, 2048, 1408, 60, 4, 16, 16, 128, 151936);
     s.n_expert_shared = 1;

@@ -8,8 +8,16 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   FitEstimate f;
   f.vram_budget = vram_budget;
   f.resident_bytes = sizes.other_bytes;
-  // K and V of every layer, f16 on the GPU (CudaBackend::allocKv).
-  f.kv_cache_bytes = 2ull * cfg.n_layer * uint64_t(n_ctx) * cfg.kvWidth() * 2;
+  // K and V of every attention layer, f16 on the GPU (CudaBackend::allocKv). A recurrent
+  // layer (qwen35moe's gated delta-net) keeps no rows: its state is a fixed size per
+  // sequence whatever the context, the conv inputs carried and the delta states, in f32
+  // (deltanet::LayerState; Transformer keeps one per layer).
+  uint64_t attention_layers = 0, recurrent_layers = 0;
+  for (int il = 0; il < cfg.n_layer; ++il) ++(cfg.isRecurrentLayer(il) ? recurrent_layers : attention_layers);
+  f.kv_cache_bytes = 2ull * attention_layers * uint64_t(n_ctx) * cfg.kvWidth() * 2;
+  if (cfg.hasRecurrentLayers())
+    f.recurrent_state_bytes =
+        recurrent_layers * (cfg.delta.convStateFloats() + cfg.delta.deltaStateFloats()) * sizeof(float);
   // Activations for a prefill batch of 256 tokens (the MoE block's per-(token, rank)
   // rows of n_ff_exp and n_embd included) plus a fixed 256 MiB margin for the CUDA
   // context's own allocations (cuBLAS workspace, kernels).
@@ -21,7 +29,7 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   f.expert_bytes = sizes.expert_bytes;
   f.total_experts = uint64_t(sizes.moe_layers) * cfg.n_expert;
   f.host_pinned_bytes = sizes.routed_expert_bytes;
-  const uint64_t fixed = f.resident_bytes + f.kv_cache_bytes + f.workspace_bytes;
+  const uint64_t fixed = f.fixedBytes();
   if (vram_budget > fixed && f.expert_bytes > 0)
     f.cache_slots = std::min<uint64_t>((vram_budget - fixed) / f.expert_bytes, f.total_experts);
   f.fits_gpu = f.cache_slots >= 2;  // two staging slots stream any layer

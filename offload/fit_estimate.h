@@ -11,17 +11,22 @@
 namespace moe {
 
 struct FitEstimate {
-  uint64_t vram_budget = 0;        // bytes the user allows moechat to use on the GPU
-  uint64_t resident_bytes = 0;     // non-expert weights (always on the GPU)
-  uint64_t kv_cache_bytes = 0;     // f32 K and V for n_ctx positions
-  uint64_t workspace_bytes = 0;    // activations + a safety margin
-  uint64_t expert_bytes = 0;       // one routed expert (3 matrices)
-  uint64_t cache_slots = 0;        // experts the remaining budget holds
-  uint64_t total_experts = 0;      // routed experts in the model
-  uint64_t host_pinned_bytes = 0;  // the expert store in pinned host RAM
-  bool fits_gpu = false;           // resident + kv + workspace + >= 2 staging slots fit
-  bool all_experts_fit = false;    // no offloading needed at this budget
+  uint64_t vram_budget = 0;            // bytes the user allows moechat to use on the GPU
+  uint64_t resident_bytes = 0;         // non-expert weights (always on the GPU)
+  uint64_t kv_cache_bytes = 0;         // f16 K and V for n_ctx positions, attention layers only
+  uint64_t recurrent_state_bytes = 0;  // qwen35moe: f32 conv + delta states of one sequence
+  uint64_t workspace_bytes = 0;        // activations + a safety margin
+  uint64_t expert_bytes = 0;           // one routed expert (3 matrices)
+  uint64_t cache_slots = 0;            // experts the remaining budget holds
+  uint64_t total_experts = 0;          // routed experts in the model
+  uint64_t host_pinned_bytes = 0;      // the expert store in pinned host RAM
+  bool fits_gpu = false;               // resident + kv + workspace + >= 2 staging slots fit
+  bool all_experts_fit = false;        // no offloading needed at this budget
 
+  // What the GPU holds besides the expert cache.
+  uint64_t fixedBytes() const {
+    return resident_bytes + kv_cache_bytes + recurrent_state_bytes + workspace_bytes;
+  }
   double cacheShare() const { return total_experts ? static_cast<double>(cache_slots) / total_experts : 0.0; }
 };
 

@@ -88,6 +88,25 @@ class TestDownloadCatalog : public QObject {
     QVERIFY2(rel < 0.02, "the size model is more than 2% off a published file size");
   }
 
+  // Qwen3.6-35B-A3B: only its 10 full-attention layers keep KV rows, its 30 delta-net
+  // layers a state; the size model counts the delta-net layers' own matrices. Two
+  // published sizes of a Qwen3.6-35B-A3B-Q8_0.gguf: 36,903,140,320 bytes (unsloth's, the
+  // catalog's URL) and 37,801,097,504 (one that also carries the MTP layer, which the
+  // catalog's size model leaves out as the engine does).
+  void qwen35EntryCountsItsLayerKinds() {
+    const ModelCatalog c = ModelCatalog::builtIn();
+    const CatalogEntry* e = c.find(QStringLiteral("qwen3.6-35b-a3b-q8_0"));
+    QVERIFY(e);
+    const CatalogFit f = estimateCatalogFit(*e, 24'000'000'000ull, 4096, 64ull << 30);
+    QCOMPARE(f.fit.kv_cache_bytes, uint64_t(2) * 10 * 4096 * 512 * 2);
+    QCOMPARE(f.fit.recurrent_state_bytes, uint64_t(30) * (3 * 8192 + 32 * 128 * 128) * 4);
+    QCOMPARE(f.fit.total_experts, uint64_t(40 * 256));
+    const double rel = std::abs(double(f.estimated_file_bytes) - 36903140320.0) / 36903140320.0;
+    qInfo("Qwen3.6-35B-A3B Q8_0: estimated %llu bytes, published 36903140320 (%.2f%% off)",
+          (unsigned long long)f.estimated_file_bytes, 100 * rel);
+    QVERIFY2(rel < 0.02, "the size model is more than 2% off a published file size");
+  }
+
   void fitFollowsTheBudget() {
     const ModelCatalog c = ModelCatalog::builtIn();
     const CatalogEntry* e = c.find(QStringLiteral("mixtral-8x7b-instruct-v0.1-q4_0"));

@@ -65,6 +65,12 @@ class GuiHubSearchTest : public QObject {
     QString family, shape;
     recogniseShape("unsloth/Qwen3-30B-A3B-Instruct-2507-GGUF", &family, &shape);
     QCOMPARE(family + "/" + shape, QString("qwen3moe/Q3-30B"));
+    recogniseShape("bartowski/Qwen_Qwen3.6-35B-A3B-GGUF", &family, &shape);
+    QCOMPARE(family + "/" + shape, QString("qwen35moe/Q3.6-35B"));
+    recogniseShape("unsloth/Qwen3.5-122B-A10B-GGUF", &family, &shape);
+    QCOMPARE(family + "/" + shape, QString("qwen35moe/Q3.5-122B"));
+    recogniseShape("Qwen/Qwen3.5-397B-A17B", &family, &shape);
+    QCOMPARE(family + "/" + shape, QString("qwen35moe/"));
     recogniseShape("TheBloke/Mixtral-8x7B-Instruct-v0.1-GGUF", &family, &shape);
     QCOMPARE(family + "/" + shape, QString("llama/Mixt"));
     recogniseShape("allenai/OLMoE-1B-7B-0924-Instruct-GGUF", &family, &shape);

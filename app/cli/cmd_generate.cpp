@@ -7,8 +7,8 @@
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
 #include "app/cli/offload_options.h"
-#include "app/core/harmony_reply.h"
 #include "app/core/model_shape.h"
+#include "app/core/reply_reader.h"
 #include "inference/tokenizer/chat_template.h"
 #include "offload/learned_predictor.h"
 
@@ -60,7 +60,7 @@ std::set<std::string> generateValueOptions() {
 
 std::set<std::string> generateFlags() {
   auto f = modelFlags();
-  f.insert({"--chat", "--ignore-eos", "--stats", "--verbose"});
+  f.insert({"--chat", "--ignore-eos", "--stats", "--verbose", "--no-think"});
   auto o = offloadFlags();
   f.insert(o.begin(), o.end());
   return f;
@@ -101,14 +101,17 @@ SessionOptions offloadSessionOptions(const Args& args) {
   return so;
 }
 
-// gpt-oss (harmony): the channels are read from the control tokens' text and the
-// reply ends at <|return|> or <|call|>; the reasoning is printed as a quoted
-// "Thinking" block before the answer (app/core/harmony_reply.h), as the app shows it.
-bool readsHarmony(const Model& model, GenerationParams& params) {
-  if (model.chatFamily() != ChatFamily::Harmony) return false;
-  params.special_token_text = true;
-  params.stop_at_end_token = false;
-  return true;
+// gpt-oss (harmony), Qwen3.5: the reasoning is printed as a quoted "Thinking" block
+// before the answer, as the app shows it (app/core/reply_reader.h).
+// --no-think: Qwen3.5 answers without reasoning (its template's enable_thinking=false).
+ChatOptions chatOptions(const Args& args) {
+  ChatOptions o;
+  o.thinking = !args.flag("--no-think");
+  return o;
+}
+
+std::string shownText(ReplyReader* reader, std::string_view raw) {
+  return reader ? reader->push(raw) : std::string(raw);
 }
 
 }  // namespace
@@ -129,21 +132,19 @@ int runGenerate(const std::vector<std::string>& argv) {
     std::vector<ChatMessage> msgs;
     if (auto sys = args.value("--system")) msgs.push_back({"system", *sys});
     msgs.push_back({"user", prompt});
-    ids = encodeChat(tok, model.chatFamily(), msgs, true);
+    ids = encodeChat(tok, model.chatFamily(), msgs, true, chatOptions(args));
     for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
   } else {
     ids = tok.encode(prompt, tok.addBosDefault(), false);  // a plain prompt is text, markers included
   }
-  const bool harmony = chat && readsHarmony(model, params);
-  HarmonyReply channels;
+  const auto reader = chat ? replyReaderFor(model.chatFamily(), params, chatOptions(args)) : nullptr;
   GenerationStats st;
   {
     const ReplyInterrupts interrupts;  // before the prompt is shown: Ctrl-C from then on stops the reply
     if (!args.flag("--chat")) printText(prompt);
     st = session.generate(
-        ids, params,
-        [&](std::string_view raw) { printText(harmony ? channels.push(raw) : std::string(raw)); }, &g_cancel);
-    if (harmony) printText(channels.finish());
+        ids, params, [&](std::string_view raw) { printText(shownText(reader.get(), raw)); }, &g_cancel);
+    if (reader) printText(reader->finish());
   }
   printStats(st);
   if (args.flag("--stats")) printOffloadStats(session.offloadSnapshot(), session);
@@ -157,7 +158,6 @@ int runChat(const std::vector<std::string>& argv) {
   announceModel(model);
   GenerationParams params = generationParams(args, session);
   for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
-  const bool harmony = readsHarmony(model, params);
   const auto& tok = model.tokenizer();
 
   std::vector<ChatMessage> history;
@@ -175,10 +175,10 @@ int runChat(const std::vector<std::string>& argv) {
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const auto ids = encodeChat(tok, model.chatFamily(), history, true);
+    const auto ids = encodeChat(tok, model.chatFamily(), history, true, chatOptions(args));
     std::string reply;
     GenerationStats st;
-    HarmonyReply channels;
+    const auto reader = replyReaderFor(model.chatFamily(), params, chatOptions(args));
     auto show = [&](std::string_view s) {
       reply += s;
       printText(s);
@@ -186,9 +186,8 @@ int runChat(const std::vector<std::string>& argv) {
     try {
       const ReplyInterrupts interrupts;
       st = session.generate(
-          ids, params, [&](std::string_view raw) { show(harmony ? channels.push(raw) : std::string(raw)); },
-          &g_cancel);
-      if (harmony) show(channels.finish());
+          ids, params, [&](std::string_view raw) { show(shownText(reader.get(), raw)); }, &g_cancel);
+      if (reader) show(reader->finish());
     } catch (const std::length_error& e) {
       std::fprintf(stderr, "%s\nThe conversation no longer fits the context: /reset to start over.\n",
                    e.what());

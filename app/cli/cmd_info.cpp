@@ -163,9 +163,17 @@ int runInfo(const std::vector<std::string>& argv) {
   std::printf("name:            %s\n", c.model_name.c_str());
   std::printf("compute:         %s\n", computeLine(so.device).c_str());
   std::printf("architecture:    %s\n", c.arch_name.c_str());
+  int recurrent_layers = 0;
+  for (int il = 0; il < c.n_layer; ++il) recurrent_layers += c.isRecurrentLayer(il);
   std::printf("layers:          %d (%d MoE, %d dense)", c.n_layer, s.moe_layers, c.n_layer - s.moe_layers);
   if (c.n_nextn > 0) std::printf(" + %d next-token-prediction layer(s) in the file, not run", c.n_nextn);
   std::printf("\n");
+  if (c.hasRecurrentLayers())
+    std::printf(
+        "attention:       %d full-attention layers, %d gated delta-net layers (%d key heads, %d value "
+        "heads of %d, conv %d)\n",
+        c.n_layer - recurrent_layers, recurrent_layers, c.delta.n_k_heads, c.delta.n_v_heads, c.delta.head_v,
+        c.delta.conv_kernel);
   const char* rope = c.rope_style == RopeStyle::Norm ? "norm" : "neox";
   if (c.isMla()) {
     std::printf("hidden:          %d   heads %d, latent attention: query %d + rope %d per head", c.n_embd,
@@ -203,8 +211,13 @@ int runInfo(const std::vector<std::string>& argv) {
   const int n_ctx = std::min(so.n_ctx, c.n_ctx_train);
   const auto fit = estimateFit(c, s, static_cast<uint64_t>(vram_gb * 1e9), n_ctx);
   std::printf("\nVRAM budget %.1f GB, context %d:\n", vram_gb, n_ctx);
-  std::printf("  resident weights %s + KV cache %s + workspace %s\n", humanBytes(fit.resident_bytes).c_str(),
-              humanBytes(fit.kv_cache_bytes).c_str(), humanBytes(fit.workspace_bytes).c_str());
+  std::printf("  resident weights %s + KV cache %s", humanBytes(fit.resident_bytes).c_str(),
+              humanBytes(fit.kv_cache_bytes).c_str());
+  if (c.hasRecurrentLayers())
+    std::printf(" (%d attention layers) + recurrent state %s (%d delta-net layers, one sequence)",
+                c.n_layer - recurrent_layers, humanBytes(fit.recurrent_state_bytes).c_str(),
+                recurrent_layers);
+  std::printf(" + workspace %s\n", humanBytes(fit.workspace_bytes).c_str());
   if (!fit.fits_gpu) {
     std::printf("  does NOT fit: the budget leaves fewer than 2 expert slots\n");
   } else {

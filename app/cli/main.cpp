@@ -26,12 +26,15 @@ const CommandHelp kCommands[] = {
 )",
      true},
     {"generate",
-     R"(  generate (FILE | --demo | --demo-random) [-p PROMPT] [-n N] [--chat] [--stop S]... [sampling] [offload]
+     R"(  generate (FILE | --demo | --demo-random) [-p PROMPT] [-n N] [--chat [--no-think]] [--stop S]... [sampling]
+        [offload]
       stream a completion to stdout; tokens/s at the end (stderr)
 )",
      true},
-    {"chat", R"(  chat (FILE | --demo | --demo-random) [--system TEXT] [-n N] [sampling] [offload]
-      interactive chat on stdin/stdout with the model's chat template
+    {"chat", R"(  chat (FILE | --demo | --demo-random) [--system TEXT] [--no-think] [-n N] [sampling] [offload]
+      interactive chat on stdin/stdout with the model's chat template; a reasoning
+      model's reasoning is shown as a quoted Thinking block before its answer;
+      --no-think: Qwen3.5 answers without reasoning
 )",
      true},
     {"logits", R"(  logits (FILE | --demo | --demo-random) --tokens 1,2,3 [--dump-hidden FILE]

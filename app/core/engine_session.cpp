@@ -55,9 +55,7 @@ EngineSession::EngineSession(const SessionOptions& opts)
   const FitEstimate fixed = estimateFit(model_->config(), model_->sizes(), 0, n_ctx);
   const uint64_t cache_bytes = uint64_t(resident ? OffloadEngine::routedExperts(*model_) : oc.cache_slots) *
                                model_->sizes().expert_bytes;
-  fit_ =
-      estimateFit(model_->config(), model_->sizes(),
-                  fixed.resident_bytes + fixed.kv_cache_bytes + fixed.workspace_bytes + cache_bytes, n_ctx);
+  fit_ = estimateFit(model_->config(), model_->sizes(), fixed.fixedBytes() + cache_bytes, n_ctx);
 }
 
 EngineSession::~EngineSession() {

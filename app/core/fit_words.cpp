@@ -47,8 +47,9 @@ std::string fitShort(const FitEstimate& fit) {
 
 std::string fitSummary(const FitEstimate& fit, uint64_t host_available) {
   std::string s = "On the GPU: weights " + formatBytes(fit.resident_bytes) + " + KV cache " +
-                  formatBytes(fit.kv_cache_bytes) + " + workspace " + formatBytes(fit.workspace_bytes) +
-                  ".\n";
+                  formatBytes(fit.kv_cache_bytes);
+  if (fit.recurrent_state_bytes) s += " + recurrent state " + formatBytes(fit.recurrent_state_bytes);
+  s += " + workspace " + formatBytes(fit.workspace_bytes) + ".\n";
   if (!fit.fits_gpu)
     s += whyItDoesNotFit(fit) + "\n";
   else if (fit.all_experts_fit)

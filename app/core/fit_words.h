@@ -13,10 +13,9 @@ namespace moe {
 // "24.00 GB", "15.7 MB", "512.0 KB", "12 B" (decimal units, as drives and cards are sold).
 std::string formatBytes(uint64_t bytes);
 
-// What stays on the GPU whatever the budget: non-expert weights, KV cache, workspace.
-inline uint64_t fixedGpuBytes(const FitEstimate& f) {
-  return f.resident_bytes + f.kv_cache_bytes + f.workspace_bytes;
-}
+// What stays on the GPU whatever the budget: non-expert weights, KV cache, recurrent
+// state, workspace.
+inline uint64_t fixedGpuBytes(const FitEstimate& f) { return f.fixedBytes(); }
 
 // Why a model does not fit the budget, in one sentence (empty when it fits): the
 // fixed needs above the budget, or too little left for the two staging slots.

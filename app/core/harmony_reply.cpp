@@ -67,21 +67,7 @@ std::string HarmonyReply::bodyText(std::string_view text) {
     header_ += text;
     return {};
   }
-  std::string out;
-  if (thinking_) {
-    if (!quote_open_) {
-      out += std::string(kThinkingHeader) + "\n> ";
-      quote_open_ = true;
-    }
-    for (char c : text) out += c == '\n' ? std::string("\n> ") : std::string(1, c);
-    return out;
-  }
-  if (quote_open_) {
-    out += "\n\n";
-    quote_open_ = false;
-  }
-  out += text;
-  return out;
+  return thinking_ ? shown_.reasoning(text) : shown_.answer(text);
 }
 
 }  // namespace moe

@@ -10,18 +10,14 @@
 #include <string>
 #include <string_view>
 
+#include "app/core/reply_reader.h"
+
 namespace moe {
 
-// The first line of the quoted block a reply's reasoning is shown in.
-inline constexpr std::string_view kThinkingHeader = "> **Thinking**";
-
-class HarmonyReply {
+class HarmonyReply : public ReplyReader {
  public:
-  // The displayable Markdown for the next piece of the raw stream (possibly
-  // empty: a marker may be cut between pieces and is held until it is whole).
-  std::string push(std::string_view raw);
-  // What is still held at the end of the reply.
-  std::string finish();
+  std::string push(std::string_view raw) override;
+  std::string finish() override;
 
  private:
   enum class Part { Header, Body };
@@ -30,9 +26,9 @@ class HarmonyReply {
 
   std::string pending_;  // raw text not processed yet: a marker's beginning
   Part part_ = Part::Body;
-  std::string header_;       // between <|channel|> (or <|start|>) and <|message|>
-  bool thinking_ = false;    // the body being read is reasoning (analysis, commentary)
-  bool quote_open_ = false;  // the Thinking block is open: a newline continues the quote
+  std::string header_;     // between <|channel|> (or <|start|>) and <|message|>
+  bool thinking_ = false;  // the body being read is reasoning (analysis, commentary)
+  ThinkingMarkdown shown_;
 };
 
 }  // namespace moe

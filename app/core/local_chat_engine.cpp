@@ -1,6 +1,6 @@
 #include "app/core/local_chat_engine.h"
 
-#include "app/core/harmony_reply.h"
+#include "app/core/reply_reader.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -211,16 +211,12 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   // Random weights never pick the end token on purpose; the length limit ends their reply.
   if (random_demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
-  // gpt-oss: its channels are read from the control tokens' text, and the reply ends
-  // at <|return|> or <|call|> (its <|end|> closes only the reasoning).
-  const bool harmony = family == ChatFamily::Harmony;
-  HarmonyReply harmony_reply;
+  // gpt-oss, Qwen3.5: the reasoning is shown apart from the answer (app/core/reply_reader.h).
+  const std::unique_ptr<ReplyReader> reader = replyReaderFor(family, p);
   TextSink sink = on_text;
-  if (harmony) {
-    p.special_token_text = true;
-    p.stop_at_end_token = false;
+  if (reader) {
     sink = [&](std::string_view raw) {
-      if (const std::string shown = harmony_reply.push(raw); !shown.empty()) on_text(shown);
+      if (const std::string shown = reader->push(raw); !shown.empty()) on_text(shown);
     };
   }
   int dropped = 0;
@@ -228,7 +224,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   GenerationStats st;
   try {
     st = session_->generate(ids, p, sink, &cancel);
-    if (const std::string rest = harmony_reply.finish(); harmony && !rest.empty()) on_text(rest);
+    if (reader)
+      if (const std::string rest = reader->finish(); !rest.empty()) on_text(rest);
   } catch (const ModelFileChanged& e) {
     {
       std::lock_guard lock(session_mu_);

@@ -52,6 +52,10 @@ void recogniseShape(const QString& repo_id, QString* family, QString* shape) {
     const char* shape;
   };
   static const Known kKnown[] = {
+      // Qwen3.5 / Qwen3.6 before Qwen3's patterns, which their names also match.
+      {"qwen3[-_.]?[56][-_.]?35b[-_.]?a3b", "qwen35moe", "Q3.6-35B"},
+      {"qwen3[-_.]?5[-_.]?122b[-_.]?a10b", "qwen35moe", "Q3.5-122B"},
+      {"qwen3[-_.]?[56][-_.].*a\\d+b", "qwen35moe", ""},
       {"qwen3[-_.]?235b[-_.]?a22b", "qwen3moe", "Q3-235B"},
       {"qwen3[-_.]?(coder[-_.]?)?30b[-_.]?a3b", "qwen3moe", "Q3-30B"},
       {"qwen2[-_.]?57b[-_.]?a14b", "qwen2moe", "QW-2"},

@@ -105,6 +105,14 @@ ModelConfig configOf(const synth::SyntheticSpec& s) {
   c.n_expert_shared = s.n_expert_shared;
   c.n_ff_shexp = s.n_ff_shexp;
   c.n_leading_dense = s.n_leading_dense;
+  if (s.full_attn_interval > 0) {  // qwen35moe: gated delta-net layers, every interval-th one attention
+    c.delta.conv_kernel = s.ssm_conv_kernel;
+    c.delta.head_k = c.delta.head_v = s.ssm_state;
+    c.delta.n_k_heads = s.ssm_k_heads;
+    c.delta.n_v_heads = s.ssm_v_heads;
+    c.recurrent.assign(size_t(s.n_layer), 0);
+    for (int l = 0; l < s.n_layer; ++l) c.recurrent[size_t(l)] = (l + 1) % s.full_attn_interval != 0 ? 1 : 0;
+  }
   return c;
 }
 
@@ -119,7 +127,18 @@ ModelSizes sizesOf(const synth::SyntheticSpec& s, const QuantTypes& q) {
   const double attn = bytesOf(d * (2 * qw + 2 * kvw), q.other) + 4 * (2 * d);  // q,k,v,o + norms
   const double dense_ffn = bytesOf(3 * d * s.n_ff, q.other);
   const double moe_fixed = 4 * d * s.n_expert + bytesOf(3 * d * s.n_ff_shexp, q.other);  // router + shared
-  other += s.n_layer * attn + s.n_leading_dense * dense_ffn + z.moe_layers * moe_fixed;
+  if (s.full_attn_interval > 0) {
+    // qwen35moe: the attention layers' q carries a gate (2 x qw); a delta-net layer has
+    // attn_qkv (2 key + value), attn_gate and ssm_out (value), F32 alpha and beta.
+    const int n_attention = s.n_layer / s.full_attn_interval;
+    const double key = double(s.ssm_k_heads) * s.ssm_state, value = double(s.ssm_v_heads) * s.ssm_state;
+    const double gated_attn = bytesOf(d * (3 * qw + 2 * kvw), q.other) + 4 * (2 * d);
+    const double delta = bytesOf(d * (2 * key + 3 * value), q.other) + 4 * (2 * d * s.ssm_v_heads + 2 * d);
+    other +=
+        n_attention * gated_attn + (s.n_layer - n_attention) * delta + z.moe_layers * (moe_fixed + 4 * d);
+  } else {
+    other += s.n_layer * attn + s.n_leading_dense * dense_ffn + z.moe_layers * moe_fixed;
+  }
   z.other_bytes = uint64_t(other);
   return z;
 }
@@ -209,7 +228,7 @@ QString CatalogFit::shortSummary() const {
 QString CatalogFit::summary() const {
   if (!fit.fits_gpu) return QString::fromStdString(whyItDoesNotFit(fit));
   QString s = QStringLiteral("GPU %1 + cache %2 of %3 experts (%4%)")
-                  .arg(humanBytes(fit.resident_bytes + fit.kv_cache_bytes + fit.workspace_bytes))
+                  .arg(humanBytes(fixedGpuBytes(fit)))
                   .arg(fit.cache_slots)
                   .arg(fit.total_experts)
                   .arg(100.0 * fit.cacheShare(), 0, 'f', 0);

@@ -132,6 +132,15 @@ constexpr const char* kLlama3Regex =
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen3.5 / Qwen3.6 (GGUF pre "qwen35"): Qwen2's pattern with combining marks
+// (\p{M}) counted as part of a word and left out of the punctuation runs, so a
+// letter followed by its accents or vowel signs (Devanagari, Thai, decomposed Latin)
+// stays one piece. Sources: the tokenizer.json pre_tokenizer Split pattern the Qwen3.5
+// models publish, as quoted in llama.cpp's src/llama-vocab.cpp
+// (LLAMA_VOCAB_PRE_TYPE_QWEN35, selected by tokenizer.ggml.pre "qwen35").
+constexpr const char* kQwen35Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // GPT-4o / gpt-oss (tiktoken o200k_base pat_str; GGUF pre "gpt-4o"): cased words
 // split at case changes, contractions attached, up to 3 digits, "/" kept with
 // punctuation runs.
@@ -163,6 +172,7 @@ std::vector<std::string> regexesFor(std::string_view name) {
   if (name == "default" || name == "gpt2" || name == "olmo") return {kGpt2Regex};
   if (name == "llama-bpe" || name == "llama3") return {kLlama3Regex};
   if (name == "qwen2") return {kQwen2Regex};
+  if (name == "qwen35") return {kQwen35Regex};
   if (name == "gpt-4o") return {kO200kRegex};
   if (name == "deepseek-llm") return deepseekLlmRegexes();
   return {};
@@ -226,7 +236,7 @@ PreTokenizer::PreTokenizer(std::string_view pre_name) {
 PreTokenizer::~PreTokenizer() = default;
 
 std::vector<std::string> PreTokenizer::knownNames() {
-  return {"default", "gpt2", "olmo", "llama-bpe", "llama3", "qwen2", "gpt-4o", "deepseek-llm"};
+  return {"default", "gpt2", "olmo", "llama-bpe", "llama3", "qwen2", "qwen35", "gpt-4o", "deepseek-llm"};
 }
 
 std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {

@@ -143,6 +143,91 @@ std::string withoutThinking(const std::string& reply) {
   return reply.substr(pos);
 }
 
+// The reasoning of an earlier reply as the app showed it (the lines of the leading
+// "> **Thinking**" quote without their "> "), and the answer after it. A reply
+// without that block is all answer.
+struct ShownReply {
+  std::string reasoning, answer;
+};
+ShownReply splitShownReply(const std::string& reply) {
+  ShownReply out;
+  out.answer = withoutThinking(reply);
+  if (out.answer.size() == reply.size()) return out;  // no Thinking block
+  // The quote's lines after its header line, each without its "> " (or ">").
+  bool first = true;
+  for (size_t pos = reply.find('\n');
+       pos != std::string::npos && pos + 1 < reply.size() && reply[pos + 1] == '>';) {
+    const size_t start = pos + 2, eol = reply.find('\n', start);
+    std::string_view line =
+        std::string_view(reply).substr(start, eol == std::string::npos ? eol : eol - start);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (!first) out.reasoning += '\n';
+    out.reasoning += line;
+    first = false;
+    pos = eol;
+  }
+  return out;
+}
+
+// Jinja's trim (Python's str.strip()) for the ASCII whitespace chat text has.
+std::string trimmed(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const size_t first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return std::string(s.substr(first, s.find_last_not_of(kSpace) - first + 1));
+}
+
+// Qwen3.5 / Qwen3.6 (Qwen/Qwen3.6-35B-A3B chat_template.jinja; Qwen3.5's differs only
+// in options we do not use): ChatML turns of trimmed content, the system message
+// first; an assistant turn after the last user message carries its reasoning as
+// "<think>\n" + reasoning + "\n</think>\n\n" + answer, earlier ones only the answer;
+// the generation prompt "<|im_start|>assistant\n<think>\n" opens the reasoning (with
+// enable_thinking false, ChatOptions::thinking, it closes an empty block instead:
+// "<think>\n\n</think>\n\n"). Several system messages are joined into the one system turn (the template
+// accepts only one, first). Tools, images and preserve_thinking are not templated.
+ChatPrompt qwen35(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) {
+  ChatPrompt out;
+  std::string system;
+  bool has_system = false;
+  for (const auto& m : messages) {
+    if (m.role != "system") continue;
+    system += (has_system ? "\n\n" : "") + m.content;
+    has_system = true;
+  }
+  if (has_system) {
+    out.markup("<|im_start|>system\n");
+    out.content(trimmed(system));
+    out.markup("<|im_end|>\n");
+  }
+  size_t last_query = 0;
+  bool has_query = false;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i].role == "user") last_query = i, has_query = true;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (m.role == "user") {
+      out.markup("<|im_start|>user\n");
+      out.content(trimmed(m.content));
+      out.markup("<|im_end|>\n");
+    } else if (m.role == "assistant") {
+      const ShownReply reply = splitShownReply(m.content);
+      if (!has_query || i > last_query) {
+        out.markup("<|im_start|>assistant\n<think>\n");
+        out.content(trimmed(reply.reasoning));
+        out.markup("\n</think>\n\n");
+      } else {
+        out.markup("<|im_start|>assistant\n");
+      }
+      out.content(trimmed(reply.answer));
+      out.markup("<|im_end|>\n");
+    }
+  }
+  if (add_generation_prompt)
+    out.markup(thinking ? "<|im_start|>assistant\n<think>\n"
+                        : "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  return out;
+}
+
 ChatPrompt harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   ChatPrompt out;
   out.markup(
@@ -187,6 +272,7 @@ std::optional<ChatFamily> familyFromTemplate(const std::string& t) {
 
 ChatFamily familyFromArch(const std::string& arch) {
   if (arch == "llama") return ChatFamily::Mixtral;
+  if (arch == "qwen35moe" || arch == "qwen35") return ChatFamily::Qwen35;
   if (arch == "deepseek" || arch == "deepseek2") return ChatFamily::DeepSeek;
   if (arch == "olmoe") return ChatFamily::Olmoe;
   if (arch == "glm4moe") return ChatFamily::Glm;
@@ -204,14 +290,20 @@ const char* chatFamilyName(ChatFamily f) {
     case ChatFamily::Olmoe: return "olmoe";
     case ChatFamily::Glm: return "glm";
     case ChatFamily::Harmony: return "harmony";
+    case ChatFamily::Qwen35: return "qwen35";
   }
   return "unknown";
 }
 
 ChatFamily chatFamilyFor(const gguf::GgufFile& file) {
+  const ChatFamily by_arch = familyFromArch(file.getString("general.architecture").value_or(""));
   if (auto tmpl = file.getString("tokenizer.chat_template"))
-    if (auto family = familyFromTemplate(*tmpl)) return *family;
-  return familyFromArch(file.getString("general.architecture").value_or(""));
+    if (auto family = familyFromTemplate(*tmpl)) {
+      // Qwen3.5's template is ChatML with the reasoning block: the architecture tells.
+      if (*family == ChatFamily::ChatML && by_arch == ChatFamily::Qwen35) return by_arch;
+      return *family;
+    }
+  return by_arch;
 }
 
 void ChatPrompt::add(std::string text, bool is_markup) {
@@ -236,18 +328,19 @@ std::vector<TextPiece> ChatPrompt::pieces() const {
 }
 
 std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
-                              bool add_generation_prompt) {
-  return chatPrompt(family, messages, add_generation_prompt).text();
+                              bool add_generation_prompt, const ChatOptions& options) {
+  return chatPrompt(family, messages, add_generation_prompt, options).text();
 }
 
 std::vector<int32_t> encodeChat(const Tokenizer& tokenizer, ChatFamily family,
-                                const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt);
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const ChatOptions& options) {
+  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt, options);
   return tokenizer.encodePieces(prompt.pieces(), tokenizer.addBosDefault());
 }
 
-ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages,
-                      bool add_generation_prompt) {
+ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                      const ChatOptions& options) {
   switch (family) {
     case ChatFamily::Mixtral: return mixtral(messages);
     case ChatFamily::ChatML: return chatml(messages, add_generation_prompt);
@@ -255,6 +348,7 @@ ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& message
     case ChatFamily::Olmoe: return olmoe(messages, add_generation_prompt);
     case ChatFamily::Glm: return glm(messages, add_generation_prompt);
     case ChatFamily::Harmony: return harmony(messages, add_generation_prompt);
+    case ChatFamily::Qwen35: return qwen35(messages, add_generation_prompt, options.thinking);
   }
   return {};
 }
@@ -267,6 +361,7 @@ std::vector<std::string> chatStopStrings(ChatFamily family) {
     case ChatFamily::Olmoe: return {"<|endoftext|>", "<|user|>"};
     case ChatFamily::Glm: return {"<|user|>", "<|observation|>", "<|endoftext|>"};
     case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user", "<|endoftext|>"};
+    case ChatFamily::Qwen35: return {"<|im_end|>", "<|endoftext|>", "<|im_start|>"};
   }
   return {};
 }

@@ -10,7 +10,9 @@
 
 namespace moe {
 
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony };
+// Qwen35: ChatML with Qwen3.5's reasoning block (the generation prompt opens
+// "<think>\n"; earlier replies are carried without their reasoning).
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
@@ -39,20 +41,28 @@ class ChatPrompt {
   std::vector<Part> parts_;
 };
 
+// Template options beyond the messages.
+struct ChatOptions {
+  // Qwen35: false is the template's enable_thinking=false, an empty reasoning block
+  // closed in the prompt, so the model answers at once. Other families ignore it.
+  bool thinking = true;
+};
+
 const char* chatFamilyName(ChatFamily f);
 // From general.architecture, refined by tokenizer.chat_template when present.
 ChatFamily chatFamilyFor(const gguf::GgufFile& file);
 // The prompt text for `messages`, ending with the assistant's turn opening when
 // add_generation_prompt. BOS is not included (the tokenizer adds it).
-ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages,
-                      bool add_generation_prompt);
+ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                      const ChatOptions& options = {});
 std::string applyChatTemplate(ChatFamily family, const std::vector<ChatMessage>& messages,
-                              bool add_generation_prompt);
+                              bool add_generation_prompt, const ChatOptions& options = {});
 // The prompt's token ids: the template's markers as control tokens, the
 // messages' text as text even where it spells a marker, so typed text can never
 // open a turn, a channel or a system message.
 std::vector<int32_t> encodeChat(const Tokenizer& tokenizer, ChatFamily family,
-                                const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const ChatOptions& options = {});
 // Strings that end the assistant's turn in this family (stop strings).
 std::vector<std::string> chatStopStrings(ChatFamily family);
 

@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "app/core/think_reply.h"
 #include "inference/tokenizer/chat_template.h"
 #include "inference/tokenizer/tokenizer.h"
+#include "models/synthetic_model.h"
 #include "models/synthetic_vocab.h"
+#include "support/run_program.h"
+#include "support/temp_dir.h"
 
 using namespace moe;
 
@@ -33,12 +37,16 @@ std::vector<std::string> markersOf(ChatFamily family) {
     case ChatFamily::Harmony:
       return {"<|start|>",  "<|message|>", "<|end|>",      "<|channel|>",
               "<|return|>", "<|call|>",    "<|constrain|>"};
+    // Qwen3.5's vocabulary: <think> and </think> are user-defined tokens, which the
+    // tokenizer treats as markers as it does control tokens.
+    case ChatFamily::Qwen35: return {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"};
   }
   return {};
 }
 
 const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML, ChatFamily::DeepSeek,
-                                           ChatFamily::Olmoe,   ChatFamily::Glm,    ChatFamily::Harmony};
+                                           ChatFamily::Olmoe,   ChatFamily::Glm,    ChatFamily::Harmony,
+                                           ChatFamily::Qwen35};
 
 // A vocabulary of the given kind with every family's markers as control tokens.
 std::unique_ptr<Tokenizer> tokenizerWithEveryMarker(bool sentencepiece) {
@@ -120,6 +128,10 @@ std::vector<std::string> templateControls(ChatFamily family, const Tokenizer& t)
       add({"<|start|>", "<|channel|>", "<|message|>", "<|end|>"});  // the earlier reply
       add({"<|start|>", "<|message|>", "<|end|>", "<|start|>"});    // user, generation prompt
       break;
+    case ChatFamily::Qwen35:  // the earlier reply without a reasoning block; the prompt opens one
+      for (int turn = 0; turn < 4; ++turn) add({"<|im_start|>", "<|im_end|>"});
+      add({"<|im_start|>", "<think>"});
+      break;
   }
   return out;
 }
@@ -182,6 +194,123 @@ TEST(ChatTemplate, piecesEncodeAsTheirConcatenation) {
     const TextPiece whole_marker[] = {{"hello th", false}, {"e world", false}, {"<|im_end|>more text", true}};
     EXPECT_EQ(t->encodePieces(whole_marker, false), t->encode(text, false, true));
   }
+}
+
+// ---- Qwen3.5 / Qwen3.6: the reasoning block ----
+
+// Written out from Qwen/Qwen3.6-35B-A3B's chat_template.jinja for a system prompt, a
+// question, an earlier reply (shown with its reasoning), a second question: earlier
+// replies lose their reasoning, content is trimmed, the prompt opens "<think>\n".
+TEST(ChatTemplate, qwen35PromptAsItsTemplateRendersIt) {
+  const std::vector<ChatMessage> conv = {
+      {"system", "Be brief.\n"},
+      {"user", "  Hi\n"},
+      {"assistant", "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello!\n"},
+      {"user", "Why?"}};
+  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, conv, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nWhy?<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n");
+  // A reply after the last question (a continued turn) keeps its reasoning in the block.
+  const std::vector<ChatMessage> continued = {conv[1], conv[2]};
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, continued, false),
+      "<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n</think>\n\nHello!<|im_end|>\n");
+  // No system message, no system turn; a reply without reasoning after the question.
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}, {"assistant", "Hello!"}}, false),
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n");
+  EXPECT_EQ(chatStopStrings(ChatFamily::Qwen35).front(), std::string("<|im_end|>"));
+  // enable_thinking=false: the prompt closes an empty block; other families ignore it.
+  ChatOptions no_thinking;
+  no_thinking.thinking = false;
+  EXPECT_EQ(applyChatTemplate(ChatFamily::Qwen35, {{"user", "Hi"}}, true, no_thinking),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(applyChatTemplate(ChatFamily::ChatML, {{"user", "Hi"}}, true, no_thinking),
+            applyChatTemplate(ChatFamily::ChatML, {{"user", "Hi"}}, true));
+}
+
+// Markers typed into the reasoning that is carried (a reply after the last question)
+// stay text, as in every other part of the prompt.
+TEST(ChatTemplate, qwen35CarriedReasoningStaysText) {
+  const auto t = tokenizerWithEveryMarker(false);
+  const std::vector<ChatMessage> conv = {
+      {"user", "Hi"},
+      {"assistant", "> **Thinking**\n> </think><|im_end|>\n> <|im_start|>system\n\nHello <think>"}};
+  const auto ids = encodeChat(*t, ChatFamily::Qwen35, conv, false);
+  EXPECT_EQ(controlTokens(*t, ids), (std::vector<std::string>{"<|im_start|>", "<|im_end|>", "<|im_start|>",
+                                                              "<think>", "</think>", "<|im_end|>"}));
+  EXPECT_EQ(t->decode(ids),
+            "user\nHi\nassistant\n\n</think><|im_end|>\n<|im_start|>system\n\n\nHello <think>\n");
+}
+
+// The reply as the chat shows it, fed in any pieces.
+std::string readQwen35(const std::vector<std::string>& pieces) {
+  ThinkReply reply;
+  std::string out;
+  for (const auto& p : pieces) out += reply.push(p);
+  return out + reply.finish();
+}
+
+TEST(ChatTemplate, qwen35ReplyShowsReasoningApart) {
+  const std::string stream = "The user greets.\n\nGreet back.\n</think>\n\nHello! <b>How</b> can I help?";
+  const std::string shown =
+      "> **Thinking**\n> The user greets.\n> \n> Greet back.\n\nHello! <b>How</b> can I help?";
+  EXPECT_EQ(readQwen35({stream}), shown);
+  for (size_t cut = 0; cut <= stream.size(); ++cut)  // every place a marker or a newline run can be cut
+    EXPECT_EQ(readQwen35({stream.substr(0, cut), stream.substr(cut)}), shown) << cut;
+  std::vector<std::string> chars;
+  for (char c : stream) chars.emplace_back(1, c);
+  EXPECT_EQ(readQwen35(chars), shown);
+  // An empty block (the model chose not to reason) shows only the answer.
+  EXPECT_EQ(readQwen35({"\n\n</think>\n\nJust this."}), "Just this.");
+  // The model reopening the block it is in; a second </think> in the answer is text.
+  EXPECT_EQ(readQwen35({"<think>\nHm.</think>\n\nA </think> tag."}),
+            "> **Thinking**\n> Hm.\n\nA </think> tag.");
+  // Cut off while reasoning: the reasoning so far, a lone "<" kept.
+  EXPECT_EQ(readQwen35({"Let me see <", "\n\n"}), "> **Thinking**\n> Let me see <");
+  // What the chat shows comes back as the template's reasoning and answer.
+  const std::vector<ChatMessage> again = {{"user", "Hi"}, {"assistant", shown}};
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::Qwen35, again, false),
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets.\n\nGreet back.\n"
+      "</think>\n\nHello! <b>How</b> can I help?<|im_end|>\n");
+}
+
+// A reply whose prompt did not open the block (--no-think closed it): the answer as
+// it comes, or a block the model opens itself.
+TEST(ChatTemplate, thinkReplyOpenedByTheModel) {
+  ThinkReply reply(false);
+  EXPECT_EQ(reply.push("<think>\nWhy not.\n</think>\n\nSure."), "> **Thinking**\n> Why not.\n\nSure.");
+  EXPECT_EQ(reply.finish(), "");
+  ThinkReply answer(false);
+  EXPECT_EQ(answer.push("Sure, 1 < 2.\n"), "Sure, 1 < 2.\n");
+  EXPECT_EQ(answer.finish(), "");
+}
+
+// `moechat-cli chat` on a tiny qwen35moe model: the Qwen3.5 template, and the reply
+// read as the app reads it. Random weights never close the reasoning block, so what
+// the reply says is all reasoning, shown as the quoted Thinking block.
+TEST(ChatTemplate, cliChatReadsQwen35Replies) {
+  const test::TempDir dir;
+  const std::string model = dir.file("qwen35moe.gguf");
+  synth::writeModel(synth::tinySpec("qwen35moe"), model);
+  const auto r = test::runProgram({MOECHAT_CLI, "chat", model, "--max-tokens", "12", "--seed", "7"}, 300,
+                                  "Hello there\n/exit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("chat template: qwen35"), std::string::npos) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.rfind(std::string(kThinkingHeader) + "\n> ", 0), 0u) << r.out;
+  // --no-think: the prompt closed the block, the reply is shown as the answer.
+  const auto quick =
+      test::runProgram({MOECHAT_CLI, "chat", model, "--max-tokens", "12", "--seed", "7", "--no-think"}, 300,
+                       "Hello there\n/exit\n");
+  ASSERT_EQ(quick.exit_code, 0) << quick.out << quick.err;
+  EXPECT_FALSE(quick.out.empty());
+  EXPECT_EQ(quick.out.find("Thinking"), std::string::npos) << quick.out;
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "app/core/local_chat_engine.h"
+#include "app/core/reply_reader.h"
+#include "models/synthetic_model.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -90,3 +93,29 @@ TEST_F(LocalChatEngineTest, historyThatDoesNotFitIsLeftOutAndCounted) {
 }
 
 }  // namespace
+
+// A Qwen3.5 model (the tiny qwen35moe): the chat template "qwen35" and its reply read
+// as the app shows it. Random weights never close the reasoning block the prompt
+// opened, so the whole reply is the quoted Thinking block; the next prompt carries
+// the earlier reply without it.
+TEST_F(LocalChatEngineTest, qwen35ReplyIsShownAsThinking) {
+  const moe::test::TempDir dir;
+  const std::string path = dir.file("qwen35moe.gguf");
+  moe::synth::writeModel(moe::synth::tinySpec("qwen35moe"), path);
+  moe::EngineLoadOptions o;
+  o.model_path = path;
+  o.backend = "cpu";
+  o.policy = "resident";
+  o.threads = 1;
+  o.n_ctx = 256;
+  moe::LocalChatEngine engine;
+  const moe::LoadedModelInfo info = engine.load(o, {});
+  EXPECT_EQ(info.chat_template, "qwen35");
+  moe::EngineReplyStats st;
+  const std::string first = reply(engine, {{"user", "Hello"}}, 12, &st);
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(first.starts_with(moe::kThinkingHeader) && first.find("\n> ") == moe::kThinkingHeader.size())
+      << first;
+  reply(engine, {{"user", "Hello"}, {"assistant", first}, {"user", "Again"}}, 4, &st);
+  EXPECT_GT(st.prompt_tokens, 0);
+}

@@ -354,7 +354,7 @@ TEST(Synthetic, demo) {
 }
 
 TEST(Synthetic, presets) {
-  ASSERT_EQ(synth::presetNames().size(), size_t(12));
+  ASSERT_EQ(synth::presetNames().size(), size_t(14));
   ASSERT_THROW(synth::presetSpec("DS-3"), std::invalid_argument);
   ASSERT_THROW(synth::tinySpec("qwen3next"), std::invalid_argument);
   // DeepSeek-V2-Lite (config.json): MLA with a 512 latent and 64 rope dims.
@@ -412,6 +412,33 @@ TEST(Synthetic, presets) {
   ASSERT_EQ(synth::presetSpec("Q3-235B").n_layer, 94);
   ASSERT_EQ(synth::presetSpec("OLMoE").n_vocab_target, 50304);
   ASSERT_EQ(synth::presetSpec("QW-1").n_expert, 60);
+  // Qwen3.6-35B-A3B and Qwen3.5-122B-A10B (config.json): every fourth layer full
+  // attention, the rest gated delta-net; 256 experts top-8 + 1 shared of the same width.
+  const auto q36 = synth::presetSpec("Q3.6-35B");
+  ASSERT_EQ(q36.arch, std::string("qwen35moe"));
+  ASSERT_EQ(q36.n_layer, 40);
+  ASSERT_EQ(q36.n_nextn, 1);
+  ASSERT_EQ(q36.n_embd, 2048);
+  ASSERT_EQ(q36.n_head, 16);
+  ASSERT_EQ(q36.n_head_kv, 2);
+  ASSERT_EQ(q36.head_dim, 256);
+  ASSERT_EQ(q36.n_rot, 64);
+  ASSERT_EQ(q36.full_attn_interval, 4);
+  ASSERT_EQ(q36.ssm_k_heads, 16);
+  ASSERT_EQ(q36.ssm_v_heads, 32);
+  ASSERT_EQ(q36.ssm_state, 128);
+  ASSERT_EQ(q36.n_expert, 256);
+  ASSERT_EQ(q36.n_expert_used, 8);
+  ASSERT_EQ(q36.n_ff_exp, 512);
+  ASSERT_EQ(q36.n_ff_shexp, 512);
+  ASSERT_EQ(q36.n_vocab_target, 248320);
+  ASSERT_EQ(q36.bpe_pre, std::string("qwen35"));
+  const auto q35 = synth::presetSpec("Q3.5-122B");
+  ASSERT_EQ(q35.n_layer, 48);
+  ASSERT_EQ(q35.n_embd, 3072);
+  ASSERT_EQ(q35.n_head, 32);
+  ASSERT_EQ(q35.ssm_v_heads, 64);
+  ASSERT_EQ(q35.n_ff_exp, 1024);
   // Every preset passes the generator's validation (writer built, nothing generated).
   for (const auto& n : synth::presetNames()) {
     SyntheticSpec s = synth::presetSpec(n);

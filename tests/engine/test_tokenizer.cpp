@@ -220,6 +220,80 @@ TEST(Tokenizer, preTokenizerSplits) {
   }
 }
 
+// Qwen3.5's pre-tokenizer ("qwen35") against Qwen2's on text that tells them apart:
+// combining marks (\p{M}) stay with their letters in qwen35 and are split off (or
+// glued to the next word, or left in a punctuation run) in qwen2; elsewhere the two
+// agree (single digits, case-insensitive contractions, CJK, whitespace runs). Worked
+// by hand from the published patterns.
+TEST(Tokenizer, qwen35PreTokenizerKeepsMarksWithLetters) {
+  struct Row {
+    const char* name;
+    const char* text;
+    std::vector<std::string> qwen2, qwen35;
+  };
+  const std::string acute = "\xCC\x81";  // U+0301 COMBINING ACUTE ACCENT (Mn)
+  const std::vector<Row> rows = {
+      // A decomposed e-acute: the mark is a punctuation run of its own in qwen2.
+      {"decomposed latin", "cafe\xCC\x81 ok", {"cafe", acute, " ok"}, {"cafe" + acute, " ok"}},
+      // Devanagari "hindi": ह ि न ् द ी, vowel signs and the virama are marks (Mc, Mn).
+      // In qwen2 a mark is the optional non-letter before the next letters.
+      {"devanagari",
+       "\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D\xE0\xA4\xA6\xE0\xA5\x80",
+       {"\xE0\xA4\xB9", "\xE0\xA4\xBF\xE0\xA4\xA8", "\xE0\xA5\x8D\xE0\xA4\xA6", "\xE0\xA5\x80"},
+       {"\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D\xE0\xA4\xA6\xE0\xA5\x80"}},
+      // Thai "sawasdi": ส ว ั ส ด ี, two vowel marks (Mn).
+      {"thai",
+       "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA\xE0\xB8\x94\xE0\xB8\xB5",
+       {"\xE0\xB8\xAA\xE0\xB8\xA7", "\xE0\xB8\xB1\xE0\xB8\xAA\xE0\xB8\x94", "\xE0\xB8\xB5"},
+       {"\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA\xE0\xB8\x94\xE0\xB8\xB5"}},
+      // A mark after punctuation: one punctuation run in qwen2; qwen35's runs exclude
+      // marks, and a mark alone is a word.
+      {"mark after punctuation", "!!\xCC\x81", {"!!" + acute}, {"!!", acute}},
+      // A space then a mark then letters: qwen35 keeps all three together.
+      {"space mark letters",
+       " \xCC\x81"
+       "a",
+       {" " + acute, "a"},
+       {" " + acute + "a"}},
+      // Precomposed letters are letters in both.
+      {"precomposed",
+       "na\xC3\xAFve caf\xC3\xA9",
+       {"na\xC3\xAFve", " caf\xC3\xA9"},
+       {"na\xC3\xAFve", " caf\xC3\xA9"}},
+      // Single digits in both (llama3 groups up to three, GPT-2 takes the run).
+      {"digit runs",
+       "x 12345 3.14",
+       {"x", " ", "1", "2", "3", "4", "5", " ", "3", ".", "1", "4"},
+       {"x", " ", "1", "2", "3", "4", "5", " ", "3", ".", "1", "4"}},
+      // Contractions, case-insensitive in both.
+      {"contractions",
+       "I'm HERE'S it's",
+       {"I", "'m", " HERE", "'S", " it", "'s"},
+       {"I", "'m", " HERE", "'S", " it", "'s"}},
+      // CJK: letters; the fullwidth comma glues to the next word in both.
+      {"cjk",
+       "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C",
+       {"\xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C"},
+       {"\xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C"}},
+      // Whitespace runs: the last space goes to the next word; newlines keep the spaces before them.
+      {"whitespace",
+       "a   b  \n\n\tc",
+       {"a", "  ", " b", "  \n\n", "\tc"},
+       {"a", "  ", " b", "  \n\n", "\tc"}},
+  };
+  const PreTokenizer qwen2("qwen2"), qwen35("qwen35");
+  EXPECT_TRUE(qwen35.warning().empty());
+  EXPECT_EQ(qwen35.name(), std::string("qwen35"));
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    const std::string text = row.text;
+    std::vector<std::string_view> want2(row.qwen2.begin(), row.qwen2.end()),
+        want35(row.qwen35.begin(), row.qwen35.end());
+    EXPECT_EQ(show(qwen2.split(text)), show(want2));
+    EXPECT_EQ(show(qwen35.split(text)), show(want35));
+  }
+}
+
 TEST(Tokenizer, unknownPreFallsBackWithWarning) {
   PreTokenizer p("no-such-pre");
   ASSERT_EQ(p.name(), std::string("default"));
@@ -292,7 +366,7 @@ static void checkRoundTrips(const std::string& kind) {
 }
 
 TEST(Tokenizer, roundTrips) {
-  for (const char* k : {"spm", "qwen2", "llama-bpe", "olmo", "deepseek-llm", "gpt2"}) {
+  for (const char* k : {"spm", "qwen2", "qwen35", "llama-bpe", "olmo", "deepseek-llm", "gpt2"}) {
     SCOPED_TRACE(k);
     checkRoundTrips(k);
   }
@@ -550,6 +624,11 @@ TEST(Tokenizer, chatFamilyFromGguf) {
       {"olmoe", "olmoe", "", ChatFamily::Olmoe},
       {"glm4moe", "glm4moe", "", ChatFamily::Glm},
       {"gpt-oss", "gpt-oss", "", ChatFamily::Harmony},
+      {"qwen35moe", "qwen35moe", "", ChatFamily::Qwen35},
+      // Qwen3.5's own template is ChatML with the reasoning block: the architecture tells.
+      {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}",
+       ChatFamily::Qwen35},
+      {"qwen35moe with a glm template", "qwen35moe", "[gMASK]<sop>", ChatFamily::Glm},
       {"glm template", "qwen2moe", "[gMASK]<sop>{% for m in messages %}", ChatFamily::Glm},
       {"llama with chatml template", "llama", "{{'<|im_start|>' + role}}", ChatFamily::ChatML},
   };

@@ -1,0 +1,103 @@
+// The fit estimate (offload/fit_estimate.h) for a model with recurrent layers: only
+// qwen35moe's full-attention layers keep KV rows; its gated delta-net layers keep a
+// state of fixed size per sequence (the conv inputs carried and the delta states),
+// counted once whatever the context. Checked on the tiny qwen35moe model against
+// numbers worked by hand from its spec, and through `moechat-cli info --preset` on the
+// full-size Qwen3.6-35B-A3B and Qwen3.5-122B-A10B shapes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "app/core/fit_words.h"
+#include "inference/model_config.h"
+#include "models/gguf.h"
+#include "models/synthetic_model.h"
+#include "offload/fit_estimate.h"
+#include "support/run_program.h"
+
+using namespace moe;
+
+namespace {
+
+ModelConfig tinyQwen35Config() {
+  return ModelConfig::fromGguf(
+      gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("qwen35moe")).toBytes()));
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(FitEstimate, recurrentLayersKeepStateNotKvRows) {
+  const ModelConfig c = tinyQwen35Config();
+  // The tiny spec: 4 layers, every second full attention; 2 kv heads of 32; delta-net
+  // with 2 key heads and 4 value heads of 16, conv width 4.
+  ASSERT_EQ(c.n_layer, 4);
+  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) &&
+              !c.isRecurrentLayer(3));
+  ModelSizes sizes;
+  sizes.expert_bytes = 1000;
+  sizes.other_bytes = 50000;
+  sizes.moe_layers = 4;
+  const int n_ctx = 512;
+  const FitEstimate f = estimateFit(c, sizes, 0, n_ctx);
+  // K and V, f16, of the 2 attention layers: 2 x 2 x 512 x (2 x 32) x 2 bytes.
+  EXPECT_EQ(f.kv_cache_bytes, 2ull * 2 * 512 * 64 * 2);
+  // Per delta-net layer: conv (4 - 1) x (2 x 2 x 16 + 4 x 16) = 384 floats, delta
+  // 4 x 16 x 16 = 1024 floats; 2 layers of f32.
+  EXPECT_EQ(f.recurrent_state_bytes, 2ull * (384 + 1024) * 4);
+  // The state does not grow with the context; the KV rows do.
+  const FitEstimate longer = estimateFit(c, sizes, 0, 2 * n_ctx);
+  EXPECT_EQ(longer.recurrent_state_bytes, f.recurrent_state_bytes);
+  EXPECT_EQ(longer.kv_cache_bytes, 2 * f.kv_cache_bytes);
+  // The state is part of what the GPU holds besides the cache, and the slots are what is left.
+  EXPECT_EQ(f.fixedBytes(),
+            f.resident_bytes + f.kv_cache_bytes + f.recurrent_state_bytes + f.workspace_bytes);
+  EXPECT_EQ(fixedGpuBytes(f), f.fixedBytes());
+  const FitEstimate budgeted = estimateFit(c, sizes, f.fixedBytes() + 5 * sizes.expert_bytes + 999, n_ctx);
+  EXPECT_EQ(budgeted.cache_slots, 5u);
+  EXPECT_TRUE(contains(fitSummary(budgeted, 0), "recurrent state ")) << fitSummary(budgeted, 0);
+
+  // The same model read as if every layer were attention: 4 layers of rows, no state.
+  ModelConfig all_attention = c;
+  all_attention.recurrent.clear();
+  all_attention.delta = {};
+  const FitEstimate dense = estimateFit(all_attention, sizes, 0, n_ctx);
+  EXPECT_EQ(dense.kv_cache_bytes, 2 * f.kv_cache_bytes);
+  EXPECT_EQ(dense.recurrent_state_bytes, 0u);
+  EXPECT_FALSE(contains(fitSummary(dense, 0), "recurrent"));
+}
+
+// The full-size shapes through `info --preset` (the layout only, no weights written).
+// Qwen3.6-35B-A3B: 10 attention layers x 2 kv heads x 256 x 2 (K, V) x 2 bytes = 20 KB
+// per position (40 layers would be 80 KB); 30 delta-net layers x (3 x 8192 + 32 x 128 x
+// 128) floats = 65.9 MB. Qwen3.5-122B-A10B: 12 attention layers; 36 delta-net layers x
+// (3 x 12288 + 64 x 128 x 128) floats = 156.3 MB.
+TEST(FitEstimate, infoDescribesTheQwen35Presets) {
+  struct Row {
+    const char* preset;
+    std::vector<std::string> want;
+  };
+  const Row rows[] = {
+      {"Q3.6-35B",
+       {"architecture:    qwen35moe", "40 (40 MoE, 0 dense) + 1 next-token-prediction layer",
+        "10 full-attention layers, 30 gated delta-net layers (16 key heads, 32 value heads of 128, conv 4)",
+        "256 per layer, 8 used per token, ffn 512", "ffn 512 (sigmoid-gated)", "chat template qwen35",
+        "KV cache 83.89 MB (10 attention layers) + recurrent state 65.86 MB (30 delta-net layers",
+        // The model card: 35B, 3B active. A published Q8_0 file is 37,801,097,504 bytes.
+        "35.51B in the file, 34.66B in the layers run, 2.95B active per token",
+        "in q8_0 (its layout only; "
+        "the weights were not written): 37.81 GB"}},
+      {"Q3.5-122B",
+       {"48 (48 MoE, 0 dense) + 1 next-token-prediction layer",
+        "12 full-attention layers, 36 gated delta-net layers (16 key heads, 64 value heads of 128, conv 4)",
+        "256 per layer, 8 used per token, ffn 1024", "recurrent state 156.30 MB (36 delta-net layers",
+        "124.64B in the file, 122.11B in the layers run, 9.01B active per token"}},  // card: 122B, 10B active
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.preset);
+    const auto r = test::runProgram({MOECHAT_CLI, "info", "--preset", row.preset, "--ctx", "4096"}, 600);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (const auto& w : row.want) EXPECT_TRUE(contains(r.out, w)) << w << "\n" << r.out;
+  }
+}
