@@ -72,6 +72,11 @@ struct DeltaNetShape {
   size_t deltaStateFloats() const { return size_t(n_v_heads) * size_t(head_v) * size_t(head_v); }
 };
 
+// Copies of the recurrent state a sequence keeps besides the live one (Transformer's
+// snapshots at the ends of its last prompts), so a regenerate or the next chat turn
+// restores instead of recomputing the conversation.
+inline constexpr int kRecurrentSnapshots = 2;
+
 struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string arch_name;   // general.architecture
@@ -103,8 +108,8 @@ struct ModelConfig {
   // position, so with every rotated pair in one of the first three sections (checked)
   // this is NEOX rope on the first n_rot dims.
   int rope_sections[4] = {0, 0, 0, 0};
-  DeltaNetShape delta;                  // qwen35moe; conv_kernel 0 elsewhere
-  std::vector<uint8_t> recurrent;       // [n_layer]: 1 = a delta-net layer (qwen35moe)
+  DeltaNetShape delta;             // qwen35moe; conv_kernel 0 elsewhere
+  std::vector<uint8_t> recurrent;  // [n_layer]: 1 = a delta-net layer (qwen35moe)
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer

@@ -50,12 +50,17 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
     v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
   }
   if (cfg_.hasRecurrentLayers()) {
-    recurrent_.resize(size_t(cfg_.n_layer));
-    for (int il = 0; il < cfg_.n_layer; ++il)
-      if (cfg_.isRecurrentLayer(il)) {  // zero-filled: the state of an empty sequence
-        recurrent_[size_t(il)].conv = backend_.allocFloats(std::max<size_t>(cfg_.delta.convStateFloats(), 1));
-        recurrent_[size_t(il)].delta = backend_.allocFloats(cfg_.delta.deltaStateFloats());
-      }
+    auto allocState = [&](std::vector<RecurrentState>& layers) {
+      layers.resize(size_t(cfg_.n_layer));
+      for (int il = 0; il < cfg_.n_layer; ++il)
+        if (cfg_.isRecurrentLayer(il)) {  // zero-filled: the state of an empty sequence
+          layers[size_t(il)].conv = backend_.allocFloats(std::max<size_t>(cfg_.delta.convStateFloats(), 1));
+          layers[size_t(il)].delta = backend_.allocFloats(cfg_.delta.deltaStateFloats());
+        }
+    };
+    allocState(recurrent_);
+    snapshots_.resize(kRecurrentSnapshots);
+    for (RecurrentSnapshot& snap : snapshots_) allocState(snap.layers);
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
   backend_.reserveScratch(cfg_, kMaxBatch, n_ctx);
@@ -68,10 +73,14 @@ Transformer::~Transformer() {
     if (kv.data) backend_.freeKv(kv);
   for (const KvCache& kv : v_cache_)
     if (kv.data) backend_.freeKv(kv);
-  for (const RecurrentState& r : recurrent_) {
-    if (r.conv) backend_.freeFloats(r.conv);
-    if (r.delta) backend_.freeFloats(r.delta);
-  }
+  auto freeState = [&](const std::vector<RecurrentState>& layers) {
+    for (const RecurrentState& r : layers) {
+      if (r.conv) backend_.freeFloats(r.conv);
+      if (r.delta) backend_.freeFloats(r.delta);
+    }
+  };
+  freeState(recurrent_);
+  for (const RecurrentSnapshot& snap : snapshots_) freeState(snap.layers);
 }
 
 void Transformer::setHostBackend(Backend* host) {
@@ -83,7 +92,8 @@ void Transformer::truncate(int n) {
   const int keep = std::clamp(n, 0, n_past_);
   if (cfg_.hasRecurrentLayers() && keep != n_past_) {
     history_.resize(size_t(keep));
-    recurrent_stale_ = true;  // recomputed by the next forward (or reset, at 0)
+    dropSnapshotsAbove(keep);  // the tokens after keep may be replaced
+    recurrent_stale_ = true;   // restored and recomputed by the next forward (or reset, at 0)
   }
   n_past_ = keep;
 }
@@ -105,9 +115,13 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
   if (recurrent_stale_) recomputeRecurrentState();
   logits.assign((all_logits ? tokens.size() : 1) * size_t(cfg_.n_vocab), 0.0f);
   const int start = n_past_;
-  try {
-    for (size_t first = 0; first < tokens.size(); first += kMaxBatch) {
-      const size_t n = std::min<size_t>(kMaxBatch, tokens.size() - first);
+  // A prefill of a model with recurrent layers stops one token short of its end for a
+  // snapshot of the state there (the batches are cut at that token).
+  const bool snapshot = cfg_.hasRecurrentLayers() && tokens.size() > 1;
+  const size_t split = snapshot ? tokens.size() - 1 : tokens.size();
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t first = begin; first < end; first += kMaxBatch) {
+      const size_t n = std::min<size_t>(kMaxBatch, end - first);
       const bool last_chunk = first + n == tokens.size();
       if (all_logits)
         forwardBatch(tokens.subspan(first, n), logits, true, first * cfg_.n_vocab);
@@ -118,9 +132,19 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
         forwardBatch(tokens.subspan(first, n), unused, false, kNoLogits);
       }
     }
+  };
+  try {
+    run(0, split);
+    if (snapshot) {
+      takeSnapshot();
+      run(split, tokens.size());
+    }
   } catch (...) {
-    n_past_ = start;                                         // a half-written step never counts as cached
-    if (cfg_.hasRecurrentLayers()) recurrent_stale_ = true;  // its state went on: recomputed
+    n_past_ = start;  // a half-written step never counts as cached
+    if (cfg_.hasRecurrentLayers()) {
+      dropSnapshotsAbove(start);
+      recurrent_stale_ = true;  // its state went on: restored and recomputed
+    }
     throw;
   }
   if (cfg_.hasRecurrentLayers()) history_.insert(history_.end(), tokens.begin(), tokens.end());

@@ -60,9 +60,13 @@ class Transformer {
   int nCtx() const { return n_ctx_; }
   // Forgets cached positions from n on (keeps the shared prefix of a conversation).
   // A model with recurrent layers (qwen35moe) cannot step its state back: after a
-  // truncate below nPast() the next forward recomputes the state from position 0
-  // over the tokens kept (state snapshots that would avoid it are not written yet).
+  // truncate below nPast() the next forward restores the newest state snapshot at or
+  // below the kept length (a prefill of n tokens leaves one at its n - 1st, the end of
+  // a chat turn's prompt but its last token, where a regenerate starts again) and
+  // recomputes only the kept tokens after it (all of them where there is none).
   void truncate(int n);
+  // Tokens a restore recomputed so far (recurrent layers; 0 for the others).
+  int64_t recomputedTokens() const { return recomputed_tokens_; }
   void setCancelFlag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   void setRoutingObserver(std::function<void(const RoutingEvent&)> f) { on_routing_ = std::move(f); }
   // Each MoE layer computes the experts `replay` names instead of its router's
@@ -154,6 +158,18 @@ class Transformer {
   std::vector<RecurrentState> recurrent_;
   std::vector<int32_t> history_;
   bool recurrent_stale_ = false;
+  // Copies of every recurrent layer's state at a position (kRecurrentSnapshots of them,
+  // allocated with the state; position -1: unused). One is kept per prefill, the oldest
+  // replaced; truncating below a snapshot's position drops it.
+  struct RecurrentSnapshot {
+    int position = -1;
+    std::vector<RecurrentState> layers;
+  };
+  std::vector<RecurrentSnapshot> snapshots_;
+  int64_t recomputed_tokens_ = 0;
+  void takeSnapshot();
+  void dropSnapshotsAbove(int position);
+  void copyState(const std::vector<RecurrentState>& from, const std::vector<RecurrentState>& to);
   std::unique_ptr<Scratch> s_;
   Backend* host_ = nullptr;
   struct HostScratch;

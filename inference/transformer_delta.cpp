@@ -80,16 +80,55 @@ void Transformer::resetRecurrentState() {
   recurrent_stale_ = false;
 }
 
+void Transformer::copyState(const std::vector<RecurrentState>& from, const std::vector<RecurrentState>& to) {
+  for (size_t il = 0; il < from.size(); ++il) {
+    if (!from[il].delta) continue;
+    backend_.copy(to[il].conv, from[il].conv, std::max<size_t>(cfg_.delta.convStateFloats(), 1));
+    backend_.copy(to[il].delta, from[il].delta, cfg_.delta.deltaStateFloats());
+  }
+}
+
+// The state at n_past_, in the slot already at that position, else an unused one or
+// the one nearest the start.
+void Transformer::takeSnapshot() {
+  RecurrentSnapshot* slot = nullptr;
+  for (RecurrentSnapshot& snap : snapshots_)
+    if (snap.position == n_past_) slot = &snap;
+  if (!slot)  // an unused slot (position -1) or the one nearest the start
+    for (RecurrentSnapshot& snap : snapshots_)
+      if (!slot || snap.position < slot->position) slot = &snap;
+  if (!slot) return;
+  copyState(recurrent_, slot->layers);
+  slot->position = n_past_;
+}
+
+void Transformer::dropSnapshotsAbove(int position) {
+  for (RecurrentSnapshot& snap : snapshots_)
+    if (snap.position > position) snap.position = -1;
+}
+
 void Transformer::recomputeRecurrentState() {
-  // The KV rows of the kept positions are still valid; recomputing them with the state
-  // costs one prefill of the kept tokens and gives the same values.
-  std::vector<int32_t> kept(history_.begin(), history_.begin() + n_past_);
-  resetRecurrentState();
-  n_past_ = 0;
-  history_.clear();
-  if (kept.empty()) return;
+  // From the newest snapshot at or below the kept length (else from an empty state):
+  // the KV rows of the kept positions are still valid, and recomputing the ones after
+  // the snapshot with the state gives the same values.
+  const int keep = n_past_;
+  const RecurrentSnapshot* from = nullptr;
+  for (const RecurrentSnapshot& snap : snapshots_)
+    if (snap.position >= 0 && snap.position <= keep && (!from || snap.position > from->position))
+      from = &snap;
+  const int base = from ? from->position : 0;
+  std::vector<int32_t> rest(history_.begin() + base, history_.begin() + keep);
+  if (from)
+    copyState(from->layers, recurrent_);
+  else
+    resetRecurrentState();
+  recurrent_stale_ = false;
+  n_past_ = base;
+  history_.resize(size_t(base));
+  if (rest.empty()) return;
+  recomputed_tokens_ += int64_t(rest.size());
   std::vector<float> unused;
-  forward(kept, unused, false);
+  forward(rest, unused, false);
 }
 
 }  // namespace moe

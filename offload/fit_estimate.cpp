@@ -10,14 +10,14 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   f.resident_bytes = sizes.other_bytes;
   // K and V of every attention layer, f16 on the GPU (CudaBackend::allocKv). A recurrent
   // layer (qwen35moe's gated delta-net) keeps no rows: its state is a fixed size per
-  // sequence whatever the context, the conv inputs carried and the delta states, in f32
-  // (deltanet::LayerState; Transformer keeps one per layer).
+  // sequence whatever the context, the conv inputs carried and the delta states, in f32,
+  // live and in each of the kRecurrentSnapshots copies Transformer keeps.
   uint64_t attention_layers = 0, recurrent_layers = 0;
   for (int il = 0; il < cfg.n_layer; ++il) ++(cfg.isRecurrentLayer(il) ? recurrent_layers : attention_layers);
   f.kv_cache_bytes = 2ull * attention_layers * uint64_t(n_ctx) * cfg.kvWidth() * 2;
   if (cfg.hasRecurrentLayers())
-    f.recurrent_state_bytes =
-        recurrent_layers * (cfg.delta.convStateFloats() + cfg.delta.deltaStateFloats()) * sizeof(float);
+    f.recurrent_state_bytes = (1 + kRecurrentSnapshots) * recurrent_layers *
+                              (cfg.delta.convStateFloats() + cfg.delta.deltaStateFloats()) * sizeof(float);
   // Activations for a prefill batch of 256 tokens (the MoE block's per-(token, rank)
   // rows of n_ff_exp and n_embd included) plus a fixed 256 MiB margin for the CUDA
   // context's own allocations (cuBLAS workspace, kernels).

@@ -14,7 +14,7 @@ struct FitEstimate {
   uint64_t vram_budget = 0;            // bytes the user allows moechat to use on the GPU
   uint64_t resident_bytes = 0;         // non-expert weights (always on the GPU)
   uint64_t kv_cache_bytes = 0;         // f16 K and V for n_ctx positions, attention layers only
-  uint64_t recurrent_state_bytes = 0;  // qwen35moe: f32 conv + delta states of one sequence
+  uint64_t recurrent_state_bytes = 0;  // qwen35moe: f32 conv + delta states, live and snapshots
   uint64_t workspace_bytes = 0;        // activations + a safety margin
   uint64_t expert_bytes = 0;           // one routed expert (3 matrices)
   uint64_t cache_slots = 0;            // experts the remaining budget holds

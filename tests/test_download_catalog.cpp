@@ -99,7 +99,8 @@ class TestDownloadCatalog : public QObject {
     QVERIFY(e);
     const CatalogFit f = estimateCatalogFit(*e, 24'000'000'000ull, 4096, 64ull << 30);
     QCOMPARE(f.fit.kv_cache_bytes, uint64_t(2) * 10 * 4096 * 512 * 2);
-    QCOMPARE(f.fit.recurrent_state_bytes, uint64_t(30) * (3 * 8192 + 32 * 128 * 128) * 4);
+    QCOMPARE(f.fit.recurrent_state_bytes,
+             uint64_t(1 + moe::kRecurrentSnapshots) * 30 * (3 * 8192 + 32 * 128 * 128) * 4);
     QCOMPARE(f.fit.total_experts, uint64_t(40 * 256));
     const double rel = std::abs(double(f.estimated_file_bytes) - 36903140320.0) / 36903140320.0;
     qInfo("Qwen3.6-35B-A3B Q8_0: estimated %llu bytes, published 36903140320 (%.2f%% off)",

@@ -214,9 +214,9 @@ int runInfo(const std::vector<std::string>& argv) {
   std::printf("  resident weights %s + KV cache %s", humanBytes(fit.resident_bytes).c_str(),
               humanBytes(fit.kv_cache_bytes).c_str());
   if (c.hasRecurrentLayers())
-    std::printf(" (%d attention layers) + recurrent state %s (%d delta-net layers, one sequence)",
-                c.n_layer - recurrent_layers, humanBytes(fit.recurrent_state_bytes).c_str(),
-                recurrent_layers);
+    std::printf(" (%d attention layers) + recurrent state %s (%d delta-net layers, live + %d snapshots)",
+                c.n_layer - recurrent_layers, humanBytes(fit.recurrent_state_bytes).c_str(), recurrent_layers,
+                kRecurrentSnapshots);
   std::printf(" + workspace %s\n", humanBytes(fit.workspace_bytes).c_str());
   if (!fit.fits_gpu) {
     std::printf("  does NOT fit: the budget leaves fewer than 2 expert slots\n");

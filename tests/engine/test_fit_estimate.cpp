@@ -44,8 +44,8 @@ TEST(FitEstimate, recurrentLayersKeepStateNotKvRows) {
   // K and V, f16, of the 2 attention layers: 2 x 2 x 512 x (2 x 32) x 2 bytes.
   EXPECT_EQ(f.kv_cache_bytes, 2ull * 2 * 512 * 64 * 2);
   // Per delta-net layer: conv (4 - 1) x (2 x 2 x 16 + 4 x 16) = 384 floats, delta
-  // 4 x 16 x 16 = 1024 floats; 2 layers of f32.
-  EXPECT_EQ(f.recurrent_state_bytes, 2ull * (384 + 1024) * 4);
+  // 4 x 16 x 16 = 1024 floats; 2 layers of f32, live and in each snapshot.
+  EXPECT_EQ(f.recurrent_state_bytes, (1 + moe::kRecurrentSnapshots) * 2ull * (384 + 1024) * 4);
   // The state does not grow with the context; the KV rows do.
   const FitEstimate longer = estimateFit(c, sizes, 0, 2 * n_ctx);
   EXPECT_EQ(longer.recurrent_state_bytes, f.recurrent_state_bytes);
@@ -83,7 +83,8 @@ TEST(FitEstimate, infoDescribesTheQwen35Presets) {
        {"architecture:    qwen35moe", "40 (40 MoE, 0 dense) + 1 next-token-prediction layer",
         "10 full-attention layers, 30 gated delta-net layers (16 key heads, 32 value heads of 128, conv 4)",
         "256 per layer, 8 used per token, ffn 512", "ffn 512 (sigmoid-gated)", "chat template qwen35",
-        "KV cache 83.89 MB (10 attention layers) + recurrent state 65.86 MB (30 delta-net layers",
+        "KV cache 83.89 MB (10 attention layers) + recurrent state 197.59 MB (30 delta-net layers, live + 2 "
+        "snapshots)",
         // The model card: 35B, 3B active. A published Q8_0 file is 37,801,097,504 bytes.
         "35.51B in the file, 34.66B in the layers run, 2.95B active per token",
         "in q8_0 (its layout only; "
@@ -91,7 +92,7 @@ TEST(FitEstimate, infoDescribesTheQwen35Presets) {
       {"Q3.5-122B",
        {"48 (48 MoE, 0 dense) + 1 next-token-prediction layer",
         "12 full-attention layers, 36 gated delta-net layers (16 key heads, 64 value heads of 128, conv 4)",
-        "256 per layer, 8 used per token, ffn 1024", "recurrent state 156.30 MB (36 delta-net layers",
+        "256 per layer, 8 used per token, ffn 1024", "recurrent state 468.91 MB (36 delta-net layers",
         "124.64B in the file, 122.11B in the layers run, 9.01B active per token"}},  // card: 122B, 10B active
   };
   for (const Row& row : rows) {

@@ -117,6 +117,37 @@ TEST(Generation, cancelStops) {
   ASSERT_TRUE(st.generated_tokens < 50);
 }
 
+// A model with recurrent layers (qwen35moe): a reply cancelled mid-way and then
+// regenerated gives the uninterrupted reply's tokens, and the regenerate restores the
+// prompt's state snapshot instead of running the prompt again.
+TEST(Generation, recurrentModelRegeneratesAfterACancelledReply) {
+  SessionOptions o;
+  o.model_path = std::string(MOECHAT_TEST_DATA) + "/golden/qwen35moe.gguf";
+  o.n_ctx = 128;
+  o.threads = 2;
+  const std::vector<int32_t> p = {1, 5, 9, 14, 2, 7, 30, 11};
+  std::vector<int32_t> whole, again;
+  {
+    EngineSession s(o);
+    s.generator().generate(p, greedy(12), [](std::string_view) {});
+    whole = s.generator().cachedTokens();
+  }
+  EngineSession s(o);
+  std::atomic<bool> cancel{false};
+  int pieces = 0;
+  const auto cut = s.generator().generate(
+      p, greedy(12),
+      [&](std::string_view) {
+        if (++pieces == 4) cancel.store(true);
+      },
+      &cancel);
+  ASSERT_EQ(cut.reason, StopReason::Cancelled);
+  const auto st = s.generator().generate(p, greedy(12), [](std::string_view) {});
+  ASSERT_EQ(st.reused_tokens, int(p.size()) - 1);    // all but the prompt's last token
+  ASSERT_EQ(s.transformer().recomputedTokens(), 0);  // restored, not run again
+  ASSERT_EQ(s.generator().cachedTokens(), whole);
+}
+
 TEST(Generation, badPrompts) {
   EngineSession s(demo(32));
   ASSERT_THROW(s.generator().generate({}, greedy(4), nullptr), std::invalid_argument);

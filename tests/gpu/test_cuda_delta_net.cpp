@@ -263,6 +263,14 @@ TEST_F(CudaDeltaNet, stateLifecycleOnTheDevice) {
   moe::Transformer t(*model, *gpu_, experts, 64);
   std::vector<float> logits;
   t.forward(a, logits);
+  {  // A regenerate: back to the prompt's last token, the state restored from its snapshot.
+    const std::vector<float> first = logits;
+    t.forward(std::span(b).first(1), logits);
+    t.truncate(9);
+    t.forward(std::span(a).subspan(9, 1), logits);
+    EXPECT_EQ(t.recomputedTokens(), 0) << "the snapshot was not used";
+    EXPECT_TRUE(logits == first) << "the restored state gave other logits";
+  }
   for (int i = 0; i < 2; ++i) t.forward(std::span(b).subspan(size_t(i), 1), logits);  // decode steps
   t.truncate(6);
   t.forward(b, logits, true);

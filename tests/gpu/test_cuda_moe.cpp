@@ -507,7 +507,9 @@ TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
           (unsigned long long)(host_after.host_syncs - after.host_syncs));
       ASSERT_EQ(after.graph_launches - before.graph_launches, uint64_t(1))
           << arch << ": the step is not one graph";
-      if (first_step)
+      // With recurrent layers the prompt's last token ran as a step of its own (the
+      // state's snapshot comes before it), recorded then and replayed here.
+      if (first_step && !model->config().hasRecurrentLayers())
         ASSERT_TRUE(after.captured_kernels > before.captured_kernels) << arch << ": nothing recorded";
       else
         ASSERT_EQ(after.captured_kernels, before.captured_kernels) << arch << ": the step was recorded again";
