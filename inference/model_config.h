@@ -17,10 +17,21 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss, Qwen35Moe };
+enum class Arch {
+  Llama,
+  Qwen2Moe,
+  Qwen3Moe,
+  Deepseek,
+  Deepseek2,
+  Olmoe,
+  Glm4Moe,
+  GptOss,
+  Qwen35Moe,
+  MinimaxM2
+};
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
-enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe: whole projection
+enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe, minimax-m2: whole projection
 
 const char* archName(Arch a);
 
@@ -103,8 +114,8 @@ struct ModelConfig {
   // position, so with every rotated pair in one of the first three sections (checked)
   // this is NEOX rope on the first n_rot dims.
   int rope_sections[4] = {0, 0, 0, 0};
-  DeltaNetShape delta;                  // qwen35moe; conv_kernel 0 elsewhere
-  std::vector<uint8_t> recurrent;       // [n_layer]: 1 = a delta-net layer (qwen35moe)
+  DeltaNetShape delta;             // qwen35moe; conv_kernel 0 elsewhere
+  std::vector<uint8_t> recurrent;  // [n_layer]: 1 = a delta-net layer (qwen35moe)
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
