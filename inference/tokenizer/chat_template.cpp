@@ -277,7 +277,10 @@ ChatFamily familyFromArch(const std::string& arch) {
   if (arch == "olmoe") return ChatFamily::Olmoe;
   if (arch == "glm4moe") return ChatFamily::Glm;
   if (arch == "gpt-oss") return ChatFamily::Harmony;
-  return ChatFamily::ChatML;  // qwen2moe, qwen3moe and anything unknown
+  // minimax-m2: MiniMax-M2's own template (turns opened by "]~b]" and closed by "[e~[",
+  // a <think> block) is not one of the families yet; ChatML is the fallback, as for
+  // anything unknown.
+  return ChatFamily::ChatML;  // qwen2moe, qwen3moe, minimax-m2 and anything unknown
 }
 
 }  // namespace
