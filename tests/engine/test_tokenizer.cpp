@@ -625,10 +625,8 @@ TEST(Tokenizer, chatFamilyFromGguf) {
       {"glm4moe", "glm4moe", "", ChatFamily::Glm},
       {"gpt-oss", "gpt-oss", "", ChatFamily::Harmony},
       {"qwen35moe", "qwen35moe", "", ChatFamily::Qwen35},
-      {"minimax-m2", "minimax-m2", "", ChatFamily::ChatML},
-      // MiniMax-M2's own markers are no family's: the fallback.
-      {"minimax-m2 with its template", "minimax-m2", "]~!b[]~b]system\n{{ m.content }}[e~[\n]~b]ai\n",
-       ChatFamily::ChatML},
+      {"minimax-m2", "minimax-m2", "", ChatFamily::MiniMax},
+      {"minimax template", "qwen3moe", "{{- ']~!b[' ~ ']~b]system' ~ '\\n' }}", ChatFamily::MiniMax},
       // Qwen3.5's own template is ChatML with the reasoning block: the architecture tells.
       {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}",
        ChatFamily::Qwen35},
