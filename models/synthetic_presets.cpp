@@ -165,7 +165,7 @@ SyntheticSpec tinyMinimaxM2() {
   s.rope_freq_base = 5000000.0f;
   s.n_vocab_target = 352;
   s.vocab = VocabKind::Gpt2Bpe;
-  s.bpe_pre = "qwen2";  // MiniMax's own pre-tokenizer ("minimax-m2") is not written here
+  s.bpe_pre = "minimax-m2";  // o200k's split
   s.expert_type = TensorType::Q4_0;
   s.weight_type = TensorType::F16;
   s.seed = 909;
@@ -529,7 +529,7 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.n_rot = 64;
     s.rope_freq_base = 5000000.0f;
     s.n_ctx = 196608;
-    s.bpe_pre = "qwen2";
+    s.bpe_pre = "minimax-m2";
     s.expert_type = s.weight_type = TensorType::BF16;
   } else {
     throw std::invalid_argument("presetSpec: unknown preset '" + n + "'");
