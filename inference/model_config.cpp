@@ -375,9 +375,10 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       // llama.cpp's minimax-m2 graph: attn_q_norm {n_head x head_dim} and attn_k_norm
       // {n_head_kv x head_dim}, each one RMS norm over the whole projection before it is
       // split into heads (MiniMax's qk_norm_type "per_layer"); no shared expert; the
-      // routed weights renormalised whatever expert_weights_norm says.
+      // routed weights renormalised whatever expert_weights_norm says, and not scaled.
       c.qk_norm = QkNorm::Whole;
       c.norm_topk_weights = true;
+      c.expert_weights_scale = 1.0f;  // its loader reads no expert_weights_scale
       break;
     case Arch::Llama: break;
   }

@@ -114,9 +114,14 @@ TEST(ModelConfig, minimaxM2ReadsWideHeadsPartialRopeAndBiasedSigmoidRouter) {
     ASSERT_EQ(int(L.expert_bias.size()), spec.n_expert);
     ASSERT_TRUE(L.q_norm && L.k_norm);
   }
-  // The file's expert_weights_norm does not switch llama.cpp's renormalisation off.
-  auto f = rebuilt(spec, [](gguf::GgufWriter& w) { w.setBool("minimax-m2.expert_weights_norm", false); });
+  // The file's expert_weights_norm does not switch llama.cpp's renormalisation off, nor
+  // does an expert_weights_scale scale the weights (its minimax-m2 loader reads neither).
+  auto f = rebuilt(spec, [](gguf::GgufWriter& w) {
+    w.setBool("minimax-m2.expert_weights_norm", false);
+    w.setFloat32("minimax-m2.expert_weights_scale", 2.5f);
+  });
   ASSERT_TRUE(ModelConfig::fromGguf(f).norm_topk_weights);
+  ASSERT_FLOAT_EQ(ModelConfig::fromGguf(f).expert_weights_scale, 1.0f);
 }
 
 TEST(ModelConfig, minimaxM2MissingOrInconsistentKeysAreNamed) {

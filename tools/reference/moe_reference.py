@@ -368,7 +368,7 @@ def config_from_gguf(r: GGUFReader) -> Config:
             raise ValueError(f"{n_group_used} of {n_groups} groups hold fewer experts than expert_used_count")
 
     scale = 1.0
-    if arch in ("deepseek", "deepseek2", "glm4moe", "minimax-m2"):
+    if arch in ("deepseek", "deepseek2", "glm4moe"):
         scale = float(r.metadata.get(f"{arch}.expert_weights_scale", 1.0))
     elif f"{arch}.expert_weights_scale" in r.metadata:
         warnings.append(f"{arch}.expert_weights_scale present but unused by this arch")
