@@ -199,7 +199,8 @@ class Model::Loader {
       host.up = on_host ? L.exp_up_bias : hostCopy(blk(il, "ffn_up_exps.bias"));
       host.down = on_host ? L.exp_down_bias : hostCopy(blk(il, "ffn_down_exps.bias"));
     }
-    if (c_.arch == Arch::Glm4Moe ||
+    // minimax-m2's loader requires the selection bias (llama.cpp src/models/minimax-m2.cpp).
+    if (c_.arch == Arch::Glm4Moe || c_.arch == Arch::MinimaxM2 ||
         (c_.arch == Arch::Deepseek2 && f_.findTensor(blk(il, "exp_probs_b.bias"))))
       L.expert_bias = hostVector(blk(il, "exp_probs_b.bias"), uint64_t(c_.n_expert));
     if (c_.n_ff_shexp > 0) {

@@ -68,7 +68,8 @@ struct LayerWeights {
   WeightView shexp_gate, shexp_up;  // rows n_ff_shexp, cols n_embd
   WeightView shexp_down;            // rows n_embd, cols n_ff_shexp
   WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
-  std::vector<float> expert_bias;   // [n_expert] host: exp_probs_b (glm4moe, deepseek2 where present)
+  std::vector<float>
+      expert_bias;  // [n_expert] host: exp_probs_b (glm4moe, minimax-m2, deepseek2 where present)
 };
 
 struct ModelWeights {

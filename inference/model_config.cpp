@@ -24,6 +24,10 @@ constexpr ArchInfo kArchs[] = {
     {"glm4moe", Arch::Glm4Moe, RopeStyle::Neox, true},
     {"gpt-oss", Arch::GptOss, RopeStyle::Neox, true},
     {"qwen35moe", Arch::Qwen35Moe, RopeStyle::Neox, true},
+    // llama.cpp lists minimax-m2 among the NEOX rope architectures (llama-model.cpp,
+    // llama_model_rope_type) and its graph always renormalises the chosen experts'
+    // weights (src/models/minimax-m2.cpp: build_moe_ffn with norm_w true).
+    {"minimax-m2", Arch::MinimaxM2, RopeStyle::Neox, true},
 };
 
 const ArchInfo* findArch(const std::string& name) {
@@ -149,7 +153,7 @@ float mlaAttentionScale(const KeyReader& k, ModelConfig& c) {
 // Bounds of the linear-attention shape: far above Qwen3.5's (conv 4, heads of 128,
 // 32 value heads), low enough that nothing is sized from an absurd header.
 constexpr int64_t kMaxConvKernel = 64;
-constexpr int64_t kMaxStateSize = 4096;                 // one head's key / value width
+constexpr int64_t kMaxStateSize = 4096;                     // one head's key / value width
 constexpr int64_t kMaxDeltaStateFloats = int64_t{1} << 26;  // one layer's delta states
 
 // IMROPE (ggml's rope_multi, GGML_ROPE_TYPE_IMROPE): rotated pair i belongs to sector
@@ -194,10 +198,9 @@ void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c
   require(d.n_v_heads % d.n_k_heads == 0, k.key("ssm.time_step_rank") + " (" + std::to_string(d.n_v_heads) +
                                               ") must be a multiple of " + k.key("ssm.group_count") + " (" +
                                               std::to_string(d.n_k_heads) + ")");
-  require(inner > 0 && inner % d.n_v_heads == 0, k.key("ssm.inner_size") + " (" + std::to_string(inner) +
-                                                     ") must be a positive multiple of " +
-                                                     k.key("ssm.time_step_rank") + " (" +
-                                                     std::to_string(d.n_v_heads) + ")");
+  require(inner > 0 && inner % d.n_v_heads == 0,
+          k.key("ssm.inner_size") + " (" + std::to_string(inner) + ") must be a positive multiple of " +
+              k.key("ssm.time_step_rank") + " (" + std::to_string(d.n_v_heads) + ")");
   d.head_v = inner / d.n_v_heads;
   require(d.head_v == d.head_k, k.key("ssm.inner_size") + " / " + k.key("ssm.time_step_rank") + " = " +
                                     std::to_string(d.head_v) + " must equal " + k.key("ssm.state_size") +
@@ -217,7 +220,8 @@ void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c
       const gguf::Value& e = (*arr)[size_t(i)];
       const auto b = e.asBool();
       const auto u = e.asUint();
-      if (!b && !u) throw ModelError("key '" + k.key("attention.recurrent_layers") + "' holds a non-flag value");
+      if (!b && !u)
+        throw ModelError("key '" + k.key("attention.recurrent_layers") + "' holds a non-flag value");
       c.recurrent[size_t(i)] = (b ? *b : *u != 0) ? 1 : 0;
     }
   } else {
@@ -240,6 +244,17 @@ void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c
       throw ModelError("key '" + k.key("rope.dimension_sections") + "' holds an invalid count");
     c.rope_sections[i] = static_cast<int>(*n);
   }
+}
+
+// minimax-m2 (llama.cpp: src/models/minimax-m2.cpp, its converter's MiniMaxM2Model).
+// The converter always writes the head width (head_dim 128, while embedding_length /
+// head_count is 64), the rotated width (rotary_dim 64 of 128) and the experts' width,
+// and the loader requires the experts' width: without them the file is not one the
+// converter wrote, and guessing head_dim = n_embd / n_head would mis-size attention.
+void readMinimaxM2Keys(const KeyReader& k) {
+  for (const char* suffix : {"attention.key_length", "rope.dimension_count", "expert_feed_forward_length"})
+    if (!k.optional(suffix))
+      throw ModelError("model file lacks required key '" + k.key(suffix) + "' (minimax-m2)");
 }
 
 }  // namespace
@@ -283,6 +298,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_head_kv = k.optional("attention.head_count_kv").value_or(c.n_head);
   c.n_ctx_train = k.optional("context_length").value_or(4096);
   require(c.n_head > 0, "attention.head_count must be > 0");
+  if (c.arch == Arch::MinimaxM2) readMinimaxM2Keys(k);
   c.head_dim = k.optional("attention.key_length").value_or(c.n_embd / c.n_head);
   if (c.arch == Arch::Deepseek2) {
     readMla(k, c);
@@ -313,7 +329,9 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_leading_dense = k.optional("leading_dense_block_count").value_or(0);
   c.expert_weights_scale = k.optionalFloat("expert_weights_scale").value_or(1.0f);
   if (auto norm = k.optionalBool("expert_weights_norm")) c.norm_topk_weights = *norm;
-  if (c.arch == Arch::Glm4Moe) c.gating = GatingFunc::Sigmoid;  // its default when the key is absent
+  // glm4moe: its default when the key is absent. minimax-m2: MiniMax-M2's config.json
+  // says scoring_func "sigmoid", which llama.cpp's converter writes as the key.
+  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2) c.gating = GatingFunc::Sigmoid;
   if (auto g = k.optional("expert_gating_func")) {
     require(*g == 1 || *g == 2, "expert_gating_func must be 1 (softmax) or 2 (sigmoid)");
     c.gating = *g == 2 ? GatingFunc::Sigmoid : GatingFunc::Softmax;
@@ -352,6 +370,15 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.shared_expert_gated = true;
       requireAtMost(c.n_layer, kMaxCount, "block_count");
       readDeltaNet(file, k, c, n_layer_all);
+      break;
+    case Arch::MinimaxM2:
+      // llama.cpp's minimax-m2 graph: attn_q_norm {n_head x head_dim} and attn_k_norm
+      // {n_head_kv x head_dim}, each one RMS norm over the whole projection before it is
+      // split into heads (MiniMax's qk_norm_type "per_layer"); no shared expert; the
+      // routed weights renormalised whatever expert_weights_norm says, and not scaled.
+      c.qk_norm = QkNorm::Whole;
+      c.norm_topk_weights = true;
+      c.expert_weights_scale = 1.0f;  // its loader reads no expert_weights_scale
       break;
     case Arch::Llama: break;
   }

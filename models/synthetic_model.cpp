@@ -272,7 +272,7 @@ class ModelBuilder {
     if (s_.arch == "qwen3moe") {  // per head: one {head_dim} weight shared by all heads
       norm(blk(l, "attn_q_norm.weight"), hd);
       norm(blk(l, "attn_k_norm.weight"), hd);
-    } else if (s_.arch == "olmoe") {  // over the whole q / k projection
+    } else if (s_.arch == "olmoe" || s_.arch == "minimax-m2") {  // over the whole q / k projection
       norm(blk(l, "attn_q_norm.weight"), q_w);
       norm(blk(l, "attn_k_norm.weight"), kv_w);
     }
@@ -303,7 +303,8 @@ class ModelBuilder {
       tensor(blk(l, "ffn_up_exps.bias"), {ff, ne}, TensorType::F32, small);
       tensor(blk(l, "ffn_down_exps.bias"), {d, ne}, TensorType::F32, small);
     }
-    if (s_.arch == "glm4moe" || s_.selection_bias)  // the selection bias of the router, {n_expert}, F32
+    if (s_.arch == "glm4moe" || s_.arch == "minimax-m2" ||
+        s_.selection_bias)  // the selection bias of the router, {n_expert}, F32
       tensor(blk(l, "exp_probs_b.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
     if (s_.n_expert_shared <= 0) return;
     const uint64_t sh = uint64_t(s_.n_ff_shexp);
@@ -358,7 +359,8 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
   // and real files omit them, so readers must derive it.
   if (s.arch == "deepseek2") {
     writeLatentAttentionKeys(s, w);
-  } else if (s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.head_dim * s.n_head != s.n_embd) {
+  } else if (s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.arch == "minimax-m2" ||
+             s.head_dim * s.n_head != s.n_embd) {
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.head_dim);
   }
@@ -388,6 +390,9 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
     u32("expert_group_count", s.n_expert_groups);
     u32("expert_group_used_count", s.n_group_used);
   }
+  // As llama.cpp's converter writes MiniMax-M2 (its base class turns scoring_func
+  // "sigmoid" into the gating key; no weights norm or scale keys).
+  if (s.arch == "minimax-m2") u32("expert_gating_func", 2);
   if (s.arch == "glm4moe") {  // as GLM-4.5's files: sigmoid gating, renormalised top-k
     u32("expert_gating_func", 2);
     w.setBool(a + "expert_weights_norm", true);

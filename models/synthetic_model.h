@@ -16,11 +16,11 @@ enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 struct SyntheticSpec {
   std::string name;  // general.name
-  std::string
-      arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss | qwen35moe
-  int n_layer = 2;  // layers the forward pass runs
-  int n_nextn = 0;  // glm4moe, qwen35moe: next-token-prediction layers written after them
-  int n_rot = 0;    // rotary dimensions per head; 0: all (head_dim)
+  std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss |
+                     // qwen35moe | minimax-m2
+  int n_layer = 2;   // layers the forward pass runs
+  int n_nextn = 0;   // glm4moe, qwen35moe: next-token-prediction layers written after them
+  int n_rot = 0;     // rotary dimensions per head; 0: all (head_dim)
   int n_embd = 64;
   int n_head = 4;
   int n_head_kv = 2;
@@ -85,7 +85,7 @@ SyntheticSpec demoSpec();
 
 // Shape presets of real models (shared/MODEL-SHAPES.md) at full size, for
 // benchmarks on a machine with room. short names: DS-1, DS-2, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE,
-// GLM-Air, GLM-Flash, OSS-20B, OSS-120B, Q3.6-35B, Q3.5-122B.
+// GLM-Air, GLM-Flash, OSS-20B, OSS-120B, Q3.6-35B, Q3.5-122B, MiniMax-M2.
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 

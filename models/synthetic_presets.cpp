@@ -150,6 +150,28 @@ SyntheticSpec tinyGlm4Moe() {
   return s;
 }
 
+// MiniMax-M2 style: heads wider than n_embd / n_head (4 x 32 = 128 against 64, as
+// MiniMax-M2's 48 x 128 against 3072), half of each head rotary (16 of 32, as its 64
+// of 128), QK-norm over the whole q and k projections, a sigmoid router whose
+// selection bias (exp_probs_b) changes which experts win while the unbiased scores,
+// renormalised, weight them; no shared expert. Q4_0 experts beside F16 matrices.
+SyntheticSpec tinyMinimaxM2() {
+  SyntheticSpec s = tinyBase("minimax-m2");
+  s.head_dim = 32;
+  s.n_rot = 16;
+  s.n_expert = 10;
+  s.n_expert_used = 3;
+  s.n_ff_exp = 32;
+  s.rope_freq_base = 5000000.0f;
+  s.n_vocab_target = 352;
+  s.vocab = VocabKind::Gpt2Bpe;
+  s.bpe_pre = "minimax-m2";  // o200k's split
+  s.expert_type = TensorType::Q4_0;
+  s.weight_type = TensorType::F16;
+  s.seed = 909;
+  return s;
+}
+
 // gpt-oss style: MXFP4 experts with biases, Q8_0 other matrices, biased q/k/v/o
 // and router, a sink logit per head, the even layers attending within a window of
 // 4 (the goldens' 16-token sequences cross it), YaRN RoPE scaled 4x over an
@@ -380,7 +402,8 @@ void qwen35Preset(const std::string& n, SyntheticSpec& s) {
 }  // namespace
 
 std::vector<std::string> supportedArchs() {
-  return {"llama", "qwen2moe", "qwen3moe", "deepseek", "deepseek2", "olmoe", "glm4moe", "gpt-oss", "qwen35moe"};
+  return {"llama", "qwen2moe", "qwen3moe", "deepseek",  "deepseek2",
+          "olmoe", "glm4moe",  "gpt-oss",  "qwen35moe", "minimax-m2"};
 }
 
 std::vector<std::string> tinyVariantNames() { return {"deepseek2-legacy"}; }
@@ -396,6 +419,7 @@ SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "glm4moe") return tinyGlm4Moe();
   if (arch == "gpt-oss") return tinyGptOss();
   if (arch == "qwen35moe") return tinyQwen35Moe();
+  if (arch == "minimax-m2") return tinyMinimaxM2();
   throw std::invalid_argument("tinySpec: unsupported architecture '" + arch + "'");
 }
 
@@ -414,8 +438,8 @@ SyntheticSpec demoSpec() {
 }
 
 std::vector<std::string> presetNames() {
-  return {"DS-1",  "DS-2",    "QW-1",      "QW-2",    "Mixt",     "Q3-30B",   "Q3-235B",
-          "OLMoE", "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B"};
+  return {"DS-1",    "DS-2",      "QW-1",    "QW-2",     "Mixt",     "Q3-30B",    "Q3-235B",   "OLMoE",
+          "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B", "MiniMax-M2"};
 }
 
 SyntheticSpec presetSpec(const std::string& n) {
@@ -496,6 +520,17 @@ SyntheticSpec presetSpec(const std::string& n) {
     s.bpe_pre = "qwen2";
     s.expert_type = TensorType::MXFP4;
     s.weight_type = TensorType::Q8_0;
+  } else if (n == "MiniMax-M2") {  // MiniMaxAI/MiniMax-M2 (and M2.1, the same shape) config.json
+    // 62 layers 3072 wide; 48 query heads of 128 (attention 6144 wide), 8 kv heads, 64
+    // of each head's 128 dims rotary, base 5e6; 256 experts of 1536, top-8, sigmoid
+    // routing with e_score_correction_bias; no shared expert; vocabulary 200064;
+    // 196608 positions. Its 3 MTP modules are not converted by llama.cpp.
+    s = preset(n, "minimax-m2", 62, 3072, 1536, 256, 8, 48, 8, 128, 200064);
+    s.n_rot = 64;
+    s.rope_freq_base = 5000000.0f;
+    s.n_ctx = 196608;
+    s.bpe_pre = "minimax-m2";
+    s.expert_type = s.weight_type = TensorType::BF16;
   } else {
     throw std::invalid_argument("presetSpec: unknown preset '" + n + "'");
   }

@@ -101,9 +101,9 @@ SessionOptions offloadSessionOptions(const Args& args) {
   return so;
 }
 
-// gpt-oss (harmony), Qwen3.5: the reasoning is printed as a quoted "Thinking" block
+// gpt-oss (harmony), Qwen3.5, MiniMax-M2: the reasoning is printed as a quoted "Thinking" block
 // before the answer, as the app shows it (app/core/reply_reader.h).
-// --no-think: Qwen3.5 answers without reasoning (its template's enable_thinking=false).
+// --no-think: Qwen3.5 and MiniMax-M2 answer without reasoning (enable_thinking=false).
 ChatOptions chatOptions(const Args& args) {
   ChatOptions o;
   o.thinking = !args.flag("--no-think");

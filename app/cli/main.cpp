@@ -31,10 +31,11 @@ const CommandHelp kCommands[] = {
       stream a completion to stdout; tokens/s at the end (stderr)
 )",
      true},
-    {"chat", R"(  chat (FILE | --demo | --demo-random) [--system TEXT] [--no-think] [-n N] [sampling] [offload]
+    {"chat",
+     R"(  chat (FILE | --demo | --demo-random) [--system TEXT] [--no-think] [-n N] [sampling] [offload]
       interactive chat on stdin/stdout with the model's chat template; a reasoning
       model's reasoning is shown as a quoted Thinking block before its answer;
-      --no-think: Qwen3.5 answers without reasoning
+      --no-think: Qwen3.5 and MiniMax-M2 answer without reasoning
 )",
      true},
     {"logits", R"(  logits (FILE | --demo | --demo-random) --tokens 1,2,3 [--dump-hidden FILE]

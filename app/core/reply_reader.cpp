@@ -37,6 +37,7 @@ std::unique_ptr<ReplyReader> replyReaderFor(ChatFamily family, GenerationParams&
       params.stop_at_end_token = false;
       return std::make_unique<HarmonyReply>();
     case ChatFamily::Qwen35:
+    case ChatFamily::MiniMax:  // the same block after "]~b]ai\n<think>\n"; it ends at [e~[
       // <think> and </think> are user-defined tokens in Qwen3.5's vocabulary and reach
       // the stream as their text; a file whose converter typed them control gives them
       // as text too. The reply ends at <|im_end|>, the end token, as in ChatML. Without

@@ -173,7 +173,8 @@ std::vector<std::string> regexesFor(std::string_view name) {
   if (name == "llama-bpe" || name == "llama3") return {kLlama3Regex};
   if (name == "qwen2") return {kQwen2Regex};
   if (name == "qwen35") return {kQwen35Regex};
-  if (name == "gpt-4o") return {kO200kRegex};
+  // llama.cpp's llama-vocab.cpp gives MiniMax-M2's "minimax-m2" the same split as "gpt-4o".
+  if (name == "gpt-4o" || name == "minimax-m2") return {kO200kRegex};
   if (name == "deepseek-llm") return deepseekLlmRegexes();
   return {};
 }
@@ -236,7 +237,8 @@ PreTokenizer::PreTokenizer(std::string_view pre_name) {
 PreTokenizer::~PreTokenizer() = default;
 
 std::vector<std::string> PreTokenizer::knownNames() {
-  return {"default", "gpt2", "olmo", "llama-bpe", "llama3", "qwen2", "qwen35", "gpt-4o", "deepseek-llm"};
+  return {"default", "gpt2",   "olmo",   "llama-bpe",  "llama3",
+          "qwen2",   "qwen35", "gpt-4o", "minimax-m2", "deepseek-llm"};
 }
 
 std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {

@@ -257,10 +257,64 @@ ChatPrompt harmony(const std::vector<ChatMessage>& messages, bool add_generation
   return out;
 }
 
+// MiniMax-M2 (the chat_template.jinja of MiniMaxAI's M2 series, tools left out): the
+// conversation opens with "]~!b[" (its BOS token) and one system turn, the first system
+// message or, without one, a default (the template's names the model; ours does not);
+// every turn is "]~b]" + role ("system", "user", "ai") + "\n" + content + "[e~[\n". An
+// assistant turn after the last user message carries its reasoning as "<think>\n" +
+// reasoning + "\n</think>\n\n" + answer, earlier ones only the answer (newlines around
+// it stripped, as the template does). The generation prompt "]~b]ai\n<think>\n" opens
+// the reasoning; with thinking off it closes an empty block, "<think>\n</think>\n\n"
+// (the M2.7 template's enable_thinking=false). Several system messages are joined.
+ChatPrompt minimax(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) {
+  auto without_newlines = [](std::string_view s) {
+    const size_t first = s.find_first_not_of('\n');
+    if (first == std::string_view::npos) return std::string();
+    return std::string(s.substr(first, s.find_last_not_of('\n') - first + 1));
+  };
+  ChatPrompt out;
+  std::string system;
+  bool has_system = false;
+  for (const auto& m : messages) {
+    if (m.role != "system" || m.content.empty()) continue;
+    system += (has_system ? "\n\n" : "") + m.content;
+    has_system = true;
+  }
+  out.markup("]~!b[]~b]system\n");
+  out.content(has_system ? system : "You are a helpful assistant.");
+  out.markup("[e~[\n");
+  size_t last_query = 0;
+  bool has_query = false;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i].role == "user") last_query = i, has_query = true;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (m.role == "user") {
+      out.markup("]~b]user\n");
+      out.content(m.content);
+      out.markup("[e~[\n");
+    } else if (m.role == "assistant") {
+      const ShownReply reply = splitShownReply(m.content);
+      out.markup("]~b]ai\n");
+      const std::string reasoning = without_newlines(reply.reasoning);
+      if ((!has_query || i > last_query) && !reasoning.empty()) {
+        out.markup("<think>\n");
+        out.content(reasoning);
+        out.markup("\n</think>\n\n");
+      }
+      out.content(without_newlines(reply.answer));
+      out.markup("[e~[\n");
+    }
+  }
+  if (add_generation_prompt) out.markup(thinking ? "]~b]ai\n<think>\n" : "]~b]ai\n<think>\n</think>\n\n");
+  return out;
+}
+
 bool contains(const std::string& s, std::string_view needle) { return s.find(needle) != std::string::npos; }
 
 // The family a Jinja template text is written for, if its markers tell.
 std::optional<ChatFamily> familyFromTemplate(const std::string& t) {
+  if (contains(t, "]~b]")) return ChatFamily::MiniMax;
   if (contains(t, "[gMASK]")) return ChatFamily::Glm;
   if (contains(t, "<|channel|>")) return ChatFamily::Harmony;
   if (contains(t, "<|im_start|>")) return ChatFamily::ChatML;
@@ -277,6 +331,7 @@ ChatFamily familyFromArch(const std::string& arch) {
   if (arch == "olmoe") return ChatFamily::Olmoe;
   if (arch == "glm4moe") return ChatFamily::Glm;
   if (arch == "gpt-oss") return ChatFamily::Harmony;
+  if (arch == "minimax-m2") return ChatFamily::MiniMax;
   return ChatFamily::ChatML;  // qwen2moe, qwen3moe and anything unknown
 }
 
@@ -291,6 +346,7 @@ const char* chatFamilyName(ChatFamily f) {
     case ChatFamily::Glm: return "glm";
     case ChatFamily::Harmony: return "harmony";
     case ChatFamily::Qwen35: return "qwen35";
+    case ChatFamily::MiniMax: return "minimax";
   }
   return "unknown";
 }
@@ -349,6 +405,7 @@ ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& message
     case ChatFamily::Glm: return glm(messages, add_generation_prompt);
     case ChatFamily::Harmony: return harmony(messages, add_generation_prompt);
     case ChatFamily::Qwen35: return qwen35(messages, add_generation_prompt, options.thinking);
+    case ChatFamily::MiniMax: return minimax(messages, add_generation_prompt, options.thinking);
   }
   return {};
 }
@@ -362,6 +419,7 @@ std::vector<std::string> chatStopStrings(ChatFamily family) {
     case ChatFamily::Glm: return {"<|user|>", "<|observation|>", "<|endoftext|>"};
     case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user", "<|endoftext|>"};
     case ChatFamily::Qwen35: return {"<|im_end|>", "<|endoftext|>", "<|im_start|>"};
+    case ChatFamily::MiniMax: return {"[e~[", "]~b]"};
   }
   return {};
 }

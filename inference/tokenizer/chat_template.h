@@ -12,7 +12,9 @@ namespace moe {
 
 // Qwen35: ChatML with Qwen3.5's reasoning block (the generation prompt opens
 // "<think>\n"; earlier replies are carried without their reasoning).
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35 };
+// MiniMax: MiniMax-M2's turns ("]~b]user\n" ... "[e~[\n") with its reasoning block, the
+// same as Qwen35's after the generation prompt "]~b]ai\n<think>\n".
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35, MiniMax };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
@@ -43,8 +45,8 @@ class ChatPrompt {
 
 // Template options beyond the messages.
 struct ChatOptions {
-  // Qwen35: false is the template's enable_thinking=false, an empty reasoning block
-  // closed in the prompt, so the model answers at once. Other families ignore it.
+  // Qwen35, MiniMax: false is the template's enable_thinking=false, an empty reasoning
+  // block closed in the prompt, so the model answers at once. Other families ignore it.
   bool thinking = true;
 };
 

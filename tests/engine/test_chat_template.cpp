@@ -40,13 +40,15 @@ std::vector<std::string> markersOf(ChatFamily family) {
     // Qwen3.5's vocabulary: <think> and </think> are user-defined tokens, which the
     // tokenizer treats as markers as it does control tokens.
     case ChatFamily::Qwen35: return {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"};
+    // MiniMax-M2's vocabulary: its BOS, the turn opener and closer, the reasoning block.
+    case ChatFamily::MiniMax: return {"]~!b[", "]~b]", "[e~[", "<think>", "</think>"};
   }
   return {};
 }
 
 const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML, ChatFamily::DeepSeek,
                                            ChatFamily::Olmoe,   ChatFamily::Glm,    ChatFamily::Harmony,
-                                           ChatFamily::Qwen35};
+                                           ChatFamily::Qwen35,  ChatFamily::MiniMax};
 
 // A vocabulary of the given kind with every family's markers as control tokens.
 std::unique_ptr<Tokenizer> tokenizerWithEveryMarker(bool sentencepiece) {
@@ -131,6 +133,11 @@ std::vector<std::string> templateControls(ChatFamily family, const Tokenizer& t)
     case ChatFamily::Qwen35:  // the earlier reply without a reasoning block; the prompt opens one
       for (int turn = 0; turn < 4; ++turn) add({"<|im_start|>", "<|im_end|>"});
       add({"<|im_start|>", "<think>"});
+      break;
+    case ChatFamily::MiniMax:  // BOS and the system turn, 3 turns, the prompt opening the block
+      add({"]~!b[", "]~b]", "[e~["});
+      for (int turn = 0; turn < 3; ++turn) add({"]~b]", "[e~["});
+      add({"]~b]", "<think>"});
       break;
   }
   return out;
@@ -311,6 +318,47 @@ TEST(ChatTemplate, cliChatReadsQwen35Replies) {
   ASSERT_EQ(quick.exit_code, 0) << quick.out << quick.err;
   EXPECT_FALSE(quick.out.empty());
   EXPECT_EQ(quick.out.find("Thinking"), std::string::npos) << quick.out;
+}
+
+// MiniMax-M2's turns as its template renders them (tools left out): the BOS marker and
+// one system turn always, reasoning kept only after the last question, the generation
+// prompt opening the block (or closing an empty one without thinking).
+TEST(ChatTemplate, minimaxPromptAsItsTemplateRendersIt) {
+  const std::vector<ChatMessage> conv = {{"system", "Be brief."},
+                                         {"user", "Hi"},
+                                         {"assistant", "> **Thinking**\n> The user greets.\n\nHello!\n"},
+                                         {"user", "Why?"}};
+  EXPECT_EQ(applyChatTemplate(ChatFamily::MiniMax, conv, true),
+            "]~!b[]~b]system\nBe brief.[e~[\n"
+            "]~b]user\nHi[e~[\n"
+            "]~b]ai\nHello![e~[\n"
+            "]~b]user\nWhy?[e~[\n"
+            "]~b]ai\n<think>\n");
+  // A reply after the last question keeps its reasoning; no system message, the default.
+  EXPECT_EQ(applyChatTemplate(ChatFamily::MiniMax, {conv[1], conv[2]}, false),
+            "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n"
+            "]~b]user\nHi[e~[\n"
+            "]~b]ai\n<think>\nThe user greets.\n</think>\n\nHello![e~[\n");
+  ChatOptions no_thinking;
+  no_thinking.thinking = false;
+  EXPECT_EQ(
+      applyChatTemplate(ChatFamily::MiniMax, {{"user", "Hi"}}, true, no_thinking),
+      "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n</think>\n\n");
+  EXPECT_EQ(chatStopStrings(ChatFamily::MiniMax).front(), std::string("[e~["));
+  EXPECT_EQ(std::string(chatFamilyName(ChatFamily::MiniMax)), "minimax");
+}
+
+// `moechat-cli chat` on a tiny minimax-m2 model: the MiniMax template (chosen by the
+// architecture), the reply read as reasoning until a </think> random weights never write.
+TEST(ChatTemplate, cliChatReadsMinimaxReplies) {
+  const test::TempDir dir;
+  const std::string model = dir.file("minimax-m2.gguf");
+  synth::writeModel(synth::tinySpec("minimax-m2"), model);
+  const auto r = test::runProgram({MOECHAT_CLI, "chat", model, "--max-tokens", "12", "--seed", "7"}, 300,
+                                  "Hello there\n/exit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("chat template: minimax"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.rfind(std::string(kThinkingHeader) + "\n> ", 0), 0u) << r.out;
 }
 
 }  // namespace

@@ -210,6 +210,23 @@ std::vector<Case> cases() {
       {"products/ssm state_size 2^20",
        [] { return tinyDeltaNet([](auto& w) { w.setUint32("qwen35moe.ssm.state_size", 1u << 20); }); },
        {"qwen35moe.ssm.state_size = 1048576 is above the supported maximum"}},
+      // minimax-m2's heads are wider than embedding_length / head_count: a key_length that
+      // disagrees with the tensors is refused naming one, an odd rotary width by its key
+      {"minimax-m2/key_length disagrees with attn_q",
+       [] {
+         return tinyModel(
+             [](auto& w) {
+               w.setUint32("minimax-m2.attention.key_length", 16);
+               w.setUint32("minimax-m2.attention.value_length", 16);
+             },
+             "minimax-m2");
+       },
+       {"tensor 'blk.0.attn_q.weight' has shape"}},
+      {"minimax-m2/odd rope.dimension_count",
+       [] {
+         return tinyModel([](auto& w) { w.setUint32("minimax-m2.rope.dimension_count", 15); }, "minimax-m2");
+       },
+       {"rope.dimension_count must be even"}},
       {"products/embedding_length 2^30",
        [] { return tinyModel([](auto& w) { w.setUint32("llama.embedding_length", 1u << 30); }); },
        {"embedding_length = 1073741824 is above the supported maximum"}},

@@ -49,6 +49,7 @@ TEST(ModelConfig, flagsPerArchitecture) {
       {"qwen3moe", RopeStyle::Neox, QkNorm::PerHead, true, false, false},
       {"deepseek", RopeStyle::Norm, QkNorm::None, false, false, true},
       {"olmoe", RopeStyle::Neox, QkNorm::Whole, false, false, false},
+      {"minimax-m2", RopeStyle::Neox, QkNorm::Whole, true, false, false},
   };
   for (const auto& w : wants) {
     const auto spec = synth::tinySpec(w.arch);
@@ -92,6 +93,54 @@ TEST(ModelConfig, glm4moeSkipsItsPredictionLayerAndBiasesTheRouter) {
   ASSERT_TRUE(model->weights().layers[0].expert_bias.empty());  // the dense layer
   ASSERT_EQ(int(model->weights().layers[1].expert_bias.size()), 8);
   ASSERT_EQ(int(model->hostExperts().size()), 3);
+}
+
+TEST(ModelConfig, minimaxM2ReadsWideHeadsPartialRopeAndBiasedSigmoidRouter) {
+  auto backend = makeCpuBackend(1);
+  const auto spec = synth::tinySpec("minimax-m2");
+  const auto model = Model::load(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()), *backend);
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.arch, Arch::MinimaxM2);
+  ASSERT_EQ(c.head_dim, 32);  // attention.key_length, not embedding_length / head_count = 16
+  ASSERT_EQ(c.qWidth(), 128);
+  ASSERT_EQ(c.n_rot, 16);  // half of each head rotary
+  ASSERT_EQ(int(c.qk_norm), int(QkNorm::Whole));
+  ASSERT_EQ(int(c.gating), int(GatingFunc::Sigmoid));
+  ASSERT_TRUE(c.norm_topk_weights);
+  ASSERT_FLOAT_EQ(c.expert_weights_scale, 1.0f);
+  ASSERT_EQ(c.n_expert_shared, 0);
+  ASSERT_EQ(c.n_leading_dense, 0);
+  for (const auto& L : model->weights().layers) {
+    ASSERT_EQ(int(L.expert_bias.size()), spec.n_expert);
+    ASSERT_TRUE(L.q_norm && L.k_norm);
+  }
+  // The file's expert_weights_norm does not switch llama.cpp's renormalisation off, nor
+  // does an expert_weights_scale scale the weights (its minimax-m2 loader reads neither).
+  auto f = rebuilt(spec, [](gguf::GgufWriter& w) {
+    w.setBool("minimax-m2.expert_weights_norm", false);
+    w.setFloat32("minimax-m2.expert_weights_scale", 2.5f);
+  });
+  ASSERT_TRUE(ModelConfig::fromGguf(f).norm_topk_weights);
+  ASSERT_FLOAT_EQ(ModelConfig::fromGguf(f).expert_weights_scale, 1.0f);
+}
+
+TEST(ModelConfig, minimaxM2MissingOrInconsistentKeysAreNamed) {
+  // The keys llama.cpp's converter always writes for minimax-m2: each one missing is named.
+  const char* required[] = {"attention.key_length", "rope.dimension_count", "expert_feed_forward_length"};
+  for (const char* missing : required) {
+    gguf::GgufWriter w;
+    w.setString("general.architecture", "minimax-m2");
+    for (const char* k : {"block_count", "embedding_length", "attention.head_count",
+                          "attention.head_count_kv", "expert_count", "expert_used_count",
+                          "attention.key_length", "rope.dimension_count", "expert_feed_forward_length"})
+      if (std::string(k) != missing) w.setUint32(std::string("minimax-m2.") + k, 8);
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+    ASSERT_TRUE(contains(msg, std::string("minimax-m2.") + missing)) << msg;
+  }
+  // More rotary dimensions than a head has.
+  auto f = rebuilt(synth::tinySpec("minimax-m2"),
+                   [](gguf::GgufWriter& w) { w.setUint32("minimax-m2.rope.dimension_count", 64); });
+  ASSERT_TRUE(contains(errorOf([&] { ModelConfig::fromGguf(f); }), "rope.dimension_count"));
 }
 
 TEST(ModelConfig, gptOssAlternatesWindowsAndScalesRope) {
@@ -246,7 +295,8 @@ TEST(ModelConfig, qwen35moeLayerKindsAndDeltaShape) {
   ASSERT_EQ(c.n_layer, 4);  // the next-token-prediction layer is not run
   ASSERT_EQ(c.n_nextn, 1);
   // full_attention_interval 2: layers 1 and 3 attend, 0 and 2 are delta-net layers.
-  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) &&
+              !c.isRecurrentLayer(3));
   ASSERT_TRUE(c.attn_output_gate && c.shared_expert_gated && c.norm_topk_weights);
   ASSERT_EQ(c.qk_norm, QkNorm::PerHead);
   ASSERT_EQ(c.rope_style, RopeStyle::Neox);
@@ -269,7 +319,8 @@ TEST(ModelConfig, qwen35moeRecurrentLayerArrayWins) {
     w.setValue("qwen35moe.attention.recurrent_layers", gguf::Value::ofArray(gguf::ValueType::Bool, flags));
   });
   const auto c = ModelConfig::fromGguf(f);
-  ASSERT_TRUE(c.isRecurrentLayer(0) && c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  ASSERT_TRUE(c.isRecurrentLayer(0) && c.isRecurrentLayer(1) && c.isRecurrentLayer(2) &&
+              !c.isRecurrentLayer(3));
   auto short_array = rebuilt(synth::tinySpec("qwen35moe"), [](gguf::GgufWriter& w) {
     w.setValue("qwen35moe.attention.recurrent_layers",
                gguf::Value::ofArray(gguf::ValueType::Bool, {gguf::Value::ofBool(true)}));
@@ -293,7 +344,9 @@ TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
        "qwen35moe.ssm.time_step_rank"},
       {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.full_attention_interval", 0); },
        "qwen35moe.full_attention_interval"},
-      {[](gguf::GgufWriter& w) { w.setInt32Array("qwen35moe.rope.dimension_sections", {0, 0, 0, 4}); },
+      {[](gguf::GgufWriter& w) {
+         w.setInt32Array("qwen35moe.rope.dimension_sections", {0, 0, 0, 4});
+       },
        "qwen35moe.rope.dimension_sections"},
   };
   for (const Case& c : cases) {
@@ -303,9 +356,9 @@ TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
   }
   gguf::GgufWriter w;  // the keys of a file that lacks one of them
   w.setString("general.architecture", "qwen35moe");
-  for (const char* k : {"block_count", "embedding_length", "attention.head_count", "expert_count",
-                        "expert_used_count", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
-                        "ssm.time_step_rank"})
+  for (const char* k :
+       {"block_count", "embedding_length", "attention.head_count", "expert_count", "expert_used_count",
+        "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank"})
     w.setUint32(std::string("qwen35moe.") + k, 4);
   const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
   ASSERT_TRUE(contains(msg, "qwen35moe.ssm.inner_size")) << msg;

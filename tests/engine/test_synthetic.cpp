@@ -101,7 +101,7 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
       m[b + "attn_q_norm.weight"] = {{hd}, F32};
       m[b + "attn_k_norm.weight"] = {{hd}, F32};
     }
-    if (s.arch == "olmoe") {
+    if (s.arch == "olmoe" || s.arch == "minimax-m2") {
       m[b + "attn_q_norm.weight"] = {{q}, F32};
       m[b + "attn_k_norm.weight"] = {{kv}, F32};
     }
@@ -117,7 +117,8 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
     m[b + "ffn_gate_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_up_exps.weight"] = {{d, ff, ne}, et};
     m[b + "ffn_down_exps.weight"] = {{ff, d, ne}, et};
-    if (s.arch == "glm4moe" || s.selection_bias) m[b + "exp_probs_b.bias"] = {{ne}, F32};
+    if (s.arch == "glm4moe" || s.arch == "minimax-m2" || s.selection_bias)
+      m[b + "exp_probs_b.bias"] = {{ne}, F32};
     if (s.arch == "gpt-oss") {
       m[b + "ffn_gate_inp.bias"] = {{ne}, F32};
       m[b + "ffn_gate_exps.bias"] = {{ff, ne}, F32};
@@ -164,7 +165,7 @@ uint64_t u(const GgufFile& f, const std::string& key) {
 // Weight statistics and router variety on one architecture's file.
 void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   // Matrices: RMS ~ gain / sqrt(fan_in) (Q4_0 adds quantisation noise: 15%).
-  const char* q_name = s.q_lora > 0 ? "blk.0.attn_q_a.weight"
+  const char* q_name = s.q_lora > 0            ? "blk.0.attn_q_a.weight"
                        : s.arch == "qwen35moe" ? "blk.0.attn_qkv.weight"  // layer 0 is a delta-net layer
                                                : "blk.0.attn_q.weight";
   const auto q = dequant(f, q_name);
@@ -273,6 +274,13 @@ void checkTinySpec(const std::string& arch) {
     ASSERT_TRUE(f.find(a + "rope.dimension_sections") != nullptr);
     for (float x : dequant(f, "blk.0.ssm_a")) ASSERT_TRUE(x < 0.0f);  // -exp(A_log)
   }
+  if (s.arch == "minimax-m2") {  // the keys llama.cpp's converter writes for MiniMax-M2
+    ASSERT_EQ(u(f, a + "expert_gating_func"), 2ull);
+    ASSERT_EQ(u(f, a + "attention.key_length"), uint64_t(s.head_dim));
+    ASSERT_TRUE(s.head_dim * s.n_head != s.n_embd && s.n_rot < s.head_dim);
+    ASSERT_EQ(u(f, a + "rope.dimension_count"), uint64_t(s.n_rot));
+    ASSERT_TRUE(!f.find(a + "expert_shared_count") && !f.findTensor("blk.0.ffn_gate_shexp.weight"));
+  }
   if (s.arch == "glm4moe") {
     ASSERT_EQ(u(f, a + "nextn_predict_layers"), 1ull);
     ASSERT_EQ(u(f, a + "expert_gating_func"), 2ull);
@@ -354,7 +362,7 @@ TEST(Synthetic, demo) {
 }
 
 TEST(Synthetic, presets) {
-  ASSERT_EQ(synth::presetNames().size(), size_t(14));
+  ASSERT_EQ(synth::presetNames().size(), size_t(15));
   ASSERT_THROW(synth::presetSpec("DS-3"), std::invalid_argument);
   ASSERT_THROW(synth::tinySpec("qwen3next"), std::invalid_argument);
   // DeepSeek-V2-Lite (config.json): MLA with a 512 latent and 64 rope dims.
@@ -439,6 +447,28 @@ TEST(Synthetic, presets) {
   ASSERT_EQ(q35.n_head, 32);
   ASSERT_EQ(q35.ssm_v_heads, 64);
   ASSERT_EQ(q35.n_ff_exp, 1024);
+  // MiniMax-M2 (config.json): 48 heads of 128 over a 3072 stream, 64 rotary dims,
+  // 256 experts of 1536 top-8, no shared expert; 230B parameters, 10B active.
+  const auto mm = synth::presetSpec("MiniMax-M2");
+  ASSERT_EQ(mm.arch, std::string("minimax-m2"));
+  ASSERT_EQ(mm.n_layer, 62);
+  ASSERT_EQ(mm.n_embd, 3072);
+  ASSERT_EQ(mm.n_head, 48);
+  ASSERT_EQ(mm.n_head_kv, 8);
+  ASSERT_EQ(mm.head_dim, 128);
+  ASSERT_EQ(mm.n_rot, 64);
+  ASSERT_EQ(mm.n_expert, 256);
+  ASSERT_EQ(mm.n_expert_used, 8);
+  ASSERT_EQ(mm.n_ff_exp, 1536);
+  ASSERT_EQ(mm.n_expert_shared, 0);
+  ASSERT_EQ(mm.n_vocab_target, 200064);
+  {
+    const double d = mm.n_embd, attn = d * (2.0 * 48 * 128 + 2.0 * 8 * 128), expert = 3.0 * d * mm.n_ff_exp;
+    const double total = 62 * (attn + 256 * expert + 256 * d) + 2 * d * 200064;
+    const double active = 62 * (attn + 8 * expert + 256 * d) + 2 * d * 200064;
+    ASSERT_TRUE(std::abs(total / 1e9 - 228.7) < 0.1) << total;   // info --preset: 228.69B
+    ASSERT_TRUE(std::abs(active / 1e9 - 11.0) < 0.1) << active;  // (info counts no embedding row: 10.42B)
+  }
   // Every preset passes the generator's validation (writer built, nothing generated).
   for (const auto& n : synth::presetNames()) {
     SyntheticSpec s = synth::presetSpec(n);

@@ -294,6 +294,19 @@ TEST(Tokenizer, qwen35PreTokenizerKeepsMarksWithLetters) {
   }
 }
 
+// MiniMax-M2's pre-tokenizer is o200k's (llama.cpp's llama-vocab.cpp maps "minimax-m2"
+// to the regex of "gpt-4o"): cased words with their contractions, digits in threes.
+TEST(Tokenizer, minimaxPreIsO200k) {
+  const PreTokenizer minimax("minimax-m2"), o200k("gpt-4o");
+  EXPECT_TRUE(minimax.warning().empty());
+  EXPECT_EQ(minimax.name(), std::string("minimax-m2"));
+  const std::string text = "HelloWorld don't 1234567 x\n\n  y";
+  EXPECT_EQ(show(minimax.split(text)), show(o200k.split(text)));
+  EXPECT_EQ(show(minimax.split(text)),
+            show(std::vector<std::string_view>{"Hello", "World", " don't", " ", "123", "456", "7", " x",
+                                               "\n\n", " ", " y"}));
+}
+
 TEST(Tokenizer, unknownPreFallsBackWithWarning) {
   PreTokenizer p("no-such-pre");
   ASSERT_EQ(p.name(), std::string("default"));
@@ -625,6 +638,8 @@ TEST(Tokenizer, chatFamilyFromGguf) {
       {"glm4moe", "glm4moe", "", ChatFamily::Glm},
       {"gpt-oss", "gpt-oss", "", ChatFamily::Harmony},
       {"qwen35moe", "qwen35moe", "", ChatFamily::Qwen35},
+      {"minimax-m2", "minimax-m2", "", ChatFamily::MiniMax},
+      {"minimax template", "qwen3moe", "{{- ']~!b[' ~ ']~b]system' ~ '\\n' }}", ChatFamily::MiniMax},
       // Qwen3.5's own template is ChatML with the reasoning block: the architecture tells.
       {"qwen35moe with its template", "qwen35moe", "{{- '<|im_start|>assistant\\n<think>\\n' }}",
        ChatFamily::Qwen35},

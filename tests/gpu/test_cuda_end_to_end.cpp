@@ -12,8 +12,8 @@
 // What is left is the order of float sums. Measured (stand-in): llama 5.4e-13,
 // qwen2moe 7.9e-14, qwen3moe 4.4e-11, deepseek 4.4e-15, deepseek2 7.2e-14, olmoe
 // 2.3e-11, gpt-oss 4.3e-15, qwen35moe 4.7e-12 (its delta-net layers on the device),
-// cpu-experts the same; glm4moe 5.4e-8 (its own bound, below); 45 of 45 runs give the
-// reference's greedy tokens. (Against an F32 CPU cache they were up to 8.4e-5, and
+// cpu-experts the same; glm4moe 5.4e-8 and minimax-m2 1.8e-7 (their own bound, below);
+// 50 of 50 runs give the reference's greedy tokens. (Against an F32 CPU cache they were up to 8.4e-5, and
 // qwen2moe's tokens differed from position 14.)
 // The bound leaves room for a GPU's own exp and division.
 // Skipped as a whole without a CUDA device (the CPU stand-in is one): each case
@@ -45,10 +45,18 @@ namespace {
 
 constexpr int kReplyTokens = 10;
 constexpr double kNmse = 1e-8;
-// glm4moe on the GPU measures NMSE 5.4e-8 against the CPU with its router's selection
-// bias, 3.0e-10 with the bias zeroed (other architectures <= 4.4e-11), greedy tokens
-// equal either way; the cause is not found yet (docs/STATUS.md). Its own bound until then.
-constexpr double kNmseGlm4Moe = 1e-6;
+// glm4moe measures NMSE 5.4e-8 and minimax-m2 1.8e-7 on the stand-in against the CPU,
+// greedy tokens equal. The cause is the 8-bit activations of their quantised experts
+// (Q8_0, Q4_0): from the second position on, the stand-in's hidden states differ from
+// the CPU's by up to ~1e-5 relative (attention over the cache: NMSE ~1e-10 per position
+// against ~1e-14 at position 0), and where an expert input lies that close to a rounding
+// tie of its Q8_0 block, one element moves by a whole step (1/127 of the block's
+// largest), an NMSE spike of ~1e-6 at that position alone. The same models with F16
+// experts measure 2.5e-10 (glm4moe) and 1.1e-10 (minimax-m2); minimax-m2 with other seeds
+// anywhere from 5e-14 to 1.5e-7. For minimax-m2 every token's expert ids are the same on
+// both sides in every layer. On an H200 glm4moe measured 9.8e-14 (docs/CUDA.md): the
+// ~1e-5 is the stand-in's. These two get this bound on it.
+constexpr double kNmseQ8Flips = 1e-6;
 
 struct Reply {
   std::vector<int32_t> tokens;  // prompt, then the greedy reply (but its last token, never fed back)
@@ -149,7 +157,7 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
       ASSERT_EQ(s.backend().name().rfind("cuda", 0), 0u) << s.backend().name();
       const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
       const double err = nmse(got.logits, ref.logits);
-      const double tol = arch == "glm4moe" ? kNmseGlm4Moe : kNmse;
+      const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips : kNmse;
       const int diverged = firstDifference(got.tokens, ref.tokens);
       moe::test::info(
           "%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),

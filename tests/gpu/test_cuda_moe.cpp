@@ -473,7 +473,7 @@ class HostRoutedSource final : public moe::ExpertSource {
 // once per token, for the logits, never for a whole stream; the logits are those of
 // the host-routed path (launched op by op), bit for bit.
 TEST_F(CudaMoe, residentDecodeIsOneGraphAndOneWait) {
-  for (const char* arch : {"qwen3moe", "gpt-oss", "deepseek2", "qwen35moe"}) {
+  for (const char* arch : {"qwen3moe", "gpt-oss", "deepseek2", "qwen35moe", "minimax-m2"}) {
     if (moe::test::gpuTestsQuick() && std::string(arch) != "qwen3moe") continue;  // the same graph threads
     auto spec = moe::synth::tinySpec(arch);
     const auto bytes = moe::synth::buildModel(spec).toBytes();

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plain PyTorch reference forward pass of the GGUF SwiGLU-MoE family
-(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1, deepseek2, glm4moe, gpt-oss),
+(llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek v1, deepseek2, glm4moe, gpt-oss,
+qwen35moe, minimax-m2),
 written from the specification (/work/shared/GGUF-NOTES.md; glm4moe from llama.cpp's
 glm4_moe graph and the GLM-4.5 model cards; deepseek2 from llama.cpp's deepseek2 graph
 and loader and DeepSeek-V2's modeling_deepseek.py), independently of moechat's C++
@@ -143,6 +144,13 @@ ARCH_TABLE = {
     # layers beside full attention with a joint query + gate projection (see
     # delta_net / gated_attention); one sigmoid-gated shared expert.
     "qwen35moe": (ROPE_NEOX, True, "sigmoid",   "per_head"),
+    # MiniMax-M2 / M2.1 (llama.cpp's src/models/minimax-m2.cpp and its converter's
+    # MiniMaxM2Model): q and k each RMS-normed over the whole projection (weights of
+    # n_head x head_dim and n_head_kv x head_dim) before the split into heads, NEOX rope
+    # on the first rope.dimension_count dims of each head (64 of 128), a sigmoid router
+    # whose exp_probs_b picks the experts while the unbiased scores, renormalised over
+    # the chosen k, weight them; no shared expert.
+    "minimax-m2": (ROPE_NEOX, True, None,       "whole"),
 }
 
 
@@ -312,6 +320,9 @@ def config_from_gguf(r: GGUFReader) -> Config:
             raise ValueError(f"rope.dimension_count {n_rot} does not fit the q/k head size {head_dim}")
     else:
         n_head_kv = int(key("attention.head_count_kv", n_head))
+        if arch == "minimax-m2":  # its converter always writes these; head_dim != n_embd / n_head
+            for k_ in ("attention.key_length", "rope.dimension_count", "expert_feed_forward_length"):
+                key(k_, required=True)
         head_dim = int(r.metadata.get(f"{arch}.attention.key_length", n_embd // n_head))
         v_len = r.metadata.get(f"{arch}.attention.value_length", head_dim)
         if int(v_len) != head_dim:
@@ -333,10 +344,16 @@ def config_from_gguf(r: GGUFReader) -> Config:
             raise ValueError(f"deepseek2.expert_gating_func={gating}: not softmax (1) or sigmoid (2)")
         sigmoid = gating is not None and int(gating) == 2
         renorm = bool(r.metadata.get("deepseek2.expert_weights_norm", False))
+    elif arch == "minimax-m2":
+        # scoring_func "sigmoid" in its config.json; the graph always renormalises.
+        if gating is not None and int(gating) not in (1, 2):
+            raise ValueError(f"minimax-m2.expert_gating_func={gating}: not softmax (1) or sigmoid (2)")
+        sigmoid = gating is None or int(gating) == 2
+        renorm = True
     elif gating is not None and int(gating) != 1:
         warnings.append(f"{arch}.expert_gating_func={gating} (not softmax); reference uses softmax")
     wnorm = r.metadata.get(f"{arch}.expert_weights_norm")
-    if arch not in ("glm4moe", "deepseek2") and wnorm is not None and bool(wnorm) != renorm:
+    if arch not in ("glm4moe", "deepseek2", "minimax-m2") and wnorm is not None and bool(wnorm) != renorm:
         warnings.append(f"{arch}.expert_weights_norm={wnorm} but arch table says renorm={renorm}; using table")
 
     # Group-limited routing, as llama.cpp's build_moe_ffn applies for any arch whose
@@ -557,7 +574,7 @@ def attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch
         k = linear(x, W[p + "attn_k.weight"], W.get(p + "attn_k.bias"), W.act(p + "attn_k.weight"))
         v = linear(x, W[p + "attn_v.weight"], W.get(p + "attn_v.bias"), W.act(p + "attn_v.weight"))
 
-    if cfg.qk_norm_kind == "whole":            # olmoe: over the whole projection vector
+    if cfg.qk_norm_kind == "whole":            # olmoe, minimax-m2: over the whole projection vector
         q = rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps)
         k = rms_norm(k, W[p + "attn_k_norm.weight"], cfg.eps)
     q = q.reshape(T, cfg.n_head, cfg.head_dim)
@@ -836,7 +853,7 @@ def moe_ffn(cfg: Config, W: Weights, L: int, x: torch.Tensor):
     else:
         router_probs = torch.softmax(router_logits, dim=-1)
     # glm4moe: the experts are chosen by probability + exp_probs_b, weighted by probability.
-    bias = W.get(p + "exp_probs_b.bias")
+    bias = W[p + "exp_probs_b.bias"] if cfg.arch == "minimax-m2" else W.get(p + "exp_probs_b.bias")
     choice = router_probs + bias if bias is not None else router_probs
     gate_e = W.experts(L, "gate")
     up_e = W.experts(L, "up")
