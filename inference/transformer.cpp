@@ -44,10 +44,16 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
       n_ctx_(n_ctx),
       id_(next_transformer_id.fetch_add(1, std::memory_order_relaxed)) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
+  if (cfg_.isGemma4() && backend_.computesMoe())
+    throw std::invalid_argument(backend_.name() +
+                                ": gemma4 runs on the CPU backend only so far (its router input, expert "
+                                "output scales and GELU experts have no device path yet)");
+  // A shared-KV layer (gemma4) keeps no cache of its own: it reads its source layer's.
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    const bool kv = !cfg_.isRecurrentLayer(il);
-    k_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
-    v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
+    const bool kv = !cfg_.isRecurrentLayer(il) && cfg_.ownsKv(il);
+    const size_t width = size_t(cfg_.kvWidthOf(il));
+    k_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * width) : KvCache{});
+    v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * width) : KvCache{});
   }
   if (cfg_.hasRecurrentLayers()) {
     recurrent_.resize(size_t(cfg_.n_layer));
@@ -192,10 +198,16 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
   const int n = static_cast<int>(tokens.size());
   const auto& w = model_.weights();
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
+  if (cfg_.embedding_scaled) backend_.scale(s_->x, std::sqrt(float(cfg_.n_embd)), size_t(n) * cfg_.n_embd);
   pending_residual_ = nullptr;  // a cancelled step may have left one
   reportHidden(0, n);
   for (int il = 0; il < cfg_.n_layer; ++il) {
     checkCancel();
+    if (cfg_.isGemma4()) {
+      gemma4Layer(il, n);
+      reportHidden(il + 1, n);
+      continue;
+    }
     attentionBlock(il, n);
     if (cfg_.isMoeLayer(il))
       moeBlock(il, n);
@@ -216,6 +228,8 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
     backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
   pending_residual_ = nullptr;
   backend_.matmul(w.output, s_->xn, s_->logits, rows);
+  if (cfg_.final_logit_softcap > 0)
+    backend_.softcap(s_->logits, cfg_.final_logit_softcap, size_t(rows) * cfg_.n_vocab);
 }
 
 // Whether a step needs the host only for its logits: no observer reads the hidden
@@ -300,7 +314,9 @@ void Transformer::rope(float* x, int n, int n_heads) {
 }
 
 void Transformer::activate(Backend& be, const float* gate, const float* up, float* out, size_t n) const {
-  if (cfg_.clamped_swiglu)
+  if (cfg_.gelu_ffn)
+    be.geglu(gate, up, out, n);
+  else if (cfg_.clamped_swiglu)
     be.swigluClamped(gate, up, out, n, ModelConfig::kSwigluAlpha, ModelConfig::kSwigluLimit);
   else
     be.swiglu(gate, up, out, n);
@@ -324,7 +340,7 @@ void Transformer::moeBlock(int il, int n) {
     if (const auto every = experts_.everyExpert(il); !every.empty()) return moeBlockOnDevice(il, n, every);
   if (backend_.computesMoe() && n == 1)
     if (const auto map = experts_.mappedExperts(il); !map.empty()) return moeBlockMapped(il, map);
-  normInput(L.ffn_norm, n);
+  const float* router_in = moeInputs(il, n);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
   hidden_on_host_ = experts_.wantsLayerInput();
@@ -334,7 +350,7 @@ void Transformer::moeBlock(int il, int n) {
                                         : std::span<const float>(),
                         n);
 
-  backend_.matmul(L.router, s_->xn, s_->router, n);
+  backend_.matmul(L.router, router_in, s_->router, n);
   addBias(s_->router, L.router_bias, n, NE);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
@@ -345,6 +361,10 @@ void Transformer::moeBlock(int il, int n) {
     for (int t = 0; t < n; ++t)
       routeToken(&s_->host_router[size_t(t) * NE], rule, &s_->chosen[size_t(t) * K],
                  &s_->chosen_w[size_t(t) * K]);
+    // gemma4: each expert's output scale (ffn_down_exps.scale) on its routing weight,
+    // the same product as llama.cpp's scale of the expert's down projection.
+    if (!L.expert_out_scale.empty())
+      for (size_t i = 0; i < size_t(n) * K; ++i) s_->chosen_w[i] *= L.expert_out_scale[size_t(s_->chosen[i])];
   }
   if (replay_) replayRouting(il, n);
   const RoutingEvent routed{il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
@@ -380,6 +400,20 @@ void Transformer::moeBlock(int il, int n) {
 
   if (!L.shexp_gate.empty()) sharedExperts(il, n, moe_out);
   pending_residual_ = moe_out;
+}
+
+const float* Transformer::moeInputs(int il, int n) {
+  const auto& L = model_.weights().layers[il];
+  if (!cfg_.isGemma4()) {
+    normInput(L.ffn_norm, n);
+    return s_->xn;
+  }
+  // gemma4 (llama.cpp src/models/gemma4.cpp): the experts read pre_ffw_norm_2(x), the
+  // router rms(x) x ffn_gate_inp.scale / sqrt(n_embd); x is the attention's output
+  // added to the stream.
+  backend_.rmsNorm(s_->x, L.ffn_pre_norm_2, s_->xn, n, cfg_.n_embd, cfg_.rms_eps);
+  backend_.rmsNorm(s_->x, L.router_in_norm, s_->router_in, n, cfg_.n_embd, cfg_.rms_eps);
+  return s_->router_in;
 }
 
 void Transformer::replayRouting(int il, int n) {

@@ -54,6 +54,9 @@ struct Transformer::Scratch {
   float* dn_alpha = nullptr;       // [batch][n_v_heads]
   float* dn_beta = nullptr;        // [batch][n_v_heads]
   float* dn_out = nullptr;         // [batch][value_width]
+  // gemma4 (null elsewhere): the dense MLP's output beside the experts', the router's input.
+  float* mlp = nullptr;            // [batch][n_embd]
+  float* router_in = nullptr;      // [batch][n_embd]
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
   std::vector<int> chosen;         // [batch][n_expert_used]
@@ -103,6 +106,10 @@ struct Transformer::Scratch {
       dn_alpha = alloc(B * d.n_v_heads);
       dn_beta = alloc(B * d.n_v_heads);
       dn_out = alloc(B * d.valueWidth());
+    }
+    if (c.isGemma4()) {
+      mlp = alloc(B * c.n_embd);
+      router_in = alloc(B * c.n_embd);
     }
     host_router.resize(B * c.n_expert);
     host_hidden.resize(B * c.n_embd);

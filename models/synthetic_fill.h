@@ -34,4 +34,12 @@ void writeQwen35Keys(const SyntheticSpec& s, gguf::GgufWriter& w);
 // n_layer are full attention).
 bool qwen35Recurrent(const SyntheticSpec& s, int l);
 
+// gemma4: layer l's tensors (attention, the dense MLP, the experts and the norms
+// around them), the file's rope_freqs, and its gemma4 keys.
+void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l);
+void addGemma4Globals(const SyntheticSpec& s, gguf::GgufWriter& w);
+void writeGemma4Keys(const SyntheticSpec& s, gguf::GgufWriter& w);
+// Whether layer l of a gemma4 spec is a global (not sliding) layer.
+bool gemma4Global(const SyntheticSpec& s, int l);
+
 }  // namespace moe::synth::detail
