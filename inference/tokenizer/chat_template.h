@@ -12,7 +12,8 @@ namespace moe {
 
 // Qwen35: ChatML with Qwen3.5's reasoning block (the generation prompt opens
 // "<think>\n"; earlier replies are carried without their reasoning).
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35 };
+// Gemma4: Gemma 4's turns (<|turn>role ... <turn|>) with its thinking switched off.
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35, Gemma4 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
