@@ -223,6 +223,9 @@ class Backend {
   // still). factors: [n_rot / 2] in host memory.
   virtual void ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
                            const int32_t* positions, float freq_base, RopeStyle style, const float* factors);
+  // routeTopK's weights in `routing` times scales[id] (backend memory, [n_expert]):
+  // gemma4's expert output scales on a backend that computes the MoE block.
+  virtual void scaleRoutingWeights(float* routing, int n_tokens, int k, const float* scales);
 
   // The routed experts of a MoE layer computed where the activations live, in a
   // few launches per layer (a device backend). Without it (the CPU backend) the
@@ -256,6 +259,7 @@ class Backend {
     const float* down_bias = nullptr;
     bool clamped_swiglu = false;
     float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
+    bool gelu = false;  // gemma4: gelu(gate) * up (Backend::geglu) in place of the SwiGLU
   };
   // Fills the output rows of every (token, rank) routed to one of call.experts;
   // other rows are left as they are. A row's value does not depend on which
@@ -382,6 +386,10 @@ inline void Backend::softcap(float*, float, size_t) {
 
 inline void Backend::ropeFactors(float*, int, int, int, int, const int32_t*, float, RopeStyle, const float*) {
   throw std::invalid_argument(name() + ": rope with frequency factors (gemma4) is not implemented on this backend yet");
+}
+
+inline void Backend::scaleRoutingWeights(float*, int, int, const float*) {
+  throw std::invalid_argument(name() + ": scaling routing weights (gemma4) is not implemented on this backend");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -257,6 +257,7 @@ class Model::Loader {
     L.ffn_post_norm_1 = vector(blk(il, "post_ffw_norm_1.weight"), E);
     L.ffn_post_norm_2 = vector(blk(il, "post_ffw_norm_2.weight"), E);
     L.expert_out_scale = hostVector(blk(il, "ffn_down_exps.scale"), uint64_t(c_.n_expert));
+    L.expert_out_scale_dev = ownVector(L.expert_out_scale);
     experts(il);
     return L;
   }

@@ -80,6 +80,7 @@ struct LayerWeights {
   const float* ffn_post_norm_2 = nullptr;  // [n_embd] post_ffw_norm_2 (the experts' output)
   const float* router_in_norm = nullptr;   // [n_embd] ffn_gate_inp.scale / sqrt(n_embd)
   std::vector<float> expert_out_scale;     // [n_expert] host: ffn_down_exps.scale
+  const float* expert_out_scale_dev = nullptr;  // the same in backend memory
   float out_scale = 1.0f;                  // layer_output_scale (1 when absent)
 };
 

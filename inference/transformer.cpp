@@ -44,10 +44,6 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
       n_ctx_(n_ctx),
       id_(next_transformer_id.fetch_add(1, std::memory_order_relaxed)) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
-  if (cfg_.isGemma4() && backend_.computesMoe())
-    throw std::invalid_argument(backend_.name() +
-                                ": gemma4 runs on the CPU backend only so far (its router input, expert "
-                                "output scales and GELU experts have no device path yet)");
   // A shared-KV layer (gemma4) keeps no cache of its own: it reads its source layer's.
   for (int il = 0; il < cfg_.n_layer; ++il) {
     const bool kv = !cfg_.isRecurrentLayer(il) && cfg_.ownsKv(il);
@@ -236,6 +232,8 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
+  // gemma4's global layers upload their rope table (frequency factors) every step.
+  if (cfg_.isGemma4() && !model_.weights().rope_freqs.empty()) return false;
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
@@ -356,6 +354,10 @@ void Transformer::moeBlock(int il, int n) {
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   if (backend_.computesMoe()) {
     backend_.routeTopK(s_->router, n, rule, s_->routing, s_->chosen.data(), s_->chosen_w.data());
+    if (L.expert_out_scale_dev) {  // gemma4, as below
+      backend_.scaleRoutingWeights(s_->routing, n, K, L.expert_out_scale_dev);
+      for (size_t i = 0; i < size_t(n) * K; ++i) s_->chosen_w[i] *= L.expert_out_scale[size_t(s_->chosen[i])];
+    }
   } else {
     backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
     for (int t = 0; t < n; ++t)
@@ -436,12 +438,12 @@ void Transformer::replayRouting(int il, int n) {
 
 void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert) {
   const auto& L = model_.weights().layers[il];
-  normInput(L.ffn_norm, n);
-  backend_.matmul(L.router, s_->xn, s_->router, n);
+  backend_.matmul(L.router, moeInputs(il, n), s_->router, n);
   addBias(s_->router, L.router_bias, n, cfg_.n_expert);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, n, rule, s_->routing, nullptr, nullptr);
+  if (L.expert_out_scale_dev) backend_.scaleRoutingWeights(s_->routing, n, cfg_.n_expert_used, L.expert_out_scale_dev);
   Backend::MoeExpertsCall call = expertsCall(il, n);
   call.layer_experts = every_expert;
   backend_.moeExperts(call);
@@ -453,12 +455,12 @@ void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights>
 
 void Transformer::moeBlockMapped(int il, std::span<const ExpertWeights> map) {
   const auto& L = model_.weights().layers[il];
-  normInput(L.ffn_norm, 1);
-  backend_.matmul(L.router, s_->xn, s_->router, 1);
+  backend_.matmul(L.router, moeInputs(il, 1), s_->router, 1);
   addBias(s_->router, L.router_bias, 1, cfg_.n_expert);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, 1, rule, s_->routing, nullptr, nullptr);
+  if (L.expert_out_scale_dev) backend_.scaleRoutingWeights(s_->routing, 1, cfg_.n_expert_used, L.expert_out_scale_dev);
   if (replay_) replayRouting(il, 1);
   Backend::MoeExpertsCall call = expertsCall(il, 1);
   call.host_ids = nullptr;
@@ -498,6 +500,7 @@ Backend::MoeExpertsCall Transformer::expertsCall(int il, int n) const {
   call.up_bias = L.exp_up_bias;
   call.down_bias = L.exp_down_bias;
   call.clamped_swiglu = cfg_.clamped_swiglu;
+  call.gelu = cfg_.gelu_ffn;
   call.swiglu_alpha = ModelConfig::kSwigluAlpha;
   call.swiglu_limit = ModelConfig::kSwigluLimit;
   return call;

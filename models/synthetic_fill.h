@@ -12,9 +12,10 @@
 
 namespace moe::synth::detail {
 
-// Normal: ~N(0, sigma^2); NearOne: uniform in [0.9, 1.1] (norm weights); Decay:
+// Normal: ~N(0, sigma^2); NearOne: uniform in [0.9, 1.1] (norm weights); NearScaled: NearOne
+// times sigma (gemma4's q/k norms); Decay:
 // uniform in [-2.125, -0.125] (qwen35moe's ssm_a, which stores -exp(A_log) < 0).
-enum class Init { Normal, NearOne, Decay };
+enum class Init { Normal, NearOne, Decay, NearScaled };
 
 struct InitSpec {
   Init kind = Init::Normal;

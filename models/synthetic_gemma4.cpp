@@ -31,6 +31,13 @@ struct Writer {
   }
   // Gemma 4's norms are stored as the weights they multiply by (no +1 in the converter).
   void norm(const std::string& name, uint64_t n) { tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0}); }
+  // q and k norms of head size hd weighted ~hd^-1/4 each: Gemma 4 does not scale q.k, and
+  // with unit weights q.k of RMS-normed heads would spread as sqrt(hd) (a softmax so
+  // peaked that float rounding moves it); this gives the spread of a 1/sqrt(hd)-scaled
+  // product, the part the trained norms play.
+  void qkNorm(const std::string& name, uint64_t hd) {
+    tensor(name, {hd}, TensorType::F32, {Init::NearScaled, std::pow(double(hd), -0.25)});
+  }
   double residualGain() const { return 1.0 / std::sqrt(2.0 * s.n_layer); }
   int firstShared() const { return s.n_layer - s.n_kv_shared; }
 };
@@ -50,11 +57,11 @@ void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l) {
   const bool own_kv = l < wr.firstShared();
   wr.norm(wr.blk(l, "attn_norm.weight"), d);
   wr.matrix(wr.blk(l, "attn_q.weight"), {d, q_w}, wt);  // [n_head*head_dim][n_embd]
-  wr.norm(wr.blk(l, "attn_q_norm.weight"), hd);
+  wr.qkNorm(wr.blk(l, "attn_q_norm.weight"), hd);
   if (own_kv) {
     wr.matrix(wr.blk(l, "attn_k.weight"), {d, kv_w}, wt);  // [n_head_kv*head_dim][n_embd]
     if (!(global && s.k_eq_v_full)) wr.matrix(wr.blk(l, "attn_v.weight"), {d, kv_w}, wt);
-    wr.norm(wr.blk(l, "attn_k_norm.weight"), hd);
+    wr.qkNorm(wr.blk(l, "attn_k_norm.weight"), hd);
   }
   wr.matrix(wr.blk(l, "attn_output.weight"), {q_w, d}, wt, wr.residualGain());  // [n_embd][n_head*head_dim]
   wr.norm(wr.blk(l, "post_attention_norm.weight"), d);

@@ -64,10 +64,11 @@ uint64_t nameHash(const std::string& s) {
 // NearOne: 1 + k / 10240 for k uniform in [-1024, 1024], one float division.
 void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
   SplitMix rng{row_key};
-  if (init.kind == Init::NearOne) {
+  if (init.kind == Init::NearOne || init.kind == Init::NearScaled) {
+    const float scale = init.kind == Init::NearScaled ? float(init.sigma) : 1.0f;
     for (int64_t i = 0; i < n; ++i) {
       const int k = int(rng.next() % 2049) - 1024;
-      dst[i] = float(10240 + k) / 10240.0f;
+      dst[i] = float(10240 + k) / 10240.0f * scale;
     }
     return;
   }
