@@ -373,7 +373,8 @@ inline void Backend::sigmoidGate(float*, const float*, size_t) {
 }
 
 inline void Backend::geglu(const float*, const float*, float*, size_t) {
-  throw std::invalid_argument(name() + ": the GELU-gated FFN (gemma4) is not implemented on this backend yet");
+  throw std::invalid_argument(name() +
+                              ": the GELU-gated FFN (gemma4) is not implemented on this backend yet");
 }
 
 inline void Backend::scale(float*, float, size_t) {
@@ -381,15 +382,18 @@ inline void Backend::scale(float*, float, size_t) {
 }
 
 inline void Backend::softcap(float*, float, size_t) {
-  throw std::invalid_argument(name() + ": the logit soft-cap (gemma4) is not implemented on this backend yet");
+  throw std::invalid_argument(name() +
+                              ": the logit soft-cap (gemma4) is not implemented on this backend yet");
 }
 
 inline void Backend::ropeFactors(float*, int, int, int, int, const int32_t*, float, RopeStyle, const float*) {
-  throw std::invalid_argument(name() + ": rope with frequency factors (gemma4) is not implemented on this backend yet");
+  throw std::invalid_argument(
+      name() + ": rope with frequency factors (gemma4) is not implemented on this backend yet");
 }
 
 inline void Backend::scaleRoutingWeights(float*, int, int, const float*) {
-  throw std::invalid_argument(name() + ": scaling routing weights (gemma4) is not implemented on this backend");
+  throw std::invalid_argument(name() +
+                              ": scaling routing weights (gemma4) is not implemented on this backend");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -73,15 +73,15 @@ struct LayerWeights {
   // gemma4 (null / empty elsewhere). wv may be empty: the layer's V is its K projection
   // (attention_k_eq_v). Norms around both blocks, the MoE layer's second branch and
   // the router's input norm: rms(x) x ffn_gate_inp.scale / sqrt(n_embd), as one weight.
-  const float* attn_post_norm = nullptr;   // [n_embd] post_attention_norm
-  const float* ffn_post_norm = nullptr;    // [n_embd] post_ffw_norm (the whole FFN's output)
-  const float* ffn_post_norm_1 = nullptr;  // [n_embd] post_ffw_norm_1 (the dense MLP's output)
-  const float* ffn_pre_norm_2 = nullptr;   // [n_embd] pre_ffw_norm_2 (the experts' input)
-  const float* ffn_post_norm_2 = nullptr;  // [n_embd] post_ffw_norm_2 (the experts' output)
-  const float* router_in_norm = nullptr;   // [n_embd] ffn_gate_inp.scale / sqrt(n_embd)
-  std::vector<float> expert_out_scale;     // [n_expert] host: ffn_down_exps.scale
+  const float* attn_post_norm = nullptr;        // [n_embd] post_attention_norm
+  const float* ffn_post_norm = nullptr;         // [n_embd] post_ffw_norm (the whole FFN's output)
+  const float* ffn_post_norm_1 = nullptr;       // [n_embd] post_ffw_norm_1 (the dense MLP's output)
+  const float* ffn_pre_norm_2 = nullptr;        // [n_embd] pre_ffw_norm_2 (the experts' input)
+  const float* ffn_post_norm_2 = nullptr;       // [n_embd] post_ffw_norm_2 (the experts' output)
+  const float* router_in_norm = nullptr;        // [n_embd] ffn_gate_inp.scale / sqrt(n_embd)
+  std::vector<float> expert_out_scale;          // [n_expert] host: ffn_down_exps.scale
   const float* expert_out_scale_dev = nullptr;  // the same in backend memory
-  float out_scale = 1.0f;                  // layer_output_scale (1 when absent)
+  float out_scale = 1.0f;                       // layer_output_scale (1 when absent)
 };
 
 struct ModelWeights {

@@ -153,7 +153,7 @@ float mlaAttentionScale(const KeyReader& k, ModelConfig& c) {
 // Bounds of the linear-attention shape: far above Qwen3.5's (conv 4, heads of 128,
 // 32 value heads), low enough that nothing is sized from an absurd header.
 constexpr int64_t kMaxConvKernel = 64;
-constexpr int64_t kMaxStateSize = 4096;                 // one head's key / value width
+constexpr int64_t kMaxStateSize = 4096;                     // one head's key / value width
 constexpr int64_t kMaxDeltaStateFloats = int64_t{1} << 26;  // one layer's delta states
 
 // IMROPE (ggml's rope_multi, GGML_ROPE_TYPE_IMROPE): rotated pair i belongs to sector
@@ -198,10 +198,9 @@ void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c
   require(d.n_v_heads % d.n_k_heads == 0, k.key("ssm.time_step_rank") + " (" + std::to_string(d.n_v_heads) +
                                               ") must be a multiple of " + k.key("ssm.group_count") + " (" +
                                               std::to_string(d.n_k_heads) + ")");
-  require(inner > 0 && inner % d.n_v_heads == 0, k.key("ssm.inner_size") + " (" + std::to_string(inner) +
-                                                     ") must be a positive multiple of " +
-                                                     k.key("ssm.time_step_rank") + " (" +
-                                                     std::to_string(d.n_v_heads) + ")");
+  require(inner > 0 && inner % d.n_v_heads == 0,
+          k.key("ssm.inner_size") + " (" + std::to_string(inner) + ") must be a positive multiple of " +
+              k.key("ssm.time_step_rank") + " (" + std::to_string(d.n_v_heads) + ")");
   d.head_v = inner / d.n_v_heads;
   require(d.head_v == d.head_k, k.key("ssm.inner_size") + " / " + k.key("ssm.time_step_rank") + " = " +
                                     std::to_string(d.head_v) + " must equal " + k.key("ssm.state_size") +
@@ -221,7 +220,8 @@ void readDeltaNet(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c
       const gguf::Value& e = (*arr)[size_t(i)];
       const auto b = e.asBool();
       const auto u = e.asUint();
-      if (!b && !u) throw ModelError("key '" + k.key("attention.recurrent_layers") + "' holds a non-flag value");
+      if (!b && !u)
+        throw ModelError("key '" + k.key("attention.recurrent_layers") + "' holds a non-flag value");
       c.recurrent[size_t(i)] = (b ? *b : *u != 0) ? 1 : 0;
     }
   } else {
@@ -288,7 +288,8 @@ void readGemma4(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c) 
     throw ModelError("key '" + k.key("embedding_length_per_layer_input") + "' = " + std::to_string(ple) +
                      ": per-layer embeddings (Gemma 4 E2B / E4B) are not supported");
   const auto pattern = layerValues(file, k, "attention.sliding_window_pattern", L);
-  if (!pattern) throw ModelError("model file lacks required key '" + k.key("attention.sliding_window_pattern") + "'");
+  if (!pattern)
+    throw ModelError("model file lacks required key '" + k.key("attention.sliding_window_pattern") + "'");
   c.sliding_window = k.required("attention.sliding_window");
   require(c.sliding_window > 0, k.key("attention.sliding_window") + " must be > 0");
 

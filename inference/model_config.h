@@ -103,8 +103,8 @@ struct ModelConfig {
   // position, so with every rotated pair in one of the first three sections (checked)
   // this is NEOX rope on the first n_rot dims.
   int rope_sections[4] = {0, 0, 0, 0};
-  DeltaNetShape delta;                  // qwen35moe; conv_kernel 0 elsewhere
-  std::vector<uint8_t> recurrent;       // [n_layer]: 1 = a delta-net layer (qwen35moe)
+  DeltaNetShape delta;             // qwen35moe; conv_kernel 0 elsewhere
+  std::vector<uint8_t> recurrent;  // [n_layer]: 1 = a delta-net layer (qwen35moe)
 
   // gemma4 (Gemma 4 MoE; keys as llama.cpp's converter writes them, read as its
   // gemma4 loader reads them: conversion/gemma.py Gemma4Model, src/models/gemma4.cpp).
@@ -112,15 +112,15 @@ struct ModelConfig {
   // rope base; the last attention.shared_kv_layers layers compute no K/V and read the
   // cache of the last earlier layer of their kind. head_dim / n_head_kv above are the
   // largest of any layer (the scratch is sized from them); the per-layer values are here.
-  std::vector<uint8_t> swa;           // [n_layer] 1 = sliding-window layer (gemma4)
-  std::vector<int> layer_head_dim;    // [n_layer] (gemma4; empty elsewhere)
-  std::vector<int> layer_n_head_kv;   // [n_layer]
-  std::vector<int> layer_n_rot;       // [n_layer]
-  std::vector<int> kv_source;         // [n_layer] the layer whose K/V cache layer il attends over
-  float rope_freq_base_swa = 0;       // gemma4: rope.freq_base_swa (the sliding layers' base)
-  float final_logit_softcap = 0;      // gemma4: logits = cap tanh(logits / cap); 0: none
-  bool embedding_scaled = false;      // gemma4: the token embedding times sqrt(n_embd)
-  bool gelu_ffn = false;              // gemma4: gelu_tanh(gate) * up in place of silu(gate) * up
+  std::vector<uint8_t> swa;          // [n_layer] 1 = sliding-window layer (gemma4)
+  std::vector<int> layer_head_dim;   // [n_layer] (gemma4; empty elsewhere)
+  std::vector<int> layer_n_head_kv;  // [n_layer]
+  std::vector<int> layer_n_rot;      // [n_layer]
+  std::vector<int> kv_source;        // [n_layer] the layer whose K/V cache layer il attends over
+  float rope_freq_base_swa = 0;      // gemma4: rope.freq_base_swa (the sliding layers' base)
+  float final_logit_softcap = 0;     // gemma4: logits = cap tanh(logits / cap); 0: none
+  bool embedding_scaled = false;     // gemma4: the token embedding times sqrt(n_embd)
+  bool gelu_ffn = false;             // gemma4: gelu_tanh(gate) * up in place of silu(gate) * up
 
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
@@ -162,7 +162,9 @@ struct ModelConfig {
   // Per-layer attention shapes (gemma4's differ from layer to layer; the uniform
   // values everywhere else).
   int headDimOf(int layer) const { return layer_head_dim.empty() ? head_dim : layer_head_dim[size_t(layer)]; }
-  int nHeadKvOf(int layer) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[size_t(layer)]; }
+  int nHeadKvOf(int layer) const {
+    return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[size_t(layer)];
+  }
   int nRotOf(int layer) const { return layer_n_rot.empty() ? n_rot : layer_n_rot[size_t(layer)]; }
   int kvWidthOf(int layer) const { return nHeadKvOf(layer) * headDimOf(layer); }
   int kvSourceOf(int layer) const { return kv_source.empty() ? layer : kv_source[size_t(layer)]; }

@@ -443,7 +443,8 @@ void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights>
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, n, rule, s_->routing, nullptr, nullptr);
-  if (L.expert_out_scale_dev) backend_.scaleRoutingWeights(s_->routing, n, cfg_.n_expert_used, L.expert_out_scale_dev);
+  if (L.expert_out_scale_dev)
+    backend_.scaleRoutingWeights(s_->routing, n, cfg_.n_expert_used, L.expert_out_scale_dev);
   Backend::MoeExpertsCall call = expertsCall(il, n);
   call.layer_experts = every_expert;
   backend_.moeExperts(call);
@@ -460,7 +461,8 @@ void Transformer::moeBlockMapped(int il, std::span<const ExpertWeights> map) {
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, 1, rule, s_->routing, nullptr, nullptr);
-  if (L.expert_out_scale_dev) backend_.scaleRoutingWeights(s_->routing, 1, cfg_.n_expert_used, L.expert_out_scale_dev);
+  if (L.expert_out_scale_dev)
+    backend_.scaleRoutingWeights(s_->routing, 1, cfg_.n_expert_used, L.expert_out_scale_dev);
   if (replay_) replayRouting(il, 1);
   Backend::MoeExpertsCall call = expertsCall(il, 1);
   call.host_ids = nullptr;

@@ -44,7 +44,9 @@ struct Writer {
 
 }  // namespace
 
-bool gemma4Global(const SyntheticSpec& s, int l) { return s.swa_period > 0 && l % s.swa_period == s.swa_period - 1; }
+bool gemma4Global(const SyntheticSpec& s, int l) {
+  return s.swa_period > 0 && l % s.swa_period == s.swa_period - 1;
+}
 
 void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l) {
   Writer wr{s, w};
@@ -68,9 +70,9 @@ void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l) {
   wr.tensor(wr.blk(l, "layer_output_scale.weight"), {1}, TensorType::F32, {Init::NearOne, 0.0});
   // The dense MLP.
   wr.norm(wr.blk(l, "ffn_norm.weight"), d);
-  wr.matrix(wr.blk(l, "ffn_gate.weight"), {d, ff}, wt);                       // [n_ff][n_embd]
-  wr.matrix(wr.blk(l, "ffn_up.weight"), {d, ff}, wt);                         // [n_ff][n_embd]
-  wr.matrix(wr.blk(l, "ffn_down.weight"), {ff, d}, wt, wr.residualGain());    // [n_embd][n_ff]
+  wr.matrix(wr.blk(l, "ffn_gate.weight"), {d, ff}, wt);                     // [n_ff][n_embd]
+  wr.matrix(wr.blk(l, "ffn_up.weight"), {d, ff}, wt);                       // [n_ff][n_embd]
+  wr.matrix(wr.blk(l, "ffn_down.weight"), {ff, d}, wt, wr.residualGain());  // [n_embd][n_ff]
   wr.norm(wr.blk(l, "post_ffw_norm_1.weight"), d);
   wr.norm(wr.blk(l, "post_ffw_norm.weight"), d);
   // The experts. The router reads rms(x) x scale / sqrt(n_embd) (elements ~1/sqrt(n_embd)):
@@ -106,7 +108,8 @@ void writeGemma4Keys(const SyntheticSpec& s, gguf::GgufWriter& w) {
   for (int l = 0; l < s.n_layer; ++l) {
     const bool global = gemma4Global(s, l);
     pattern.push_back(gguf::Value::ofBool(!global));
-    kv_heads.push_back(gguf::Value::ofUint(gguf::ValueType::U32, uint64_t(global ? s.n_head_kv_full : s.n_head_kv)));
+    kv_heads.push_back(
+        gguf::Value::ofUint(gguf::ValueType::U32, uint64_t(global ? s.n_head_kv_full : s.n_head_kv)));
   }
   w.setValue(a + "attention.sliding_window_pattern", gguf::Value::ofArray(gguf::ValueType::Bool, pattern));
   w.setValue(a + "attention.head_count_kv", gguf::Value::ofArray(gguf::ValueType::U32, kv_heads));

@@ -490,7 +490,8 @@ void validate(const SyntheticSpec& s) {
   if (s.arch == "gemma4") {
     require(s.swa_period > 0 && s.head_dim_full > 0 && s.head_dim_full % 2 == 0 && s.n_head_kv_full > 0 &&
                 s.n_head % s.n_head_kv_full == 0 && s.n_ff > 0 && s.sliding_window > 0,
-            "gemma4 needs swa_period, an even head_dim_full, n_head_kv_full dividing n_head, n_ff, sliding_window");
+            "gemma4 needs swa_period, an even head_dim_full, n_head_kv_full dividing n_head, n_ff, "
+            "sliding_window");
     require(s.n_kv_shared >= 0 && s.n_kv_shared < s.n_layer, "gemma4: n_kv_shared must be below n_layer");
     require(s.rope_partial_full > 0 && s.rope_partial_full <= 1, "gemma4: rope_partial_full in (0, 1]");
     checkRows(s.weight_type, s.n_head * s.head_dim_full, "global attention");

@@ -200,8 +200,9 @@ int runInfo(const std::vector<std::string>& argv) {
       std::printf("global layers:   %d, kv %d, head dim %d, rope %d dims base %g%s\n", c.n_layer - n_sliding,
                   c.nHeadKvOf(global), c.headDimOf(global), c.nRotOf(global), c.ropeBaseOf(global),
                   model->weights().rope_freqs.empty() ? "" : " (with rope_freqs)");
-    std::printf("gemma4:          %d shared-KV layers, dense MLP ffn %d beside the experts, logit soft-cap %g\n",
-                n_shared, c.n_ff, c.final_logit_softcap);
+    std::printf(
+        "gemma4:          %d shared-KV layers, dense MLP ffn %d beside the experts, logit soft-cap %g\n",
+        n_shared, c.n_ff, c.final_logit_softcap);
   } else {
     std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
                 c.n_head_kv, c.head_dim, rope, c.rope_freq_base);

@@ -113,7 +113,8 @@ void CpuBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int
 }
 
 void CpuBackend::ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
-                             const int32_t* positions, float freq_base, RopeStyle style, const float* factors) {
+                             const int32_t* positions, float freq_base, RopeStyle style,
+                             const float* factors) {
   checkRot(n_rot, head_dim);
   forEach(n_tokens, static_cast<int64_t>(n_heads) * n_rot * 4, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> buf;

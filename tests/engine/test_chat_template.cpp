@@ -188,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(EveryFamily, ChatTemplateInjection,
 
 // Gemma 4's prompt as its chat_template.jinja renders it (thinking off, its default).
 TEST(ChatTemplate, gemma4PromptAsItsTemplateRendersIt) {
-  const std::vector<ChatMessage> conv = {{"system", " Be brief. "}, {"user", "Hi\n"}, {"assistant", "Hello!"},
-                                         {"user", "Bye"}};
+  const std::vector<ChatMessage> conv = {
+      {"system", " Be brief. "}, {"user", "Hi\n"}, {"assistant", "Hello!"}, {"user", "Bye"}};
   EXPECT_EQ(applyChatTemplate(ChatFamily::Gemma4, conv, true),
             "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
             "<|turn>user\nBye<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");

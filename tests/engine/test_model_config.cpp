@@ -246,7 +246,8 @@ TEST(ModelConfig, qwen35moeLayerKindsAndDeltaShape) {
   ASSERT_EQ(c.n_layer, 4);  // the next-token-prediction layer is not run
   ASSERT_EQ(c.n_nextn, 1);
   // full_attention_interval 2: layers 1 and 3 attend, 0 and 2 are delta-net layers.
-  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  ASSERT_TRUE(c.isRecurrentLayer(0) && !c.isRecurrentLayer(1) && c.isRecurrentLayer(2) &&
+              !c.isRecurrentLayer(3));
   ASSERT_TRUE(c.attn_output_gate && c.shared_expert_gated && c.norm_topk_weights);
   ASSERT_EQ(c.qk_norm, QkNorm::PerHead);
   ASSERT_EQ(c.rope_style, RopeStyle::Neox);
@@ -269,7 +270,8 @@ TEST(ModelConfig, qwen35moeRecurrentLayerArrayWins) {
     w.setValue("qwen35moe.attention.recurrent_layers", gguf::Value::ofArray(gguf::ValueType::Bool, flags));
   });
   const auto c = ModelConfig::fromGguf(f);
-  ASSERT_TRUE(c.isRecurrentLayer(0) && c.isRecurrentLayer(1) && c.isRecurrentLayer(2) && !c.isRecurrentLayer(3));
+  ASSERT_TRUE(c.isRecurrentLayer(0) && c.isRecurrentLayer(1) && c.isRecurrentLayer(2) &&
+              !c.isRecurrentLayer(3));
   auto short_array = rebuilt(synth::tinySpec("qwen35moe"), [](gguf::GgufWriter& w) {
     w.setValue("qwen35moe.attention.recurrent_layers",
                gguf::Value::ofArray(gguf::ValueType::Bool, {gguf::Value::ofBool(true)}));
@@ -293,7 +295,9 @@ TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
        "qwen35moe.ssm.time_step_rank"},
       {[](gguf::GgufWriter& w) { w.setUint32("qwen35moe.full_attention_interval", 0); },
        "qwen35moe.full_attention_interval"},
-      {[](gguf::GgufWriter& w) { w.setInt32Array("qwen35moe.rope.dimension_sections", {0, 0, 0, 4}); },
+      {[](gguf::GgufWriter& w) {
+         w.setInt32Array("qwen35moe.rope.dimension_sections", {0, 0, 0, 4});
+       },
        "qwen35moe.rope.dimension_sections"},
   };
   for (const Case& c : cases) {
@@ -303,9 +307,9 @@ TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
   }
   gguf::GgufWriter w;  // the keys of a file that lacks one of them
   w.setString("general.architecture", "qwen35moe");
-  for (const char* k : {"block_count", "embedding_length", "attention.head_count", "expert_count",
-                        "expert_used_count", "ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
-                        "ssm.time_step_rank"})
+  for (const char* k :
+       {"block_count", "embedding_length", "attention.head_count", "expert_count", "expert_used_count",
+        "ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank"})
     w.setUint32(std::string("qwen35moe.") + k, 4);
   const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
   ASSERT_TRUE(contains(msg, "qwen35moe.ssm.inner_size")) << msg;
@@ -357,8 +361,9 @@ TEST(ModelConfig, gemma4BadKeysAreNamed) {
       {[&](gguf::GgufWriter& w) { w.setValue("gemma4.attention.sliding_window_pattern", flags(5)); },
        "gemma4.attention.sliding_window_pattern"},
       {[](gguf::GgufWriter& w) {
-         w.setValue("gemma4.attention.head_count_kv",
-                    gguf::Value::ofArray(gguf::ValueType::U32, {gguf::Value::ofUint(gguf::ValueType::U32, 2)}));
+         w.setValue(
+             "gemma4.attention.head_count_kv",
+             gguf::Value::ofArray(gguf::ValueType::U32, {gguf::Value::ofUint(gguf::ValueType::U32, 2)}));
        },
        "gemma4.attention.head_count_kv"},
       {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.head_count_kv", 3); }, "head_count_kv (3)"},

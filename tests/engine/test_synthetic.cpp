@@ -194,7 +194,7 @@ uint64_t u(const GgufFile& f, const std::string& key) {
 // Weight statistics and router variety on one architecture's file.
 void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   // Matrices: RMS ~ gain / sqrt(fan_in) (Q4_0 adds quantisation noise: 15%).
-  const char* q_name = s.q_lora > 0 ? "blk.0.attn_q_a.weight"
+  const char* q_name = s.q_lora > 0            ? "blk.0.attn_q_a.weight"
                        : s.arch == "qwen35moe" ? "blk.0.attn_qkv.weight"  // layer 0 is a delta-net layer
                                                : "blk.0.attn_q.weight";
   const auto q = dequant(f, q_name);
@@ -205,8 +205,9 @@ void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   ASSERT_TRUE(std::abs(rms(emb) / emb_rms - 1.0) < 0.15);
   for (float x : dequant(f, "output_norm.weight")) ASSERT_TRUE(x >= 0.9f && x <= 1.1f);
   const int l = s.n_leading_dense;  // first MoE layer
-  const auto gate = dequant(f, "blk." + std::to_string(l) +
-                                   (s.arch == "gemma4" ? ".ffn_gate_up_exps.weight" : ".ffn_gate_exps.weight"));
+  const auto gate =
+      dequant(f, "blk." + std::to_string(l) +
+                     (s.arch == "gemma4" ? ".ffn_gate_up_exps.weight" : ".ffn_gate_exps.weight"));
   ASSERT_TRUE(std::abs(rms(gate) * std::sqrt(double(s.n_embd)) - 1.0) < 0.15);
   // Router: the top-k sets of 64 random unit-RMS inputs are many, not one.
   const auto router = dequant(f, "blk." + std::to_string(l) + ".ffn_gate_inp.weight");

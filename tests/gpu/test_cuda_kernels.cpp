@@ -142,10 +142,10 @@ const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::
                                 TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 // The types of K-quant mixes, gpt-oss and the low-bit grid-coded files, checked on fewer
 // shapes (the stand-in's time).
-const TensorType kAddedTypes[] = {TensorType::Q4_1,    TensorType::Q5_0,   TensorType::Q5_1,  TensorType::IQ4_NL,
-                                  TensorType::MXFP4,   TensorType::Q2_K,   TensorType::Q3_K,  TensorType::IQ4_XS,
-                                  TensorType::IQ1_S,   TensorType::IQ1_M,  TensorType::IQ2_XXS, TensorType::IQ2_XS,
-                                  TensorType::IQ2_S,   TensorType::IQ3_XXS, TensorType::IQ3_S};
+const TensorType kAddedTypes[] = {
+    TensorType::Q4_1,    TensorType::Q5_0,   TensorType::Q5_1,   TensorType::IQ4_NL,  TensorType::MXFP4,
+    TensorType::Q2_K,    TensorType::Q3_K,   TensorType::IQ4_XS, TensorType::IQ1_S,   TensorType::IQ1_M,
+    TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,  TensorType::IQ3_XXS, TensorType::IQ3_S};
 
 int blockElems(TensorType t) { return int(moe::gguf::typeTraits(uint32_t(t))->block_elems); }
 bool isBlockType(TensorType t) { return blockElems(t) == 32; }
@@ -560,7 +560,8 @@ TEST_F(CudaKernels, gemma4Ops) {
   const auto scaled = droute.read();
   for (int i = 0; i < tokens * k; ++i) {
     ASSERT_EQ(scaled[size_t(i)], routing[size_t(i)]) << "the ids stay";  // same bits
-    ASSERT_EQ(scaled[size_t(tokens * k + i)], routing[size_t(tokens * k + i)] * scales[size_t((i * 5 + 1) % n_expert)]);
+    ASSERT_EQ(scaled[size_t(tokens * k + i)],
+              routing[size_t(tokens * k + i)] * scales[size_t((i * 5 + 1) % n_expert)]);
   }
 
   const int head_dim = 64, heads = 3;
