@@ -425,23 +425,8 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
 // produces. So presets get the published n_vocab (embedding and output sizes, up to
 // 151936) without pretending to be a real vocabulary.
 VocabData makeVocab(const SyntheticSpec& s) {
-  if (s.arch == "gemma4") {
-    // SentencePiece pieces plus Gemma 4's turn and channel markers as control tokens
-    // (its template: <|turn>role\n ... <turn|>, the thought channel <|channel> ...
-    // <channel|>); a turn ends at <turn|> (eot). The converter writes add_space_prefix
-    // false. Real Gemma 4 files carry tokenizer.ggml.model "gemma4" (a BPE over
-    // SentencePiece pieces), which moechat does not read yet.
-    const char* markers[] = {"<|turn>", "<turn|>", "<|channel>", "<channel|>"};
-    VocabData v = buildSpmVocab(s.n_vocab_target - 4);
-    for (const char* m : markers) {
-      v.tokens.push_back(m);
-      v.scores.push_back(0.0f);
-      v.token_types.push_back(3);  // control
-    }
-    v.eot_id = int32_t(v.tokens.size()) - 3;  // <turn|>
-    v.add_space_prefix = false;
-    return v;
-  }
+  // gemma4: Gemma 4's own vocabulary kind (tokenizer.ggml.model "gemma4"), as real files.
+  if (s.arch == "gemma4") return buildGemma4Vocab(s.n_vocab_target);
   return s.vocab == VocabKind::SentencePiece ? buildSpmVocab(s.n_vocab_target)
                                              : buildGpt2Vocab(s.n_vocab_target, s.bpe_pre);
 }

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "inference/tokenizer/bpe_tokenizer.h"
+#include "inference/tokenizer/gemma4_tokenizer.h"
 #include "inference/tokenizer/spm_tokenizer.h"
 
 namespace moe {
@@ -181,7 +182,9 @@ bool Tokenizer::isEndOfGeneration(int32_t id) const {
 std::unique_ptr<Tokenizer> Tokenizer::fromVocab(const VocabData& vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(vocab);
   if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(vocab);
-  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model + "\" (supported: llama, gpt2)");
+  if (vocab.model == "gemma4") return std::make_unique<Gemma4Tokenizer>(vocab);
+  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model +
+                       "\" (supported: llama, gpt2, gemma4)");
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::fromGguf(const gguf::GgufFile& file) {

@@ -334,7 +334,11 @@ void checkTinySpec(const std::string& arch) {
   const auto tokens = f.getStringArray("tokenizer.ggml.tokens");
   ASSERT_TRUE(tokens && tokens->size() >= 256 && tokens->size() <= 400);
   ASSERT_EQ(*f.getString("tokenizer.ggml.model"),
-            std::string(s.vocab == synth::VocabKind::SentencePiece ? "llama" : "gpt2"));
+            std::string(s.arch == "gemma4"                           ? "gemma4"
+                        : s.vocab == synth::VocabKind::SentencePiece ? "llama"
+                                                                     : "gpt2"));
+  if (s.arch == "gemma4")
+    ASSERT_TRUE(f.getStringArray("tokenizer.ggml.merges").value_or(std::vector<std::string>{}).size() > 10);
   if (s.vocab == synth::VocabKind::Gpt2Bpe) {
     ASSERT_EQ(*f.getString("tokenizer.ggml.pre"), s.bpe_pre);
   }
