@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <limits>
+#include <queue>
 
 namespace moe {
 namespace {
@@ -93,26 +94,53 @@ void Gemma4Tokenizer::appendRun(std::string_view run, std::vector<int32_t>& out)
       out.push_back(it->second);
       return;
     }
-  std::vector<std::string> symbols;
+  // The symbols as a linked list and a heap of candidate pairs (rank, then position):
+  // O(n log n) for a long line (pasted text, minified code).
+  struct Symbol {
+    std::string text;
+    int prev, next;
+    int version = 0;  // bumped when the symbol grows; -1 once merged into its left
+  };
+  std::vector<Symbol> symbols;
   for (size_t i = 0; i < run.size();) {
     const size_t n = charLength(run, i);
-    symbols.emplace_back(run.substr(i, n));
+    const int index = int(symbols.size());
+    symbols.push_back({std::string(run.substr(i, n)), index - 1, index + 1});
     i += n;
   }
-  // Merge the lowest-ranked adjacent pair, the leftmost among equals, until none merges.
-  // O(n^2) per run; runs are lines of text.
-  for (;;) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max();
-    size_t best = symbols.size();
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = ranks_.find(symbols[i] + " " + symbols[i + 1]);
-      if (it != ranks_.end() && it->second < best_rank) best_rank = it->second, best = i;
-    }
-    if (best == symbols.size()) break;
-    symbols[best] += symbols[best + 1];
-    symbols.erase(symbols.begin() + std::ptrdiff_t(best) + 1);
+  symbols.back().next = -1;
+  struct Candidate {
+    int32_t rank;
+    int left, right, left_version, right_version;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto consider = [&](int left) {
+    if (left < 0 || symbols[size_t(left)].next < 0) return;
+    const Symbol& a = symbols[size_t(left)];
+    const Symbol& b = symbols[size_t(a.next)];
+    if (const auto it = ranks_.find(a.text + " " + b.text); it != ranks_.end())
+      heap.push({it->second, left, a.next, a.version, b.version});
+  };
+  for (int i = 0; i + 1 < int(symbols.size()); ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Symbol& a = symbols[size_t(c.left)];
+    if (a.version != c.left_version || a.next != c.right ||
+        symbols[size_t(c.right)].version != c.right_version)
+      continue;  // stale: one side grew or went
+    Symbol& b = symbols[size_t(c.right)];
+    a.text += b.text;
+    ++a.version;
+    b.version = -1;
+    a.next = b.next;
+    if (b.next >= 0) symbols[size_t(b.next)].prev = c.left;
+    consider(a.prev);
+    consider(c.left);
   }
-  for (const std::string& s : symbols) {
+  for (int i = 0; i >= 0; i = symbols[size_t(i)].next) {
+    const std::string& s = symbols[size_t(i)].text;
     if (const auto it = ids_by_text_.find(s); it != ids_by_text_.end()) {
       out.push_back(it->second);
       continue;

@@ -709,4 +709,11 @@ TEST(Tokenizer, gemma4MergesOverCharactersWithByteFallback) {
   EXPECT_EQ(t->decode(t->encode(text, true, false)), text);
   EXPECT_EQ(t->tokenBytes(sp_hello), " hello");
   EXPECT_EQ(t->tokenBytes(turn), "");
+  // A long line (pasted text) merges the same, quickly: 5000 x "hello ".
+  std::string line;
+  std::vector<int32_t> want = {hello};
+  for (int i = 0; i < 5000; ++i) line += "hello ";
+  for (int i = 1; i < 5000; ++i) want.push_back(sp_hello);
+  want.push_back(sp_tok);
+  EXPECT_EQ(t->encode(line, false, false), want);
 }
