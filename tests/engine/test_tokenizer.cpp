@@ -667,7 +667,7 @@ TEST(Tokenizer, gemma4MergesOverCharactersWithByteFallback) {
   };
   add("<pad>", 3);
   const int32_t eos = add("<eos>", 3), bos = add("<bos>", 3), unk = add("<unk>", 2);
-  const int32_t turn = add("<|turn>", 3), channel = add("<|channel>", 4);
+  const int32_t turn = add("<|turn>", 3), turn_end = add("<turn|>", 3), channel = add("<|channel>", 4);
   std::vector<int32_t> byte(256);
   static const char* kHex = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b)
@@ -709,6 +709,8 @@ TEST(Tokenizer, gemma4MergesOverCharactersWithByteFallback) {
   EXPECT_EQ(t->decode(t->encode(text, true, false)), text);
   EXPECT_EQ(t->tokenBytes(sp_hello), " hello");
   EXPECT_EQ(t->tokenBytes(turn), "");
+  // A turn ends at <turn|> even where the file names no eot id.
+  EXPECT_TRUE(t->isEndOfGeneration(turn_end) && t->isEndOfGeneration(eos) && !t->isEndOfGeneration(turn));
   // A long line (pasted text) merges the same, quickly: 5000 x "hello ".
   std::string line;
   std::vector<int32_t> want = {hello};
