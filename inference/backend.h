@@ -210,6 +210,23 @@ class Backend {
   // x[i] *= sigmoid(gate[i])   (the gated attention's output gate)
   virtual void sigmoidGate(float* x, const float* gate, size_t n);
 
+  // gemma4's ops. Defaults throw std::invalid_argument.
+  // out[i] = gelu(gate[i]) * up[i], gelu in its tanh form (ggml_gelu, HF gelu_pytorch_tanh):
+  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+  virtual void geglu(const float* gate, const float* up, float* out, size_t n);
+  // x[i] *= s
+  virtual void scale(float* x, float s, size_t n);
+  // x[i] = cap * tanh(x[i] / cap)   (the final logit soft-cap)
+  virtual void softcap(float* x, float cap, size_t n);
+  // rope whose pair i turns by positions[t] * base^(-2i/n_rot) / factors[i] (ggml's
+  // rope_ext with freq_factors; gemma4's global layers: factor 1e30 leaves a pair
+  // still). factors: [n_rot / 2] in host memory.
+  virtual void ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                           const int32_t* positions, float freq_base, RopeStyle style, const float* factors);
+  // routeTopK's weights in `routing` times scales[id] (backend memory, [n_expert]):
+  // gemma4's expert output scales on a backend that computes the MoE block.
+  virtual void scaleRoutingWeights(float* routing, int n_tokens, int k, const float* scales);
+
   // The routed experts of a MoE layer computed where the activations live, in a
   // few launches per layer (a device backend). Without it (the CPU backend) the
   // forward pass routes on the host and computes expert by expert with matmul.
@@ -242,6 +259,7 @@ class Backend {
     const float* down_bias = nullptr;
     bool clamped_swiglu = false;
     float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
+    bool gelu = false;  // gemma4: gelu(gate) * up (Backend::geglu) in place of the SwiGLU
   };
   // Fills the output rows of every (token, rank) routed to one of call.experts;
   // other rows are left as they are. A row's value does not depend on which
@@ -352,6 +370,30 @@ inline void Backend::gatedRmsNorm(const float*, const float*, const float*, floa
 
 inline void Backend::sigmoidGate(float*, const float*, size_t) {
   throw std::invalid_argument(name() + ": the sigmoid output gate is not implemented on this backend");
+}
+
+inline void Backend::geglu(const float*, const float*, float*, size_t) {
+  throw std::invalid_argument(name() +
+                              ": the GELU-gated FFN (gemma4) is not implemented on this backend yet");
+}
+
+inline void Backend::scale(float*, float, size_t) {
+  throw std::invalid_argument(name() + ": scale (gemma4) is not implemented on this backend yet");
+}
+
+inline void Backend::softcap(float*, float, size_t) {
+  throw std::invalid_argument(name() +
+                              ": the logit soft-cap (gemma4) is not implemented on this backend yet");
+}
+
+inline void Backend::ropeFactors(float*, int, int, int, int, const int32_t*, float, RopeStyle, const float*) {
+  throw std::invalid_argument(
+      name() + ": rope with frequency factors (gemma4) is not implemented on this backend yet");
+}
+
+inline void Backend::scaleRoutingWeights(float*, int, int, const float*) {
+  throw std::invalid_argument(name() +
+                              ": scaling routing weights (gemma4) is not implemented on this backend");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -1,5 +1,6 @@
 #include "inference/model.h"
 
+#include <cmath>
 #include <string>
 
 #include "models/quant.h"
@@ -54,7 +55,14 @@ class Model::Loader {
     m_.host_experts_.resize(c_.n_layer);
     m_.host_routers_.resize(c_.n_layer);
     m_.host_expert_biases_.resize(c_.n_layer);
-    for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(layer(il));
+    if (c_.isGemma4() && f_.findTensor("rope_freqs.weight")) {
+      // One tensor for every global layer (llama.cpp loads it per layer as a duplicate).
+      int global = -1;
+      for (int il = 0; il < c_.n_layer && global < 0; ++il)
+        if (!c_.swa[size_t(il)]) global = il;
+      if (global >= 0) w.rope_freqs = hostVector("rope_freqs.weight", uint64_t(c_.nRotOf(global) / 2));
+    }
+    for (int il = 0; il < c_.n_layer; ++il) w.layers.push_back(c_.isGemma4() ? gemma4Layer(il) : layer(il));
     m_.sizes_.other_bytes = countedBytes_;
   }
 
@@ -214,6 +222,55 @@ class Model::Loader {
     return L;
   }
 
+  // gemma4 (llama.cpp src/models/gemma4.cpp load_arch_tensors; names from
+  // gguf-py constants.py): per-head q/k norms of the layer's head size, a V projection
+  // only where the layer has one (else V = K), no K either in a shared-KV layer; the
+  // dense MLP beside the experts with its norms; the router's input scale and each
+  // expert's output scale; the experts as one ffn_gate_up_exps (gate rows, then up
+  // rows) or ffn_gate_exps + ffn_up_exps.
+  LayerWeights gemma4Layer(int il) {
+    LayerWeights L;
+    const uint64_t E = c_.n_embd, hd = c_.headDimOf(il), Q = uint64_t(c_.n_head) * hd, KV = c_.kvWidthOf(il);
+    const uint64_t F = c_.n_ff;
+    L.attn_norm = vector(blk(il, "attn_norm.weight"), E);
+    L.wq = matrix(blk(il, "attn_q.weight"), {E, Q});
+    L.q_norm = vector(blk(il, "attn_q_norm.weight"), hd);
+    if (c_.ownsKv(il)) {
+      L.wk = matrix(blk(il, "attn_k.weight"), {E, KV});
+      L.wv = optionalMatrix(blk(il, "attn_v.weight"), {E, KV});
+      L.k_norm = vector(blk(il, "attn_k_norm.weight"), hd);
+    }
+    L.wo = matrix(blk(il, "attn_output.weight"), {Q, E});
+    L.attn_post_norm = vector(blk(il, "post_attention_norm.weight"), E);
+    if (f_.findTensor(blk(il, "layer_output_scale.weight")))
+      L.out_scale = hostVector(blk(il, "layer_output_scale.weight"), 1)[0];
+    L.ffn_norm = vector(blk(il, "ffn_norm.weight"), E);
+    L.ffn_gate = matrix(blk(il, "ffn_gate.weight"), {E, F});
+    L.ffn_up = matrix(blk(il, "ffn_up.weight"), {E, F});
+    L.ffn_down = matrix(blk(il, "ffn_down.weight"), {F, E});
+    L.ffn_post_norm = vector(blk(il, "post_ffw_norm.weight"), E);
+    L.router = matrix(blk(il, "ffn_gate_inp.weight"), {E, uint64_t(c_.n_expert)});
+    m_.host_routers_[il] = fileView(find(blk(il, "ffn_gate_inp.weight")));
+    std::vector<float> router_scale = hostVector(blk(il, "ffn_gate_inp.scale"), E);
+    for (float& v : router_scale) v /= std::sqrt(float(E));
+    L.router_in_norm = ownVector(router_scale);
+    L.ffn_pre_norm_2 = vector(blk(il, "pre_ffw_norm_2.weight"), E);
+    L.ffn_post_norm_1 = vector(blk(il, "post_ffw_norm_1.weight"), E);
+    L.ffn_post_norm_2 = vector(blk(il, "post_ffw_norm_2.weight"), E);
+    L.expert_out_scale = hostVector(blk(il, "ffn_down_exps.scale"), uint64_t(c_.n_expert));
+    L.expert_out_scale_dev = ownVector(L.expert_out_scale);
+    experts(il);
+    return L;
+  }
+
+  // Host values as F32 in backend memory the model owns.
+  const float* ownVector(const std::vector<float>& host) {
+    float* dev = m_.backend_.allocFloats(host.size());
+    m_.backend_.fromHost(dev, host.data(), host.size());
+    m_.owned_vectors_.push_back(dev);
+    return dev;
+  }
+
   // q/k/v as three tensors or one fused attn_qkv (rows q, then k, then v).
   // qwen35moe's full-attention layers: attn_q holds per head [q; gate], twice Q rows.
   void attention(int il, LayerWeights& L) {
@@ -360,7 +417,39 @@ class Model::Loader {
     const uint64_t E = c_.n_embd, F = c_.n_ff_exp, N = c_.n_expert;
     auto& table = m_.host_experts_[il];
     table.resize(N);
-    if (f_.findTensor(blk(il, "ffn_gate_exps.weight"))) {
+    if (const auto* fused = f_.findTensor(blk(il, "ffn_gate_up_exps.weight")); fused && c_.isGemma4()) {
+      // {n_embd, 2 n_ff_exp, n_expert}: expert e's gate rows, then its up rows (llama.cpp's
+      // build_moe_ffn views the product's first n_ff values as gate, the next as up).
+      checkDims(*fused, {E, 2 * F, N});
+      checkComputable(*fused);
+      const auto data = f_.tensorData(*fused);
+      const uint64_t per_expert = fused->nbytes / N;
+      for (uint64_t e = 0; e < N; ++e)
+        for (int part = 0; part < 2; ++part) {
+          WeightView v;
+          v.type = fused->type;
+          v.data = data.data() + e * per_expert + uint64_t(part) * F * fused->rowBytes();
+          v.cols = static_cast<int64_t>(E);
+          v.rows = static_cast<int64_t>(F);
+          v.row_bytes = fused->rowBytes();
+          (part == 0 ? table[e].gate : table[e].up) = v;
+        }
+      m_.sizes_.routed_expert_bytes += fused->nbytes;
+      const auto& down = find(blk(il, "ffn_down_exps.weight"));
+      checkDims(down, {F, E, N});
+      checkComputable(down);
+      const auto down_data = f_.tensorData(down);
+      for (uint64_t e = 0; e < N; ++e) {
+        WeightView v;
+        v.type = down.type;
+        v.data = down_data.data() + e * (down.nbytes / N);
+        v.cols = static_cast<int64_t>(F);
+        v.rows = static_cast<int64_t>(E);
+        v.row_bytes = down.rowBytes();
+        table[e].down = v;
+      }
+      m_.sizes_.routed_expert_bytes += down.nbytes;
+    } else if (f_.findTensor(blk(il, "ffn_gate_exps.weight"))) {
       const char* names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
       const std::vector<uint64_t> shapes[3] = {{E, F, N}, {E, F, N}, {F, E, N}};
       for (int m = 0; m < 3; ++m) {

@@ -70,6 +70,19 @@ struct LayerWeights {
   WeightView shexp_router;          // rows 1, cols n_embd (qwen2moe's sigmoid gate)
   std::vector<float>
       expert_bias;  // [n_expert] host: exp_probs_b (glm4moe, minimax-m2, deepseek2 where present)
+
+  // gemma4 (null / empty elsewhere). wv may be empty: the layer's V is its K projection
+  // (attention_k_eq_v). Norms around both blocks, the MoE layer's second branch and
+  // the router's input norm: rms(x) x ffn_gate_inp.scale / sqrt(n_embd), as one weight.
+  const float* attn_post_norm = nullptr;        // [n_embd] post_attention_norm
+  const float* ffn_post_norm = nullptr;         // [n_embd] post_ffw_norm (the whole FFN's output)
+  const float* ffn_post_norm_1 = nullptr;       // [n_embd] post_ffw_norm_1 (the dense MLP's output)
+  const float* ffn_pre_norm_2 = nullptr;        // [n_embd] pre_ffw_norm_2 (the experts' input)
+  const float* ffn_post_norm_2 = nullptr;       // [n_embd] post_ffw_norm_2 (the experts' output)
+  const float* router_in_norm = nullptr;        // [n_embd] ffn_gate_inp.scale / sqrt(n_embd)
+  std::vector<float> expert_out_scale;          // [n_expert] host: ffn_down_exps.scale
+  const float* expert_out_scale_dev = nullptr;  // the same in backend memory
+  float out_scale = 1.0f;                       // layer_output_scale (1 when absent)
 };
 
 struct ModelWeights {
@@ -78,6 +91,9 @@ struct ModelWeights {
   WeightView output;                   // rows n_vocab, cols n_embd (token_embd when tied)
   bool output_tied = false;
   std::vector<LayerWeights> layers;
+  // gemma4: rope_freqs.weight, the global layers' frequency factors, [n_rot / 2] host
+  // (1 for the rotated pairs, 1e30 for the still ones); empty: plain rope.
+  std::vector<float> rope_freqs;
 };
 
 // Sizes that the CLI, the fit estimate and the offload engine report.

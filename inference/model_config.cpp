@@ -1,8 +1,11 @@
 #include "inference/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace moe {
 namespace {
@@ -28,6 +31,7 @@ constexpr ArchInfo kArchs[] = {
     // llama_model_rope_type) and its graph always renormalises the chosen experts'
     // weights (src/models/minimax-m2.cpp: build_moe_ffn with norm_w true).
     {"minimax-m2", Arch::MinimaxM2, RopeStyle::Neox, true},
+    {"gemma4", Arch::Gemma4, RopeStyle::Neox, true},  // llama.cpp: LLAMA_ROPE_TYPE_NEOX for the gemma family
 };
 
 const ArchInfo* findArch(const std::string& name) {
@@ -257,6 +261,132 @@ void readMinimaxM2Keys(const KeyReader& k) {
       throw ModelError("model file lacks required key '" + k.key(suffix) + "' (minimax-m2)");
 }
 
+// An {arch}.suffix value given per layer: an array of block_count integers or flags,
+// or one value for every layer. nullopt when the key is absent.
+std::optional<std::vector<uint64_t>> layerValues(const gguf::GgufFile& file, const KeyReader& k,
+                                                 const std::string& suffix, size_t n_layer) {
+  const gguf::Value* v = file.find(k.key(suffix));
+  if (!v) return std::nullopt;
+  auto one = [&](const gguf::Value& e) -> uint64_t {
+    if (const auto b = e.asBool()) return *b ? 1 : 0;
+    if (const auto u = e.asUint()) return *u;
+    throw ModelError("key '" + k.key(suffix) + "' holds a value that is not a count or a flag");
+  };
+  if (const auto* arr = v->asArray()) {
+    if (arr->size() != n_layer)
+      throw ModelError("key '" + k.key(suffix) + "' has " + std::to_string(arr->size()) +
+                       " entries; block_count is " + std::to_string(n_layer));
+    std::vector<uint64_t> out;
+    out.reserve(n_layer);
+    for (const gguf::Value& e : *arr) out.push_back(one(e));
+    return out;
+  }
+  return std::vector<uint64_t>(n_layer, one(*v));
+}
+
+// gemma4 (Gemma 4 26B-A4B and its kind), as llama.cpp reads it (src/models/gemma4.cpp
+// load_arch_hparams, conversion/gemma.py Gemma4Model.set_gguf_parameters):
+// attention.sliding_window_pattern flags the sliding layers (one per layer);
+// attention.key_length / key_length_swa and rope.dimension_count / _swa are the global
+// and the sliding layers' head sizes and rotated dims; attention.head_count_kv may be
+// per layer (num_global_key_value_heads on the global ones); rope.freq_base is the
+// global layers' base, rope.freq_base_swa the sliding ones'; the last
+// attention.shared_kv_layers layers reuse the cache of layer n_kv - 2 (sliding) or
+// n_kv - 1 (global), n_kv = block_count - shared (llama.cpp's reuse rule); q.k is not
+// scaled (f_attention_scale 1); routing is softmax over all experts, top-k
+// renormalised; final_logit_softcapping caps the logits. Per-layer embeddings (the E2B /
+// E4B models' embedding_length_per_layer_input) are not supported.
+void readGemma4(const gguf::GgufFile& file, const KeyReader& k, ModelConfig& c) {
+  requireAtMost(c.n_layer, kMaxCount, "block_count");  // before anything is sized from it
+  const size_t L = size_t(c.n_layer);
+  if (const int ple = k.optional("embedding_length_per_layer_input").value_or(0); ple > 0)
+    throw ModelError("key '" + k.key("embedding_length_per_layer_input") + "' = " + std::to_string(ple) +
+                     ": per-layer embeddings (Gemma 4 E2B / E4B) are not supported");
+  const auto pattern = layerValues(file, k, "attention.sliding_window_pattern", L);
+  if (!pattern)
+    throw ModelError("model file lacks required key '" + k.key("attention.sliding_window_pattern") + "'");
+  c.sliding_window = k.required("attention.sliding_window");
+  require(c.sliding_window > 0, k.key("attention.sliding_window") + " must be > 0");
+
+  const int hd_full = k.required("attention.key_length");
+  const int hd_swa = k.required("attention.key_length_swa");
+  if (auto v = k.optional("attention.value_length_swa"); v && *v != hd_swa)
+    throw ModelError(k.key("attention.value_length_swa") + " " + std::to_string(*v) + " != key_length_swa " +
+                     std::to_string(hd_swa) + " is not supported");
+  requireAtMost(hd_full, kMaxWidth, k.key("attention.key_length"));
+  requireAtMost(hd_swa, kMaxWidth, k.key("attention.key_length_swa"));
+  require(hd_full > 0 && hd_full % 2 == 0 && hd_swa > 0 && hd_swa % 2 == 0,
+          "the key lengths (global and sliding) must be even and > 0");
+  const int rot_full = k.optional("rope.dimension_count").value_or(hd_full);
+  const int rot_swa = k.optional("rope.dimension_count_swa").value_or(hd_swa);
+  require(rot_full > 0 && rot_full % 2 == 0 && rot_full <= hd_full,
+          k.key("rope.dimension_count") + " must be even and within key_length");
+  require(rot_swa > 0 && rot_swa % 2 == 0 && rot_swa <= hd_swa,
+          k.key("rope.dimension_count_swa") + " must be even and within key_length_swa");
+  c.rope_freq_base_swa = k.optionalFloat("rope.freq_base_swa").value_or(c.rope_freq_base);
+  require(c.rope_freq_base_swa > 0, k.key("rope.freq_base_swa") + " must be > 0");
+
+  const auto kv_heads = layerValues(file, k, "attention.head_count_kv", L);
+  const auto ff = layerValues(file, k, "feed_forward_length", L);
+  if (!ff) throw ModelError("model file lacks required key '" + k.key("feed_forward_length") + "'");
+  for (uint64_t w : *ff)
+    if (w != ff->front())
+      throw ModelError("key '" + k.key("feed_forward_length") +
+                       "' differs from layer to layer (Gemma 4's double-wide MLP), which is not supported");
+  requireAtMost(int64_t(std::min<uint64_t>(ff->front(), uint64_t(kMaxWidth) + 1)), kMaxWidth,
+                k.key("feed_forward_length"));
+  c.n_ff = static_cast<int>(ff->front());
+  require(c.n_ff > 0, k.key("feed_forward_length") + " must be > 0 (every gemma4 layer has a dense MLP)");
+
+  c.swa.assign(L, 0);
+  c.layer_head_dim.assign(L, 0);
+  c.layer_n_head_kv.assign(L, 0);
+  c.layer_n_rot.assign(L, 0);
+  c.kv_source.assign(L, 0);
+  c.head_dim = 0;
+  c.n_head_kv = 0;
+  for (size_t i = 0; i < L; ++i) {
+    const bool sliding = (*pattern)[i] != 0;
+    const uint64_t kv = kv_heads ? (*kv_heads)[i] : uint64_t(c.n_head);
+    require(kv > 0 && kv <= uint64_t(kMaxCount) && c.n_head % int(kv) == 0,
+            "head_count (" + std::to_string(c.n_head) + ") must be a multiple of layer " + std::to_string(i) +
+                "'s head_count_kv (" + std::to_string(kv) + ")");
+    c.swa[i] = sliding ? 1 : 0;
+    c.layer_head_dim[i] = sliding ? hd_swa : hd_full;
+    c.layer_n_head_kv[i] = int(kv);
+    c.layer_n_rot[i] = sliding ? rot_swa : rot_full;
+    c.head_dim = std::max(c.head_dim, c.layer_head_dim[i]);
+    c.n_head_kv = std::max(c.n_head_kv, int(kv));
+  }
+  c.n_rot = c.head_dim;
+
+  const int shared = k.optional("attention.shared_kv_layers").value_or(0);
+  require(shared < c.n_layer, k.key("attention.shared_kv_layers") + " must be below block_count");
+  const int n_kv = c.n_layer - shared;
+  for (int i = 0; i < c.n_layer; ++i) {
+    int src = i;
+    if (i >= n_kv) {
+      src = n_kv - (c.swa[size_t(i)] ? 2 : 1);
+      require(src >= 0 && c.swa[size_t(src)] == c.swa[size_t(i)] &&
+                  c.layer_n_head_kv[size_t(src)] == c.layer_n_head_kv[size_t(i)],
+              "layer " + std::to_string(i) + " would reuse the K/V of layer " + std::to_string(src) +
+                  " (attention.shared_kv_layers = " + std::to_string(shared) +
+                  "), which is not a layer of its kind and shape");
+    }
+    c.kv_source[size_t(i)] = src;
+  }
+
+  c.final_logit_softcap = k.optionalFloat("final_logit_softcapping").value_or(0.0f);
+  require(c.final_logit_softcap >= 0, k.key("final_logit_softcapping") + " must be >= 0");
+  c.attn_scale = 1.0f;  // q and k are RMS-normed; Gemma 4 does not scale q.k
+  c.embedding_scaled = true;
+  c.gelu_ffn = true;
+  c.qk_norm = QkNorm::PerHead;
+  c.gating = GatingFunc::Softmax;
+  c.norm_topk_weights = true;
+  c.expert_weights_scale = 1.0f;
+}
+
 }  // namespace
 
 const char* archName(Arch a) {
@@ -295,7 +425,8 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   c.n_layer -= c.n_nextn;
   c.n_embd = k.required("embedding_length");
   c.n_head = k.required("attention.head_count");
-  c.n_head_kv = k.optional("attention.head_count_kv").value_or(c.n_head);
+  // gemma4 may give head_count_kv per layer (readGemma4 reads it).
+  c.n_head_kv = c.arch == Arch::Gemma4 ? c.n_head : k.optional("attention.head_count_kv").value_or(c.n_head);
   c.n_ctx_train = k.optional("context_length").value_or(4096);
   require(c.n_head > 0, "attention.head_count must be > 0");
   if (c.arch == Arch::MinimaxM2) readMinimaxM2Keys(k);
@@ -322,7 +453,8 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
   }
   if (c.arch == Arch::Deepseek2) c.attn_scale = mlaAttentionScale(k, c);
 
-  c.n_ff = k.optional("feed_forward_length").value_or(0);
+  // gemma4 may give feed_forward_length per layer (readGemma4 reads it).
+  c.n_ff = c.arch == Arch::Gemma4 ? 0 : k.optional("feed_forward_length").value_or(0);
   c.n_expert = k.optional("expert_count").value_or(0);
   c.n_expert_used = k.optional("expert_used_count").value_or(0);
   c.n_ff_exp = k.optional("expert_feed_forward_length").value_or(c.n_ff);
@@ -380,6 +512,7 @@ ModelConfig ModelConfig::fromGguf(const gguf::GgufFile& file) {
       c.norm_topk_weights = true;
       c.expert_weights_scale = 1.0f;  // its loader reads no expert_weights_scale
       break;
+    case Arch::Gemma4: readGemma4(file, k, c); break;
     case Arch::Llama: break;
   }
 

@@ -17,18 +17,7 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch {
-  Llama,
-  Qwen2Moe,
-  Qwen3Moe,
-  Deepseek,
-  Deepseek2,
-  Olmoe,
-  Glm4Moe,
-  GptOss,
-  Qwen35Moe,
-  MinimaxM2
-};
+enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss, Qwen35Moe, MinimaxM2, Gemma4 };
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
 enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe, minimax-m2: whole projection
@@ -122,6 +111,22 @@ struct ModelConfig {
   DeltaNetShape delta;             // qwen35moe; conv_kernel 0 elsewhere
   std::vector<uint8_t> recurrent;  // [n_layer]: 1 = a delta-net layer (qwen35moe)
 
+  // gemma4 (Gemma 4 MoE; keys as llama.cpp's converter writes them, read as its
+  // gemma4 loader reads them: conversion/gemma.py Gemma4Model, src/models/gemma4.cpp).
+  // Sliding-window and global layers differ in head size, kv heads, rotated dims and
+  // rope base; the last attention.shared_kv_layers layers compute no K/V and read the
+  // cache of the last earlier layer of their kind. head_dim / n_head_kv above are the
+  // largest of any layer (the scratch is sized from them); the per-layer values are here.
+  std::vector<uint8_t> swa;          // [n_layer] 1 = sliding-window layer (gemma4)
+  std::vector<int> layer_head_dim;   // [n_layer] (gemma4; empty elsewhere)
+  std::vector<int> layer_n_head_kv;  // [n_layer]
+  std::vector<int> layer_n_rot;      // [n_layer]
+  std::vector<int> kv_source;        // [n_layer] the layer whose K/V cache layer il attends over
+  float rope_freq_base_swa = 0;      // gemma4: rope.freq_base_swa (the sliding layers' base)
+  float final_logit_softcap = 0;     // gemma4: logits = cap tanh(logits / cap); 0: none
+  bool embedding_scaled = false;     // gemma4: the token embedding times sqrt(n_embd)
+  bool gelu_ffn = false;             // gemma4: gelu_tanh(gate) * up in place of silu(gate) * up
+
   int n_ff = 0;                      // dense FFN width (dense layers, deepseek leading layers)
   int n_expert = 0;                  // routed experts per MoE layer
   int n_expert_used = 0;             // experts chosen per token
@@ -154,7 +159,24 @@ struct ModelConfig {
     return n_expert_groups > 1 && n_group_used > 0 && n_group_used < n_expert_groups;
   }
   bool isMoeLayer(int layer) const { return n_expert > 0 && layer >= n_leading_dense; }
-  int windowOf(int layer) const { return sliding_window > 0 && layer % 2 == 0 ? sliding_window : 0; }
+  int windowOf(int layer) const {
+    if (!swa.empty()) return swa[size_t(layer)] ? sliding_window : 0;
+    return sliding_window > 0 && layer % 2 == 0 ? sliding_window : 0;
+  }
+  bool isGemma4() const { return arch == Arch::Gemma4; }
+  // Per-layer attention shapes (gemma4's differ from layer to layer; the uniform
+  // values everywhere else).
+  int headDimOf(int layer) const { return layer_head_dim.empty() ? head_dim : layer_head_dim[size_t(layer)]; }
+  int nHeadKvOf(int layer) const {
+    return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[size_t(layer)];
+  }
+  int nRotOf(int layer) const { return layer_n_rot.empty() ? n_rot : layer_n_rot[size_t(layer)]; }
+  int kvWidthOf(int layer) const { return nHeadKvOf(layer) * headDimOf(layer); }
+  int kvSourceOf(int layer) const { return kv_source.empty() ? layer : kv_source[size_t(layer)]; }
+  bool ownsKv(int layer) const { return kvSourceOf(layer) == layer; }
+  float ropeBaseOf(int layer) const {
+    return !swa.empty() && swa[size_t(layer)] && rope_freq_base_swa > 0 ? rope_freq_base_swa : rope_freq_base;
+  }
   int qWidth() const { return n_head * head_dim; }
   int kvWidth() const { return n_head_kv * head_dim; }
 

@@ -50,6 +50,16 @@ inline void ropeAngles(int32_t pos, int n_rot, float freq_base, const RopeYarn* 
   }
 }
 
+// ropeAngles without YaRN, pair i's angle divided by factors[i] (ggml's freq_factors).
+inline void ropeAnglesWithFactors(int32_t pos, int n_rot, float freq_base, const float* factors, float* cs) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+    const double theta = static_cast<double>(pos) * freq / static_cast<double>(factors[i]);
+    cs[2 * i] = static_cast<float>(std::cos(theta));
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
 // Whether rope.scaling's YaRN parameters can be computed with: factor >= 1, an
 // original context, betas > 0.
 inline bool yarnValid(const RopeYarn& y) {

@@ -44,10 +44,12 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
       n_ctx_(n_ctx),
       id_(next_transformer_id.fetch_add(1, std::memory_order_relaxed)) {
   if (n_ctx <= 0) throw std::invalid_argument("context length must be > 0");
+  // A shared-KV layer (gemma4) keeps no cache of its own: it reads its source layer's.
   for (int il = 0; il < cfg_.n_layer; ++il) {
-    const bool kv = !cfg_.isRecurrentLayer(il);
-    k_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
-    v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * cfg_.kvWidth()) : KvCache{});
+    const bool kv = !cfg_.isRecurrentLayer(il) && cfg_.ownsKv(il);
+    const size_t width = size_t(cfg_.kvWidthOf(il));
+    k_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * width) : KvCache{});
+    v_cache_.push_back(kv ? backend_.allocKv(size_t(n_ctx) * width) : KvCache{});
   }
   if (cfg_.hasRecurrentLayers()) {
     auto allocState = [&](std::vector<RecurrentState>& layers) {
@@ -216,10 +218,16 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
   const int n = static_cast<int>(tokens.size());
   const auto& w = model_.weights();
   backend_.embed(w.token_embd, tokens.data(), n, s_->x);
+  if (cfg_.embedding_scaled) backend_.scale(s_->x, std::sqrt(float(cfg_.n_embd)), size_t(n) * cfg_.n_embd);
   pending_residual_ = nullptr;  // a cancelled step may have left one
   reportHidden(0, n);
   for (int il = 0; il < cfg_.n_layer; ++il) {
     checkCancel();
+    if (cfg_.isGemma4()) {
+      gemma4Layer(il, n);
+      reportHidden(il + 1, n);
+      continue;
+    }
     attentionBlock(il, n);
     if (cfg_.isMoeLayer(il))
       moeBlock(il, n);
@@ -240,12 +248,16 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
     backend_.rmsNorm(s_->x + first_row * E, w.output_norm, s_->xn, rows, cfg_.n_embd, cfg_.rms_eps);
   pending_residual_ = nullptr;
   backend_.matmul(w.output, s_->xn, s_->logits, rows);
+  if (cfg_.final_logit_softcap > 0)
+    backend_.softcap(s_->logits, cfg_.final_logit_softcap, size_t(rows) * cfg_.n_vocab);
 }
 
 // Whether a step needs the host only for its logits: no observer reads the hidden
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
+  // gemma4's global layers upload their rope table (frequency factors) every step.
+  if (cfg_.isGemma4() && !model_.weights().rope_freqs.empty()) return false;
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
@@ -324,7 +336,9 @@ void Transformer::rope(float* x, int n, int n_heads) {
 }
 
 void Transformer::activate(Backend& be, const float* gate, const float* up, float* out, size_t n) const {
-  if (cfg_.clamped_swiglu)
+  if (cfg_.gelu_ffn)
+    be.geglu(gate, up, out, n);
+  else if (cfg_.clamped_swiglu)
     be.swigluClamped(gate, up, out, n, ModelConfig::kSwigluAlpha, ModelConfig::kSwigluLimit);
   else
     be.swiglu(gate, up, out, n);
@@ -348,7 +362,7 @@ void Transformer::moeBlock(int il, int n) {
     if (const auto every = experts_.everyExpert(il); !every.empty()) return moeBlockOnDevice(il, n, every);
   if (backend_.computesMoe() && n == 1)
     if (const auto map = experts_.mappedExperts(il); !map.empty()) return moeBlockMapped(il, map);
-  normInput(L.ffn_norm, n);
+  const float* router_in = moeInputs(il, n);
 
   // The expert source sees the layer's FFN input first (a predictor's hook).
   hidden_on_host_ = experts_.wantsLayerInput();
@@ -358,17 +372,25 @@ void Transformer::moeBlock(int il, int n) {
                                         : std::span<const float>(),
                         n);
 
-  backend_.matmul(L.router, s_->xn, s_->router, n);
+  backend_.matmul(L.router, router_in, s_->router, n);
   addBias(s_->router, L.router_bias, n, NE);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   if (backend_.computesMoe()) {
     backend_.routeTopK(s_->router, n, rule, s_->routing, s_->chosen.data(), s_->chosen_w.data());
+    if (L.expert_out_scale_dev) {  // gemma4, as below
+      backend_.scaleRoutingWeights(s_->routing, n, K, L.expert_out_scale_dev);
+      for (size_t i = 0; i < size_t(n) * K; ++i) s_->chosen_w[i] *= L.expert_out_scale[size_t(s_->chosen[i])];
+    }
   } else {
     backend_.toHost(s_->host_router.data(), s_->router, size_t(n) * NE);
     for (int t = 0; t < n; ++t)
       routeToken(&s_->host_router[size_t(t) * NE], rule, &s_->chosen[size_t(t) * K],
                  &s_->chosen_w[size_t(t) * K]);
+    // gemma4: each expert's output scale (ffn_down_exps.scale) on its routing weight,
+    // the same product as llama.cpp's scale of the expert's down projection.
+    if (!L.expert_out_scale.empty())
+      for (size_t i = 0; i < size_t(n) * K; ++i) s_->chosen_w[i] *= L.expert_out_scale[size_t(s_->chosen[i])];
   }
   if (replay_) replayRouting(il, n);
   const RoutingEvent routed{il, n, std::span<const int>(s_->chosen.data(), size_t(n) * K),
@@ -406,6 +428,20 @@ void Transformer::moeBlock(int il, int n) {
   pending_residual_ = moe_out;
 }
 
+const float* Transformer::moeInputs(int il, int n) {
+  const auto& L = model_.weights().layers[il];
+  if (!cfg_.isGemma4()) {
+    normInput(L.ffn_norm, n);
+    return s_->xn;
+  }
+  // gemma4 (llama.cpp src/models/gemma4.cpp): the experts read pre_ffw_norm_2(x), the
+  // router rms(x) x ffn_gate_inp.scale / sqrt(n_embd); x is the attention's output
+  // added to the stream.
+  backend_.rmsNorm(s_->x, L.ffn_pre_norm_2, s_->xn, n, cfg_.n_embd, cfg_.rms_eps);
+  backend_.rmsNorm(s_->x, L.router_in_norm, s_->router_in, n, cfg_.n_embd, cfg_.rms_eps);
+  return s_->router_in;
+}
+
 void Transformer::replayRouting(int il, int n) {
   const int K = cfg_.n_expert_used;
   const size_t nk = size_t(n) * K;
@@ -426,12 +462,13 @@ void Transformer::replayRouting(int il, int n) {
 
 void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights> every_expert) {
   const auto& L = model_.weights().layers[il];
-  normInput(L.ffn_norm, n);
-  backend_.matmul(L.router, s_->xn, s_->router, n);
+  backend_.matmul(L.router, moeInputs(il, n), s_->router, n);
   addBias(s_->router, L.router_bias, n, cfg_.n_expert);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, n, rule, s_->routing, nullptr, nullptr);
+  if (L.expert_out_scale_dev)
+    backend_.scaleRoutingWeights(s_->routing, n, cfg_.n_expert_used, L.expert_out_scale_dev);
   Backend::MoeExpertsCall call = expertsCall(il, n);
   call.layer_experts = every_expert;
   backend_.moeExperts(call);
@@ -443,12 +480,13 @@ void Transformer::moeBlockOnDevice(int il, int n, std::span<const ExpertWeights>
 
 void Transformer::moeBlockMapped(int il, std::span<const ExpertWeights> map) {
   const auto& L = model_.weights().layers[il];
-  normInput(L.ffn_norm, 1);
-  backend_.matmul(L.router, s_->xn, s_->router, 1);
+  backend_.matmul(L.router, moeInputs(il, 1), s_->router, 1);
   addBias(s_->router, L.router_bias, 1, cfg_.n_expert);
   RoutingRule rule = RoutingRule::of(cfg_);
   if (!L.expert_bias.empty()) rule.selection_bias = L.expert_bias.data();
   backend_.routeTopK(s_->router, 1, rule, s_->routing, nullptr, nullptr);
+  if (L.expert_out_scale_dev)
+    backend_.scaleRoutingWeights(s_->routing, 1, cfg_.n_expert_used, L.expert_out_scale_dev);
   if (replay_) replayRouting(il, 1);
   Backend::MoeExpertsCall call = expertsCall(il, 1);
   call.host_ids = nullptr;
@@ -488,6 +526,7 @@ Backend::MoeExpertsCall Transformer::expertsCall(int il, int n) const {
   call.up_bias = L.exp_up_bias;
   call.down_bias = L.exp_down_bias;
   call.clamped_swiglu = cfg_.clamped_swiglu;
+  call.gelu = cfg_.gelu_ffn;
   call.swiglu_alpha = ModelConfig::kSwigluAlpha;
   call.swiglu_limit = ModelConfig::kSwigluLimit;
   return call;

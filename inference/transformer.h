@@ -97,6 +97,12 @@ class Transformer {
   // gated delta-net layers with their recurrent state.
   void gatedAttentionBlock(int il, int n);
   void deltaNetBlock(int il, int n);
+  // gemma4 (transformer_gemma4.cpp): a whole layer, its attention, its two FFN branches.
+  void gemma4Layer(int il, int n);
+  void gemma4Attention(int il, int n);
+  void gemma4Ffn(int il, int n);
+  // The MoE block's input into s_->xn and the router's input (s_->xn, or gemma4's own).
+  const float* moeInputs(int il, int n);
   void resetRecurrentState();
   // Brings the recurrent state to n_past_ after a truncate or a failed step: from
   // zero over history_'s tokens.

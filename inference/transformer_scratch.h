@@ -46,14 +46,17 @@ struct Transformer::Scratch {
   float* mla_values = nullptr;  // [batch][n_head * v_dim]
   // qwen35moe (null elsewhere): the joint query + gate projection and the gate; a
   // delta-net layer's projections and its output before ssm_out.
-  float* q_full = nullptr;         // [batch][n_head][2][head_dim]
-  float* gate = nullptr;           // [batch][q_width]
-  float* dn_qkv = nullptr;         // [batch][conv_channels]
-  float* dn_conv = nullptr;        // [batch][conv_channels] the conv's output: q | k | v
-  float* dn_z = nullptr;           // [batch][value_width]
-  float* dn_alpha = nullptr;       // [batch][n_v_heads]
-  float* dn_beta = nullptr;        // [batch][n_v_heads]
-  float* dn_out = nullptr;         // [batch][value_width]
+  float* q_full = nullptr;    // [batch][n_head][2][head_dim]
+  float* gate = nullptr;      // [batch][q_width]
+  float* dn_qkv = nullptr;    // [batch][conv_channels]
+  float* dn_conv = nullptr;   // [batch][conv_channels] the conv's output: q | k | v
+  float* dn_z = nullptr;      // [batch][value_width]
+  float* dn_alpha = nullptr;  // [batch][n_v_heads]
+  float* dn_beta = nullptr;   // [batch][n_v_heads]
+  float* dn_out = nullptr;    // [batch][value_width]
+  // gemma4 (null elsewhere): the dense MLP's output beside the experts', the router's input.
+  float* mlp = nullptr;            // [batch][n_embd]
+  float* router_in = nullptr;      // [batch][n_embd]
   std::vector<float> host_router;  // [batch][n_expert]
   std::vector<float> host_hidden;  // [batch][n_embd] layer input for the expert source
   std::vector<int> chosen;         // [batch][n_expert_used]
@@ -103,6 +106,10 @@ struct Transformer::Scratch {
       dn_alpha = alloc(B * d.n_v_heads);
       dn_beta = alloc(B * d.n_v_heads);
       dn_out = alloc(B * d.valueWidth());
+    }
+    if (c.isGemma4()) {
+      mlp = alloc(B * c.n_embd);
+      router_in = alloc(B * c.n_embd);
     }
     host_router.resize(B * c.n_expert);
     host_hidden.resize(B * c.n_embd);

@@ -12,9 +12,10 @@
 
 namespace moe::synth::detail {
 
-// Normal: ~N(0, sigma^2); NearOne: uniform in [0.9, 1.1] (norm weights); Decay:
+// Normal: ~N(0, sigma^2); NearOne: uniform in [0.9, 1.1] (norm weights); NearScaled: NearOne
+// times sigma (gemma4's q/k norms); Decay:
 // uniform in [-2.125, -0.125] (qwen35moe's ssm_a, which stores -exp(A_log) < 0).
-enum class Init { Normal, NearOne, Decay };
+enum class Init { Normal, NearOne, Decay, NearScaled };
 
 struct InitSpec {
   Init kind = Init::Normal;
@@ -33,5 +34,13 @@ void writeQwen35Keys(const SyntheticSpec& s, gguf::GgufWriter& w);
 // Whether layer l of a qwen35moe spec is a delta-net layer (the MTP layers after
 // n_layer are full attention).
 bool qwen35Recurrent(const SyntheticSpec& s, int l);
+
+// gemma4: layer l's tensors (attention, the dense MLP, the experts and the norms
+// around them), the file's rope_freqs, and its gemma4 keys.
+void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l);
+void addGemma4Globals(const SyntheticSpec& s, gguf::GgufWriter& w);
+void writeGemma4Keys(const SyntheticSpec& s, gguf::GgufWriter& w);
+// Whether layer l of a gemma4 spec is a global (not sliding) layer.
+bool gemma4Global(const SyntheticSpec& s, int l);
 
 }  // namespace moe::synth::detail

@@ -64,10 +64,11 @@ uint64_t nameHash(const std::string& s) {
 // NearOne: 1 + k / 10240 for k uniform in [-1024, 1024], one float division.
 void fillRow(float* dst, int64_t n, uint64_t row_key, const InitSpec& init) {
   SplitMix rng{row_key};
-  if (init.kind == Init::NearOne) {
+  if (init.kind == Init::NearOne || init.kind == Init::NearScaled) {
+    const float scale = init.kind == Init::NearScaled ? float(init.sigma) : 1.0f;
     for (int64_t i = 0; i < n; ++i) {
       const int k = int(rng.next() % 2049) - 1024;
-      dst[i] = float(10240 + k) / 10240.0f;
+      dst[i] = float(10240 + k) / 10240.0f * scale;
     }
     return;
   }
@@ -184,7 +185,13 @@ class ModelBuilder {
     const double embd_sigma = s_.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
     tensor("token_embd.weight", {d, n_vocab}, s_.weight_type,
            {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
-    for (int l = 0; l < s_.n_layer + s_.n_nextn; ++l) layer(l);
+    if (s_.arch == "gemma4") detail::addGemma4Globals(s_, w_);
+    for (int l = 0; l < s_.n_layer + s_.n_nextn; ++l) {
+      if (s_.arch == "gemma4")
+        detail::addGemma4Layer(s_, w_, l);
+      else
+        layer(l);
+    }
     norm("output_norm.weight", d);
     if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
   }
@@ -345,7 +352,25 @@ void writeLatentAttentionKeys(const SyntheticSpec& s, gguf::GgufWriter& w) {
   }
 }
 
+// gemma4's keys: the common ones, then its per-layer and sliding-layer keys.
+void writeGemma4Hyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
+  u32("block_count", s.n_layer);
+  u32("context_length", s.n_ctx);
+  u32("embedding_length", s.n_embd);
+  u32("feed_forward_length", s.n_ff);
+  u32("attention.head_count", s.n_head);
+  w.setFloat32(a + "attention.layer_norm_rms_epsilon", 1e-6f);  // Gemma 4's rms_norm_eps
+  w.setFloat32(a + "rope.freq_base", s.rope_freq_base);
+  u32("expert_count", s.n_expert);
+  u32("expert_used_count", s.n_expert_used);
+  u32("expert_feed_forward_length", s.n_ff_exp);
+  detail::writeGemma4Keys(s, w);
+}
+
 void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
+  if (s.arch == "gemma4") return writeGemma4Hyperparameters(s, w);
   const std::string a = s.arch + ".";
   auto u32 = [&](const std::string& k, int v) { w.setUint32(a + k, uint32_t(v)); };
   u32("block_count", s.n_layer + s.n_nextn);
@@ -405,6 +430,8 @@ void writeHyperparameters(const SyntheticSpec& s, gguf::GgufWriter& w) {
 // produces. So presets get the published n_vocab (embedding and output sizes, up to
 // 151936) without pretending to be a real vocabulary.
 VocabData makeVocab(const SyntheticSpec& s) {
+  // gemma4: Gemma 4's own vocabulary kind (tokenizer.ggml.model "gemma4"), as real files.
+  if (s.arch == "gemma4") return buildGemma4Vocab(s.n_vocab_target);
   return s.vocab == VocabKind::SentencePiece ? buildSpmVocab(s.n_vocab_target)
                                              : buildGpt2Vocab(s.n_vocab_target, s.bpe_pre);
 }
@@ -449,6 +476,16 @@ void validate(const SyntheticSpec& s) {
         "qwen35moe needs ssm_conv_kernel, ssm_state, ssm_k_heads dividing ssm_v_heads, full_attn_interval");
     require(s.n_expert_shared == 1 && s.n_ff_shexp > 0, "qwen35moe has one gated shared expert");
     checkRows(s.weight_type, s.ssm_v_heads * s.ssm_state, "delta-net value");
+  }
+  if (s.arch == "gemma4") {
+    require(s.swa_period > 0 && s.head_dim_full > 0 && s.head_dim_full % 2 == 0 && s.n_head_kv_full > 0 &&
+                s.n_head % s.n_head_kv_full == 0 && s.n_ff > 0 && s.sliding_window > 0,
+            "gemma4 needs swa_period, an even head_dim_full, n_head_kv_full dividing n_head, n_ff, "
+            "sliding_window");
+    require(s.n_kv_shared >= 0 && s.n_kv_shared < s.n_layer, "gemma4: n_kv_shared must be below n_layer");
+    require(s.rope_partial_full > 0 && s.rope_partial_full <= 1, "gemma4: rope_partial_full in (0, 1]");
+    checkRows(s.weight_type, s.n_head * s.head_dim_full, "global attention");
+    checkRows(s.weight_type, s.n_ff, "n_ff");
   }
   require(s.n_rot >= 0 && s.n_rot <= s.head_dim && s.n_rot % 2 == 0, "n_rot must be even and <= head_dim");
   require(s.n_leading_dense < s.n_layer, "at least one MoE layer");

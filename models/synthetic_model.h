@@ -69,6 +69,21 @@ struct SyntheticSpec {
   int ssm_k_heads = 0;
   int ssm_v_heads = 0;
   int rope_sections[4] = {0, 0, 0, 0};
+  // gemma4: every swa_period-th layer global (the others slide within sliding_window),
+  // global layers of head_dim_full with n_head_kv_full kv heads (head_dim, n_head_kv:
+  // the sliding layers'), a rope_partial_full fraction of a global head rotated
+  // ("proportional" rope, written as rope_freqs), rope_freq_base for the global layers
+  // and rope_freq_base_swa for the sliding ones; the last n_kv_shared layers reuse
+  // earlier layers' K/V; the global layers without attn_v (V = K) when k_eq_v_full; the
+  // logits soft-capped at logit_softcap; n_ff the dense MLP beside the experts.
+  int swa_period = 0;
+  int head_dim_full = 0;
+  int n_head_kv_full = 0;
+  float rope_partial_full = 1.0f;
+  float rope_freq_base_swa = 10000.0f;
+  int n_kv_shared = 0;
+  bool k_eq_v_full = false;
+  float logit_softcap = 0.0f;
   uint64_t seed = 1;
 };
 
@@ -85,7 +100,7 @@ SyntheticSpec demoSpec();
 
 // Shape presets of real models (shared/MODEL-SHAPES.md) at full size, for
 // benchmarks on a machine with room. short names: DS-1, DS-2, QW-1, QW-2, Mixt, Q3-30B, Q3-235B, OLMoE,
-// GLM-Air, GLM-Flash, OSS-20B, OSS-120B, Q3.6-35B, Q3.5-122B, MiniMax-M2.
+// GLM-Air, GLM-Flash, OSS-20B, OSS-120B, Q3.6-35B, Q3.5-122B, MiniMax-M2, Gemma4-26B.
 std::vector<std::string> presetNames();
 SyntheticSpec presetSpec(const std::string& short_name);  // throws std::invalid_argument
 

@@ -277,6 +277,42 @@ SyntheticSpec tinyQwen35Moe() {
   return s;
 }
 
+// Gemma 4 MoE style (gemma4): 6 layers, every third global (Gemma 4 26B-A4B: every
+// sixth), the last 3 reusing earlier layers' K/V (layer 3 and 4 that of layer 1, layer
+// 5 that of layer 2: llama.cpp's rule); sliding layers of 4 x 16 query heads over 2 kv
+// heads within 8 positions, global ones of 32 over 1 kv head with no attn_v (V = K) and
+// a quarter of each head rotated; a dense MLP of 48 beside 8 experts top-2 of 32 (GELU);
+// the logits soft-capped at 2 so the cap bends them. Q8_0 experts, F16 matrices, the
+// output tied to the embedding (as Gemma's).
+SyntheticSpec tinyGemma4() {
+  SyntheticSpec s = tinyBase("gemma4");
+  s.n_layer = 6;
+  s.swa_period = 3;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 16;
+  s.n_head_kv_full = 1;
+  s.head_dim_full = 32;
+  s.rope_partial_full = 0.25f;
+  s.rope_freq_base = 1000000.0f;
+  s.rope_freq_base_swa = 10000.0f;
+  s.sliding_window = 8;
+  s.n_kv_shared = 3;
+  s.k_eq_v_full = true;
+  s.n_ff = 48;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 32;
+  s.logit_softcap = 2.0f;
+  s.tied_output = true;
+  s.n_vocab_target = 324;
+  s.vocab = VocabKind::SentencePiece;
+  s.expert_type = TensorType::Q8_0;
+  s.weight_type = TensorType::F16;
+  s.seed = 1014;
+  return s;
+}
+
 SyntheticSpec tinyDeepseek2Legacy() {
   SyntheticSpec s = tinyDeepseek2();
   s.name = "moechat tiny deepseek2, older layout (random weights)";
@@ -403,7 +439,7 @@ void qwen35Preset(const std::string& n, SyntheticSpec& s) {
 
 std::vector<std::string> supportedArchs() {
   return {"llama", "qwen2moe", "qwen3moe", "deepseek",  "deepseek2",
-          "olmoe", "glm4moe",  "gpt-oss",  "qwen35moe", "minimax-m2"};
+          "olmoe", "glm4moe",  "gpt-oss",  "qwen35moe", "minimax-m2", "gemma4"};
 }
 
 std::vector<std::string> tinyVariantNames() { return {"deepseek2-legacy"}; }
@@ -420,6 +456,7 @@ SyntheticSpec tinySpec(const std::string& arch) {
   if (arch == "gpt-oss") return tinyGptOss();
   if (arch == "qwen35moe") return tinyQwen35Moe();
   if (arch == "minimax-m2") return tinyMinimaxM2();
+  if (arch == "gemma4") return tinyGemma4();
   throw std::invalid_argument("tinySpec: unsupported architecture '" + arch + "'");
 }
 
@@ -439,7 +476,7 @@ SyntheticSpec demoSpec() {
 
 std::vector<std::string> presetNames() {
   return {"DS-1",    "DS-2",      "QW-1",    "QW-2",     "Mixt",     "Q3-30B",    "Q3-235B",   "OLMoE",
-          "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B", "MiniMax-M2"};
+          "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B", "MiniMax-M2", "Gemma4-26B"};
 }
 
 SyntheticSpec presetSpec(const std::string& n) {
@@ -457,6 +494,28 @@ SyntheticSpec presetSpec(const std::string& n) {
     deepseek2Preset(n, s);
   } else if (n == "Q3.6-35B" || n == "Q3.5-122B") {
     qwen35Preset(n, s);
+  } else if (n == "Gemma4-26B") {
+    // google/gemma-4-26B-A4B (the text_config of its config.json): 30 layers, 2816 wide,
+    // 16 query heads; sliding layers (5 of every 6, window 1024) of 8 kv heads of 256,
+    // rope base 10000; global layers of 2 kv heads of 512 with V = K
+    // (attention_k_eq_v), a quarter rotated ("proportional", base 1e6); a dense MLP of
+    // 2112 beside 128 experts of 704, top-8; no shared-KV layers; vocabulary 262144;
+    // context 262144; final_logit_softcapping 30; tied output.
+    s = preset(n, "gemma4", 30, 2816, 704, 128, 8, 16, 8, 256, 262144);
+    s.swa_period = 6;
+    s.n_head_kv_full = 2;
+    s.head_dim_full = 512;
+    s.rope_partial_full = 0.25f;
+    s.rope_freq_base = 1000000.0f;
+    s.rope_freq_base_swa = 10000.0f;
+    s.sliding_window = 1024;
+    s.k_eq_v_full = true;
+    s.n_ff = 2112;
+    s.logit_softcap = 30.0f;
+    s.tied_output = true;
+    s.n_ctx = 262144;
+    s.vocab = VocabKind::SentencePiece;
+    s.expert_type = s.weight_type = TensorType::BF16;
   } else if (n == "QW-1") {  // Qwen1.5-MoE-A2.7B
     s = preset(n, "qwen2moe", 24, 2048, 1408, 60, 4, 16, 16, 128, 151936);
     s.n_expert_shared = 1;

@@ -288,6 +288,46 @@ VocabData buildSpmVocab(int target_size) {
   return v;
 }
 
+VocabData buildGemma4Vocab(int target_size) {
+  const char* kControl4[] = {"<pad>", "<eos>", "<bos>"};
+  const int kBase = 3 + 1 + 4 + 256;
+  if (target_size < kBase + 1) throw std::invalid_argument("gemma4 vocabulary needs at least 265 tokens");
+  VocabData v;
+  v.model = "gemma4";
+  for (const char* t : kControl4) addToken(v, t, 0.0f, kControl);
+  addToken(v, "<unk>", 0.0f, kUnknown);
+  addToken(v, "<|turn>", 0.0f, kControl);
+  addToken(v, "<turn|>", 0.0f, kControl);
+  addToken(v, "<|channel>", 0.0f, 4);  // user-defined, as the converter writes them (always shown)
+  addToken(v, "<channel|>", 0.0f, 4);
+  static const char* kHex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b)
+    addToken(v, std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0.0f, kByte);
+  // The characters first (every merge's sides are spelled from them), then one piece
+  // per merge in rank order; the merges as "left right".
+  const size_t room = static_cast<size_t>(target_size - kBase);
+  std::vector<std::string> chars = spmCharacters();
+  chars.resize(std::min(chars.size(), room / 2));
+  const std::vector<Merge> merges = firstMerges(allSpmMerges(), room - chars.size());
+  std::unordered_set<std::string> seen(v.tokens.begin(), v.tokens.end());
+  for (const auto& c : chars)
+    if (seen.insert(c).second) addToken(v, c, 0.0f, kNormal);
+  for (const auto& m : merges) {
+    v.merges.push_back(m.left + " " + m.right);
+    if (seen.insert(m.left + m.right).second) addToken(v, m.left + m.right, 0.0f, kNormal);
+  }
+  for (int n = 0; static_cast<int>(v.tokens.size()) < target_size; ++n)
+    addToken(v, "<unused" + std::to_string(n) + ">", 0.0f, kUnused);
+  v.pad_id = 0;
+  v.eos_id = 1;
+  v.bos_id = 2;
+  v.unk_id = 3;
+  v.eot_id = 5;  // <turn|>
+  v.add_bos = true;
+  v.add_space_prefix = false;
+  return v;
+}
+
 VocabData buildGpt2Vocab(int target_size, std::string pre) {
   const std::string kBos =
       "<\xEF\xBD\x9C"

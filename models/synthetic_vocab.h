@@ -18,6 +18,15 @@ namespace moe::synth {
 // remove_extra_whitespaces false. Throws std::invalid_argument below 260 tokens.
 VocabData buildSpmVocab(int target_size);
 
+// "gemma4" vocabulary (Gemma 4's, as llama.cpp's converter writes it: a BPE with merges
+// over SentencePiece-style pieces, U+2581 for a space) of exactly target_size tokens:
+//   0 <pad>, 1 <eos>, 2 <bos> (control), 3 <unk>, 4 <|turn>, 5 <turn|> (control),
+//   6 <|channel>, 7 <channel|> (user-defined), 8..263 <0x00>..<0xFF> (byte), then the
+//   corpus' characters, then one piece per learned merge (merges "a b" in rank order),
+//   then <unusedN> fillers. bos 2, eos 1, unk 3, pad 0, eot 5 (<turn|>); add_bos true,
+//   add_space_prefix false. Throws std::invalid_argument below 265 tokens.
+VocabData buildGemma4Vocab(int target_size);
+
 // "gpt2" (byte-level BPE) vocabulary of exactly target_size tokens:
 //   0..255 the byte tokens (GPT-2 byte->unicode spelling; id = byte value),
 //   then one token per learned merge (merges in rank order), then
@@ -36,6 +45,7 @@ VocabData buildGpt2Vocab(int target_size, std::string pre);
 }  // namespace moe::synth
 
 namespace moe {
+using synth::buildGemma4Vocab;
 using synth::buildGpt2Vocab;
 using synth::buildSpmVocab;
 }  // namespace moe

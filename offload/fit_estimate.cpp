@@ -12,9 +12,15 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
   // layer (qwen35moe's gated delta-net) keeps no rows: its state is a fixed size per
   // sequence whatever the context, the conv inputs carried and the delta states, in f32,
   // live and in each of the kRecurrentSnapshots copies Transformer keeps.
-  uint64_t attention_layers = 0, recurrent_layers = 0;
-  for (int il = 0; il < cfg.n_layer; ++il) ++(cfg.isRecurrentLayer(il) ? recurrent_layers : attention_layers);
-  f.kv_cache_bytes = 2ull * attention_layers * uint64_t(n_ctx) * cfg.kvWidth() * 2;
+  // gemma4's layers differ in K/V width, and a shared-KV layer keeps no rows of its own.
+  uint64_t kv_row_elems = 0, recurrent_layers = 0;
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    if (cfg.isRecurrentLayer(il))
+      ++recurrent_layers;
+    else if (cfg.ownsKv(il))
+      kv_row_elems += uint64_t(cfg.kvWidthOf(il));
+  }
+  f.kv_cache_bytes = 2ull * uint64_t(n_ctx) * kv_row_elems * 2;
   if (cfg.hasRecurrentLayers())
     f.recurrent_state_bytes = (1 + kRecurrentSnapshots) * recurrent_layers *
                               (cfg.delta.convStateFloats() + cfg.delta.deltaStateFloats()) * sizeof(float);

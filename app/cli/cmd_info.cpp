@@ -181,6 +181,28 @@ int runInfo(const std::vector<std::string>& argv) {
     if (c.mla.q_lora > 0) std::printf(" (through %d)", c.mla.q_lora);
     std::printf(", cached latent %d + rope %d, values %d per head, rope %s base %g\n", c.mla.kv_lora, c.n_rot,
                 c.mla.v_dim, rope, c.rope_freq_base);
+  } else if (c.isGemma4()) {
+    // The first sliding and the first global layer describe their kinds.
+    int sliding = -1, global = -1, n_sliding = 0, n_shared = 0;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const bool slides = c.windowOf(il) > 0;
+      n_sliding += slides;
+      n_shared += !c.ownsKv(il);
+      if (slides && sliding < 0) sliding = il;
+      if (!slides && global < 0) global = il;
+    }
+    std::printf("hidden:          %d   heads %d; rope %s\n", c.n_embd, c.n_head, rope);
+    if (sliding >= 0)
+      std::printf("sliding layers:  %d, window %d, kv %d, head dim %d, rope %d dims base %g\n", n_sliding,
+                  c.sliding_window, c.nHeadKvOf(sliding), c.headDimOf(sliding), c.nRotOf(sliding),
+                  c.ropeBaseOf(sliding));
+    if (global >= 0)
+      std::printf("global layers:   %d, kv %d, head dim %d, rope %d dims base %g%s\n", c.n_layer - n_sliding,
+                  c.nHeadKvOf(global), c.headDimOf(global), c.nRotOf(global), c.ropeBaseOf(global),
+                  model->weights().rope_freqs.empty() ? "" : " (with rope_freqs)");
+    std::printf(
+        "gemma4:          %d shared-KV layers, dense MLP ffn %d beside the experts, logit soft-cap %g\n",
+        n_shared, c.n_ff, c.final_logit_softcap);
   } else {
     std::printf("hidden:          %d   heads %d / kv %d, head dim %d, rope %s base %g\n", c.n_embd, c.n_head,
                 c.n_head_kv, c.head_dim, rope, c.rope_freq_base);

@@ -112,6 +112,21 @@ void CpuBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, int
   });
 }
 
+void CpuBackend::ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                             const int32_t* positions, float freq_base, RopeStyle style,
+                             const float* factors) {
+  checkRot(n_rot, head_dim);
+  forEach(n_tokens, static_cast<int64_t>(n_heads) * n_rot * 4, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    float* cs = scratch(buf, n_rot);
+    for (int64_t t = begin; t < end; ++t) {
+      ropeAnglesWithFactors(positions[t], n_rot, freq_base, factors, cs);
+      for (int h = 0; h < n_heads; ++h)
+        rotateHead(x + (t * n_heads + h) * static_cast<int64_t>(head_dim), n_rot, cs, style);
+    }
+  });
+}
+
 void CpuBackend::attention(const float* q, const KvCache& k, const KvCache& v, int pos0, int n_tokens,
                            const AttentionShape& shape,
                            float* out) {  // q, out: [n_tokens][n_head][head_dim];

@@ -364,6 +364,29 @@ void CpuBackend::swiglu(const float* gate, const float* up, float* out, size_t n
   });
 }
 
+// gemma4's FFN activation: gelu in its tanh form (ggml_gelu; HF gelu_pytorch_tanh).
+void CpuBackend::geglu(const float* gate, const float* up, float* out, size_t n) {  // [n]
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCoef = 0.044715f;
+  forEach(static_cast<int64_t>(n), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = gate[i];
+      out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
+    }
+  });
+}
+
+void CpuBackend::scale(float* x, float s, size_t n) {  // [n]
+  forEach(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] *= s;
+  });
+}
+
+void CpuBackend::softcap(float* x, float cap, size_t n) {  // [n]
+  forEach(static_cast<int64_t>(n), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  });
+}
+
 void CpuBackend::add(float* y, const float* x, size_t n) {  // [n]
   forEach(static_cast<int64_t>(n), 1,
           [&](int64_t begin, int64_t end) { vec::add(y + begin, x + begin, end - begin); });

@@ -88,6 +88,11 @@ class CpuBackend final : public Backend {
   void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
                     float eps) override;
   void sigmoidGate(float* x, const float* gate, size_t n) override;
+  void geglu(const float* gate, const float* up, float* out, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  void softcap(float* x, float cap, size_t n) override;
+  void ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                   float freq_base, RopeStyle style, const float* factors) override;
   void toHost(float* host_dst, const float* src, size_t n) override;
   void fromHost(float* dst, const float* host_src, size_t n) override;
   void synchronize() override {}

@@ -447,6 +447,38 @@ void CudaBackend::ropeYarn(float* x, int n_tokens, int n_heads, int head_dim, in
                    row);
 }
 
+void CudaBackend::ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot,
+                              const int32_t* positions, float freq_base, RopeStyle style,
+                              const float* factors) {
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+    throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
+                                " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
+  if (n_tokens <= 0 || n_heads <= 0) return;
+  const size_t n = static_cast<size_t>(n_tokens) * n_rot;
+  rope_factors_host_.resize(n);
+  for (int t = 0; t < n_tokens; ++t)
+    ropeAnglesWithFactors(positions[t], n_rot, freq_base, factors,
+                          rope_factors_host_.data() + size_t(t) * n_rot);
+  auto* dev = static_cast<float*>(scratch(rope_factors_cs_, n * sizeof(float), "rope table (factors)"));
+  upload(dev, rope_factors_host_.data(), n * sizeof(float), "cuda backend: rope table (factors) upload");
+  cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot, dev, style == RopeStyle::Neox, stream_,
+                   nullptr);
+}
+
+void CudaBackend::geglu(const float* gate, const float* up, float* out, size_t n) {
+  cuda::Activation act;
+  act.gelu = true;
+  cuda::launchSwiglu(gate, up, out, n, act, stream_);
+}
+
+void CudaBackend::scale(float* x, float s, size_t n) { cuda::launchScale(x, s, n, stream_); }
+
+void CudaBackend::softcap(float* x, float cap, size_t n) { cuda::launchSoftcap(x, cap, n, stream_); }
+
+void CudaBackend::scaleRoutingWeights(float* routing, int n_tokens, int k, const float* scales) {
+  cuda::launchScaleRouting(routing, size_t(n_tokens) * size_t(k), scales, stream_);
+}
+
 void CudaBackend::ropePair(float* q, int n_head, float* k, int n_head_kv, int n_tokens, int head_dim,
                            int n_rot, const int32_t* positions, float freq_base, RopeStyle style) {
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)

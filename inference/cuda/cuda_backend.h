@@ -91,6 +91,14 @@ class CudaBackend final : public Backend {
   void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
                     float eps) override;
   void sigmoidGate(float* x, const float* gate, size_t n) override;
+  // gemma4's ops (cuda_elementwise.cu; ropeFactors uploads its table each call, so a
+  // recorded step cannot hold it).
+  void geglu(const float* gate, const float* up, float* out, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  void softcap(float* x, float cap, size_t n) override;
+  void ropeFactors(float* x, int n_tokens, int n_heads, int head_dim, int n_rot, const int32_t* positions,
+                   float freq_base, RopeStyle style, const float* factors) override;
+  void scaleRoutingWeights(float* routing, int n_tokens, int k, const float* scales) override;
   bool computesMoe() const override { return true; }
   void routeTopK(const float* logits, int n_tokens, const RoutingRule& rule, float* routing,
                  int32_t* host_ids, float* host_weights) override;
@@ -180,7 +188,7 @@ class CudaBackend final : public Backend {
   mutable std::unordered_set<const void*> device_readable_;
   size_t weight_bytes_ = 0;
   size_t float_tile_bytes_ = 0;  // the dequantisation tile the F16/BF16 weights prepared so far need
-  Scratch tokens_, rope_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
+  Scratch tokens_, rope_cs_, rope_factors_cs_, tile_, act_, moe_x_act_, moe_plan_, moe_h_act_;
   Scratch attn_;  // attention's per-chunk partials (decode)
   // Per layer the gate, up and down pointers of every expert ([n_layer][3][n_expert]),
   // for MoE calls whose experts the device's routing picks; the host's copy says
@@ -264,7 +272,7 @@ class CudaBackend final : public Backend {
   float rope_base_ = 0.0f;
   bool rope_yarn_ = false;
   RopeYarn rope_yarn_key_;
-  std::vector<float> rope_host_;
+  std::vector<float> rope_host_, rope_factors_host_;
 };
 
 }  // namespace moe

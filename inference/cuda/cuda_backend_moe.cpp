@@ -123,7 +123,7 @@ void CudaBackend::moeExperts(const MoeExpertsCall& c) {
   m.ids = reinterpret_cast<const int*>(c.routing);
   m.h = c.h;
   m.outputs = c.outputs;
-  m.act = cuda::Activation{c.clamped_swiglu, c.swiglu_alpha, c.swiglu_limit};
+  m.act = cuda::Activation{c.clamped_swiglu, c.swiglu_alpha, c.swiglu_limit, c.gelu};
   m.gate_bias = c.gate_bias;
   m.up_bias = c.up_bias;
   m.down_bias = c.down_bias;

@@ -98,6 +98,25 @@ __global__ void axpyKernel(float* y, const float* x, float a, size_t n) {
     y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
 }
 
+__global__ void scaleKernel(float* x, float s, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    x[i] = __fmul_rn(x[i], s);
+}
+
+__global__ void softcapKernel(float* x, float cap, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    x[i] = __fmul_rn(cap, tanhf(x[i] / cap));
+}
+
+__global__ void scaleRoutingKernel(float* routing, size_t n, const float* scales) {
+  const int* ids = reinterpret_cast<const int*>(routing);
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    routing[n + i] = __fmul_rn(routing[n + i], scales[ids[i]]);
+}
+
 __global__ void probeKernel() {}
 
 }  // namespace
@@ -153,6 +172,24 @@ void launchAxpy(float* y, const float* x, float a, size_t n, cudaStream_t stream
   if (n == 0) return;
   launchKernel(axpyKernel, gridFor(n), kThreads, 0, stream, y, x, a, n);
   checkLaunch("axpy kernel");
+}
+
+void launchScale(float* x, float s, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launchKernel(scaleKernel, gridFor(n), kThreads, 0, stream, x, s, n);
+  checkLaunch("scale kernel");
+}
+
+void launchSoftcap(float* x, float cap, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launchKernel(softcapKernel, gridFor(n), kThreads, 0, stream, x, cap, n);
+  checkLaunch("softcap kernel");
+}
+
+void launchScaleRouting(float* routing, size_t n, const float* scales, cudaStream_t stream) {
+  if (n == 0) return;
+  launchKernel(scaleRoutingKernel, gridFor(n), kThreads, 0, stream, routing, n, scales);
+  checkLaunch("scale routing kernel");
 }
 
 void launchProbe(cudaStream_t stream) {

@@ -86,9 +86,11 @@ inline constexpr int kMinMmaComputeCapability = 80;  // major * 10 + minor
 
 // An FFN's gated activation: silu(gate) * up, or gpt-oss's clamped variant
 // (Backend::swigluClamped) when `clamped`.
+// gemma4: gelu(gate) * up, gelu in its tanh form, when `gelu`.
 struct Activation {
   bool clamped = false;
   float alpha = 0.0f, limit = 0.0f;
+  bool gelu = false;
 };
 
 // The routed experts of one MoE layer (cuda_moe.cu). At most kMaxCallExperts experts
@@ -239,6 +241,12 @@ void launchAdd(float* y, const float* x, size_t n, cudaStream_t stream);
 void launchCopyRows(float* dst, size_t dst_stride, const float* src, size_t src_stride, size_t width,
                     size_t n_rows, cudaStream_t stream);
 void launchAxpy(float* y, const float* x, float a, size_t n, cudaStream_t stream);
+// x[i] *= s
+void launchScale(float* x, float s, size_t n, cudaStream_t stream);
+// x[i] = cap * tanh(x[i] / cap)
+void launchSoftcap(float* x, float cap, size_t n, cudaStream_t stream);
+// routing's weights (after its n ids, int32 bits) times scales[id]: gemma4's expert output scales.
+void launchScaleRouting(float* routing, size_t n, const float* scales, cudaStream_t stream);
 
 // An empty kernel: launching it proves the binary holds code this device can run.
 void launchProbe(cudaStream_t stream);

@@ -228,6 +228,26 @@ ChatPrompt qwen35(const std::vector<ChatMessage>& messages, bool add_generation_
   return out;
 }
 
+// Gemma 4 (google/gemma-4-*-it chat_template.jinja, as llama.cpp ships it in
+// models/templates/gemma4.jinja): "<|turn>" + role + "\n" + trimmed content + "<turn|>\n"
+// per message, the assistant's role written "model", a leading system message as the
+// system turn; the generation prompt "<|turn>model\n" and, with enable_thinking off
+// (the template's default, which moechat keeps), an empty thought channel
+// "<|channel>thought\n<channel|>" so the model answers at once. Tools, images, the
+// <|think|> switch and the template's stripping of a thought channel from earlier
+// replies (moechat's replies carry none) are not templated.
+ChatPrompt gemma4(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  ChatPrompt out;
+  for (const auto& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") continue;
+    out.markup("<|turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n");
+    out.content(trimmed(m.content));
+    out.markup("<turn|>\n");
+  }
+  if (add_generation_prompt) out.markup("<|turn>model\n<|channel>thought\n<channel|>");
+  return out;
+}
+
 ChatPrompt harmony(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   ChatPrompt out;
   out.markup(
@@ -316,6 +336,7 @@ bool contains(const std::string& s, std::string_view needle) { return s.find(nee
 std::optional<ChatFamily> familyFromTemplate(const std::string& t) {
   if (contains(t, "]~b]")) return ChatFamily::MiniMax;
   if (contains(t, "[gMASK]")) return ChatFamily::Glm;
+  if (contains(t, "<|turn>")) return ChatFamily::Gemma4;
   if (contains(t, "<|channel|>")) return ChatFamily::Harmony;
   if (contains(t, "<|im_start|>")) return ChatFamily::ChatML;
   if (contains(t, "[INST]")) return ChatFamily::Mixtral;
@@ -330,6 +351,7 @@ ChatFamily familyFromArch(const std::string& arch) {
   if (arch == "deepseek" || arch == "deepseek2") return ChatFamily::DeepSeek;
   if (arch == "olmoe") return ChatFamily::Olmoe;
   if (arch == "glm4moe") return ChatFamily::Glm;
+  if (arch == "gemma4") return ChatFamily::Gemma4;
   if (arch == "gpt-oss") return ChatFamily::Harmony;
   if (arch == "minimax-m2") return ChatFamily::MiniMax;
   return ChatFamily::ChatML;  // qwen2moe, qwen3moe and anything unknown
@@ -347,6 +369,7 @@ const char* chatFamilyName(ChatFamily f) {
     case ChatFamily::Harmony: return "harmony";
     case ChatFamily::Qwen35: return "qwen35";
     case ChatFamily::MiniMax: return "minimax";
+    case ChatFamily::Gemma4: return "gemma4";
   }
   return "unknown";
 }
@@ -406,6 +429,7 @@ ChatPrompt chatPrompt(ChatFamily family, const std::vector<ChatMessage>& message
     case ChatFamily::Harmony: return harmony(messages, add_generation_prompt);
     case ChatFamily::Qwen35: return qwen35(messages, add_generation_prompt, options.thinking);
     case ChatFamily::MiniMax: return minimax(messages, add_generation_prompt, options.thinking);
+    case ChatFamily::Gemma4: return gemma4(messages, add_generation_prompt);
   }
   return {};
 }
@@ -420,6 +444,7 @@ std::vector<std::string> chatStopStrings(ChatFamily family) {
     case ChatFamily::Harmony: return {"<|return|>", "<|call|>", "<|start|>user", "<|endoftext|>"};
     case ChatFamily::Qwen35: return {"<|im_end|>", "<|endoftext|>", "<|im_start|>"};
     case ChatFamily::MiniMax: return {"[e~[", "]~b]"};
+    case ChatFamily::Gemma4: return {"<turn|>", "<|turn>"};
   }
   return {};
 }

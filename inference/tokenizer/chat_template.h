@@ -14,7 +14,8 @@ namespace moe {
 // "<think>\n"; earlier replies are carried without their reasoning).
 // MiniMax: MiniMax-M2's turns ("]~b]user\n" ... "[e~[\n") with its reasoning block, the
 // same as Qwen35's after the generation prompt "]~b]ai\n<think>\n".
-enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35, MiniMax };
+// Gemma4: Gemma 4's turns (<|turn>role ... <turn|>) with its thinking switched off.
+enum class ChatFamily { Mixtral, ChatML, DeepSeek, Olmoe, Glm, Harmony, Qwen35, MiniMax, Gemma4 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "inference/tokenizer/bpe_tokenizer.h"
+#include "inference/tokenizer/gemma4_tokenizer.h"
 #include "inference/tokenizer/spm_tokenizer.h"
 
 namespace moe {
@@ -16,15 +17,17 @@ namespace {
 // Texts of control tokens the chat templates (chat_template.cpp) end a turn
 // with, in the families we support: Mixtral </s>, ChatML <|im_end|>,
 // Qwen/OLMoE <|endoftext|>, DeepSeek <｜end▁of▁sentence｜> (fullwidth bars,
-// U+2581), Llama-3 <|eot_id|> / <|end_of_text|>.
-constexpr std::array<std::string_view, 6> kTurnEndTexts = {
+// U+2581), Llama-3 <|eot_id|> / <|end_of_text|>, Gemma 4 <turn|> (its
+// generation_config's second eos id).
+constexpr std::array<std::string_view, 7> kTurnEndTexts = {
     "</s>",
     "<|im_end|>",
     "<|endoftext|>",
     "<\xEF\xBD\x9C"
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
     "<|eot_id|>",
-    "<|end_of_text|>"};
+    "<|end_of_text|>",
+    "<turn|>"};
 
 void checkId(int32_t id, size_t n, const char* what) {
   if (id < -1 || id >= static_cast<int64_t>(n))
@@ -181,7 +184,9 @@ bool Tokenizer::isEndOfGeneration(int32_t id) const {
 std::unique_ptr<Tokenizer> Tokenizer::fromVocab(const VocabData& vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(vocab);
   if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(vocab);
-  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model + "\" (supported: llama, gpt2)");
+  if (vocab.model == "gemma4") return std::make_unique<Gemma4Tokenizer>(vocab);
+  throw TokenizerError("unsupported tokenizer.ggml.model \"" + vocab.model +
+                       "\" (supported: llama, gpt2, gemma4)");
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::fromGguf(const gguf::GgufFile& file) {

@@ -102,3 +102,16 @@ TEST(FitEstimate, infoDescribesTheQwen35Presets) {
     for (const auto& w : row.want) EXPECT_TRUE(contains(r.out, w)) << w << "\n" << r.out;
   }
 }
+
+// gemma4: each layer's own K/V width (sliding 2 kv heads of 16, global 1 of 32), and the
+// shared-KV layers (3 of 6 in the tiny spec) keep no rows of their own.
+TEST(FitEstimate, gemma4CountsEachLayersOwnKvRows) {
+  const ModelConfig c = ModelConfig::fromGguf(
+      gguf::GgufFile::fromBytes(synth::buildModel(synth::tinySpec("gemma4")).toBytes()));
+  ModelSizes sizes;
+  sizes.expert_bytes = 1000;
+  sizes.moe_layers = 6;
+  const FitEstimate f = estimateFit(c, sizes, 0, 512);
+  // Layers 0 and 1 sliding (2 x 16 = 32 wide), layer 2 global (1 x 32 = 32): K and V, f16.
+  EXPECT_EQ(f.kv_cache_bytes, 2ull * 512 * (32 + 32 + 32) * 2);
+}

@@ -227,6 +227,47 @@ std::vector<Case> cases() {
          return tinyModel([](auto& w) { w.setUint32("minimax-m2.rope.dimension_count", 15); }, "minimax-m2");
        },
        {"rope.dimension_count must be even"}},
+      // gemma4's per-layer arrays and shapes, refused before anything is sized from them
+      {"products/gemma4 head_count_kv array of 2^40",
+       [] {
+         return tinyModel(
+             [](auto& w) {
+               std::vector<gguf::Value> kv(6, gguf::Value::ofUint(gguf::ValueType::U64, uint64_t(1) << 40));
+               w.setValue("gemma4.attention.head_count_kv", gguf::Value::ofArray(gguf::ValueType::U64, kv));
+             },
+             "gemma4");
+       },
+       {"head_count_kv"}},
+      {"products/gemma4 sliding_window_pattern longer than block_count",
+       [] {
+         return tinyModel(
+             [](auto& w) {
+               std::vector<gguf::Value> flags(1000, gguf::Value::ofBool(true));
+               w.setValue("gemma4.attention.sliding_window_pattern",
+                          gguf::Value::ofArray(gguf::ValueType::Bool, flags));
+             },
+             "gemma4");
+       },
+       {"gemma4.attention.sliding_window_pattern' has 1000 entries; block_count is 6"}},
+      {"products/gemma4 key_length_swa 2^21",
+       [] {
+         return tinyModel(
+             [](auto& w) {
+               w.setUint32("gemma4.attention.key_length_swa", 1u << 21);
+               w.setUint32("gemma4.attention.value_length_swa", 1u << 21);
+             },
+             "gemma4");
+       },
+       {"gemma4.attention.key_length_swa = 2097152 is above the supported maximum"}},
+      {"products/gemma4 a merge without two sides",
+       [] {
+         return tinyModel(
+             [](auto& w) {
+               w.setStringArray("tokenizer.ggml.merges", {"ab", "a b"});
+             },
+             "gemma4");
+       },
+       {"tokenizer.ggml.merges[0]"}},
       {"products/embedding_length 2^30",
        [] { return tinyModel([](auto& w) { w.setUint32("llama.embedding_length", 1u << 30); }); },
        {"embedding_length = 1073741824 is above the supported maximum"}},

@@ -363,3 +363,88 @@ TEST(ModelConfig, qwen35moeBadLinearAttentionKeysAreNamed) {
   const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
   ASSERT_TRUE(contains(msg, "qwen35moe.ssm.inner_size")) << msg;
 }
+
+// gemma4 (llama.cpp's gemma4 loader): per-layer kinds, head sizes and kv heads from
+// the sliding-window pattern, the shared-KV layers' sources, the fixed flags.
+TEST(ModelConfig, gemma4LayerShapesAndSharedKv) {
+  const auto spec = synth::tinySpec("gemma4");
+  const auto c = ModelConfig::fromGguf(gguf::GgufFile::fromBytes(synth::buildModel(spec).toBytes()));
+  ASSERT_TRUE(c.isGemma4());
+  ASSERT_EQ(c.n_layer, 6);
+  const int want_window[] = {8, 8, 0, 8, 8, 0};
+  const int want_head[] = {16, 16, 32, 16, 16, 32};
+  const int want_kv[] = {2, 2, 1, 2, 2, 1};
+  const int want_source[] = {0, 1, 2, 1, 1, 2};  // the last 3 share: n_kv 3, sliding 3 - 2, global 3 - 1
+  for (int l = 0; l < 6; ++l) {
+    EXPECT_EQ(c.windowOf(l), want_window[l]) << l;
+    EXPECT_EQ(c.headDimOf(l), want_head[l]) << l;
+    EXPECT_EQ(c.nHeadKvOf(l), want_kv[l]) << l;
+    EXPECT_EQ(c.kvSourceOf(l), want_source[l]) << l;
+    EXPECT_TRUE(c.isMoeLayer(l));
+  }
+  EXPECT_EQ(c.head_dim, 32);  // the largest, for the scratch
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.nRotOf(2), 32);
+  EXPECT_EQ(c.ropeBaseOf(0), 10000.0f);
+  EXPECT_EQ(c.ropeBaseOf(2), 1000000.0f);
+  EXPECT_EQ(c.attentionScale(), 1.0f);
+  EXPECT_EQ(c.final_logit_softcap, 2.0f);
+  EXPECT_EQ(c.n_ff, 48);
+  EXPECT_TRUE(c.embedding_scaled && c.gelu_ffn && c.norm_topk_weights);
+  EXPECT_EQ(c.rope_style, RopeStyle::Neox);
+  EXPECT_EQ(c.qk_norm, QkNorm::PerHead);
+}
+
+TEST(ModelConfig, gemma4BadKeysAreNamed) {
+  // Each is refused by name before anything is sized from it.
+  struct Case {
+    std::function<void(gguf::GgufWriter&)> edit;
+    const char* expected;
+  };
+  auto flags = [](int n) {
+    std::vector<gguf::Value> v;
+    for (int i = 0; i < n; ++i) v.push_back(gguf::Value::ofBool(i % 3 != 2));
+    return gguf::Value::ofArray(gguf::ValueType::Bool, v);
+  };
+  const Case cases[] = {
+      {[&](gguf::GgufWriter& w) { w.setValue("gemma4.attention.sliding_window_pattern", flags(5)); },
+       "gemma4.attention.sliding_window_pattern"},
+      {[](gguf::GgufWriter& w) {
+         w.setValue(
+             "gemma4.attention.head_count_kv",
+             gguf::Value::ofArray(gguf::ValueType::U32, {gguf::Value::ofUint(gguf::ValueType::U32, 2)}));
+       },
+       "gemma4.attention.head_count_kv"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.head_count_kv", 3); }, "head_count_kv (3)"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.key_length_swa", 1u << 21); },
+       "key_length_swa"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.rope.dimension_count_swa", 18); },
+       "gemma4.rope.dimension_count_swa"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.shared_kv_layers", 6); },
+       "gemma4.attention.shared_kv_layers"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.shared_kv_layers", 2); },
+       "attention.shared_kv_layers = 2"},  // layer 4 would read layer 2, a global layer
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.embedding_length_per_layer_input", 16); },
+       "gemma4.embedding_length_per_layer_input"},
+      {[](gguf::GgufWriter& w) { w.setUint32("gemma4.attention.sliding_window", 0); },
+       "gemma4.attention.sliding_window"},
+      {[](gguf::GgufWriter& w) {
+         std::vector<gguf::Value> ff;
+         for (int i = 0; i < 6; ++i) ff.push_back(gguf::Value::ofUint(gguf::ValueType::U32, i < 3 ? 48 : 96));
+         w.setValue("gemma4.feed_forward_length", gguf::Value::ofArray(gguf::ValueType::U32, ff));
+       },
+       "gemma4.feed_forward_length"},
+  };
+  for (const Case& c : cases) {
+    auto f = rebuilt(synth::tinySpec("gemma4"), c.edit);
+    const auto msg = errorOf([&] { ModelConfig::fromGguf(f); });
+    EXPECT_TRUE(contains(msg, c.expected)) << msg;
+  }
+  gguf::GgufWriter w;  // a file without the sliding-window pattern
+  w.setString("general.architecture", "gemma4");
+  for (const char* k : {"block_count", "embedding_length", "attention.head_count", "expert_count",
+                        "expert_used_count", "feed_forward_length", "attention.key_length"})
+    w.setUint32(std::string("gemma4.") + k, 4);
+  const auto msg = errorOf([&] { ModelConfig::fromGguf(gguf::GgufFile::fromBytes(w.toBytes())); });
+  EXPECT_TRUE(contains(msg, "gemma4.attention.sliding_window_pattern")) << msg;
+}

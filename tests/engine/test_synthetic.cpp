@@ -39,6 +39,36 @@ std::map<std::string, Expected> expectedTensors(const SyntheticSpec& s, uint64_t
   m["token_embd.weight"] = {{d, n_vocab}, wt};
   m["output_norm.weight"] = {{d}, F32};
   if (!s.tied_output) m["output.weight"] = {{d, n_vocab}, wt};
+  if (s.arch == "gemma4") {  // llama.cpp's gemma4 loader (src/models/gemma4.cpp): per-layer shapes
+    m["rope_freqs.weight"] = {{uint64_t(s.head_dim_full) / 2}, F32};
+    for (int l = 0; l < s.n_layer; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      const bool global = l % s.swa_period == s.swa_period - 1, own_kv = l < s.n_layer - s.n_kv_shared;
+      const uint64_t h = uint64_t(global ? s.head_dim_full : s.head_dim);
+      const uint64_t lkv = uint64_t(global ? s.n_head_kv_full : s.n_head_kv) * h, lq = uint64_t(s.n_head) * h;
+      for (const char* n : {"attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
+                            "post_ffw_norm.weight", "post_ffw_norm_1.weight", "pre_ffw_norm_2.weight",
+                            "post_ffw_norm_2.weight", "ffn_gate_inp.scale"})
+        m[b + n] = {{d}, F32};
+      m[b + "attn_q.weight"] = {{d, lq}, wt};
+      m[b + "attn_q_norm.weight"] = {{h}, F32};
+      if (own_kv) {
+        m[b + "attn_k.weight"] = {{d, lkv}, wt};
+        if (!(global && s.k_eq_v_full)) m[b + "attn_v.weight"] = {{d, lkv}, wt};
+        m[b + "attn_k_norm.weight"] = {{h}, F32};
+      }
+      m[b + "attn_output.weight"] = {{lq, d}, wt};
+      m[b + "layer_output_scale.weight"] = {{1}, F32};
+      m[b + "ffn_gate.weight"] = {{d, uint64_t(s.n_ff)}, wt};
+      m[b + "ffn_up.weight"] = {{d, uint64_t(s.n_ff)}, wt};
+      m[b + "ffn_down.weight"] = {{uint64_t(s.n_ff), d}, wt};
+      m[b + "ffn_gate_inp.weight"] = {{d, ne}, F32};
+      m[b + "ffn_gate_up_exps.weight"] = {{d, 2 * ff, ne}, et};
+      m[b + "ffn_down_exps.weight"] = {{ff, d, ne}, s.expertDownType()};
+      m[b + "ffn_down_exps.scale"] = {{ne}, F32};
+    }
+    return m;
+  }
   for (int l = 0; l < s.n_layer + s.n_nextn; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     if (l >= s.n_layer) {  // glm4moe's / qwen35moe's next-token-prediction layer adds its own four
@@ -176,7 +206,9 @@ void checkWeights(const GgufFile& f, const SyntheticSpec& s) {
   ASSERT_TRUE(std::abs(rms(emb) / emb_rms - 1.0) < 0.15);
   for (float x : dequant(f, "output_norm.weight")) ASSERT_TRUE(x >= 0.9f && x <= 1.1f);
   const int l = s.n_leading_dense;  // first MoE layer
-  const auto gate = dequant(f, "blk." + std::to_string(l) + ".ffn_gate_exps.weight");
+  const auto gate =
+      dequant(f, "blk." + std::to_string(l) +
+                     (s.arch == "gemma4" ? ".ffn_gate_up_exps.weight" : ".ffn_gate_exps.weight"));
   ASSERT_TRUE(std::abs(rms(gate) * std::sqrt(double(s.n_embd)) - 1.0) < 0.15);
   // Router: the top-k sets of 64 random unit-RMS inputs are many, not one.
   const auto router = dequant(f, "blk." + std::to_string(l) + ".ffn_gate_inp.weight");
@@ -222,8 +254,25 @@ void checkTinySpec(const std::string& arch) {
   ASSERT_EQ(u(f, a + "context_length"), uint64_t(s.n_ctx));
   ASSERT_TRUE(u(f, a + "feed_forward_length") > 0);
   ASSERT_EQ(u(f, a + "attention.head_count"), uint64_t(s.n_head));
-  ASSERT_EQ(u(f, a + "attention.head_count_kv"), s.arch == "deepseek2" ? 1ull : uint64_t(s.n_head_kv));
-  ASSERT_EQ(u(f, a + "rope.dimension_count"), uint64_t(s.n_rot > 0 ? s.n_rot : s.head_dim));
+  if (s.arch == "gemma4") {  // per layer kv heads; the global layers' head size and rotated dims
+    const auto* kv = f.find(a + "attention.head_count_kv")->asArray();
+    const auto* swa = f.find(a + "attention.sliding_window_pattern")->asArray();
+    ASSERT_TRUE(kv && swa && kv->size() == size_t(s.n_layer) && swa->size() == size_t(s.n_layer));
+    for (int l = 0; l < s.n_layer; ++l) {
+      const bool global = l % s.swa_period == s.swa_period - 1;
+      ASSERT_EQ(*(*swa)[size_t(l)].asBool(), !global);
+      ASSERT_EQ(*(*kv)[size_t(l)].asUint(), uint64_t(global ? s.n_head_kv_full : s.n_head_kv));
+    }
+    ASSERT_EQ(u(f, a + "attention.key_length"), uint64_t(s.head_dim_full));
+    ASSERT_EQ(u(f, a + "attention.key_length_swa"), uint64_t(s.head_dim));
+    ASSERT_EQ(u(f, a + "rope.dimension_count"), uint64_t(s.head_dim_full));
+    ASSERT_EQ(u(f, a + "attention.shared_kv_layers"), uint64_t(s.n_kv_shared));
+    ASSERT_TRUE(f.findTensor("rope_freqs.weight") && f.findTensor("blk.0.ffn_gate_up_exps.weight") &&
+                f.findTensor("blk.0.ffn_down_exps.scale") && f.findTensor("blk.0.ffn_gate_inp.scale"));
+  } else {
+    ASSERT_EQ(u(f, a + "attention.head_count_kv"), s.arch == "deepseek2" ? 1ull : uint64_t(s.n_head_kv));
+    ASSERT_EQ(u(f, a + "rope.dimension_count"), uint64_t(s.n_rot > 0 ? s.n_rot : s.head_dim));
+  }
   ASSERT_EQ(u(f, a + "expert_count"), uint64_t(s.n_expert));
   ASSERT_EQ(u(f, a + "expert_used_count"), uint64_t(s.n_expert_used));
   ASSERT_EQ(u(f, a + "expert_feed_forward_length"), uint64_t(s.n_ff_exp));
@@ -293,7 +342,11 @@ void checkTinySpec(const std::string& arch) {
   const auto tokens = f.getStringArray("tokenizer.ggml.tokens");
   ASSERT_TRUE(tokens && tokens->size() >= 256 && tokens->size() <= 400);
   ASSERT_EQ(*f.getString("tokenizer.ggml.model"),
-            std::string(s.vocab == synth::VocabKind::SentencePiece ? "llama" : "gpt2"));
+            std::string(s.arch == "gemma4"                           ? "gemma4"
+                        : s.vocab == synth::VocabKind::SentencePiece ? "llama"
+                                                                     : "gpt2"));
+  if (s.arch == "gemma4")
+    ASSERT_TRUE(f.getStringArray("tokenizer.ggml.merges").value_or(std::vector<std::string>{}).size() > 10);
   if (s.vocab == synth::VocabKind::Gpt2Bpe) {
     ASSERT_EQ(*f.getString("tokenizer.ggml.pre"), s.bpe_pre);
   }
@@ -363,6 +416,22 @@ TEST(Synthetic, demo) {
 
 TEST(Synthetic, presets) {
   ASSERT_EQ(synth::presetNames().size(), size_t(15));
+  // google/gemma-4-26B-A4B (config.json's text_config).
+  const auto g4 = synth::presetSpec("Gemma4-26B");
+  ASSERT_EQ(g4.arch, std::string("gemma4"));
+  ASSERT_EQ(g4.n_layer, 30);
+  ASSERT_EQ(g4.n_embd, 2816);
+  ASSERT_EQ(g4.n_ff, 2112);
+  ASSERT_EQ(g4.n_ff_exp, 704);
+  ASSERT_EQ(g4.n_expert, 128);
+  ASSERT_EQ(g4.n_expert_used, 8);
+  ASSERT_EQ(g4.n_head, 16);
+  ASSERT_EQ(g4.n_head_kv, 8);
+  ASSERT_EQ(g4.head_dim, 256);
+  ASSERT_EQ(g4.n_head_kv_full, 2);
+  ASSERT_EQ(g4.head_dim_full, 512);
+  ASSERT_EQ(g4.sliding_window, 1024);
+  ASSERT_EQ(g4.n_vocab_target, 262144);
   ASSERT_THROW(synth::presetSpec("DS-3"), std::invalid_argument);
   ASSERT_THROW(synth::tinySpec("qwen3next"), std::invalid_argument);
   // DeepSeek-V2-Lite (config.json): MLA with a 512 latent and 64 rope dims.

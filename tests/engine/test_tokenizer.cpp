@@ -666,3 +666,71 @@ TEST(Tokenizer, chatPromptTokenizes) {
   ASSERT_EQ(int(std::count(ids.begin(), ids.end(), idOf(*t, "<|im_start|>"))), 2);
   ASSERT_EQ(int(std::count(ids.begin(), ids.end(), idOf(*t, "<|im_end|>"))), 1);
 }
+
+// Gemma 4's "gemma4" vocabulary (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4): spaces as ▁,
+// runs of newlines apart from the rest, merges by rank over UTF-8 characters (the
+// leftmost of equal ranks first), byte tokens for what has no piece. Expected ids
+// worked out by hand from those rules.
+TEST(Tokenizer, gemma4MergesOverCharactersWithByteFallback) {
+  VocabData v;
+  v.model = "gemma4";
+  auto add = [&](const std::string& text, int32_t type) {
+    v.tokens.push_back(text);
+    v.token_types.push_back(type);
+    v.scores.push_back(0.0f);
+    return int32_t(v.tokens.size() - 1);
+  };
+  add("<pad>", 3);
+  const int32_t eos = add("<eos>", 3), bos = add("<bos>", 3), unk = add("<unk>", 2);
+  const int32_t turn = add("<|turn>", 3), turn_end = add("<turn|>", 3), channel = add("<|channel>", 4);
+  std::vector<int32_t> byte(256);
+  static const char* kHex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b)
+    byte[size_t(b)] = add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 6);
+  const std::string sp = "\xE2\x96\x81";
+  const int32_t h = add("h", 1), e = add("e", 1), l = add("l", 1), o = add("o", 1), w = add("w", 1);
+  const int32_t he = add("he", 1);
+  add("ll", 1);
+  add("hell", 1);
+  const int32_t hello = add("hello", 1), sp_hello = add(sp + "hello", 1);
+  const int32_t nl = add("\n", 1), nl2 = add("\n\n", 1), sp_tok = add(sp, 1), ue = add("\xC3\xBC", 1);
+  v.merges = {"h e", "l l", "he ll", "hell o", sp + " hello"};
+  v.bos_id = bos;
+  v.eos_id = eos;
+  v.unk_id = unk;
+  v.add_bos = true;
+  v.add_space_prefix = false;
+  const auto t = Tokenizer::fromVocab(v);
+  ASSERT_EQ(dynamic_cast<const Tokenizer*>(t.get())->vocabSize(), int32_t(v.tokens.size()));
+
+  // "hello hello": both "he" merge first (the left one first), then "ll", "hell",
+  // "hello", "▁hello"; "\n\n" is a token; "world": w, o, then r, l, d without pieces:
+  // r and d as their bytes, l a piece.
+  EXPECT_EQ(t->encode("hello hello\n\nworld", false, false),
+            (std::vector<int32_t>{hello, sp_hello, nl2, w, o, byte['r'], l, byte['d']}));
+  // No dummy prefix; a space is ▁ (no merge joins it to "he"); three newlines are not a
+  // token and no merge joins newlines: three "\n".
+  EXPECT_EQ(t->encode(" he", true, false), (std::vector<int32_t>{bos, sp_tok, he}));
+  EXPECT_EQ(t->encode("eh", false, false), (std::vector<int32_t>{e, h}));
+  EXPECT_EQ(t->encode("\n\n\n", false, false), (std::vector<int32_t>{nl, nl, nl}));
+  // UTF-8 characters are symbols: ü is a piece, € (3 bytes) falls back to bytes.
+  EXPECT_EQ(t->encode("\xC3\xBC\xE2\x82\xAC", false, false),
+            (std::vector<int32_t>{ue, byte[0xE2], byte[0x82], byte[0xAC]}));
+  // Markers only where asked for.
+  EXPECT_EQ(t->encode("<|turn>he", false, true), (std::vector<int32_t>{turn, he}));
+  EXPECT_NE(t->encode("<|channel>", false, false), (std::vector<int32_t>{channel}));
+  // Decoding: ▁ as a space, bytes as bytes, control tokens as nothing.
+  const std::string text = "hello hello\n\nworld \xE2\x82\xAC!";
+  EXPECT_EQ(t->decode(t->encode(text, true, false)), text);
+  EXPECT_EQ(t->tokenBytes(sp_hello), " hello");
+  EXPECT_EQ(t->tokenBytes(turn), "");
+  // A turn ends at <turn|> even where the file names no eot id.
+  EXPECT_TRUE(t->isEndOfGeneration(turn_end) && t->isEndOfGeneration(eos) && !t->isEndOfGeneration(turn));
+  // A long line (pasted text) merges the same, quickly: 5000 x "hello ".
+  std::string line;
+  std::vector<int32_t> want = {hello};
+  for (int i = 0; i < 5000; ++i) line += "hello ";
+  for (int i = 1; i < 5000; ++i) want.push_back(sp_hello);
+  want.push_back(sp_tok);
+  EXPECT_EQ(t->encode(line, false, false), want);
+}

@@ -383,3 +383,33 @@ TEST(Transformer, recurrentStateCrossesPrefillChunks) {
   ASSERT_TRUE(relMaxDiff(step, rowsOf(one, n - 1, 1, nv)) < 1e-5);
   ASSERT_TRUE(relMaxDiff(parts, rowsOf(one, n - 2, 1, nv)) < 1e-5);
 }
+
+// gemma4: past the sliding window (8) and across steps, the sliding layers' windows, the
+// global layers' whole context and the shared-KV layers' reads of earlier layers' caches
+// give what one batch gives; a truncated cache recomputes the same.
+TEST(Transformer, gemma4WindowsAndSharedKvAcrossSteps) {
+  EngineFixture f(synth::tinySpec("gemma4"));
+  const int nv = f.model->config().n_vocab;
+  const auto tokens = someTokens(21, nv, 4);
+  auto batch = f.transformer();
+  std::vector<float> all;
+  batch->forward(tokens, all, true);
+  auto steps = f.transformer();
+  std::vector<float> part, last;
+  steps->forward(std::span(tokens).first(7), part);
+  steps->forward(std::span(tokens).subspan(7, 13), part);
+  steps->forward(std::span(tokens).subspan(20), last);
+  const std::vector<float> ref(all.end() - nv, all.end());
+  ASSERT_TRUE(relMaxDiff(last, ref) < 1e-4);
+  steps->truncate(10);
+  std::vector<float> again;
+  steps->forward(std::span(tokens).subspan(10), again);
+  ASSERT_TRUE(relMaxDiff(again, ref) < 1e-4);
+  // A different token inside the window of the last position changes its logits.
+  auto other = tokens;
+  other[18] = (other[18] + 1) % nv;
+  steps->truncate(0);
+  std::vector<float> changed;
+  steps->forward(other, changed);
+  ASSERT_TRUE(relMaxDiff(changed, ref) > 1e-3);
+}

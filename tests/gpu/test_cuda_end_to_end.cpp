@@ -12,8 +12,8 @@
 // What is left is the order of float sums. Measured (stand-in): llama 5.4e-13,
 // qwen2moe 7.9e-14, qwen3moe 4.4e-11, deepseek 4.4e-15, deepseek2 7.2e-14, olmoe
 // 2.3e-11, gpt-oss 4.3e-15, qwen35moe 4.7e-12 (its delta-net layers on the device),
-// cpu-experts the same; glm4moe 5.4e-8 and minimax-m2 1.8e-7 (their own bound, below);
-// 50 of 50 runs give the reference's greedy tokens. (Against an F32 CPU cache they were up to 8.4e-5, and
+// cpu-experts the same; glm4moe 5.4e-8, minimax-m2 1.8e-7 and gemma4 6.1e-7 (their own
+// bounds, below); every run gives the reference's greedy tokens. (Against an F32 CPU cache they were up to 8.4e-5, and
 // qwen2moe's tokens differed from position 14.)
 // The bound leaves room for a GPU's own exp and division.
 // Skipped as a whole without a CUDA device (the CPU stand-in is one): each case
@@ -57,6 +57,13 @@ constexpr double kNmse = 1e-8;
 // both sides in every layer. On an H200 glm4moe measured 9.8e-14 (docs/CUDA.md): the
 // ~1e-5 is the stand-in's. These two get this bound on it.
 constexpr double kNmseQ8Flips = 1e-6;
+// gemma4 measures NMSE 6.1e-7 under every policy, greedy tokens equal. Per position the
+// hidden states stay within 2e-10 of the CPU's (1e-13 before its first global layer:
+// unscaled q.k over RMS-normed heads and the F16 cache leave more rounding than the other
+// architectures' layers) except at two positions of layer 4 (6e-6, 2e-6), where an input
+// of the Q8_0 experts falls on the other side of a quantisation step; measured
+// 2026-11-27 on the stand-in. Its own bound, a GPU's own tanh and exp left room for.
+constexpr double kNmseGemma4 = 1e-5;
 
 struct Reply {
   std::vector<int32_t> tokens;  // prompt, then the greedy reply (but its last token, never fed back)
@@ -157,7 +164,9 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
       ASSERT_EQ(s.backend().name().rfind("cuda", 0), 0u) << s.backend().name();
       const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
       const double err = nmse(got.logits, ref.logits);
-      const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips : kNmse;
+      const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips
+                         : arch == "gemma4"                          ? kNmseGemma4
+                                                                     : kNmse;
       const int diverged = firstDifference(got.tokens, ref.tokens);
       moe::test::info(
           "%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),

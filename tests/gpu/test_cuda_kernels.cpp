@@ -142,10 +142,10 @@ const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::
                                 TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 // The types of K-quant mixes, gpt-oss and the low-bit grid-coded files, checked on fewer
 // shapes (the stand-in's time).
-const TensorType kAddedTypes[] = {TensorType::Q4_1,    TensorType::Q5_0,   TensorType::Q5_1,  TensorType::IQ4_NL,
-                                  TensorType::MXFP4,   TensorType::Q2_K,   TensorType::Q3_K,  TensorType::IQ4_XS,
-                                  TensorType::IQ1_S,   TensorType::IQ1_M,  TensorType::IQ2_XXS, TensorType::IQ2_XS,
-                                  TensorType::IQ2_S,   TensorType::IQ3_XXS, TensorType::IQ3_S};
+const TensorType kAddedTypes[] = {
+    TensorType::Q4_1,    TensorType::Q5_0,   TensorType::Q5_1,   TensorType::IQ4_NL,  TensorType::MXFP4,
+    TensorType::Q2_K,    TensorType::Q3_K,   TensorType::IQ4_XS, TensorType::IQ1_S,   TensorType::IQ1_M,
+    TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S,  TensorType::IQ3_XXS, TensorType::IQ3_S};
 
 int blockElems(TensorType t) { return int(moe::gguf::typeTraits(uint32_t(t))->block_elems); }
 bool isBlockType(TensorType t) { return blockElems(t) == 32; }
@@ -525,6 +525,68 @@ TEST_F(CudaKernels, elementwise) {
   cpu_->axpy(y.data(), b.data(), -0.37f, n);
   gpu_->axpy(da.p, db.p, -0.37f, n);
   EXPECT_LT(relMaxDiff(da.read(), y), 1e-6);
+}
+
+// gemma4's ops: the GELU-gated product, scale, the logit soft-cap, the routing weights
+// times each expert's output scale, and rope with frequency factors (its global layers:
+// a quarter of the pairs turning, the rest stilled by 1e30).
+TEST_F(CudaKernels, gemma4Ops) {
+  const size_t n = 100003;
+  const auto a = randomFloats(n, 61, -6.0f, 6.0f), b = randomFloats(n, 62);
+  DeviceFloats da(*gpu_, a), db(*gpu_, b), dout(*gpu_, n);
+  std::vector<float> want(n);
+  cpu_->geglu(a.data(), b.data(), want.data(), n);
+  gpu_->geglu(da.p, db.p, dout.p, n);
+  EXPECT_LT(relMaxDiff(dout.read(), want), 1e-6);
+
+  auto x = a;
+  cpu_->scale(x.data(), 0.37f, n);
+  gpu_->scale(da.p, 0.37f, n);
+  ASSERT_EQ(da.read(), x);  // exact: one float product per element on both
+  cpu_->softcap(x.data(), 1.5f, n);
+  gpu_->softcap(da.p, 1.5f, n);
+  EXPECT_LT(relMaxDiff(da.read(), x), 1e-6);
+
+  const int tokens = 5, k = 3, n_expert = 8;
+  std::vector<float> routing(2 * tokens * k);
+  for (int i = 0; i < tokens * k; ++i) {
+    const int32_t id = (i * 5 + 1) % n_expert;
+    std::memcpy(&routing[size_t(i)], &id, sizeof id);
+    routing[size_t(tokens * k + i)] = 0.1f * float(i + 1);
+  }
+  const auto scales = randomFloats(n_expert, 63, 0.5f, 1.5f);
+  DeviceFloats droute(*gpu_, routing), dscales(*gpu_, scales);
+  gpu_->scaleRoutingWeights(droute.p, tokens, k, dscales.p);
+  const auto scaled = droute.read();
+  for (int i = 0; i < tokens * k; ++i) {
+    ASSERT_EQ(scaled[size_t(i)], routing[size_t(i)]) << "the ids stay";  // same bits
+    ASSERT_EQ(scaled[size_t(tokens * k + i)],
+              routing[size_t(tokens * k + i)] * scales[size_t((i * 5 + 1) % n_expert)]);
+  }
+
+  const int head_dim = 64, heads = 3;
+  std::vector<float> factors(head_dim / 2, 1e30f);
+  std::fill(factors.begin(), factors.begin() + head_dim / 8, 1.0f);
+  const std::vector<int32_t> positions = {0, 1, 7, 300, 40000};
+  const int t = int(positions.size());
+  for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
+    auto q = randomFloats(size_t(t) * heads * head_dim, 64);
+    DeviceFloats dq(*gpu_, q);
+    const auto before = q;
+    cpu_->ropeFactors(q.data(), t, heads, head_dim, head_dim, positions.data(), 1e6f, style, factors.data());
+    gpu_->ropeFactors(dq.p, t, heads, head_dim, head_dim, positions.data(), 1e6f, style, factors.data());
+    EXPECT_LT(relMaxDiff(dq.read(), q), 1e-6);
+    // The stilled pairs keep their values (neox: dims 8..31 and 40..63 of each head; at
+    // position 300, token 3), the turning ones do not.
+    const size_t head = size_t(3) * heads * head_dim;
+    if (style == RopeStyle::Neox) {
+      for (int d = head_dim / 8; d < head_dim / 2; ++d) {
+        ASSERT_EQ(q[head + size_t(d)], before[head + size_t(d)]) << d;
+        ASSERT_EQ(q[head + size_t(d + head_dim / 2)], before[head + size_t(d + head_dim / 2)]) << d;
+      }
+      EXPECT_NE(q[head + 1], before[head + 1]);
+    }
+  }
 }
 
 TEST_F(CudaKernels, factory) {

@@ -151,6 +151,10 @@ ARCH_TABLE = {
     # whose exp_probs_b picks the experts while the unbiased scores, renormalised over
     # the chosen k, weight them; no shared expert.
     "minimax-m2": (ROPE_NEOX, True, None,       "whole"),
+    # Gemma 4 MoE (llama.cpp's src/models/gemma4.cpp graph and loader, conversion/gemma.py
+    # Gemma4Model): sliding and global layers of their own head sizes, shared-KV layers,
+    # a dense GELU MLP beside GELU experts, many norms; see gemma4_block.
+    "gemma4":   (ROPE_NEOX, True,  None,        "per_head"),
 }
 
 
@@ -290,6 +294,14 @@ class Config:
     ssm_head: int = 0                # ssm.state_size: key and value head width
     ssm_k_heads: int = 0             # ssm.group_count
     ssm_v_heads: int = 0             # ssm.time_step_rank
+    # gemma4 (per layer run)
+    swa: List[bool] = field(default_factory=list)
+    layer_head_dim: List[int] = field(default_factory=list)
+    layer_kv_heads: List[int] = field(default_factory=list)
+    layer_rot: List[int] = field(default_factory=list)
+    kv_source: List[int] = field(default_factory=list)
+    rope_base_swa: float = 0.0
+    logit_softcap: float = 0.0
     warnings: List[str] = field(default_factory=list)
 
 
@@ -318,6 +330,8 @@ def config_from_gguf(r: GGUFReader) -> Config:
         n_rot = int(key("rope.dimension_count", required=True))
         if not 0 < n_rot < head_dim or n_rot % 2:
             raise ValueError(f"rope.dimension_count {n_rot} does not fit the q/k head size {head_dim}")
+    elif arch == "gemma4":
+        n_head_kv, head_dim, n_rot, v_head_dim = 0, 0, 0, 0   # per layer: gemma4_config
     else:
         n_head_kv = int(key("attention.head_count_kv", n_head))
         if arch == "minimax-m2":  # its converter always writes these; head_dim != n_embd / n_head
@@ -397,8 +411,10 @@ def config_from_gguf(r: GGUFReader) -> Config:
         q35 = dict(recurrent=recurrent, rope_sections=[int(x) for x in md["qwen35moe.rope.dimension_sections"]],
                    ssm_conv_kernel=int(md["qwen35moe.ssm.conv_kernel"]), ssm_head=hk,
                    ssm_k_heads=int(md["qwen35moe.ssm.group_count"]), ssm_v_heads=nv)
+    g4 = gemma4_config(r.metadata, n_layer_all, n_head) if arch == "gemma4" else {}
     return Config(
         **q35,
+        **g4,
         arch=arch,
         n_layer=n_layer_all - n_nextn,
         n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
@@ -415,7 +431,8 @@ def config_from_gguf(r: GGUFReader) -> Config:
         qk_norm_kind=qk_kind,
         sigmoid_gating=sigmoid,
         n_nextn=n_nextn,
-        sliding_window=int(r.metadata.get(f"{arch}.attention.sliding_window", 0)) if arch == "gpt-oss" else 0,
+        **({} if arch == "gemma4" else dict(
+            sliding_window=int(r.metadata.get(f"{arch}.attention.sliding_window", 0)) if arch == "gpt-oss" else 0)),
         yarn_factor=float(r.metadata.get(f"{arch}.rope.scaling.factor", 1.0)) if yarn else 1.0,
         yarn_orig_ctx=int(orig_ctx) if yarn else 0,
         n_expert_groups=n_groups,
@@ -425,6 +442,32 @@ def config_from_gguf(r: GGUFReader) -> Config:
         yarn_log_mul=float(r.metadata.get(f"{arch}.rope.scaling.yarn_log_multiplier", 0.0)) if yarn else 0.0,
         warnings=warnings,
     )
+
+
+def gemma4_config(md, n_layer: int, n_head: int) -> dict:
+    """gemma4's per-layer shapes, read as llama.cpp's gemma4 loader reads them: the
+    sliding_window_pattern flags, key_length(_swa) head sizes, rope.dimension_count(_swa),
+    head_count_kv per layer or one value, the last shared_kv_layers layers reading the
+    K/V of layer n_kv - 2 (sliding) or n_kv - 1 (global)."""
+    pattern = [bool(x) for x in md["gemma4.attention.sliding_window_pattern"]]
+    if len(pattern) != n_layer:
+        raise ValueError("gemma4: sliding_window_pattern length != block_count")
+    hd_full = int(md["gemma4.attention.key_length"])
+    hd_swa = int(md["gemma4.attention.key_length_swa"])
+    rot_full = int(md.get("gemma4.rope.dimension_count", hd_full))
+    rot_swa = int(md.get("gemma4.rope.dimension_count_swa", hd_swa))
+    kv = md.get("gemma4.attention.head_count_kv", n_head)
+    kv = [int(x) for x in kv] if isinstance(kv, (list, tuple)) else [int(kv)] * n_layer
+    if int(md.get("gemma4.embedding_length_per_layer_input", 0)):
+        raise ValueError("gemma4: per-layer embeddings not supported by the reference")
+    n_kv = n_layer - int(md.get("gemma4.attention.shared_kv_layers", 0))
+    source = [i if i < n_kv else n_kv - (2 if pattern[i] else 1) for i in range(n_layer)]
+    return dict(swa=pattern, layer_head_dim=[hd_swa if f else hd_full for f in pattern],
+                layer_kv_heads=kv, layer_rot=[rot_swa if f else rot_full for f in pattern],
+                kv_source=source,
+                rope_base_swa=float(md.get("gemma4.rope.freq_base_swa", md.get("gemma4.rope.freq_base", 10000.0))),
+                logit_softcap=float(md.get("gemma4.final_logit_softcapping", 0.0)),
+                sliding_window=int(md["gemma4.attention.sliding_window"]))
 
 
 def mla_head_sizes(r: GGUFReader, n_head: int):
@@ -527,7 +570,8 @@ def yarn_frequencies(n_rot: int, base: float, factor: float, orig_ctx: int,
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, style: str,
-         yarn: Optional[tuple] = None, mscale: Optional[float] = None) -> torch.Tensor:
+         yarn: Optional[tuple] = None, mscale: Optional[float] = None,
+         factors: Optional[torch.Tensor] = None) -> torch.Tensor:
     """x: (T, H, D). Rotates the first n_rot dims of each head; the rest pass through.
     theta_i = pos * base^(-2i/n_rot), i = 0..n_rot/2-1 (yarn: (factor, orig_ctx),
     see yarn_frequencies).  mscale: magnitude of cos/sin, when given (deepseek2);
@@ -539,6 +583,8 @@ def rope(x: torch.Tensor, positions: torch.Tensor, n_rot: int, base: float, styl
     yarn_mscale = 1.0
     if yarn is not None:
         inv_freq, yarn_mscale = yarn_frequencies(n_rot, base, yarn[0], yarn[1])
+    if factors is not None:  # ggml's freq_factors: pair i's angle divided by factors[i]
+        inv_freq = inv_freq / factors.to(torch.float64)[:half]
     if mscale is None:
         mscale = yarn_mscale
     theta = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (T, half)
@@ -925,6 +971,107 @@ def transformer_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, position
     return h + ffn_out, info
 
 
+# ---- gemma4 -------------------------------------------------------------------
+# Gemma 4 MoE as llama.cpp computes it (src/models/gemma4.cpp; the converter's
+# conversion/gemma.py Gemma4Model for what the stored tensors mean):
+#   h   = x + post_attention_norm(attn(attn_norm(x)))
+#   mlp = post_ffw_norm_1(geglu MLP(ffn_norm(h)))
+#   moe = post_ffw_norm_2(sum_k w_k s_e * geglu expert_e(pre_ffw_norm_2(h)))
+#         router logits = ffn_gate_inp . (rms(h) / sqrt(n_embd) * ffn_gate_inp.scale),
+#         w = softmax over all experts, top-k, renormalised; s_e = ffn_down_exps.scale[e]
+#   x'  = (h + post_ffw_norm(mlp + moe)) * layer_output_scale
+# Norms multiply by the stored weight (no +1); the embedding is scaled by sqrt(n_embd);
+# q, k RMS-normed per head with weights, v without; q.k unscaled; global layers' rope
+# divides pair i's angle by rope_freqs[i]; the logits soft-capped: cap tanh(l / cap).
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def geglu_ffn(x, gate, up, down, acts=(None, None, None)):
+    g = linear(x, gate, act=acts[0])
+    u = linear(x, up, act=acts[1])
+    return linear(gelu_tanh(g) * u, down, act=acts[2])
+
+
+def plain_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+def gemma4_attention(cfg: Config, W: Weights, L: int, x: torch.Tensor, positions: torch.Tensor, kv: dict):
+    T = x.shape[0]
+    p = f"blk.{L}."
+    hd, nkv, rot = cfg.layer_head_dim[L], cfg.layer_kv_heads[L], cfg.layer_rot[L]
+    sliding = cfg.swa[L]
+    base = cfg.rope_base_swa if sliding else cfg.rope_base
+    factors = W.get("rope_freqs.weight") if not sliding else None
+    q = linear(x, W[p + "attn_q.weight"], act=W.act(p + "attn_q.weight")).reshape(T, cfg.n_head, hd)
+    q = rope(rms_norm(q, W[p + "attn_q_norm.weight"], cfg.eps), positions, rot, base, ROPE_NEOX, factors=factors)
+    if cfg.kv_source[L] == L:
+        kp = linear(x, W[p + "attn_k.weight"], act=W.act(p + "attn_k.weight"))
+        vp = linear(x, W[p + "attn_v.weight"], act=W.act(p + "attn_v.weight")) if W.has(p + "attn_v.weight") else kp
+        k = rms_norm(kp.reshape(T, nkv, hd), W[p + "attn_k_norm.weight"], cfg.eps)
+        k = rope(k, positions, rot, base, ROPE_NEOX, factors=factors)
+        v = plain_rms(vp.reshape(T, nkv, hd), cfg.eps)
+        kv[L] = (k, v)
+    k, v = kv[cfg.kv_source[L]]
+    group = cfg.n_head // nkv
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    scores = torch.einsum("thd,shd->hts", q, k)                 # no 1/sqrt(hd): Gemma 4 scales by 1
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    if sliding:                                                 # key s visible from t when t - s < window
+        visible &= torch.ones(T, T, dtype=torch.bool).triu(-(cfg.sliding_window - 1))
+    probs = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    ctx = torch.einsum("hts,shd->thd", probs, v).reshape(T, cfg.n_head * hd)
+    return linear(ctx, W[p + "attn_output.weight"], act=W.act(p + "attn_output.weight"))
+
+
+def gemma4_experts(W: Weights, L: int):
+    """(gate, up, down) stacked per expert: (n_expert, n_ff, n_embd) x2, (n_expert, n_embd, n_ff).
+    ffn_gate_up_exps holds each expert's gate rows, then its up rows."""
+    p = f"blk.{L}."
+    if W.has(p + "ffn_gate_up_exps.weight"):
+        gu = W[p + "ffn_gate_up_exps.weight"]
+        f = gu.shape[1] // 2
+        act = W.act(p + "ffn_gate_up_exps.weight")
+        return gu[:, :f, :], gu[:, f:, :], W[p + "ffn_down_exps.weight"], (act, act, W.act(p + "ffn_down_exps.weight"))
+    return (W[p + "ffn_gate_exps.weight"], W[p + "ffn_up_exps.weight"], W[p + "ffn_down_exps.weight"],
+            ffn_acts(W, p, "_exps.weight"))
+
+
+def gemma4_block(cfg: Config, W: Weights, L: int, h: torch.Tensor, positions: torch.Tensor, kv: dict):
+    p = f"blk.{L}."
+    a = gemma4_attention(cfg, W, L, rms_norm(h, W[p + "attn_norm.weight"], cfg.eps), positions, kv)
+    h = h + rms_norm(a, W[p + "post_attention_norm.weight"], cfg.eps)
+    mlp = geglu_ffn(rms_norm(h, W[p + "ffn_norm.weight"], cfg.eps), W[p + "ffn_gate.weight"],
+                    W[p + "ffn_up.weight"], W[p + "ffn_down.weight"], ffn_acts(W, p, ".weight"))
+    mlp = rms_norm(mlp, W[p + "post_ffw_norm_1.weight"], cfg.eps)
+    router_in = plain_rms(h, cfg.eps) / math.sqrt(cfg.n_embd) * W[p + "ffn_gate_inp.scale"]
+    logits = linear(router_in, W[p + "ffn_gate_inp.weight"], act=W.act(p + "ffn_gate_inp.weight"))
+    probs = torch.softmax(logits, dim=-1)
+    out_scale = W[p + "ffn_down_exps.scale"]
+    gate_e, up_e, down_e, acts = gemma4_experts(W, L)
+    x2 = rms_norm(h, W[p + "pre_ffw_norm_2.weight"], cfg.eps)
+    moe = torch.zeros_like(h)
+    info = RoutingInfo([], [], [], probs.to(torch.float64).numpy())
+    for t in range(h.shape[0]):
+        sel = topk_lowest_index_ties(probs[t], cfg.n_expert_used)
+        w = probs[t, sel]
+        w = w / w.sum()
+        for e, we in zip(sel, w):
+            moe[t] += we * out_scale[e] * geglu_ffn(x2[t], gate_e[e], up_e[e], down_e[e], acts)
+        rest = [probs[t, e].item() for e in range(cfg.n_expert) if e not in sel]
+        info.experts.append(sel)
+        info.weights.append(w.tolist())
+        info.margin.append(probs[t, sel[-1]].item() - max(rest))
+    moe = rms_norm(moe, W[p + "post_ffw_norm_2.weight"], cfg.eps)
+    h = h + rms_norm(mlp + moe, W[p + "post_ffw_norm.weight"], cfg.eps)
+    if W.has(p + "layer_output_scale.weight"):
+        h = h * W[p + "layer_output_scale.weight"]
+    return h, info
+
+
 class MoEReference:
     def __init__(self, path: str, dtype: torch.dtype = torch.float64, activations: str = "float"):
         self.reader = GGUFReader(path)
@@ -941,10 +1088,16 @@ class MoEReference:
             raise ValueError("token id out of range")
         positions = torch.arange(len(tokens))
         h = W["token_embd.weight"][ids]                             # (T, n_embd)
+        if cfg.arch == "gemma4":                                    # Gemma's embedding scale
+            h = h * math.sqrt(cfg.n_embd)
         hidden = [h.clone()] if dump_hidden else []
         routing = {}
+        kv = {}                                                     # gemma4: each layer's (k, v)
         for L in range(cfg.n_layer):
-            h, info = transformer_block(cfg, W, L, h, positions)
+            if cfg.arch == "gemma4":
+                h, info = gemma4_block(cfg, W, L, h, positions, kv)
+            else:
+                h, info = transformer_block(cfg, W, L, h, positions)
             if info is not None:
                 routing[L] = info
             if dump_hidden:
@@ -952,6 +1105,8 @@ class MoEReference:
         h = rms_norm(h, W["output_norm.weight"], cfg.eps)
         out_name = "output.weight" if W.has("output.weight") else "token_embd.weight"
         logits = linear(h, W[out_name], act=W.act(out_name))
+        if cfg.logit_softcap > 0:
+            logits = cfg.logit_softcap * torch.tanh(logits / cfg.logit_softcap)
         return {
             "logits": logits.to(torch.float64).numpy(),
             "hidden": [x.to(torch.float64).numpy() for x in hidden],
