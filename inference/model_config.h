@@ -17,7 +17,19 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch { Llama, Qwen2Moe, Qwen3Moe, Deepseek, Deepseek2, Olmoe, Glm4Moe, GptOss, Qwen35Moe, MinimaxM2, Gemma4 };
+enum class Arch {
+  Llama,
+  Qwen2Moe,
+  Qwen3Moe,
+  Deepseek,
+  Deepseek2,
+  Olmoe,
+  Glm4Moe,
+  GptOss,
+  Qwen35Moe,
+  MinimaxM2,
+  Gemma4
+};
 enum class RopeStyle { Norm, Neox };  // Norm: adjacent pairs (llama, deepseek); Neox: halves
 enum class GatingFunc { Softmax, Sigmoid };
 enum class QkNorm { None, PerHead, Whole };  // qwen3moe: per head; olmoe, minimax-m2: whole projection

@@ -546,9 +546,12 @@ SyntheticSpec fitToBlocks(SyntheticSpec s) {
   } else {
     while ((s.n_head * s.head_dim) % wb != 0 || s.head_dim % 2 != 0) ++s.head_dim;  // attn_output's ne0
   }
-  if (s.arch == "qwen35moe" &&
-      s.ssm_k_heads > 0)  // ssm_out's ne0 is n_v_heads x state; k heads divide v heads
+  // qwen35moe: ssm_out's ne0 is n_v_heads x state (k heads divide v heads).
+  if (s.arch == "qwen35moe" && s.ssm_k_heads > 0)
     while ((s.ssm_v_heads * s.ssm_state) % wb != 0) s.ssm_v_heads += s.ssm_k_heads;
+  // gemma4: the global layers' attn_output ne0 is n_head x head_dim_full.
+  if (s.arch == "gemma4" && s.head_dim_full > 0)
+    while ((s.n_head * s.head_dim_full) % wb != 0 || s.head_dim_full % 2 != 0) ++s.head_dim_full;
   return s;
 }
 

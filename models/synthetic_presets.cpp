@@ -438,8 +438,8 @@ void qwen35Preset(const std::string& n, SyntheticSpec& s) {
 }  // namespace
 
 std::vector<std::string> supportedArchs() {
-  return {"llama", "qwen2moe", "qwen3moe", "deepseek",  "deepseek2",
-          "olmoe", "glm4moe",  "gpt-oss",  "qwen35moe", "minimax-m2", "gemma4"};
+  return {"llama",   "qwen2moe", "qwen3moe",  "deepseek",   "deepseek2", "olmoe",
+          "glm4moe", "gpt-oss",  "qwen35moe", "minimax-m2", "gemma4"};
 }
 
 std::vector<std::string> tinyVariantNames() { return {"deepseek2-legacy"}; }
@@ -475,7 +475,7 @@ SyntheticSpec demoSpec() {
 }
 
 std::vector<std::string> presetNames() {
-  return {"DS-1",    "DS-2",      "QW-1",    "QW-2",     "Mixt",     "Q3-30B",    "Q3-235B",   "OLMoE",
+  return {"DS-1",    "DS-2",      "QW-1",    "QW-2",     "Mixt",     "Q3-30B",    "Q3-235B",    "OLMoE",
           "GLM-Air", "GLM-Flash", "OSS-20B", "OSS-120B", "Q3.6-35B", "Q3.5-122B", "MiniMax-M2", "Gemma4-26B"};
 }
 

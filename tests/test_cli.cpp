@@ -322,7 +322,7 @@ class CliTest : public QObject {
 
   void genModelInEachGridTypeThenChat_data() {
     QTest::addColumn<QString>("arch");
-    for (const char* arch : {"qwen3moe", "qwen35moe", "minimax-m2"}) QTest::newRow(arch) << arch;
+    for (const char* arch : {"qwen3moe", "qwen35moe", "minimax-m2", "gemma4"}) QTest::newRow(arch) << arch;
   }
   void genModelInEachGridTypeThenChat() {
     // The grid-coded IQ types of the low-bit files, as experts and as the other matrices:

@@ -47,8 +47,8 @@ std::vector<std::string> markersOf(ChatFamily family) {
   return {};
 }
 
-const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML, ChatFamily::DeepSeek,
-                                           ChatFamily::Olmoe,   ChatFamily::Glm,    ChatFamily::Harmony,
+const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML,  ChatFamily::DeepSeek,
+                                           ChatFamily::Olmoe,   ChatFamily::Glm,     ChatFamily::Harmony,
                                            ChatFamily::Qwen35,  ChatFamily::MiniMax, ChatFamily::Gemma4};
 
 // A vocabulary of the given kind with every family's markers as control tokens.
@@ -139,6 +139,7 @@ std::vector<std::string> templateControls(ChatFamily family, const Tokenizer& t)
       add({"]~!b[", "]~b]", "[e~["});
       for (int turn = 0; turn < 3; ++turn) add({"]~b]", "[e~["});
       add({"]~b]", "<think>"});
+      break;
     case ChatFamily::Gemma4:  // four turns, then the model's turn with an empty thought channel
       for (int turn = 0; turn < 4; ++turn) add({"<|turn>", "<turn|>"});
       add({"<|turn>", "<|channel>", "<channel|>"});

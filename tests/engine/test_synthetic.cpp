@@ -415,7 +415,7 @@ TEST(Synthetic, demo) {
 }
 
 TEST(Synthetic, presets) {
-  ASSERT_EQ(synth::presetNames().size(), size_t(15));
+  ASSERT_EQ(synth::presetNames().size(), size_t(16));
   // google/gemma-4-26B-A4B (config.json's text_config).
   const auto g4 = synth::presetSpec("Gemma4-26B");
   ASSERT_EQ(g4.arch, std::string("gemma4"));

@@ -13,12 +13,11 @@
 // qwen2moe 7.9e-14, qwen3moe 4.4e-11, deepseek 4.4e-15, deepseek2 7.2e-14, olmoe
 // 2.3e-11, gpt-oss 4.3e-15, qwen35moe 4.7e-12 (its delta-net layers on the device),
 // cpu-experts the same; glm4moe 5.4e-8, minimax-m2 1.8e-7 and gemma4 6.1e-7 (their own
-// bounds, below); every run gives the reference's greedy tokens. (Against an F32 CPU cache they were up to 8.4e-5, and
-// qwen2moe's tokens differed from position 14.)
-// The bound leaves room for a GPU's own exp and division.
-// Skipped as a whole without a CUDA device (the CPU stand-in is one): each case
-// skips (moe::test::GpuTest). The cpu-experts runs report how many experts the
-// CPU computed (none where the copies are always sooner).
+// bounds, below); every run gives the reference's greedy tokens. (Against an F32 CPU cache they were up
+// to 8.4e-5, and qwen2moe's tokens differed from position 14.) The bound leaves room for a GPU's own exp and
+// division. Skipped as a whole without a CUDA device (the CPU stand-in is one): each case skips
+// (moe::test::GpuTest). The cpu-experts runs report how many experts the CPU computed (none where the copies
+// are always sooner).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -165,8 +164,8 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
       const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
       const double err = nmse(got.logits, ref.logits);
       const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips
-                         : arch == "gemma4"                          ? kNmseGemma4
-                                                                     : kNmse;
+                         : arch == "gemma4"                        ? kNmseGemma4
+                                                                   : kNmse;
       const int diverged = firstDifference(got.tokens, ref.tokens);
       moe::test::info(
           "%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),
