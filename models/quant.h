@@ -23,11 +23,11 @@ inline constexpr int kBlockQK = 256;
 
 // The types the engine computes with, in the order tools list them.
 inline constexpr gguf::TensorType kComputeTypes[] = {
-    gguf::TensorType::F32,    gguf::TensorType::F16,   gguf::TensorType::BF16, gguf::TensorType::Q8_0,
-    gguf::TensorType::Q4_0,   gguf::TensorType::Q4_1,  gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
-    gguf::TensorType::IQ4_NL, gguf::TensorType::MXFP4, gguf::TensorType::Q2_K, gguf::TensorType::Q3_K,
-    gguf::TensorType::Q4_K,   gguf::TensorType::Q5_K,  gguf::TensorType::Q6_K, gguf::TensorType::IQ4_XS,
-    gguf::TensorType::IQ1_S,  gguf::TensorType::IQ1_M, gguf::TensorType::IQ2_XXS, gguf::TensorType::IQ2_XS,
+    gguf::TensorType::F32,    gguf::TensorType::F16,     gguf::TensorType::BF16,    gguf::TensorType::Q8_0,
+    gguf::TensorType::Q4_0,   gguf::TensorType::Q4_1,    gguf::TensorType::Q5_0,    gguf::TensorType::Q5_1,
+    gguf::TensorType::IQ4_NL, gguf::TensorType::MXFP4,   gguf::TensorType::Q2_K,    gguf::TensorType::Q3_K,
+    gguf::TensorType::Q4_K,   gguf::TensorType::Q5_K,    gguf::TensorType::Q6_K,    gguf::TensorType::IQ4_XS,
+    gguf::TensorType::IQ1_S,  gguf::TensorType::IQ1_M,   gguf::TensorType::IQ2_XXS, gguf::TensorType::IQ2_XS,
     gguf::TensorType::IQ2_S,  gguf::TensorType::IQ3_XXS, gguf::TensorType::IQ3_S};
 
 // True for the types in kComputeTypes. I8/I16/I32 and unknown types are not.

@@ -103,7 +103,8 @@ void gridSub(TensorType t, const uint8_t* blk, int k, GridSub& s) {
       const uint8_t* qs = blk + 2 + 8 * k;
       const uint32_t aux = loadU32(blk + 66 + 4 * k);
       for (int l = 0; l < 4; ++l) {
-        unsignedGroup3(kIq3xxsGrid[qs[2 * l]], kIq3xxsGrid[qs[2 * l + 1]], signBits(aux >> (7 * l)), s.q + 8 * l);
+        unsignedGroup3(kIq3xxsGrid[qs[2 * l]], kIq3xxsGrid[qs[2 * l + 1]], signBits(aux >> (7 * l)),
+                       s.q + 8 * l);
         s.m[l] = 2 * static_cast<int>(aux >> 28) + 1;
       }
       return;

@@ -60,7 +60,8 @@ inline constexpr int kIQ1_MBytes = 56;
 inline bool isGridType(gguf::TensorType t) {
   using gguf::TensorType;
   return t == TensorType::IQ2_XXS || t == TensorType::IQ2_XS || t == TensorType::IQ2_S ||
-         t == TensorType::IQ3_XXS || t == TensorType::IQ3_S || t == TensorType::IQ1_S || t == TensorType::IQ1_M;
+         t == TensorType::IQ3_XXS || t == TensorType::IQ3_S || t == TensorType::IQ1_S ||
+         t == TensorType::IQ1_M;
 }
 
 int blockBytes(gguf::TensorType t);

@@ -99,10 +99,11 @@ bool engineRunsQuant(const QString& quant) {
   // mixes, Unsloth's dynamic "UD-" mixes of the same types); the ternary TQ types are not
   // computed.
   static const QStringList kRuns = {
-      "F32",     "F16",    "BF16",    "Q8_0",    "Q4_0",    "Q4_1",    "Q5_0",    "Q5_1",    "IQ4_NL", "IQ4_XS",
-      "MXFP4",   "Q2_K",   "Q2_K_S",  "Q2_K_L",  "Q3_K_S",  "Q3_K_M",  "Q3_K_L",  "Q4_K_S",  "Q4_K_M", "Q5_K_S",
-      "Q5_K_M",  "Q6_K",   "Q4_K_XL", "Q5_K_XL", "Q6_K_XL", "Q8_K_XL", "Q2_K_XL", "Q3_K_XL", "IQ1_S",  "IQ1_M",
-      "IQ2_XXS", "IQ2_XS", "IQ2_S",   "IQ2_M",   "IQ3_XXS", "IQ3_XS",  "IQ3_S",   "IQ3_M"};
+      "F32",     "F16",     "BF16",    "Q8_0",    "Q4_0",   "Q4_1",   "Q5_0",    "Q5_1",
+      "IQ4_NL",  "IQ4_XS",  "MXFP4",   "Q2_K",    "Q2_K_S", "Q2_K_L", "Q3_K_S",  "Q3_K_M",
+      "Q3_K_L",  "Q4_K_S",  "Q4_K_M",  "Q5_K_S",  "Q5_K_M", "Q6_K",   "Q4_K_XL", "Q5_K_XL",
+      "Q6_K_XL", "Q8_K_XL", "Q2_K_XL", "Q3_K_XL", "IQ1_S",  "IQ1_M",  "IQ2_XXS", "IQ2_XS",
+      "IQ2_S",   "IQ2_M",   "IQ3_XXS", "IQ3_XS",  "IQ3_S",  "IQ3_M"};
   QString q = quant.toUpper();
   if (q.startsWith("UD-")) q = q.mid(3);
   return kRuns.contains(q);

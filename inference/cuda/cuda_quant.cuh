@@ -318,7 +318,8 @@ __device__ __forceinline__ void loadGridUnit(const uint8_t* blk, int k, Unit& un
     un.sc0 = un.sc1 = 2 * static_cast<int>((h >> 12) & 7) + 1;
     const int delta = (h & 0x8000u) ? -1 : 1;
 #pragma unroll
-    for (int l = 0; l < 4; ++l) iq1Words(kIq1s[blk[2 + 4 * k + l] | (((h >> (3 * l)) & 7) << 8)], delta, un.v + 2 * l);
+    for (int l = 0; l < 4; ++l)
+      iq1Words(kIq1s[blk[2 + 4 * k + l] | (((h >> (3 * l)) & 7) << 8)], delta, un.v + 2 * l);
   } else {  // IQ1_M
     const uint8_t* sc = blk + 48;
     const uint32_t d_bits = (loadU16(sc) >> 12) | ((loadU16(sc + 2) >> 8) & 0x00f0u) |

@@ -623,8 +623,9 @@ TEST(Quant, rowBytesOfEachType) {
 }
 
 TEST(Quant, computeSupport) {
-  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
-                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ2_XXS, TensorType::IQ1_M})
+  for (TensorType t :
+       {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+        TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ2_XXS, TensorType::IQ1_M})
     ASSERT_TRUE(quant::isComputeSupported(t));
   for (TensorType t : {TensorType::I8, TensorType::I16, TensorType::I32})
     ASSERT_TRUE(!quant::isComputeSupported(t));

@@ -27,10 +27,10 @@ using quant::DotIsa;
 
 namespace {
 
-const TensorType kTypes[] = {TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_K, TensorType::Q5_K,
-                             TensorType::Q6_K,   TensorType::Q4_1,  TensorType::Q5_0, TensorType::Q5_1,
-                             TensorType::IQ4_NL, TensorType::MXFP4, TensorType::Q2_K, TensorType::Q3_K,
-                             TensorType::IQ4_XS, TensorType::IQ1_S, TensorType::IQ1_M, TensorType::IQ2_XXS,
+const TensorType kTypes[] = {TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_K,    TensorType::Q5_K,
+                             TensorType::Q6_K,   TensorType::Q4_1,  TensorType::Q5_0,    TensorType::Q5_1,
+                             TensorType::IQ4_NL, TensorType::MXFP4, TensorType::Q2_K,    TensorType::Q3_K,
+                             TensorType::IQ4_XS, TensorType::IQ1_S, TensorType::IQ1_M,   TensorType::IQ2_XXS,
                              TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S};
 
 bool isBlock32(TensorType t) { return moe::gguf::typeTraits(uint32_t(t))->block_elems == 32; }
@@ -318,7 +318,8 @@ TEST_F(QuantDot, extremeValuesStayExact) {
         case TensorType::IQ3_XXS:
         case TensorType::IQ3_S: putF16(b); break;
         case TensorType::IQ1_M:  // d = 1.0 (f16 0x3C00): its nibbles in the four scales' top nibbles
-          for (int i = 0; i < 4; ++i) o.rows[b + 49 + 2 * i] = uint8_t(0x0f | (((0x3C00 >> (4 * i)) & 15) << 4));
+          for (int i = 0; i < 4; ++i)
+            o.rows[b + 49 + 2 * i] = uint8_t(0x0f | (((0x3C00 >> (4 * i)) & 15) << 4));
           break;
         case TensorType::MXFP4: o.rows[b] = 128; break;  // scale 2^(128-128) on the doubled values
         case TensorType::Q2_K: putF16(b + 80), putF16(b + 82); break;

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +16,6 @@
 #include <random>
 #include <set>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "models/gguf.h"
@@ -30,8 +30,9 @@ namespace grids = moe::quant::grids;
 
 namespace {
 
-const TensorType kGridTypes[] = {TensorType::IQ1_S,  TensorType::IQ1_M,   TensorType::IQ2_XXS, TensorType::IQ2_XS,
-                                 TensorType::IQ2_S,  TensorType::IQ3_XXS, TensorType::IQ3_S};
+const TensorType kGridTypes[] = {TensorType::IQ1_S,  TensorType::IQ1_M, TensorType::IQ2_XXS,
+                                 TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS,
+                                 TensorType::IQ3_S};
 
 const char* name(TensorType t) { return moe::gguf::tensorTypeName(t); }
 uint16_t u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
@@ -74,7 +75,8 @@ std::vector<float> decodeByDefinition(TensorType t, const uint8_t* row, int64_t 
       const bool xs = t == TensorType::IQ2_XS;
       const uint8_t* scales = x + (xs ? 66 : 74);
       for (int ib = 0; ib < 8; ++ib) {
-        const float db[2] = {d * (0.5f + float(scales[ib] & 15)) * 0.25f, d * (0.5f + float(scales[ib] >> 4)) * 0.25f};
+        const float db[2] = {d * (0.5f + float(scales[ib] & 15)) * 0.25f,
+                             d * (0.5f + float(scales[ib] >> 4)) * 0.25f};
         for (int l = 0; l < 4; ++l) {
           uint64_t g;
           uint8_t s;
@@ -133,8 +135,8 @@ std::vector<float> decodeByDefinition(TensorType t, const uint8_t* row, int64_t 
       }
     } else if (t == TensorType::IQ1_M) {
       const uint8_t* sc = x + 48;
-      const uint16_t dbits = uint16_t((u16(sc) >> 12) | ((u16(sc + 2) >> 8) & 0x00f0) | ((u16(sc + 4) >> 4) & 0x0f00) |
-                                      (u16(sc + 6) & 0xf000));
+      const uint16_t dbits = uint16_t((u16(sc) >> 12) | ((u16(sc + 2) >> 8) & 0x00f0) |
+                                      ((u16(sc + 4) >> 4) & 0x0f00) | (u16(sc + 6) & 0xf000));
       const float dm = quant::fp16ToFp32(dbits);
       for (int ib = 0; ib < 8; ++ib) {
         const uint16_t s = u16(sc + 2 * (ib / 2));
@@ -148,7 +150,8 @@ std::vector<float> decodeByDefinition(TensorType t, const uint8_t* row, int64_t 
                                 qh[1] & 0x08 ? -0.125f : 0.125f, qh[1] & 0x80 ? -0.125f : 0.125f};
         for (int l = 0; l < 4; ++l) {
           const uint64_t g = grids::kIq1sGrid[idx[l]];
-          for (int j = 0; j < 8; ++j) y.push_back((l < 2 ? dl1 : dl2) * (float(int8_t(byteOf(g, j))) + delta[l]));
+          for (int j = 0; j < 8; ++j)
+            y.push_back((l < 2 ? dl1 : dl2) * (float(int8_t(byteOf(g, j))) + delta[l]));
         }
       }
     }
@@ -163,7 +166,8 @@ uint16_t randomScale(std::mt19937& rng) {  // modest, finite, either sign
 
 void setD(TensorType t, uint8_t* blk, uint16_t d) {
   if (t != TensorType::IQ1_M) return put16(blk, d);
-  for (int i = 0; i < 4; ++i) put16(blk + 48 + 2 * i, uint16_t((u16(blk + 48 + 2 * i) & 0x0fff) | (((d >> (4 * i)) & 15) << 12)));
+  for (int i = 0; i < 4; ++i)
+    put16(blk + 48 + 2 * i, uint16_t((u16(blk + 48 + 2 * i) & 0x0fff) | (((d >> (4 * i)) & 15) << 12)));
 }
 
 std::vector<uint8_t> randomBlocks(TensorType t, int64_t n, uint32_t seed) {
@@ -190,7 +194,8 @@ std::vector<uint8_t> handBuiltBlocks(TensorType t, int blocks) {
         switch (t) {
           case TensorType::IQ2_XXS: {
             x[2 + 8 * ib + l] = uint8_t(counter % 256);
-            const uint32_t a = u32(x + 6 + 8 * ib) | uint32_t(sign7) << (7 * l) | uint32_t((ib + b) % 16) << 28;
+            const uint32_t a =
+                u32(x + 6 + 8 * ib) | uint32_t(sign7) << (7 * l) | uint32_t((ib + b) % 16) << 28;
             put32(x + 6 + 8 * ib, a);
             break;
           }
@@ -209,7 +214,8 @@ std::vector<uint8_t> handBuiltBlocks(TensorType t, int blocks) {
           case TensorType::IQ3_XXS: {
             x[2 + 8 * ib + 2 * l] = uint8_t((2 * counter) % 256);
             x[2 + 8 * ib + 2 * l + 1] = uint8_t((2 * counter + 1) % 256);
-            put32(x + 66 + 4 * ib, u32(x + 66 + 4 * ib) | uint32_t(sign7) << (7 * l) | uint32_t((ib + b) % 16) << 28);
+            put32(x + 66 + 4 * ib,
+                  u32(x + 66 + 4 * ib) | uint32_t(sign7) << (7 * l) | uint32_t((ib + b) % 16) << 28);
             break;
           }
           case TensorType::IQ3_S: {
@@ -235,7 +241,8 @@ std::vector<uint8_t> handBuiltBlocks(TensorType t, int blocks) {
             x[32 + 2 * ib + l / 2] = uint8_t(x[32 + 2 * ib + l / 2] | (nib << (4 * (l % 2))));
             if (l == 0) {
               const int s1 = (ib + b) % 8, s2 = (ib + 3 * b + 1) % 8;
-              put16(x + 48 + 2 * (ib / 2), uint16_t(u16(x + 48 + 2 * (ib / 2)) | ((s1 | (s2 << 3)) << (6 * (ib % 2)))));
+              put16(x + 48 + 2 * (ib / 2),
+                    uint16_t(u16(x + 48 + 2 * (ib / 2)) | ((s1 | (s2 << 3)) << (6 * (ib % 2)))));
             }
             break;
           }
@@ -252,8 +259,8 @@ void expectSameBits(const std::vector<float>& got, const std::vector<float>& wan
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     if (std::memcmp(&got[i], &want[i], 4) != 0)
-      FAIL() << moe::test::format("%s: element %zu is %.9g, the definition gives %.9g", what, i, double(got[i]),
-                                  double(want[i]));
+      FAIL() << moe::test::format("%s: element %zu is %.9g, the definition gives %.9g", what, i,
+                                  double(got[i]), double(want[i]));
 }
 
 std::vector<float> normalFloats(size_t n, uint32_t seed) {
@@ -288,7 +295,8 @@ TEST(QuantGrids, typesAreKnownAndComputed) {
 // The lattices as the formats define them: distinct entries, each byte one of the
 // type's magnitudes (IQ2: 8, 25, 43; IQ3_XXS: 4..62; IQ3_S: odd 1..15; IQ1: -1, 0, 1).
 TEST(QuantGrids, latticeTablesHaveTheirShapes) {
-  auto check = [](const char* what, auto* table, int count, int width, std::set<int> allowed, bool is_signed) {
+  auto check = [](const char* what, auto* table, int count, int width, std::set<int> allowed,
+                  bool is_signed) {
     SCOPED_TRACE(what);
     std::set<uint64_t> seen;
     std::set<int> used;
@@ -346,8 +354,8 @@ TEST(QuantGrids, quantiserError) {
   const struct {
     TensorType type;
     double bound;
-  } rows[] = {{TensorType::IQ1_S, 0.45},  {TensorType::IQ1_M, 0.33},  {TensorType::IQ2_XXS, 0.17},
-              {TensorType::IQ2_XS, 0.13}, {TensorType::IQ2_S, 0.09},  {TensorType::IQ3_XXS, 0.055},
+  } rows[] = {{TensorType::IQ1_S, 0.45},  {TensorType::IQ1_M, 0.33}, {TensorType::IQ2_XXS, 0.17},
+              {TensorType::IQ2_XS, 0.13}, {TensorType::IQ2_S, 0.09}, {TensorType::IQ3_XXS, 0.055},
               {TensorType::IQ3_S, 0.025}};
   for (const auto& r : rows) {
     SCOPED_TRACE(name(r.type));
@@ -395,7 +403,8 @@ TEST(QuantGrids, quantisedDotIsTheDequantisedDot) {
     const auto row = randomBlocks(t, n, 3);
     const auto x = normalFloats(size_t(n), 4);
     std::vector<uint8_t> act(quant::activationRowBytes(quant::ActivationFormat::Q8_K, n));
-    quant::quantizeActivations(quant::DotIsa::Portable, quant::ActivationFormat::Q8_K, x.data(), n, act.data());
+    quant::quantizeActivations(quant::DotIsa::Portable, quant::ActivationFormat::Q8_K, x.data(), n,
+                               act.data());
     std::vector<float> w(n);
     quant::dequantizeRow(t, row.data(), w.data(), n);
     double want = 0, mag = 0;
@@ -446,10 +455,11 @@ TEST(QuantGridsLlamaCpp, dequantisationMatchesLlamaCppBitForBit) {
   const struct {
     TensorType type;
     const char* symbol;
-  } cases[] = {{TensorType::IQ1_S, "dequantize_row_iq1_s"},     {TensorType::IQ1_M, "dequantize_row_iq1_m"},
-               {TensorType::IQ2_XXS, "dequantize_row_iq2_xxs"}, {TensorType::IQ2_XS, "dequantize_row_iq2_xs"},
-               {TensorType::IQ2_S, "dequantize_row_iq2_s"},     {TensorType::IQ3_XXS, "dequantize_row_iq3_xxs"},
-               {TensorType::IQ3_S, "dequantize_row_iq3_s"}};
+  } cases[] = {
+      {TensorType::IQ1_S, "dequantize_row_iq1_s"},     {TensorType::IQ1_M, "dequantize_row_iq1_m"},
+      {TensorType::IQ2_XXS, "dequantize_row_iq2_xxs"}, {TensorType::IQ2_XS, "dequantize_row_iq2_xs"},
+      {TensorType::IQ2_S, "dequantize_row_iq2_s"},     {TensorType::IQ3_XXS, "dequantize_row_iq3_xxs"},
+      {TensorType::IQ3_S, "dequantize_row_iq3_s"}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.symbol);
     auto theirs = reinterpret_cast<Dequantize>(dlsym(handle, c.symbol));
