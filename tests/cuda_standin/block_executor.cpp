@@ -32,12 +32,16 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if STANDIN_TSAN
-#include <sanitizer/tsan_interface.h>
-// A fiber's entry function never returns (it ends by jumping back to the
-// scheduler), and each TSan fiber is reused for the next block's fibers: an
-// instrumented entry function would leave its frame on that fiber's shadow stack
-// every time, until TSan's stack depot overflows. The two functions that switch
-// away for good are therefore not instrumented.
+// Under ThreadSanitizer a block's CUDA threads are one TSan thread, the OS thread
+// that runs the block: TSan looks for races between the host, the streams, the
+// copies and the blocks (each on an OS thread), not between the lanes of one block
+// (the scheduler itself checks barrier and shuffle use). As TSan fibers, the ~1,000
+// lanes of each OS thread widened every vector clock to thousands of entries and
+// every switch synchronised them: two thirds of a GPU test's time under TSan.
+// Lanes interleave their frames on the thread's shadow stack (a report's innermost
+// frames are the racing lane's), balanced because each lane returns from what it
+// entered; a fiber's entry function never returns (it ends by jumping back to the
+// scheduler), so it and the switch are not instrumented.
 #define STANDIN_NOT_TSAN_INSTRUMENTED __attribute__((no_sanitize("thread")))
 #else
 #define STANDIN_NOT_TSAN_INSTRUMENTED
@@ -65,7 +69,6 @@ struct FiberStack {
   void* mapping = nullptr;  // guard page + stack
   void* bottom() const { return static_cast<char*>(mapping) + kGuardBytes; }
   void* top() const { return static_cast<char*>(mapping) + kGuardBytes + kStackBytes; }
-  void* tsan_fiber = nullptr;
 };
 
 // Stacks of the fibers of this OS thread, reused by every block it runs.
@@ -78,18 +81,12 @@ struct StackPool {
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
       if (s.mapping == MAP_FAILED) throw std::bad_alloc();
       mprotect(s.mapping, kGuardBytes, PROT_NONE);
-#if STANDIN_TSAN
-      s.tsan_fiber = __tsan_create_fiber(0);
-#endif
       stacks.push_back(s);
     }
     return stacks[i];
   }
   ~StackPool() {
     for (FiberStack& s : stacks) {
-#if STANDIN_TSAN
-      __tsan_destroy_fiber(s.tsan_fiber);
-#endif
 #if STANDIN_ASAN
       // Frames a fiber left poisoned would stay so in the shadow of whatever is
       // mapped at these addresses next (a model file's mapping, say).
@@ -127,7 +124,6 @@ struct BlockRun {
   std::vector<Fiber>* fibers = nullptr;
   Fiber* running = nullptr;
   ctx::fcontext_t scheduler = nullptr;
-  void* scheduler_tsan = nullptr;
   const void* scheduler_stack_bottom = nullptr;
   size_t scheduler_stack_size = 0;
   std::string error;
@@ -150,9 +146,6 @@ STANDIN_NOT_TSAN_INSTRUMENTED void yieldToScheduler([[maybe_unused]] Fiber& f, b
 #if STANDIN_ASAN
   __sanitizer_start_switch_fiber(final ? nullptr : &f.asan_fake_stack, run.scheduler_stack_bottom,
                                  run.scheduler_stack_size);
-#endif
-#if STANDIN_TSAN
-  __tsan_switch_to_fiber(run.scheduler_tsan, 0);
 #endif
   const ctx::transfer_t back = ctx::jump_fcontext(run.scheduler, nullptr);
   (void) final;
@@ -192,9 +185,6 @@ void resume(BlockRun& run, Fiber& f) {
 #if STANDIN_ASAN
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, f.stack->bottom(), kStackBytes);
-#endif
-#if STANDIN_TSAN
-  __tsan_switch_to_fiber(f.stack->tsan_fiber, 0);
 #endif
   const ctx::transfer_t back = ctx::jump_fcontext(f.context, &f);
   f.context = back.fctx;
@@ -366,9 +356,6 @@ std::string runBlock(const KernelBody& body, dim3 grid, dim3 block, uint64_t blo
   BlockRun run;
   run.body = &body;
   run.fibers = &fibers;
-#if STANDIN_TSAN
-  run.scheduler_tsan = __tsan_get_current_fiber();
-#endif
   BlockRun* outer = tl_run;
   tl_run = &run;
   for (;;) {
