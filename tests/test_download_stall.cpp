@@ -37,12 +37,17 @@ class TestDownloadStall : public QObject {
     server.setMode(HttpTestServer::Mode::Stall, half, /*first_only=*/true);
     server.setPacing(8192, 2);  // a measurable speed before the stall
 
+    // The link's idle time on a clock the test moves: while bytes flow it stands
+    // still, so no pause of a busy machine counts as a stall; once the server holds
+    // at `half`, the test moves it past idle_ms, then past stall_ms.
+    qint64 idle_clock = 0;
     DownloadTimings t;
-    t.stall_ms = 1500;  // generous: a busy CI machine must not trip it before the real stall
+    t.stall_ms = 1500;
     t.idle_ms = 150;
     t.progress_ms = 10;
     t.speed_window_ms = 300;
     t.backoff_first_ms = 20;
+    t.idle_clock_ms = [&idle_clock] { return idle_clock; };
     AppDatabase db = AppDatabase::open((dir_.path() + "/stall.db").toStdString());
     DownloadStore store(db);
     DownloadManager dm(store, nullptr, t);
@@ -52,9 +57,14 @@ class TestDownloadStall : public QObject {
     const QString dest = dir_.path() + "/stall.gguf";
     const qint64 id = dm.enqueue(server.url(), dest, sha256Hex(body_), body_.size());
 
-    // While stalled (half the bytes in, the socket open, nothing more arriving):
-    QTRY_VERIFY_WITH_TIMEOUT(dm.status(id).stalled && dm.status(id).bytes_done == half, 20000);
+    // Half the bytes in, the socket open, nothing more arriving: not yet idle.
+    QTRY_VERIFY_WITH_TIMEOUT(dm.status(id).bytes_done == half, 20000);
+    QVERIFY(!dm.status(id).stalled);
+    idle_clock += t.idle_ms;
+    const qsizetype before_idle = progress.count();
+    QTRY_VERIFY_WITH_TIMEOUT(progress.count() > before_idle, 20000);  // a tick saw the idle link
     const DownloadStatus st = dm.status(id);
+    QVERIFY(st.stalled);
     QCOMPARE(st.state, QStringLiteral("running"));
     QCOMPARE(st.bytes_done, half);
     QCOMPARE(st.bytes_per_sec, 0.0);
@@ -62,6 +72,7 @@ class TestDownloadStall : public QObject {
     QCOMPARE(server.openConnections(), 1);
     QCOMPARE(retrying.count(), 0);
 
+    idle_clock += t.stall_ms;
     QVERIFY(finished.wait(20000));
     QCOMPARE(retrying.count(), 1);
     QVERIFY2(retrying.at(0).at(3).toString().startsWith(QStringLiteral("no data for")),

@@ -91,6 +91,7 @@ bool isTransient(QNetworkReply::NetworkError e, int http_status) {
 DownloadManager::DownloadManager(DownloadStore& store, ModelRegistry* registry, DownloadTimings timings,
                                  QObject* parent)
     : QObject(parent), store_(store), registry_(registry), t_(timings) {
+  monotonic_.start();
   ticker_.setInterval(std::max(10, std::min(t_.progress_ms, t_.idle_ms / 2)));
   connect(&ticker_, &QTimer::timeout, this, &DownloadManager::tick);
   loadUnfinished();
@@ -244,7 +245,7 @@ void DownloadManager::startJob(Job& j) {
   j.progressed = false;
   j.disk_checked_block = -1;
   j.abort_for_stall = j.abort_for_user = j.restart_from_zero = false;
-  j.since_byte.start();
+  j.last_byte_ms = idleClockMs();
   j.since_persist.start();
   j.run_clock.start();
   j.speed.reset();
@@ -347,7 +348,7 @@ void DownloadManager::onData(Job& j) {
   }
   j.rec.bytes_done += data.size();
   j.progressed = true;
-  j.since_byte.restart();
+  j.last_byte_ms = idleClockMs();
   if (j.since_persist.elapsed() >= t_.persist_ms) {
     j.part->flush();
     persist(j);
@@ -588,7 +589,7 @@ void DownloadManager::tick() {
     Job& j = *jp;
     if (j.rec.state != s(kRunning) || !j.reply) continue;
     any = true;
-    if (j.since_byte.elapsed() >= t_.stall_ms) {
+    if (idleClockMs() - j.last_byte_ms >= t_.stall_ms) {
       j.abort_for_stall = true;
       j.reply->abort();
       continue;
@@ -597,6 +598,10 @@ void DownloadManager::tick() {
     emitProgress(j);
   }
   if (!any) ticker_.stop();
+}
+
+qint64 DownloadManager::idleClockMs() const {
+  return t_.idle_clock_ms ? t_.idle_clock_ms() : monotonic_.elapsed();
 }
 
 void DownloadManager::emitProgress(Job& j) {
@@ -615,10 +620,10 @@ DownloadStatus DownloadManager::statusOf(const Job& j) const {
   st.total = j.total;
   st.attempt = j.attempt;
   st.catalog_id = q(j.rec.catalog_id);
-  if (j.rec.state == s(kRunning) && j.since_byte.isValid()) {
+  if (j.rec.state == s(kRunning) && j.last_byte_ms >= 0) {
     // The speed over the window, unless nothing arrived lately: then it is 0, not
     // a slowly decaying average that hides a dead link.
-    st.stalled = j.since_byte.elapsed() >= t_.idle_ms;
+    st.stalled = idleClockMs() - j.last_byte_ms >= t_.idle_ms;
     st.bytes_per_sec = st.stalled ? 0.0 : j.speed.bytesPerSecond();
     st.eta_s = SpeedMeter::etaSeconds(st.total >= 0 ? st.total - st.bytes_done : -1, st.bytes_per_sec);
   }

@@ -44,6 +44,9 @@ struct DownloadTimings {
   int speed_window_ms = 5000;   // sliding window of the speed figure
   int progress_ms = 250;        // progress signal period (at most)
   int persist_ms = 2000;        // how often bytes_done reaches the database while running
+  // The clock of idle_ms and stall_ms, in milliseconds; empty: the monotonic clock. A
+  // test passes one it advances itself, so a busy machine never looks like a dead link.
+  std::function<qint64()> idle_clock_ms;
 };
 
 // One download as the UI sees it.
@@ -119,7 +122,7 @@ class DownloadManager : public QObject {
     bool restart_from_zero = false;
     qint64 disk_checked_block = -1;  // size unknown: free space last checked at this 64 MiB block
     QString fatal;  // why the reply was aborted for good (no disk space, too many bytes, ...): failed
-    QElapsedTimer since_byte;  // time since the last byte
+    qint64 last_byte_ms = -1;  // idleClockMs() at the last byte (or the attempt's start); -1 not running
     QElapsedTimer since_persist;
     QElapsedTimer run_clock;  // time base of the speed samples
     SpeedMeter speed;
@@ -144,11 +147,13 @@ class DownloadManager : public QObject {
   void emitProgress(Job& j);
   int activeCount() const;
   DownloadStatus statusOf(const Job& j) const;
+  qint64 idleClockMs() const;  // t_.idle_clock_ms, or the monotonic clock
   void loadUnfinished();
 
   DownloadStore& store_;
   ModelRegistry* registry_;
   DownloadTimings t_;
+  QElapsedTimer monotonic_;
   QNetworkAccessManager nam_;
   FreeSpaceProbe free_space_;
   QTimer ticker_;
