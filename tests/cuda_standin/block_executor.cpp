@@ -296,6 +296,7 @@ bool resolveShuffles(BlockRun& run, int n_threads) {
         case ShuffleKind::Up: src = lane - seg >= f.arg ? lane - f.arg : lane; break;
         case ShuffleKind::Down: src = lane - seg + f.arg < w ? lane + f.arg : lane; break;
         case ShuffleKind::Xor: src = (lane ^ f.arg) < seg + w ? (lane ^ f.arg) : lane; break;
+        case ShuffleKind::MmaS8: break;  // completed by completeMma above
       }
       if (src < 0 || src >= 32 || !(mask >> src & 1u)) {
         run.error = "__shfl_sync at " + site(f) + ": " + where(f) + " reads lane " + std::to_string(src) +

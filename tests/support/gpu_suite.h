@@ -20,6 +20,15 @@ inline bool gpuTestsQuick() {
   return v && *v && std::string(v) != "0";
 }
 
+// MOECHAT_TESTS_PATHS_ONCE=1 (CI's AddressSanitizer stage): a test whose cases run
+// the same code over more shapes or combinations runs each code path once (each
+// architecture, each weight type, each policy), not each combination of them; the
+// plain stage runs them all, and a memory error is a property of the path.
+inline bool testsPathsOnce() {
+  const char* v = std::getenv("MOECHAT_TESTS_PATHS_ONCE");
+  return v && *v && std::string(v) != "0";
+}
+
 // Prefix of the skip message: GTEST_SKIP() << kNoCudaDevice << why.
 inline constexpr const char* kNoCudaDevice = "no CUDA device: ";
 
