@@ -12,6 +12,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "offload/routing/demand_cache.h"
+#include "offload/routing/routing_profile.h"
 #include "offload/routing/routing_trace.h"
 
 namespace moe::cli {
@@ -182,14 +183,68 @@ int stats(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// The profile of a trace (routing_profile.h), as the text the project ships.
+int profile(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--output", "--max-tokens", "--source"}, {}, {{"-o", "--output"}});
+  if (args.positionals().size() != 1)
+    throw UsageError("routing-trace profile TRACE [-o FILE] [--max-tokens N] [--source TEXT]");
+  RoutingTrace t = loadRoutingTrace(args.positionals()[0]);
+  if (int n = args.intOr("--max-tokens", 0); n > 0) t.truncate(n);
+  RoutingProfile p = measureRoutingProfile(t);
+  if (auto source = args.value("--source")) p.source = *source;
+  const std::string text = formatRoutingProfile(p);
+  if (auto out = args.value("--output")) {
+    std::FILE* f = std::fopen(out->c_str(), "wb");
+    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
+      throw std::runtime_error("cannot write " + *out);
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return 0;
+}
+
+// A trace drawn to follow a profile (the shipped one by default), for any shape.
+int synthesize(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--output", "--profile", "--layers", "--experts", "--top-k", "--tokens", "--seed"},
+                  {}, {{"-o", "--output"}});
+  const auto out = args.value("--output");
+  if (!out || !args.positionals().empty())
+    throw UsageError(
+        "routing-trace synthesize -o OUT --layers N --experts N --top-k K [--tokens N] [--seed S] [--profile "
+        "FILE]");
+  RoutingProfile p = shippedRoutingProfile();
+  if (auto file = args.value("--profile")) {
+    std::FILE* f = std::fopen(file->c_str(), "rb");
+    if (!f) throw std::runtime_error("cannot open " + *file);
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+    p = parseRoutingProfile(text);
+  }
+  const int layers = args.intOr("--layers", 0), experts = args.intOr("--experts", 0),
+            k = args.intOr("--top-k", 0);
+  const int tokens = args.intOr("--tokens", 4096);
+  if (layers < 1 || experts < 1 || k < 1 || k > experts || experts > 65535 || tokens < 2)
+    throw UsageError(
+        "--layers, --experts and --top-k are required: 1 <= top-k <= experts <= 65535; --tokens >= 2");
+  const RoutingTrace t = synthesizeRouting(p, layers, experts, k, tokens, args.uint64Or("--seed", 1));
+  saveRoutingTrace(t, *out);
+  std::fprintf(stderr, "wrote %s: %d tokens, %s, %s\n", out->c_str(), t.tokens(), t.shape().c_str(),
+               t.source.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int runRoutingTrace(const std::vector<std::string>& argv) {
-  if (argv.empty()) throw UsageError("routing-trace convert|stats ...");
+  if (argv.empty()) throw UsageError("routing-trace convert|stats|profile|synthesize ...");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "convert") return convert(rest);
   if (argv[0] == "stats") return stats(rest);
-  throw UsageError("routing-trace: unknown action '" + argv[0] + "' (convert, stats)");
+  if (argv[0] == "profile") return profile(rest);
+  if (argv[0] == "synthesize") return synthesize(rest);
+  throw UsageError("routing-trace: unknown action '" + argv[0] + "' (convert, stats, profile, synthesize)");
 }
 
 }  // namespace moe::cli
