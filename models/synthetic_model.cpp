@@ -562,6 +562,7 @@ gguf::GgufWriter buildModel(const SyntheticSpec& spec) {
   w.setString("general.name", spec.name);
   // Lets every front end say "random weights" whatever the file is called.
   w.setBool("moechat.synthetic", true);
+  if (spec.realistic_routing) w.setString(kRoutingKey, kRealisticRouting);
   w.setAlignment(uint32_t(gguf::kDefaultAlignment));
   writeHyperparameters(spec, w);
   const VocabData vocab = makeVocab(spec);

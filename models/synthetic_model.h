@@ -14,6 +14,12 @@ namespace moe::synth {
 
 enum class VocabKind { SentencePiece, Gpt2Bpe };
 
+// The key with which a synthetic file asks for its router's choices to be replaced
+// by realistic routing (`gen-model --routing realistic`; offload/runtime.cpp draws it
+// from the shipped routing profile), and that one value.
+inline constexpr const char* kRoutingKey = "moechat.routing";
+inline constexpr const char* kRealisticRouting = "realistic";
+
 struct SyntheticSpec {
   std::string name;  // general.name
   std::string arch;  // llama | qwen2moe | qwen3moe | deepseek | deepseek2 | olmoe | glm4moe | gpt-oss |
@@ -85,6 +91,7 @@ struct SyntheticSpec {
   bool k_eq_v_full = false;
   float logit_softcap = 0.0f;
   uint64_t seed = 1;
+  bool realistic_routing = false;  // write kRoutingKey: the file routes as a real model does
 };
 
 // A small model of each supported architecture, varied in quant types and vocab kinds.

@@ -1,7 +1,9 @@
 #include "offload/runtime.h"
 
 #include "inference/cpu/cpu_backend.h"
+#include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
+#include "offload/routing/trace_routing.h"
 
 namespace moe {
 
@@ -26,8 +28,23 @@ Backend* Compute::hostBackend() {
   return host_backend_.get();
 }
 
+namespace {
+
+// A synthetic file written with `gen-model --routing realistic` routes as the
+// shipped profile says; any other value of the key is refused by name.
+std::shared_ptr<const RoutingReplay> routingTheFileAsksFor(const Model& model) {
+  const auto value = model.file().getString(synth::kRoutingKey);
+  if (!value) return nullptr;
+  if (*value != synth::kRealisticRouting)
+    throw ModelError(std::string(synth::kRoutingKey) + " is '" + *value +
+                     "'; the one routing moechat knows is '" + synth::kRealisticRouting + "'");
+  return realisticRouting(model.config());
+}
+
+}  // namespace
+
 Runtime::Runtime(const Model& model, Compute& compute, OffloadConfig config)
-    : model_(model), compute_(compute) {
+    : model_(model), compute_(compute), file_routing_(routingTheFileAsksFor(model)) {
   const bool resident = config.policy == OffloadPolicy::kResident;
   if (compute.device() != Device::kCpu && !resident) {
     if (!config.device) config.device = compute.offloadDevice();
@@ -50,6 +67,7 @@ Runtime::~Runtime() {
 std::unique_ptr<Transformer> Runtime::makeTransformer(int n_ctx, ExpertSource* wrapper) {
   auto t = std::make_unique<Transformer>(model_, compute_.backend(), wrapper ? *wrapper : *source_, n_ctx);
   if (host_) t->setHostBackend(host_);
+  if (file_routing_) t->setRoutingReplay(file_routing_);
   return t;
 }
 

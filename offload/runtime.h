@@ -70,8 +70,11 @@ class Runtime {
   // What a transformer computes its experts with.
   ExpertSource& source() { return *source_; }
   // A transformer over source(), or over `wrapper` (a source around source(),
-  // e.g. a TraceRecorder), with the host backend set where there is one.
+  // e.g. a TraceRecorder), with the host backend set where there is one, and the
+  // routing the file asks for (a synthetic file's "realistic": fileRouting()).
   std::unique_ptr<Transformer> makeTransformer(int n_ctx, ExpertSource* wrapper = nullptr);
+  // The routing replacing the model's router, where the file asks for it; null otherwise.
+  const std::shared_ptr<const RoutingReplay>& fileRouting() const { return file_routing_; }
 
  private:
   const Model& model_;
@@ -82,6 +85,7 @@ class Runtime {
   std::vector<std::vector<ExpertWeights>> device_experts_;
   std::unique_ptr<ExpertSource> device_source_;
   ExpertSource* source_ = nullptr;
+  std::shared_ptr<const RoutingReplay> file_routing_;
 };
 
 }  // namespace moe

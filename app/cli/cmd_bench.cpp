@@ -18,12 +18,14 @@
 #include "app/cli/offload_options.h"
 #include "inference/backend_factory.h"
 #include "inference/cuda_library.h"
+#include "models/synthetic_model.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/history_predictor.h"
 #include "offload/host_expert_store.h"
 #include "offload/learned_predictor.h"
 #include "offload/offload_device.h"
 #include "offload/routing/demand_cache.h"
+#include "offload/routing/routing_profile.h"
 #include "offload/routing/trace_routing.h"
 
 namespace moe::cli {
@@ -239,7 +241,7 @@ int runBench(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
-             "--routing-trace", "--trace-start", "--eviction"});
+             "--routing-trace", "--trace-start", "--eviction", "--routing"});
   auto flags = modelFlags();
   flags.insert({"--json", "--ablate", "--virtual-link", "--verbose", "--history"});
   for (const auto& f : offloadFlags())
@@ -320,6 +322,16 @@ int runBench(const std::vector<std::string>& argv) {
   } else if (args.value("--trace-start")) {
     throw UsageError("--trace-start goes with --routing-trace");
   }
+  std::string routing_name = replay ? "trace " + *args.value("--routing-trace") : "the model's router";
+  if (auto r = args.value("--routing")) {
+    if (*r != synth::kRealisticRouting) throw UsageError("--routing: the one value is 'realistic'");
+    if (replay) throw UsageError("--routing realistic and --routing-trace are exclusive");
+    replay = realisticRouting(c);
+    routing_name = "realistic (" + replay->trace().source + ")";
+  } else if (!replay && model->file().getString(synth::kRoutingKey)) {
+    routing_name =
+        "realistic, as the file asks (synthetic routing following " + shippedRoutingProfile().source + ")";
+  }
   const BenchSetup setup{
       *model,  compute, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
       learned, replay};
@@ -378,7 +390,7 @@ int runBench(const std::vector<std::string>& argv) {
   ctx.paced = link.paced;
   ctx.bound_bytes = uint64_t(gates.used.size()) * store->expertBytes();
   ctx.expert_bytes = store->expertBytes();
-  ctx.routing = replay ? "trace " + *args.value("--routing-trace") : "the model's router";
+  ctx.routing = routing_name;
   if (!gates.requests.empty()) {
     ctx.belady = simulateBelady(gates.requests, c.n_expert, slots);
     ctx.lru_per_layer =

@@ -49,7 +49,7 @@ std::string knownPreset(const std::string& preset) {
 int runGenModel(const std::vector<std::string>& argv) {
   const Args args(argv,
                   {"--arch", "--preset", "--seed", "--expert-type", "--down-type", "--weight-type",
-                   "--output", "--layers", "--experts", "--experts-used"},
+                   "--output", "--layers", "--experts", "--experts-used", "--routing"},
                   {"--demo"}, {{"-o", "--output"}});
   synth::SyntheticSpec spec;
   const int chosen = int(args.value("--arch").has_value()) + int(args.value("--preset").has_value()) +
@@ -70,6 +70,12 @@ int runGenModel(const std::vector<std::string>& argv) {
   spec.n_layer = args.intOr("--layers", spec.n_layer);
   spec.n_expert = args.intOr("--experts", spec.n_expert);
   spec.n_expert_used = args.intOr("--experts-used", spec.n_expert_used);
+  if (auto r = args.value("--routing")) {
+    if (*r != synth::kRealisticRouting && *r != "router")
+      throw UsageError(
+          "--routing realistic (routes as a real model does) or router (the random router's own)");
+    spec.realistic_routing = *r == synth::kRealisticRouting;
+  }
   if (spec.n_layer < 1 || spec.n_layer > 256 || spec.n_expert < 1 || spec.n_expert > 1024 ||
       spec.n_expert_used < 1 || spec.n_expert_used > spec.n_expert)
     throw UsageError("--layers 1..256, --experts 1..1024, --experts-used 1..experts");
@@ -93,9 +99,9 @@ int runGenModel(const std::vector<std::string>& argv) {
                                dir.string() + " has " + std::to_string(avail / 1000000) + " MB free");
   }
   std::fprintf(stderr,
-               "writing %s: %s, %d layers, %d experts (top-%d), %.1f MB, random weights (seed %llu)\n",
+               "writing %s: %s, %d layers, %d experts (top-%d), %.1f MB, random weights (seed %llu)%s\n",
                out->c_str(), spec.arch.c_str(), spec.n_layer, spec.n_expert, spec.n_expert_used, bytes / 1e6,
-               (unsigned long long)spec.seed);
+               (unsigned long long)spec.seed, spec.realistic_routing ? ", realistic routing" : "");
   synth::writeModel(spec, *out);
   return 0;
 }

@@ -47,7 +47,8 @@ const CommandHelp kCommands[] = {
      R"(  bench (FILE | --demo | --demo-random | --preset P [--quant Q] [--cache-dir D]) [--cache-share S | --cache-mb M]
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
-        [--routing-trace TRACE [--trace-start N]] [--history] [--eviction R[,R...]] [--json] [--verbose]
+        [--routing-trace TRACE [--trace-start N] | --routing realistic] [--history] [--eviction R[,R...]]
+        [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
       --cpu-expert-ms fixes the CPU cost of one expert (1 and 8 tokens) instead of
@@ -58,6 +59,8 @@ const CommandHelp kCommands[] = {
       --routing-trace: each MoE layer computes the experts a recorded trace of a real
       model chose (`routing-trace`; the router still runs), for real routing on a
       model of the trace's shape; every run is set beside Belady's clairvoyant cache;
+      --routing realistic: routing drawn to follow gpt-oss-20b's routing profile in the
+      model's shape (what a file made with `gen-model --routing realistic` does);
       --history adds a proactive-history row: prefetching predicted from routing
       history alone (layer-to-layer and token-to-token, learned as it runs);
       --eviction runs every caching row with each rule named (layer-lru, shared-lru,
@@ -76,9 +79,12 @@ const CommandHelp kCommands[] = {
     {"gen-model",
      R"(  gen-model (--arch A | --preset P | --demo) -o FILE [--seed N] [--layers N] [--experts N]
         [--experts-used K] [--expert-type T] [--down-type T] [--weight-type T]
+        [--routing realistic|router]
       write a synthetic GGUF MoE model (random weights; --demo: the --demo-random model);
       --layers, --experts, --experts-used change the shape (a tiny model of a real
-      model's routing shape, for `bench --routing-trace`)
+      model's routing shape, for `bench --routing-trace`); --routing realistic: the
+      file routes as a real model does (gpt-oss-20b's routing profile in its shape)
+      instead of its random router's near-uniform choices
 )",
      false},
     {"trace",
@@ -102,10 +108,16 @@ const CommandHelp kCommands[] = {
      R"(  routing-trace convert IN... -o OUT [--experts N] [--max-tokens N] [--max-sequences N]
         [--source TEXT]
   routing-trace stats TRACE [--budgets 0.25,0.5,0.75] [--max-tokens N] [--json]
+  routing-trace profile TRACE [-o FILE] [--max-tokens N] [--source TEXT]
+  routing-trace synthesize -o OUT --layers N --experts N --top-k K [--tokens N] [--seed S]
+        [--profile FILE]
       recorded routing of a real model (per token and layer, the experts chosen):
       convert JSON generations (a file, or a folder of *_examples.json) or compact
       files into one compact file, for `bench --routing-trace`; stats: how sticky
-      the routing is, and LRU and Belady hit rates at each budget beside uniform routing
+      the routing is, and LRU and Belady hit rates at each budget beside uniform routing;
+      profile: the figures realistic routing follows (popularity, stickiness, a reply's
+      working set, layer-to-layer partners); synthesize: routing of any shape drawn to
+      follow a profile (the shipped gpt-oss-20b one unless --profile)
 )",
      false},
 };

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "offload/routing/routing_profile.h"
+
 namespace moe {
 
 std::string routingShape(const ModelConfig& c) {
@@ -40,6 +42,15 @@ void TraceRouting::route(int layer, int first_pos, int n_tokens, std::span<int> 
       weights[size_t(t) * k + j] = src_w[j];
     }
   }
+}
+
+std::shared_ptr<const TraceRouting> realisticRouting(const ModelConfig& c, uint64_t seed, int n_tokens) {
+  int moe_layers = 0;
+  for (int il = 0; il < c.n_layer; ++il) moe_layers += c.isMoeLayer(il) ? 1 : 0;
+  if (moe_layers == 0 || c.n_expert_used < 1 || c.n_expert_used > c.n_expert || c.n_expert > 65535)
+    throw RoutingTraceError("realistic routing needs a MoE model; this one is " + routingShape(c));
+  return std::make_shared<const TraceRouting>(
+      synthesizeRouting(shippedRoutingProfile(), moe_layers, c.n_expert, c.n_expert_used, n_tokens, seed), c);
 }
 
 }  // namespace moe

@@ -4,6 +4,8 @@
 // positions (each bench row) sees the same choices.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <span>
 
 #include "inference/model_config.h"
@@ -29,5 +31,10 @@ class TraceRouting final : public RoutingReplay {
 
 // "24 MoE layers x 32 experts, top-4": a model's routing shape, as traces state theirs.
 std::string routingShape(const ModelConfig& model);
+
+// Realistic routing for a model without a trace of its own: n_tokens tokens drawn to
+// follow the shipped routing profile (routing_profile.h) in the model's shape.
+std::shared_ptr<const TraceRouting> realisticRouting(const ModelConfig& model, uint64_t seed = 1,
+                                                     int n_tokens = 4096);
 
 }  // namespace moe

@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "models/synthetic_model.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/routing_profile.h"
 #include "offload/routing/routing_trace.h"
+#include "support/run_program.h"
+#include "support/temp_dir.h"
 
 using namespace moe;
 
@@ -209,4 +212,77 @@ TEST(RoutingProfile, anyRoutingShape) {
             simulateLru(uniform, 6, 128, half, LruScope::kPerLayer).hitRate() + 0.2);
   EXPECT_THROW(synthesizeRouting(want, 2, 4, 5, 10, 1), std::invalid_argument);
   EXPECT_THROW(synthesizeRouting(want, 0, 4, 2, 10, 1), std::invalid_argument);
+}
+
+namespace {
+
+// The bench's simulated per-layer LRU hit rate on a run's gates ("lru_per_layer_simulated").
+double lruOfBench(const std::string& json) {
+  const std::string key = "\"lru_per_layer_simulated\"";
+  const size_t at = json.find(key);
+  const size_t rate = at == std::string::npos ? at : json.find("\"hit_rate\":", at);
+  if (rate == std::string::npos) return -1;
+  return std::stod(json.substr(rate + 11));
+}
+
+}  // namespace
+
+// A synthetic file made with `gen-model --routing realistic` routes as the profile
+// says wherever it runs (the bench here, without any flag): its gates hit a per-layer
+// LRU cache of a quarter of the experts far more often than the same file's random router
+// does; `bench --routing realistic` does the same for any file; another value of the
+// key is refused by name.
+TEST(RealisticRouting, aFileAsksForItAndEveryRunRoutesSo) {
+  test::TempDir dir;
+  const std::vector<std::string> shape = {"--arch",    "gpt-oss", "--layers",       "24",
+                                          "--experts", "32",      "--experts-used", "4"};
+  auto gen = [&](const std::string& file, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {MOECHAT_CLI, "gen-model", "-o", dir.file(file)};
+    argv.insert(argv.end(), shape.begin(), shape.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const auto r = test::runProgram(argv, 600);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  gen("router.gguf", {});
+  gen("realistic.gguf", {"--routing", "realistic"});
+  auto bench = [&](const std::string& file, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {MOECHAT_CLI,
+                                     "bench",
+                                     dir.file(file),
+                                     "--cache-share",
+                                     "0.25",
+                                     "--virtual-link",
+                                     "--cpu-expert-ms",
+                                     "0.5,2",
+                                     "--prompt-tokens",
+                                     "16",
+                                     "--decode-tokens",
+                                     "64",
+                                     "--policies",
+                                     "reactive-lru",
+                                     "--json",
+                                     "--threads",
+                                     "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const auto r = test::runProgram(argv, 600);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string router = bench("router.gguf", {}), realistic = bench("realistic.gguf", {});
+  const std::string asked = bench("router.gguf", {"--routing", "realistic"});
+  ASSERT_NE(realistic.find("realistic, as the file asks"), std::string::npos) << realistic;
+  const double lru_router = lruOfBench(router), lru_realistic = lruOfBench(realistic);
+  ASSERT_GE(lru_router, 0) << router;
+  EXPECT_GT(lru_realistic, lru_router + 0.2) << "realistic " << lru_realistic << ", router " << lru_router;
+  EXPECT_GT(lruOfBench(asked), lru_router + 0.2) << asked;
+
+  auto w = synth::buildModel(synth::tinySpec("qwen3moe"));
+  w.setString(synth::kRoutingKey, "sticky");
+  w.writeFile(dir.file("unknown.gguf"));
+  const auto refused =
+      test::runProgram({MOECHAT_CLI, "bench", dir.file("unknown.gguf"), "--virtual-link"}, 600);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("moechat.routing is 'sticky'; the one routing moechat knows is 'realistic'"),
+            std::string::npos)
+      << refused.err;
 }
