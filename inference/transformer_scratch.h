@@ -1,5 +1,5 @@
 // The forward pass's activation buffers (Transformer's private part, shared by
-// transformer.cpp and transformer_mla.cpp).
+// transformer.cpp and the files of its layer kinds: transformer_moe.cpp, _mla, _delta, _gemma4).
 #pragma once
 
 #include <algorithm>
@@ -123,6 +123,26 @@ struct Transformer::Scratch {
     owned.push_back(be.allocFloats(n));
     return owned.back();
   }
+};
+
+// Host buffers for experts computed on the host backend, and the device rows
+// their outputs cross into.
+struct Transformer::HostScratch {
+  Backend& be;
+  std::vector<float> gathered;    // [batch][n_embd]
+  std::vector<float> ff_a, ff_b;  // [batch][n_ff_exp]
+  std::vector<float> rows;        // [batch * n_expert_used][n_embd] outputs, expert after expert
+  float* device_rows;             // the same, on the device
+
+  HostScratch(Backend& b, const ModelConfig& c, int batch) : be(b) {
+    const size_t B = batch;
+    gathered.resize(B * c.n_embd);
+    ff_a.resize(B * c.n_ff_exp);
+    ff_b.resize(B * c.n_ff_exp);
+    rows.resize(B * c.n_expert_used * c.n_embd);
+    device_rows = be.allocFloats(rows.size());
+  }
+  ~HostScratch() { be.freeFloats(device_rows); }
 };
 
 }  // namespace moe
