@@ -4,9 +4,8 @@
 
 namespace moe {
 
-FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_t vram_budget, int n_ctx) {
+FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, int n_ctx) {
   FitEstimate f;
-  f.vram_budget = vram_budget;
   f.resident_bytes = sizes.other_bytes;
   // K and V of every attention layer, f16 on the GPU (CudaBackend::allocKv). A recurrent
   // layer (qwen35moe's gated delta-net) keeps no rows: its state is a fixed size per
@@ -20,26 +19,20 @@ FitEstimate estimateFit(const ModelConfig& cfg, const ModelSizes& sizes, uint64_
     else if (cfg.ownsKv(il))
       kv_row_elems += uint64_t(cfg.kvWidthOf(il));
   }
-  f.kv_cache_bytes = 2ull * uint64_t(n_ctx) * kv_row_elems * 2;
+  f.kv_bytes = 2ull * uint64_t(n_ctx) * kv_row_elems * 2;
   if (cfg.hasRecurrentLayers())
     f.recurrent_state_bytes = (1 + kRecurrentSnapshots) * recurrent_layers *
                               (cfg.delta.convStateFloats() + cfg.delta.deltaStateFloats()) * sizeof(float);
   // Activations for a prefill batch of 256 tokens (the MoE block's per-(token, rank)
-  // rows of n_ff_exp and n_embd included) plus a fixed 256 MiB margin for the CUDA
-  // context's own allocations (cuBLAS workspace, kernels).
+  // rows of n_ff_exp and n_embd included) plus kCudaContextBytes.
   const uint64_t widest =
       std::max<uint64_t>({uint64_t(cfg.n_vocab), uint64_t(cfg.n_ff), uint64_t(cfg.n_ff_shexp)});
   const uint64_t per_token_moe = uint64_t(cfg.n_expert_used) * (uint64_t(cfg.n_ff_exp) + cfg.n_embd);
   f.workspace_bytes =
-      256ull * (8ull * cfg.n_embd + 2 * widest + per_token_moe) * sizeof(float) + (256ull << 20);
+      256ull * (8ull * cfg.n_embd + 2 * widest + per_token_moe) * sizeof(float) + kCudaContextBytes;
   f.expert_bytes = sizes.expert_bytes;
   f.total_experts = uint64_t(sizes.moe_layers) * cfg.n_expert;
   f.host_pinned_bytes = sizes.routed_expert_bytes;
-  const uint64_t fixed = f.fixedBytes();
-  if (vram_budget > fixed && f.expert_bytes > 0)
-    f.cache_slots = std::min<uint64_t>((vram_budget - fixed) / f.expert_bytes, f.total_experts);
-  f.fits_gpu = f.cache_slots >= 2;  // two staging slots stream any layer
-  f.all_experts_fit = f.total_experts > 0 && f.cache_slots == f.total_experts;
   return f;
 }
 

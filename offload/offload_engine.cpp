@@ -23,11 +23,6 @@ int OffloadEngine::routedExperts(const Model& model) {
   return layers * c.n_expert;
 }
 
-int OffloadEngine::slotsForShare(const Model& model, double share) {
-  if (!(share > 0 && share <= 1)) throw std::invalid_argument("cache share must be in (0, 1]");
-  return std::max(2, static_cast<int>(share * routedExperts(model)));
-}
-
 OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
     : config_(std::move(config)) {
   if (config_.policy == OffloadPolicy::kResident) {
@@ -59,8 +54,11 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   store_ = config_.store
                ? config_.store
                : std::make_shared<const HostExpertStore>(model, device ? device->hostAllocator() : nullptr);
-  const int total = routedExperts(model);
-  const int slots = std::min(config_.cache_slots, std::max(2, total));
+  // The slots come resolved (app/core/load_plan.h): taken as they are, never clamped.
+  const int slots = config_.cache_slots;
+  if (slots > std::max(2, routedExperts(model)))
+    throw std::invalid_argument("the expert cache has " + std::to_string(slots) + " slots for " +
+                                std::to_string(routedExperts(model)) + " routed experts");
   cache_ = std::make_unique<ExpertCache>(slots, store_->expertBytes(), c.n_layer, HostExpertStore::kChunks,
                                          device ? device->slotMemory() : nullptr);
   double link_bw = 0;

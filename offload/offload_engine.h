@@ -29,7 +29,9 @@ struct LinkOptions {
 
 struct OffloadConfig {
   OffloadPolicy policy = OffloadPolicy::kResident;
-  int cache_slots = 0;  // all slots, staging included (>= 2 unless resident)
+  // All slots, staging included: 2 to the routed experts unless resident. The app and
+  // the CLI take them from a resolved LoadPlan (app/core/load_plan.h).
+  int cache_slots = 0;
   LinkOptions link;
   ProactiveSwitches switches;  // proactive only
   // Which cached expert a copy replaces (slot_table.h); none: the policy's (policy.h).
@@ -63,7 +65,8 @@ class OffloadEngine {
   // cpu: the CPU backend (the model's own on the CPU path; with a device, the one
   // the Transformer computes on_host experts with), for the cpu-experts cost
   // measurement. The model must outlive the engine. Throws std::invalid_argument
-  // for fewer than 2 slots, HostMemoryError when the store does not fit in RAM.
+  // for fewer than 2 slots or more than the routed experts, HostMemoryError when the store does not fit in
+  // RAM.
   OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config);
   ~OffloadEngine();
   OffloadEngine(const OffloadEngine&) = delete;
@@ -84,8 +87,6 @@ class OffloadEngine {
   // waiting for the simulated link (HostCopyLink::setInterrupt). Null: none.
   void setInterrupt(const std::atomic<bool>* flag);
 
-  // Cache slots for a share (0, 1] of the model's routed experts (at least 2).
-  static int slotsForShare(const Model& model, double share);
   static int routedExperts(const Model& model);
 
  private:

@@ -7,6 +7,16 @@
 
 using namespace moe;
 
+namespace {
+
+// The fit of `e` at a VRAM budget on a GPU of that size (the plan every view resolves).
+CatalogFit fitAtBudget(const CatalogEntry& e, uint64_t budget, uint64_t ram) {
+  return estimateCatalogFit(e, {BudgetSetting::vramBytes(budget), OffloadPolicy::kProactive, 4096, false},
+                            DeviceMemory{true, budget, budget, {}}, ram);
+}
+
+}  // namespace
+
 class TestDownloadCatalog : public QObject {
   Q_OBJECT
 
@@ -19,8 +29,8 @@ class TestDownloadCatalog : public QObject {
       QVERIFY(e.fileName().endsWith(QStringLiteral(".gguf"), Qt::CaseInsensitive));
       QVERIFY(!e.licence.isEmpty());
       // Every entry's fit can be estimated before download.
-      const CatalogFit f = estimateCatalogFit(e, 24'000'000'000ull, 4096, 64ull << 30);
-      QVERIFY(f.fit.total_experts > 0);
+      const CatalogFit f = fitAtBudget(e, 24'000'000'000ull, 64ull << 30);
+      QVERIFY(f.plan.fit.total_experts > 0);
       QVERIFY(f.estimated_file_bytes > 1'000'000'000ull);
     }
   }
@@ -80,7 +90,7 @@ class TestDownloadCatalog : public QObject {
     const CatalogEntry* e = c.find(QStringLiteral("qwen3-30b-a3b-q8_0"));
     QVERIFY(e);
     QCOMPARE(e->size_bytes, qint64(32483931648));
-    const CatalogFit f = estimateCatalogFit(*e, 24'000'000'000ull, 4096, 64ull << 30);
+    const CatalogFit f = fitAtBudget(*e, 24'000'000'000ull, 64ull << 30);
     const double rel =
         std::abs(double(f.estimated_file_bytes) - double(e->size_bytes)) / double(e->size_bytes);
     qInfo("Qwen3-30B-A3B Q8_0: estimated %llu bytes, published %lld (%.2f%% off)",
@@ -97,11 +107,11 @@ class TestDownloadCatalog : public QObject {
     const ModelCatalog c = ModelCatalog::builtIn();
     const CatalogEntry* e = c.find(QStringLiteral("qwen3.6-35b-a3b-q8_0"));
     QVERIFY(e);
-    const CatalogFit f = estimateCatalogFit(*e, 24'000'000'000ull, 4096, 64ull << 30);
-    QCOMPARE(f.fit.kv_cache_bytes, uint64_t(2) * 10 * 4096 * 512 * 2);
-    QCOMPARE(f.fit.recurrent_state_bytes,
+    const CatalogFit f = fitAtBudget(*e, 24'000'000'000ull, 64ull << 30);
+    QCOMPARE(f.plan.fit.kv_bytes, uint64_t(2) * 10 * 4096 * 512 * 2);
+    QCOMPARE(f.plan.fit.recurrent_state_bytes,
              uint64_t(1 + moe::kRecurrentSnapshots) * 30 * (3 * 8192 + 32 * 128 * 128) * 4);
-    QCOMPARE(f.fit.total_experts, uint64_t(40 * 256));
+    QCOMPARE(f.plan.fit.total_experts, uint64_t(40 * 256));
     const double rel = std::abs(double(f.estimated_file_bytes) - 36903140320.0) / 36903140320.0;
     qInfo("Qwen3.6-35B-A3B Q8_0: estimated %llu bytes, published 36903140320 (%.2f%% off)",
           (unsigned long long)f.estimated_file_bytes, 100 * rel);
@@ -112,21 +122,21 @@ class TestDownloadCatalog : public QObject {
     const ModelCatalog c = ModelCatalog::builtIn();
     const CatalogEntry* e = c.find(QStringLiteral("mixtral-8x7b-instruct-v0.1-q4_0"));
     QVERIFY(e);
-    const CatalogFit small = estimateCatalogFit(*e, 1'000'000'000ull, 4096, 64ull << 30);
-    const CatalogFit mid = estimateCatalogFit(*e, 12'000'000'000ull, 4096, 64ull << 30);
-    const CatalogFit big = estimateCatalogFit(*e, 80'000'000'000ull, 4096, 64ull << 30);
-    QVERIFY(!small.fit.fits_gpu);
+    const CatalogFit small = fitAtBudget(*e, 1'000'000'000ull, 64ull << 30);
+    const CatalogFit mid = fitAtBudget(*e, 12'000'000'000ull, 64ull << 30);
+    const CatalogFit big = fitAtBudget(*e, 80'000'000'000ull, 64ull << 30);
+    QVERIFY(!small.plan.loads());
     QVERIFY(small.summary().startsWith(QStringLiteral("Does not fit")));
     // 1 GB is below what stays on the GPU: the words say that, the same as the settings panel's.
     QVERIFY2(small.summary().contains(QStringLiteral("more than the 1.00 GB budget")),
              qPrintable(small.summary()));
     QVERIFY2(small.shortSummary().startsWith(QStringLiteral("no: needs ")), qPrintable(small.shortSummary()));
-    QVERIFY(mid.fit.fits_gpu && !mid.fit.all_experts_fit);
-    QVERIFY(mid.fit.cache_slots > 2 && mid.fit.cache_slots < mid.fit.total_experts);
-    QVERIFY(big.fit.all_experts_fit);
-    QCOMPARE(mid.fit.total_experts, uint64_t(32 * 8));
+    QVERIFY(mid.plan.loads() && !mid.plan.all_experts_fit);
+    QVERIFY(mid.plan.cache_slots > 2 && uint64_t(mid.plan.cache_slots) < mid.plan.fit.total_experts);
+    QVERIFY(big.plan.all_experts_fit);
+    QCOMPARE(mid.plan.fit.total_experts, uint64_t(32 * 8));
     // Pinned host RAM: the expert store against what the machine has.
-    const CatalogFit poor = estimateCatalogFit(*e, 12'000'000'000ull, 4096, 8ull << 30);
+    const CatalogFit poor = fitAtBudget(*e, 12'000'000'000ull, 8ull << 30);
     QVERIFY(!poor.ram_ok);
     QVERIFY(poor.summary().contains(QStringLiteral("NOT enough")));
     QVERIFY(mid.ram_ok);

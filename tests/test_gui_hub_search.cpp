@@ -28,6 +28,13 @@
 #include "ui/model_wizard_hub_page.h"
 
 using namespace moe;
+
+namespace {
+// A 24 GB budget on a GPU of that size: the plan every view resolves (app/core/load_plan.h).
+const PlanRequest kRequest{BudgetSetting::vramBytes(24'000'000'000ull), OffloadPolicy::kProactive, 4096,
+                           false};
+const DeviceMemory kGpu{true, 24'000'000'000ull, 24'000'000'000ull, {}};
+}  // namespace
 using moe::test::RecordedHttpServer;
 
 namespace {
@@ -113,8 +120,7 @@ class GuiHubSearchTest : public QObject {
     DownloadStore store(db);
     ModelRegistry registry(db);
     DownloadManager dm(store, &registry);
-    constexpr quint64 kBudget = 24'000'000'000ull;
-    ModelWizard w(dm, registry, ModelCatalog::builtIn(), kBudget, dir.filePath("models"));
+    ModelWizard w(dm, registry, ModelCatalog::builtIn(), kRequest, kGpu, dir.filePath("models"));
     w.setHubBase(hub.base());
     QSignalSpy installed(&w, &ModelWizard::modelInstalled);
     w.show();
@@ -166,7 +172,7 @@ class GuiHubSearchTest : public QObject {
     q4file.quant = "Q4_K_M";
     q4file.size_bytes = 18556686208;
     QCOMPARE(q4->text(HubSearchPage::ColFit),
-             estimateCatalogFit(q4file.toCatalogEntry(hub.base(), r), kBudget).shortSummary());
+             estimateCatalogFit(q4file.toCatalogEntry(hub.base(), r), kRequest, kGpu).shortSummary());
     QVERIFY(q4->text(HubSearchPage::ColFit).startsWith("yes"));
     QVERIFY(unsupported->text(HubSearchPage::ColFit).contains("not computed by this engine"));
     QVERIFY(!(unsupported->flags() & Qt::ItemIsSelectable));
@@ -200,7 +206,7 @@ class GuiHubSearchTest : public QObject {
     DownloadStore store(db);
     ModelRegistry registry(db);
     DownloadManager dm(store, &registry);
-    ModelWizard w(dm, registry, ModelCatalog::builtIn(), 24'000'000'000ull, dir.filePath("models"));
+    ModelWizard w(dm, registry, ModelCatalog::builtIn(), kRequest, kGpu, dir.filePath("models"));
     w.setHubBase(base);  // no route for the search: the server answers 404
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));

@@ -38,7 +38,10 @@ void writeFile(const QString& path, const QByteArray& bytes) {
   QCOMPARE(f.write(bytes), bytes.size());
 }
 
-constexpr quint64 kBudget = 24'000'000'000ull;
+// A 24 GB budget on a GPU of that size: the plan every view resolves (app/core/load_plan.h).
+const PlanRequest kRequest{BudgetSetting::vramBytes(24'000'000'000ull), OffloadPolicy::kProactive, 4096,
+                           false};
+const DeviceMemory kGpu{true, 24'000'000'000ull, 24'000'000'000ull, {}};
 
 }  // namespace
 
@@ -78,7 +81,7 @@ class TestGuiModelWizard : public QObject {
     auto e = env();
     const QString path = dir_.path() + "/local-ok.gguf";
     writeFile(path, body_);
-    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models");
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kRequest, kGpu, dir_.path() + "/models");
     QSignalSpy installed(&w, &ModelWizard::modelInstalled);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
@@ -109,7 +112,7 @@ class TestGuiModelWizard : public QObject {
     const QString reason = inspectGguf(path).error;
     QVERIFY(!reason.isEmpty());
 
-    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models");
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kRequest, kGpu, dir_.path() + "/models");
     QSignalSpy installed(&w, &ModelWizard::modelInstalled);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
@@ -153,7 +156,7 @@ class TestGuiModelWizard : public QObject {
     local.licence = "test";
     catalog.add(local);
 
-    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models");
+    ModelWizard w(e->dm, e->registry, catalog, kRequest, kGpu, dir_.path() + "/models");
     QSignalSpy installed(&w, &ModelWizard::modelInstalled);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
@@ -166,7 +169,7 @@ class TestGuiModelWizard : public QObject {
       const CatalogEntry* ce = catalog.find(it->data(0, Qt::UserRole).toString());
       QVERIFY(ce);
       // Each row: licence, what is checked, and whether it fits this budget, before any download.
-      const CatalogFit fit = estimateCatalogFit(*ce, kBudget);
+      const CatalogFit fit = estimateCatalogFit(*ce, kRequest, kGpu);
       QCOMPARE(it->text(3), ce->licence);
       QCOMPARE(it->text(4), fit.shortSummary());
       QCOMPARE(it->text(5), ce->checksumShort());
@@ -223,7 +226,7 @@ class TestGuiModelWizard : public QObject {
     x.size_bytes = 123456;
     x.licence = "test";
     catalog.add(x);
-    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models4");
+    ModelWizard w(e->dm, e->registry, catalog, kRequest, kGpu, dir_.path() + "/models4");
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     auto* list = w.findChild<QTreeWidget*>("catalogList");
@@ -241,7 +244,7 @@ class TestGuiModelWizard : public QObject {
     QVERIFY(server.start());
     server.setPacing(2048, 10);
     auto e = env();
-    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models2");
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kRequest, kGpu, dir_.path() + "/models2");
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QTest::keyClicks(w.findChild<QLineEdit*>("urlEdit"), server.url("/pasted.gguf").toString());
@@ -261,7 +264,7 @@ class TestGuiModelWizard : public QObject {
 
   void badUrlIsRefused() {
     auto e = env();
-    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models3");
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kRequest, kGpu, dir_.path() + "/models3");
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QTest::keyClicks(w.findChild<QLineEdit*>("urlEdit"), "https://example.org/readme.txt");
@@ -274,7 +277,7 @@ class TestGuiModelWizard : public QObject {
   // Showing an error moves nothing on the page, and it shows under the fields it is about.
   void errorsShowUnderTheirFieldsAndMoveNothing() {
     auto e = env();
-    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kBudget, dir_.path() + "/models5");
+    ModelWizard w(e->dm, e->registry, ModelCatalog::builtIn(), kRequest, kGpu, dir_.path() + "/models5");
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     auto* url = w.findChild<QLineEdit*>("urlEdit");
@@ -334,7 +337,7 @@ class TestGuiModelWizard : public QObject {
     bad.size_bytes = body_.size();
     bad.licence = "test";
     catalog.add(bad);
-    ModelWizard w(e->dm, e->registry, catalog, kBudget, dir_.path() + "/models6");
+    ModelWizard w(e->dm, e->registry, catalog, kRequest, kGpu, dir_.path() + "/models6");
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     auto* list = w.findChild<QTreeWidget*>("catalogList");

@@ -116,7 +116,12 @@ class GuiModelsViewTest : public QObject {
     QCOMPARE(t->item(r, ModelsView::ColLocation)->text(), registered);
     QCOMPARE(t->item(r, ModelsView::ColPredictor)->text(), QString("predictor 60%"));
     const QString fit = t->item(r, ModelsView::ColFit)->text();
-    QVERIFY2(fit.startsWith("yes"), qPrintable(fit));  // a tiny model fits 24 GB
+    // A tiny model fits 24 GB; where no GPU computes, that budget is a simulation and
+    // the column says so, as the settings dialog and the engine's note do.
+    const bool gpu = probeDevice(DeviceChoice::kAuto).gpu;
+    QVERIFY2(fit.startsWith(gpu ? "yes" : "simulated: every expert fits (no GPU)"), qPrintable(fit));
+    const QString heading = t->horizontalHeaderItem(ModelsView::ColFit)->text();
+    QCOMPARE(heading, QString(gpu ? "Fits 24.00 GB?" : "Fits 24.00 GB? (simulated, no GPU)"));
     QVERIFY(t->item(r, ModelsView::ColFit)->toolTip().contains("Pinned host RAM"));
 
     const int d = rowNamed(t, "dropped.gguf");

@@ -1,6 +1,7 @@
-// The settings panel: the VRAM budget slider and number stay in step, the fit
-// estimate for the demo model follows the budget, "auto" without a GPU says
-// so, and OK writes every field through AppSettings to a real INI file.
+// The settings panel: the VRAM budget slider and number stay in step, the load plan
+// of the demo model follows the budget, "auto" without a GPU says so (the demo's cache
+// is labelled a simulation), and OK writes every field through AppSettings to a real
+// INI file.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -27,7 +28,9 @@ SettingsContext demoContext(quint64 gpu_bytes) {
   SettingsContext ctx;
   ctx.model = describeModel("", true);
   ctx.model_name = "Demo model";
-  ctx.gpu_total_bytes = gpu_bytes;
+  ctx.device.gpu = gpu_bytes > 0;
+  ctx.device.free_bytes = ctx.device.total_bytes = gpu_bytes;
+  ctx.demo = true;
   ctx.host_available_bytes = 8'000'000'000;
   ctx.n_ctx = 512;
   return ctx;
@@ -101,9 +104,10 @@ class GuiSettingsTest : public QObject {
     QVERIFY2(dlg.fitText().contains("Does not fit"), qPrintable(dlg.fitText()));
     // The budget is below what stays on the GPU whatever it is: said so, with the figure,
     // not as "room for fewer than 2 expert slots".
-    const FitEstimate fit = fitAt(*ctx.model, 250'000'000, ctx.n_ctx);
-    QVERIFY(fixedGpuBytes(fit) > 250'000'000);
-    const QString need = QString::fromStdString(formatBytes(fixedGpuBytes(fit)));
+    QVERIFY(dlg.shownPlan() && !dlg.shownPlan()->loads());
+    const uint64_t fixed = dlg.shownPlan()->fit.fixedBytes();
+    QVERIFY(fixed > 250'000'000);
+    const QString need = QString::fromStdString(formatBytes(fixed));
     QVERIFY2(dlg.fitText().contains("need " + need + ", more than the 250.0 MB budget"),
              qPrintable(dlg.fitText()));
     QVERIFY2(!dlg.fitText().contains("fewer than 2"), qPrintable(dlg.fitText()));
@@ -115,11 +119,16 @@ class GuiSettingsTest : public QObject {
     AppSettings settings(ini);
     SettingsDialog dlg(settings, demoContext(0));
     QVERIFY(dlg.findChild<QCheckBox*>("autoBudget")->isChecked());
-    QVERIFY(dlg.fitText().contains("No GPU found"));
+    // The demo model under auto on the CPU: half its experts in a simulated cache, said so.
+    QVERIFY2(dlg.fitText().contains("No GPU in use") && dlg.fitText().contains("simulation in host memory"),
+             qPrintable(dlg.fitText()));
+    QCOMPARE(uint64_t(dlg.shownPlan()->cache_slots), dlg.shownPlan()->fit.total_experts / 2);
     QVERIFY(!dlg.findChild<QSlider*>("budgetSlider")->isEnabled());
     dlg.findChild<QCheckBox*>("autoBudget")->click();
     QVERIFY(dlg.findChild<QSlider*>("budgetSlider")->isEnabled());
-    QVERIFY(!dlg.fitText().contains("No GPU found"));
+    // A budget on the CPU plans for a card with that much memory: still a simulation.
+    QVERIFY2(dlg.fitText().contains("planned for a card with 16.00 GB"), qPrintable(dlg.fitText()));
+    QVERIFY(dlg.shownPlan()->simulated);
   }
 
   void numbersReadBackAreFiniteAndInRange() {

@@ -515,7 +515,9 @@ void MainWindow::openSettings() { makeSettingsDialog()->exec(); }
 std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
   SettingsContext ctx;
   if (chat_.model()) {
-    ctx.model = chat_.model()->shape;  // described by the engine worker when it loaded the model
+    ctx.model = chat_.model()->shape;    // described by the engine worker when it loaded the model
+    ctx.device = chat_.model()->device;  // what its plan was resolved against
+    ctx.demo = chat_.model()->demo;
     ctx.model_name = q(chat_.model()->name);
     ctx.model_path = q(chat_.model()->path);
     ctx.n_ctx = settings_.contextLength(ctx.model_path);

@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QUrl>
 
+#include "app/core/fit_words.h"
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/download_verify.h"
@@ -14,12 +15,14 @@
 namespace moe {
 
 ModelWizard::ModelWizard(DownloadManager& downloads, ModelRegistry& registry, const ModelCatalog& catalog,
-                         quint64 vram_budget_bytes, const QString& models_dir, QWidget* parent)
+                         const PlanRequest& plan_request, const DeviceMemory& device,
+                         const QString& models_dir, QWidget* parent)
     : QWizard(parent),
       downloads_(downloads),
       registry_(registry),
       catalog_(catalog),
-      vram_budget_(vram_budget_bytes),
+      plan_request_(plan_request),
+      device_(device),
       models_dir_(models_dir) {
   setWindowTitle(tr("Add a model"));
   setPage(ChoosePage, new ChooseModelPage(*this));
@@ -33,6 +36,14 @@ ModelWizard::ModelWizard(DownloadManager& downloads, ModelRegistry& registry, co
 }
 
 ModelWizard::~ModelWizard() { hash_.cancelAndWait(); }
+
+QString ModelWizard::fitHeading() const {
+  return QString::fromStdString(moe::fitHeading(plan_request_.budget, device_));
+}
+
+QString ModelWizard::fitFor() const {
+  return tr("Fit shown for %1.").arg(QString::fromStdString(budgetPhrase(plan_request_.budget, device_)));
+}
 
 int ModelWizard::nextId() const {
   switch (currentId()) {

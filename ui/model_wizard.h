@@ -31,13 +31,18 @@ class ModelWizard : public QWizard {
 
   // `models_dir`: where downloads go (created when missing).
   ModelWizard(DownloadManager& downloads, ModelRegistry& registry, const ModelCatalog& catalog,
-              quint64 vram_budget_bytes, const QString& models_dir, QWidget* parent = nullptr);
+              const PlanRequest& plan_request, const DeviceMemory& device, const QString& models_dir,
+              QWidget* parent = nullptr);
   ~ModelWizard() override;
 
   DownloadManager& downloads() { return downloads_; }
   ModelRegistry& registry() { return registry_; }
   const ModelCatalog& catalog() const { return catalog_; }
-  quint64 vramBudget() const { return vram_budget_; }
+  // What the fit column resolves each entry's plan with (app/core/load_plan.h).
+  const PlanRequest& planRequest() const { return plan_request_; }
+  const DeviceMemory& device() const { return device_; }
+  QString fitHeading() const;  // the fit column's header
+  QString fitFor() const;      // "Fit shown for ..." under the page titles
   const QString& modelsDir() const { return models_dir_; }
 
   // Where the Hugging Face page searches (tests point it at a local server).
@@ -65,7 +70,8 @@ class ModelWizard : public QWizard {
   DownloadManager& downloads_;
   ModelRegistry& registry_;
   const ModelCatalog& catalog_;
-  quint64 vram_budget_;
+  PlanRequest plan_request_;
+  DeviceMemory device_;
   QString models_dir_;
   qint64 download_id_ = 0;
   QString installed_path_;

@@ -21,8 +21,7 @@ constexpr int kFileRole = Qt::UserRole + 2;  // on file rows: the index in files
 
 HubSearchPage::HubSearchPage(ModelWizard& wizard) : wizard_(wizard) {
   setTitle(tr("Search Hugging Face"));
-  setSubTitle(tr("GGUF files of the MoE models this app runs; fit shown for a VRAM budget of %1.")
-                  .arg(humanBytes(wizard.vramBudget())));
+  setSubTitle(tr("GGUF files of the MoE models this app runs. ") + wizard.fitFor());
   query_ = new QLineEdit(this);
   query_->setObjectName(QStringLiteral("hubQuery"));
   query_->setPlaceholderText(tr("e.g. Qwen3 30B A3B, Mixtral, OLMoE"));
@@ -31,8 +30,8 @@ HubSearchPage::HubSearchPage(ModelWizard& wizard) : wizard_(wizard) {
   results_ = new QTreeWidget(this);
   results_->setObjectName(QStringLiteral("hubResults"));
   results_->setColumnCount(ColCount);
-  results_->setHeaderLabels({tr("Repository / file"), tr("Quant"), tr("Size"),
-                             tr("Fits %1?").arg(humanBytes(wizard.vramBudget())), tr("Checksum")});
+  results_->setHeaderLabels(
+      {tr("Repository / file"), tr("Quant"), tr("Size"), wizard.fitHeading(), tr("Checksum")});
   results_->header()->setSectionResizeMode(ColFit, QHeaderView::Stretch);
   results_->header()->setStretchLastSection(false);
   results_->setColumnWidth(ColName, 380);
@@ -162,8 +161,8 @@ void HubSearchPage::showFiles(const QString& repo_id, const QList<HubFile>& file
              "downloaded (Models view).");
     } else {
       try {
-        const CatalogFit fit =
-            estimateCatalogFit(f.toCatalogEntry(wizard_.hubBase(), repo), wizard_.vramBudget());
+        const CatalogFit fit = estimateCatalogFit(f.toCatalogEntry(wizard_.hubBase(), repo),
+                                                  wizard_.planRequest(), wizard_.device());
         fit_short = fit.shortSummary();
         fit_long = fit.summary();
       } catch (const std::exception& e) {

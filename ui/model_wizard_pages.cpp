@@ -68,8 +68,7 @@ QString etaText(qint64 eta_s) {
 
 ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   setTitle(tr("Choose a model"));
-  setSubTitle(tr("Fit shown for a VRAM budget of %1. Nothing is downloaded until you press Next.")
-                  .arg(humanBytes(wizard.vramBudget())));
+  setSubTitle(wizard.fitFor() + tr(" Nothing is downloaded until you press Next."));
 
   catalog_radio_ = new QRadioButton(tr("From the catalog"), this);
   catalog_radio_->setObjectName(QStringLiteral("catalogRadio"));
@@ -90,8 +89,8 @@ ChooseModelPage::ChooseModelPage(ModelWizard& wizard) : wizard_(wizard) {
   catalog_list_->setObjectName(QStringLiteral("catalogList"));
   catalog_list_->setRootIsDecorated(false);
   catalog_list_->setColumnCount(ColCount);
-  catalog_list_->setHeaderLabels({tr("Model"), tr("Quant"), tr("Size"), tr("Licence"),
-                                  tr("Fits %1?").arg(humanBytes(wizard.vramBudget())), tr("Checksum")});
+  catalog_list_->setHeaderLabels(
+      {tr("Model"), tr("Quant"), tr("Size"), tr("Licence"), wizard.fitHeading(), tr("Checksum")});
   catalog_list_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   details_ = new QLabel(this);
   details_->setObjectName(QStringLiteral("catalogDetails"));
@@ -167,7 +166,7 @@ void ChooseModelPage::fillCatalog() {
     item->setText(ColQuant, e.quant);
     QString fit_text, fit_short, size_text;
     try {
-      const CatalogFit fit = estimateCatalogFit(e, wizard_.vramBudget());
+      const CatalogFit fit = estimateCatalogFit(e, wizard_.planRequest(), wizard_.device());
       fit_text = fit.summary();
       fit_short = fit.shortSummary();
       item->setText(ColSize, e.size_bytes > 0 ? humanBytes(uint64_t(e.size_bytes))

@@ -18,7 +18,7 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
 
-ModelsView::ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& budget_text,
+ModelsView::ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& fit_heading,
                        QWidget* parent)
     : QDialog(parent),
       source_(std::move(source)),
@@ -28,8 +28,8 @@ ModelsView::ModelsView(Source source, Remover remover, Forgetter forgetter, cons
   setObjectName("modelsView");
   table_ = new QTableWidget(0, ColCount, this);
   table_->setObjectName("modelsTable");
-  table_->setHorizontalHeaderLabels({"Name", "Architecture", "Quant", "Size", "Context", "Location",
-                                     "Predictor", QString("Fits %1?").arg(budget_text)});
+  table_->setHorizontalHeaderLabels(
+      {"Name", "Architecture", "Quant", "Size", "Context", "Location", "Predictor", fit_heading});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -40,8 +40,9 @@ class ModelsView : public QDialog {
   using Forgetter = Remover;  // takes it off the list, the file untouched
   using Confirm = std::function<bool(const QString& question)>;
 
-  // budget_text: "24.00 GB", shown in the fit column's header.
-  ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& budget_text,
+  // fit_heading: the fit column's header (fitHeading(): "Fits 24.00 GB?", "Fits? (no
+  // GPU: runs on the CPU)").
+  ModelsView(Source source, Remover remover, Forgetter forgetter, const QString& fit_heading,
              QWidget* parent = nullptr);
 
   void reload();

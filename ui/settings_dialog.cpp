@@ -28,6 +28,8 @@ constexpr double kSliderStepGb = 0.25;
 // Without a GPU the budget plans for a card the model will run on: up to the
 // largest single cards (80 GB, 141 GB) and beyond.
 constexpr double kMaxBudgetGbWithoutGpu = 256.0;
+// Without a GPU, the card the budget starts at when the user leaves auto.
+constexpr double kPlanningCardGb = 16.0;
 
 QString policyHelp(const QString& p) {
   if (p == "proactive")
@@ -82,7 +84,7 @@ SettingsDialog::SettingsDialog(AppSettings& settings, SettingsContext context, Q
   v->addWidget(buttons);
   resize(620, 460);
   updateFit();
-  connect(policy_, &QComboBox::currentTextChanged, this, &SettingsDialog::updateApplyNote);
+  connect(policy_, &QComboBox::currentTextChanged, this, &SettingsDialog::updateFit);
   connect(data_folder_, &QLineEdit::textChanged, this, &SettingsDialog::updateApplyNote);
   updateApplyNote();
 }
@@ -91,9 +93,12 @@ QWidget* SettingsDialog::buildOffloadTab() {
   auto* page = new QWidget(this);
   auto* form = new QFormLayout(page);
   const double max_gb =
-      ctx_.gpu_total_bytes ? static_cast<double>(ctx_.gpu_total_bytes) / 1e9 : kMaxBudgetGbWithoutGpu;
+      ctx_.device.gpu ? static_cast<double>(ctx_.device.total_bytes) / 1e9 : kMaxBudgetGbWithoutGpu;
 
-  auto_budget_ = new QCheckBox("Auto (what the GPU has free after the model, less a safety margin)", page);
+  auto_budget_ = new QCheckBox(ctx_.device.gpu || !ctx_.model
+                                   ? "Auto (what the GPU has free after the model, less a safety margin)"
+                                   : "Auto (no GPU: the model runs on the CPU)",
+                               page);
   auto_budget_->setObjectName("autoBudget");
   budget_slider_ = new QSlider(Qt::Horizontal, page);
   budget_slider_->setObjectName("budgetSlider");
@@ -113,7 +118,12 @@ QWidget* SettingsDialog::buildOffloadTab() {
 
   const quint64 saved = settings_.vramBudgetBytes();
   auto_budget_->setChecked(saved == 0);
-  const double start_gb = saved ? static_cast<double>(saved) / 1e9 : std::min(max_gb, 16.0);
+  // Auto shows (greyed) what it works out to on this GPU; without one, a card to plan for.
+  const uint64_t auto_bytes =
+      ctx_.device.free_bytes > kAutoVramMarginBytes ? ctx_.device.free_bytes - kAutoVramMarginBytes : 0;
+  const double start_gb = saved             ? static_cast<double>(saved) / 1e9
+                          : ctx_.device.gpu ? std::max(kSliderStepGb, static_cast<double>(auto_bytes) / 1e9)
+                                            : std::min(max_gb, kPlanningCardGb);
   budget_gb_->setValue(start_gb);
   budget_slider_->setValue(static_cast<int>(start_gb / kSliderStepGb + 0.5));
   budget_slider_->setEnabled(saved != 0);
@@ -265,11 +275,6 @@ quint64 SettingsDialog::budgetBytes() const {
   return auto_budget_->isChecked() ? 0 : static_cast<quint64>(budget_gb_->value() * 1e9 + 0.5);
 }
 
-quint64 SettingsDialog::effectiveBudget() const {
-  if (!auto_budget_->isChecked()) return budgetBytes();
-  return ctx_.gpu_total_bytes;  // auto: estimateFit keeps its own margin out of the whole card
-}
-
 QString SettingsDialog::fitText() const { return fit_->text(); }
 
 QString SettingsDialog::applyNote() const {
@@ -298,17 +303,19 @@ void SettingsDialog::updateFit() {
   if (!context_) return;  // the offload tab is still being built
   updateApplyNote();
   if (!ctx_.model) {
+    plan_.reset();
     fit_->setText("Load a model to see what fits.");
     return;
   }
-  if (auto_budget_->isChecked() && ctx_.gpu_total_bytes == 0) {
-    fit_->setText(
-        "No GPU found: experts are computed on the CPU from host RAM. Pick a budget to see what would "
-        "fit on a card with that much memory.");
-    return;
-  }
-  const FitEstimate fit = fitAt(*ctx_.model, effectiveBudget(), context_->value());
-  fit_->setText(QString::fromStdString(fitSummary(fit, ctx_.host_available_bytes)));
+  PlanRequest request;
+  request.budget = BudgetSetting::fromAppSetting(budgetBytes());
+  request.policy = parsePolicy(policy_->currentText().toStdString());
+  request.n_ctx = context_->value();
+  request.demo = ctx_.demo;
+  plan_ = resolveLoadPlan(request, *ctx_.model, ctx_.device);
+  QString text = QString::fromStdString(planSummary(*plan_, ctx_.host_available_bytes));
+  if (plan_->onCpuOnly()) text += " Pick a budget to see what would fit on a card with that much memory.";
+  fit_->setText(text);
 }
 
 void SettingsDialog::accept() {

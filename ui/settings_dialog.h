@@ -1,6 +1,7 @@
 // Settings: VRAM budget (slider + number, or auto) and the model's context length,
-// with the fit estimate for the current model (its KV cache included) updating as
-// they move, caching policy, sampling defaults,
+// with the load plan of the current model (resolveLoadPlan, app/core/load_plan.h: the
+// same plan the engine loads, its KV cache included) updating as they move, caching
+// policy, sampling defaults,
 // folders, theme, learning from use (recorded traces: the switch, what it
 // stores, the disk it uses, delete all). Reads and writes through the injected AppSettings on OK.
 #pragma once
@@ -8,6 +9,7 @@
 #include <QDialog>
 #include <optional>
 
+#include "app/core/load_plan.h"
 #include "app/core/model_shape.h"
 #include "app/qt/app_settings.h"
 
@@ -27,7 +29,10 @@ class SamplingForm;
 struct SettingsContext {
   std::optional<ModelShape> model;  // the model the fit is shown for (none: no estimate)
   QString model_name;
-  quint64 gpu_total_bytes = 0;       // 0: no GPU found
+  // The device the loaded model's plan was resolved against (LoadedModelInfo::device:
+  // on a GPU, its free memory before the model loaded). gpu false: the CPU.
+  DeviceMemory device;
+  bool demo = false;                 // the model is the demo model
   quint64 host_available_bytes = 0;  // MemAvailable, 0 unknown
   int n_ctx = 4096;                  // the context the fit is shown for (the setting's, for the model)
   QString model_path;                // the model's file ("" for the demo): whose context length is set
@@ -44,6 +49,8 @@ class SettingsDialog : public QDialog {
   // The budget the controls show now, in bytes (0 = auto).
   quint64 budgetBytes() const;
   QString fitText() const;
+  // The plan the fit text shows (none without a model): what OK would load.
+  const std::optional<LoadPlan>& shownPlan() const { return plan_; }
   QString applyNote() const;  // empty when hidden
   void accept() override;
 
@@ -54,7 +61,6 @@ class SettingsDialog : public QDialog {
   QWidget* buildLearningTab();
   void updateTraceUsage();
   void updateFit();
-  quint64 effectiveBudget() const;
   // Under the buttons: what OK will do beyond saving (reload the model, a
   // data folder used from the next start); hidden when nothing.
   void updateApplyNote();
@@ -65,6 +71,7 @@ class SettingsDialog : public QDialog {
   QSlider* budget_slider_ = nullptr;
   QDoubleSpinBox* budget_gb_ = nullptr;
   QLabel* fit_ = nullptr;
+  std::optional<LoadPlan> plan_;
   QComboBox* policy_ = nullptr;
   QLabel* policy_help_ = nullptr;
   QSpinBox* context_ = nullptr;  // the model's context length, in tokens

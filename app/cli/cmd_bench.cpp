@@ -247,12 +247,10 @@ int runBench(const std::vector<std::string>& argv) {
   for (const auto& f : offloadFlags())
     if (f != "--paced") flags.insert(f);
   const Args args(argv, vo, flags);
-  const double cache_share = args.doubleOr("--cache-share", 0.5);
+  const BudgetSetting budget = cacheBudgetOption(args, 0.5);
   const int prompt_tokens = args.intOr("--prompt-tokens", 32);
   const int decode_tokens = args.intOr("--decode-tokens", 32);
   const double link_gbps = args.doubleOr("--link-gbps", 25.0);  // ~ pinned PCIe 4.0 x16 (MODEL-SHAPES.md)
-  if (!(cache_share > 0 && cache_share <= 1)) throw UsageError("--cache-share must be in (0, 1]");
-  if (args.doubleOr("--cache-mb", 0) < 0) throw UsageError("--cache-mb must be >= 0");
   if (prompt_tokens < 1 || decode_tokens < 1)
     throw UsageError("--prompt-tokens and --decode-tokens must be >= 1");
   if (link_gbps <= 0) throw UsageError("--link-gbps must be > 0");
@@ -280,9 +278,7 @@ int runBench(const std::vector<std::string>& argv) {
     });
     if (rows.empty()) throw UsageError("no policy left to bench on the cuda backend");
   }
-  so.cache_share = cache_share;
-  so.cache_bytes = static_cast<uint64_t>(args.doubleOr("--cache-mb", 0) * 1e6);
-  const int slots = sessionCacheSlots(so, *model);
+  const int slots = cacheSlotsFor(budget, *model, OffloadPolicy::kProactive);
   const int total = OffloadEngine::routedExperts(*model);
   auto store = std::make_shared<const HostExpertStore>(*model, device ? device->hostAllocator() : nullptr);
   // --cpu-expert-ms A,B: the CPU cost of one expert for 1 and 8 tokens, fixed instead of

@@ -9,6 +9,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
+#include "app/cli/offload_options.h"
 #include "app/cli/predictor_cli.h"
 #include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
@@ -49,9 +50,8 @@ void print(const Args& args, const EvalReport& r, EngineSession* session, const 
   if (args.flag("--engine")) {
     if (!session) throw std::runtime_error("--engine needs the model (--model FILE or --demo)");
     EngineEvalOptions o;
-    const double share = args.doubleOr("--cache-share", 0.25);
-    if (!(share > 0 && share <= 1)) throw UsageError("--cache-share must be in (0, 1]");
-    o.cache_slots = OffloadEngine::slotsForShare(session->model(), share);
+    o.cache_slots = cacheSlotsFor(BudgetSetting::cacheShare(args.doubleOr("--cache-share", 0.25)),
+                                  session->model(), OffloadPolicy::kProactive);
     o.link_bytes_per_second = args.doubleOr("--link-gbps", 0) * 1e9;
     engine = compareInEngine(session->model(), session->backend(), trace, set, o);
   }

@@ -9,11 +9,11 @@
 #include "app/cli/bench_model.h"
 #include "app/cli/commands.h"
 #include "app/cli/model_options.h"
+#include "app/core/load_plan.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cuda_library.h"
 #include "inference/model.h"
-#include "offload/fit_estimate.h"
 #include "offload/host_expert_store.h"
 
 namespace moe::cli {
@@ -115,6 +115,59 @@ std::string computeLine(DeviceChoice requested) {
          ", " + cudaLibraryPath() + ")";
 }
 
+// What loads under the proactive policy (the app's default) at the budget on the
+// device of --backend: the plan every view of the app shows (app/core/load_plan.h).
+void printPlan(const LoadPlan& plan, const DeviceMemory& device, int attention_layers, int recurrent_layers) {
+  const FitEstimate& fit = plan.fit;
+  if (plan.onCpuOnly())
+    std::printf("\nNo usable GPU (%s): the model runs on the CPU, context %d:\n", device.why_cpu.c_str(),
+                plan.n_ctx);
+  else if (plan.simulated && plan.setting.isAuto())
+    std::printf(
+        "\nNo usable GPU (%s): the model runs on the CPU; under auto the demo model's cache is simulated "
+        "(host memory, not VRAM), context %d:\n",
+        device.why_cpu.c_str(), plan.n_ctx);
+  else if (plan.simulated)
+    std::printf(
+        "\nVRAM budget %s, simulated (no usable GPU: %s; the cache is host memory, not VRAM), context %d:\n",
+        humanBytes(plan.budget_bytes).c_str(), device.why_cpu.c_str(), plan.n_ctx);
+  else if (plan.setting.isAuto())
+    std::printf("\nVRAM budget auto: %s (%s free less the %s safety margin), context %d:\n",
+                humanBytes(plan.budget_bytes).c_str(), humanBytes(plan.free_bytes).c_str(),
+                humanBytes(plan.margin_bytes).c_str(), plan.n_ctx);
+  else
+    std::printf("\nVRAM budget %.1f GB, context %d:\n", double(plan.budget_bytes) / 1e9, plan.n_ctx);
+  std::printf("  resident weights %s + KV cache %s", humanBytes(fit.resident_bytes).c_str(),
+              humanBytes(fit.kv_bytes).c_str());
+  if (fit.recurrent_state_bytes)
+    std::printf(" (%d attention layers) + recurrent state %s (%d delta-net layers, live + %d snapshots)",
+                attention_layers, humanBytes(fit.recurrent_state_bytes).c_str(), recurrent_layers,
+                kRecurrentSnapshots);
+  std::printf(" + workspace %s%s\n", humanBytes(fit.workspace_bytes).c_str(),
+              plan.onCpuOnly() ? " (what a GPU would hold besides the experts)" : "");
+  if (plan.onCpuOnly()) {
+    std::printf("  every expert computed on the CPU from host RAM (%s of experts)\n",
+                humanBytes(fit.host_pinned_bytes).c_str());
+    return;
+  }
+  if (!plan.loads()) {
+    std::printf("  does NOT fit: %s\n", plan.error.c_str());
+    return;
+  }
+  if (plan.cache_slots == 0)
+    std::printf("  expert cache: all %llu experts fit, no offloading needed; %s left\n",
+                (unsigned long long)fit.total_experts, humanBytes(plan.left_bytes).c_str());
+  else
+    std::printf("  expert cache: %d of %llu experts (%.1f%%)%s; %s left\n", plan.cache_slots,
+                (unsigned long long)fit.total_experts, 100.0 * plan.cacheShare(),
+                plan.capped_for_demo ? ", the demo model's share under auto" : "",
+                humanBytes(plan.left_bytes).c_str());
+  const uint64_t ram = HostExpertStore::availableRam();
+  std::printf("  pinned host RAM for the expert store: %s (this machine has %s available%s)\n",
+              humanBytes(fit.host_pinned_bytes).c_str(), ram ? humanBytes(ram).c_str() : "an unknown amount",
+              ram && fit.host_pinned_bytes + (1ull << 30) > ram ? ": NOT enough" : "");
+}
+
 }  // namespace
 
 int runInfo(const std::vector<std::string>& argv) {
@@ -142,8 +195,14 @@ int runInfo(const std::vector<std::string>& argv) {
   }
   if (layout) model_argv.push_back(layout->path());
   SessionOptions so = sessionOptions(Args(model_argv, value_opts, modelFlags()));
-  const double vram_gb = args.doubleOr("--vram", 24.0);
-  if (!(vram_gb > 0 && vram_gb <= 1e6)) throw UsageError("--vram must be in (0, 1e6] (GB)");
+  // The budget the plan is resolved with: auto (the default) or --vram GB.
+  BudgetSetting budget = BudgetSetting::automatic();
+  if (const auto v = args.value("--vram"); v && *v != "auto") {
+    const double vram_gb = args.doubleOr("--vram", 0);
+    if (!(vram_gb > 0 && vram_gb <= 1e6)) throw UsageError("--vram must be in (0, 1e6] (GB) or auto");
+    budget = BudgetSetting::vramBytes(static_cast<uint64_t>(vram_gb * 1e9));
+  }
+  const DeviceMemory device = probeDevice(so.device);
 
   auto backend = makeCpuBackend(1);
   auto file = openModelFile(so);
@@ -230,28 +289,8 @@ int runInfo(const std::vector<std::string>& argv) {
               humanBytes(s.expert_bytes * c.n_expert_used * s.moe_layers).c_str(), c.n_expert_used,
               s.moe_layers);
 
-  const int n_ctx = std::min(so.n_ctx, c.n_ctx_train);
-  const auto fit = estimateFit(c, s, static_cast<uint64_t>(vram_gb * 1e9), n_ctx);
-  std::printf("\nVRAM budget %.1f GB, context %d:\n", vram_gb, n_ctx);
-  std::printf("  resident weights %s + KV cache %s", humanBytes(fit.resident_bytes).c_str(),
-              humanBytes(fit.kv_cache_bytes).c_str());
-  if (c.hasRecurrentLayers())
-    std::printf(" (%d attention layers) + recurrent state %s (%d delta-net layers, live + %d snapshots)",
-                c.n_layer - recurrent_layers, humanBytes(fit.recurrent_state_bytes).c_str(), recurrent_layers,
-                kRecurrentSnapshots);
-  std::printf(" + workspace %s\n", humanBytes(fit.workspace_bytes).c_str());
-  if (!fit.fits_gpu) {
-    std::printf("  does NOT fit: the budget leaves fewer than 2 expert slots\n");
-  } else {
-    std::printf("  expert cache: %llu of %llu experts (%.1f%%)%s\n", (unsigned long long)fit.cache_slots,
-                (unsigned long long)fit.total_experts, 100.0 * fit.cacheShare(),
-                fit.all_experts_fit ? ", everything fits: no offloading needed" : "");
-    const uint64_t ram = HostExpertStore::availableRam();
-    const uint64_t store = HostExpertStore::bytesNeeded(*model);
-    std::printf("  pinned host RAM for the expert store: %s (this machine has %s available%s)\n",
-                humanBytes(store).c_str(), ram ? humanBytes(ram).c_str() : "an unknown amount",
-                ram && store + (1ull << 30) > ram ? ": NOT enough" : "");
-  }
+  printPlan(resolveLoadPlan({budget, OffloadPolicy::kProactive, so.n_ctx, so.demo}, shapeOf(*model), device),
+            device, c.n_layer - recurrent_layers, recurrent_layers);
   return 0;
 }
 

@@ -19,8 +19,10 @@ struct CommandHelp {
 };
 
 const CommandHelp kCommands[] = {
-    {"info", R"(  info (FILE | --demo | --demo-random | --preset P [--quant T]) [--vram GB] [--ctx N]
-      architecture, sizes, parameters, expert bytes, and what fits a VRAM budget;
+    {"info",
+     R"(  info (FILE | --demo | --demo-random | --preset P [--quant T]) [--vram GB|auto] [--ctx N] [--backend B]
+      architecture, sizes, parameters, expert bytes, and the plan that loads at a VRAM
+      budget (auto: what the device of --backend has free, less a 1 GiB margin);
       --preset describes a full-size shape (gen-model's presets) in type T (q8_0)
       without writing its weights
 )",

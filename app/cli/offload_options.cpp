@@ -24,6 +24,21 @@ ProactiveSwitches proactiveSwitches(const Args& args) {
   return s;
 }
 
+BudgetSetting cacheBudgetOption(const Args& args, double share) {
+  const double s = args.doubleOr("--cache-share", share);
+  if (!(s > 0 && s <= 1)) throw UsageError("--cache-share must be in (0, 1]");
+  const double mb = args.doubleOr("--cache-mb", 0);
+  if (mb < 0) throw UsageError("--cache-mb must be >= 0");
+  return mb > 0 ? BudgetSetting::cacheBytes(static_cast<uint64_t>(mb * 1e6)) : BudgetSetting::cacheShare(s);
+}
+
+int cacheSlotsFor(const BudgetSetting& budget, const Model& model, OffloadPolicy policy) {
+  const LoadPlan plan =
+      resolveLoadPlan({budget, policy, model.config().n_ctx_train, false}, shapeOf(model), {});
+  if (!plan.loads()) throw UsageError(plan.error);
+  return plan.cache_slots;
+}
+
 void applyOffloadOptions(const Args& args, SessionOptions& so) {
   try {
     so.policy = parsePolicy(args.valueOr("--policy", "resident"));
@@ -31,11 +46,7 @@ void applyOffloadOptions(const Args& args, SessionOptions& so) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  so.cache_share = args.doubleOr("--cache-share", 0.5);
-  if (!(so.cache_share > 0 && so.cache_share <= 1)) throw UsageError("--cache-share must be in (0, 1]");
-  const double mb = args.doubleOr("--cache-mb", 0);
-  if (mb < 0) throw UsageError("--cache-mb must be >= 0");
-  so.cache_bytes = static_cast<uint64_t>(mb * 1e6);
+  so.budget = cacheBudgetOption(args, 0.5);
   const double gbps = args.doubleOr("--link-gbps", 0);
   if (gbps < 0) throw UsageError("--link-gbps must be >= 0");
   so.link.bytes_per_second = gbps * 1e9;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "app/core/demo_model.h"
+#include "app/core/load_plan.h"
 #include "app/core/model_shape.h"
 
 #include "inference/generator.h"
@@ -56,6 +57,12 @@ struct LoadedModelInfo {
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;
   std::optional<ModelShape> shape;  // for the settings' fit estimate; described once, by the worker
+  // The device the plan was resolved against (on a GPU, its free memory before the
+  // model loaded) and the plan that loaded: the settings dialog and the models view
+  // resolve their plans against this device, so they show what a load gives.
+  DeviceMemory device;
+  LoadPlan plan;
+  int cache_slots = 0;  // the expert cache's slots, counted in the cache (0: resident)
 };
 
 struct EngineReplyStats {

@@ -17,23 +17,34 @@ gguf::GgufFile openModelFile(const SessionOptions& opts) {
   return gguf::GgufFile::open(opts.model_path);
 }
 
-int sessionCacheSlots(const SessionOptions& opts, const Model& model) {
-  if (opts.cache_bytes == 0) return OffloadEngine::slotsForShare(model, opts.cache_share);
-  const uint64_t expert = std::max<uint64_t>(1, model.sizes().expert_bytes);
-  const uint64_t slots = opts.cache_bytes / expert;
-  if (slots < 2)
-    throw std::invalid_argument("a cache budget of " + std::to_string(opts.cache_bytes) +
-                                " bytes holds fewer than 2 experts of " + std::to_string(expert) + " bytes");
-  return static_cast<int>(std::min<uint64_t>(slots, uint64_t(OffloadEngine::routedExperts(model))));
+DeviceMemory sessionDevice(const SessionOptions& opts, const Compute& compute) {
+  if (compute.device() == Device::kCpu) {
+    DeviceMemory d;
+    if (opts.device == DeviceChoice::kCpu)
+      d.why_cpu = "the CPU was chosen";
+    else if (!cudaDeviceAvailable(&d.why_cpu) && d.why_cpu.empty())
+      d.why_cpu = "no usable GPU";
+    return d;
+  }
+  DeviceMemory d;
+  d.gpu = true;
+  std::string why;
+  if (!cudaMemoryInfo(&d.free_bytes, &d.total_bytes, &why))
+    throw std::runtime_error("GPU memory unknown: " + why);
+  return d;
 }
 
 EngineSession::EngineSession(const SessionOptions& opts)
     : demo_(opts.demo), random_demo_(opts.demo && opts.demo_model == DemoModel::kRandom) {
   compute_ = std::make_unique<Compute>(ComputeOptions{opts.device, opts.threads, opts.kv_f16});
+  device_ = sessionDevice(opts, *compute_);  // before the weights take their share
   model_ = Model::load(openModelFile(opts), compute_->backend());
-  const int n_ctx = std::clamp(opts.n_ctx, 1, model_->config().n_ctx_train);
+  plan_ = resolveLoadPlan({opts.budget, opts.policy, opts.n_ctx, opts.demo}, shapeOf(*model_), device_);
+  if (!plan_.loads()) throw std::invalid_argument(plan_.error);
+  const int n_ctx = plan_.n_ctx;
   OffloadConfig oc;
-  oc.policy = opts.policy;
+  oc.policy = plan_.policy;
+  oc.cache_slots = plan_.cache_slots;
   oc.link = opts.link;
   oc.switches = opts.switches;
   oc.eviction = opts.eviction;
@@ -43,19 +54,11 @@ EngineSession::EngineSession(const SessionOptions& opts)
     oc.predictor = opts.predictor;
     oc.stride = opts.predictor_distance;
   }
-  const bool resident = opts.policy == OffloadPolicy::kResident;
-  oc.cache_slots = resident ? 0 : sessionCacheSlots(opts, *model_);
   runtime_ = std::make_unique<Runtime>(*model_, *compute_, oc);
   source_name_ = opts.demo ? "demo" : opts.model_path;
   recorder_ = std::make_unique<TraceRecorder>(runtime_->source());
   transformer_ = runtime_->makeTransformer(n_ctx, recorder_.get());
   generator_ = std::make_unique<Generator>(*model_, *transformer_);
-
-  // What this configuration would need on a GPU: fixed parts + the expert cache.
-  const FitEstimate fixed = estimateFit(model_->config(), model_->sizes(), 0, n_ctx);
-  const uint64_t cache_bytes = uint64_t(resident ? OffloadEngine::routedExperts(*model_) : oc.cache_slots) *
-                               model_->sizes().expert_bytes;
-  fit_ = estimateFit(model_->config(), model_->sizes(), fixed.fixedBytes() + cache_bytes, n_ctx);
 }
 
 EngineSession::~EngineSession() {

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "app/core/demo_model.h"
+#include "app/core/load_plan.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
-#include "offload/fit_estimate.h"
 #include "offload/offload_engine.h"
 #include "offload/runtime.h"
 #include "offload/trainer/trace_recorder.h"
@@ -45,10 +45,12 @@ struct SessionOptions {
   OffloadPolicy policy = OffloadPolicy::kResident;
   std::optional<Eviction> eviction;  // the cache's eviction rule; none: the policy's own
   bool mapped_decode = false;        // OffloadConfig::mapped_decode
-  double cache_share = 0.5;          // share of the routed experts the cache holds (when cache_bytes == 0)
-  uint64_t cache_bytes = 0;          // > 0: the expert cache's budget in bytes (staging slots included)
-  LinkOptions link;                  // simulated host->device link (CPU path); default: plain copies
-  ProactiveSwitches switches;        // proactive's optimisations
+  // The expert cache's budget, resolved with the loaded model's shape and the device's
+  // free memory by resolveLoadPlan (app/core/load_plan.h). The CLI's default: half
+  // the routed experts; the app's: its VRAM setting (auto or N GB).
+  BudgetSetting budget = BudgetSetting::cacheShare(0.5);
+  LinkOptions link;            // simulated host->device link (CPU path); default: plain copies
+  ProactiveSwitches switches;  // proactive's optimisations
   std::function<void(const CpuDecision&)> on_cpu_decision;  // cpu-experts log (worker thread)
   // Optional (proactive): a trained predictor replacing skip-gate, predicting
   // predictor_distance layers ahead.
@@ -65,9 +67,11 @@ class ModelFileChanged : public std::runtime_error {
 
 class EngineSession {
  public:
-  // Throws gguf::GgufError / ModelError / TokenizerError with a readable reason,
-  // std::invalid_argument for a cache budget below 2 experts, HostMemoryError
-  // when the expert store does not fit in RAM.
+  // Loads the model, resolves the budget into the plan (the one call of
+  // resolveLoadPlan for a load) and builds the runtime from it. Throws
+  // gguf::GgufError / ModelError / TokenizerError with a readable reason,
+  // std::invalid_argument when the plan does not load (a budget below 2 experts, a
+  // bad setting), HostMemoryError when the expert store does not fit in RAM.
   explicit EngineSession(const SessionOptions& opts);
   ~EngineSession();
 
@@ -105,10 +109,12 @@ class EngineSession {
   OffloadPolicy policy() const { return offload().config().policy; }
   // Thread-safe; all zeros for the resident policy.
   OffloadSnapshot offloadSnapshot() const { return offload().snapshot(); }
-  // Cache slots in use (0 for resident), and what this configuration needs on a
-  // GPU: resident weights + KV cache + workspace + the expert cache budget.
+  // Cache slots in use (0 for resident), counted in the cache itself.
   int cacheSlots() const { return offload().cache() ? offload().cache()->slotCount() : 0; }
-  const FitEstimate& fitEstimate() const { return fit_; }
+  // The plan this session was built from, and the device it was resolved against
+  // (on a GPU, its free memory before the model loaded).
+  const LoadPlan& plan() const { return plan_; }
+  const DeviceMemory& device() const { return device_; }
   OffloadEngine& offload() { return runtime_->offload(); }
   const OffloadEngine& offload() const { return runtime_->offload(); }
 
@@ -123,7 +129,8 @@ class EngineSession {
   TraceOutcome last_trace_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Generator> generator_;
-  FitEstimate fit_;
+  DeviceMemory device_;
+  LoadPlan plan_;
 };
 
 // The line every front end shows next to a model with random weights (the random demo,
@@ -134,8 +141,8 @@ inline constexpr const char* kDemoNotice =
 // Opens the GGUF named by opts (maps a file, or builds the demo model in memory).
 gguf::GgufFile openModelFile(const SessionOptions& opts);
 
-// Cache slots a session's options ask for: cache_bytes / one expert, else
-// cache_share of the routed experts; at least 2.
-int sessionCacheSlots(const SessionOptions& opts, const Model& model);
+// The device a session of `opts` computes on, as the plan sees it (on a GPU, its
+// memory now). Throws std::runtime_error when the GPU's memory cannot be read.
+DeviceMemory sessionDevice(const SessionOptions& opts, const Compute& compute);
 
 }  // namespace moe

@@ -24,7 +24,7 @@ std::string dominantQuant(const std::string& path) {
   return best == bytes.end() ? std::string() : gguf::tensorTypeName(best->first);
 }
 
-void describe(InstalledModel& m, uint64_t vram_budget, int n_ctx, uint64_t ram) {
+void describe(InstalledModel& m, const PlanInputs& inputs, uint64_t ram) {
   try {
     const ModelShape shape = describeModel(m.path, m.demo, appDemoModel());
     if (m.architecture.empty()) m.architecture = shape.config.arch_name;
@@ -34,9 +34,11 @@ void describe(InstalledModel& m, uint64_t vram_budget, int n_ctx, uint64_t ram) 
     if (m.size_bytes == 0)
       m.size_bytes = m.demo ? shape.sizes.other_bytes + shape.sizes.routed_expert_bytes
                             : std::filesystem::file_size(m.path);
-    const FitEstimate fit = fitAt(shape, vram_budget, std::min(n_ctx, std::max(1, m.n_ctx)));
-    m.fit = fitShort(fit);
-    m.fit_detail = fitSummary(fit, ram);
+    const int n_ctx = inputs.context_of ? inputs.context_of(m.path) : 4096;
+    const LoadPlan plan =
+        resolveLoadPlan({inputs.budget, inputs.policy, n_ctx, m.demo}, shape, inputs.device);
+    m.fit = planShort(plan);
+    m.fit_detail = planSummary(plan, ram);
   } catch (const std::exception& e) {
     m.readable = false;
     m.fit = std::string("cannot read: ") + e.what();
@@ -48,10 +50,10 @@ void describe(InstalledModel& m, uint64_t vram_budget, int n_ctx, uint64_t ram) 
 
 std::vector<InstalledModel> listInstalledModels(AppDatabase& db, ModelRegistry& registry,
                                                 const std::vector<std::string>& folder_files,
-                                                uint64_t vram_budget, int n_ctx, bool read_files) {
+                                                const PlanInputs& inputs, bool read_files) {
   const uint64_t ram = read_files ? availableHostRam() : 0;
   auto describeIf = [&](InstalledModel& m) {
-    if (read_files) describe(m, vram_budget, n_ctx, ram);
+    if (read_files) describe(m, inputs, ram);
   };
   std::vector<InstalledModel> out;
   InstalledModel demo;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "app/core/engine_session.h"
+#include "app/core/fit_words.h"
 #include "app/core/model_predictor.h"
 #include "app/core/model_shape.h"
 #include "inference/backend_factory.h"
@@ -18,30 +19,24 @@ namespace moe {
 LocalChatEngine::LocalChatEngine() = default;
 LocalChatEngine::~LocalChatEngine() = default;
 
-void LocalChatEngine::attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape,
-                                      SessionOptions* so, std::string* note) {
+void LocalChatEngine::attachPredictor(const EngineLoadOptions& opts, SessionOptions* so, std::string* note) {
   if (!opts.predictor_set || so->policy != OffloadPolicy::kProactive) return;
   try {
+    const ModelShape shape = describeModel(opts.model_path, opts.demo, opts.demo_model);
     so->predictor =
         std::make_shared<LearnedPredictor>(*opts.predictor_set, shape.config.n_embd, shape.config.n_expert);
     so->predictor_distance = opts.predictor_set->distance;
-    *note += "; learned predictor (distance " + std::to_string(opts.predictor_set->distance) + ")";
+    *note = "; learned predictor (distance " + std::to_string(opts.predictor_set->distance) + ")";
   } catch (const std::exception& e) {
-    *note += std::string("; stored predictor not used: ") + e.what();
+    *note = std::string("; stored predictor not used: ") + e.what();
   }
 }
 
 SessionOptions LocalChatEngine::sessionOptionsFor(const EngineLoadOptions& opts, std::string* note) {
   const DeviceChoice device = parseDeviceChoice(opts.backend);
   std::string why_not_gpu;
-  if (device != DeviceChoice::kCpu && cudaDeviceAvailable(&why_not_gpu)) return gpuSessionOptions(opts, note);
-  if (device == DeviceChoice::kCuda) throw std::runtime_error("no usable GPU: " + why_not_gpu);
-  return cpuSessionOptions(opts, note);
-}
-
-namespace {
-
-SessionOptions baseSessionOptions(const EngineLoadOptions& opts) {
+  const bool gpu = device != DeviceChoice::kCpu && cudaDeviceAvailable(&why_not_gpu);
+  if (device == DeviceChoice::kCuda && !gpu) throw std::runtime_error("no usable GPU: " + why_not_gpu);
   SessionOptions so;
   so.model_path = opts.model_path;
   so.demo = opts.demo;
@@ -49,76 +44,19 @@ SessionOptions baseSessionOptions(const EngineLoadOptions& opts) {
   so.n_ctx = opts.n_ctx;
   so.threads = opts.threads;
   so.policy = parsePolicy(opts.policy);
-  return so;
-}
-
-}  // namespace
-
-void LocalChatEngine::fitToBudget(const EngineLoadOptions& opts, const ModelShape& shape, uint64_t budget,
-                                  const std::string& where, SessionOptions* so, std::string* note) {
-  const int n_ctx = std::min(opts.n_ctx, shape.config.n_ctx_train);
-  const FitEstimate fit = estimateFit(shape.config, shape.sizes, budget, n_ctx);
-  if (fit.all_experts_fit) {
-    so->policy = OffloadPolicy::kResident;
-    *note = "resident: every expert fits the budget";
-    return;
+  so.device = gpu ? DeviceChoice::kCuda : DeviceChoice::kCpu;
+  // The session resolves it with the loaded model's shape (app/core/load_plan.h).
+  so.budget = BudgetSetting::fromAppSetting(opts.vram_budget_bytes);
+  if (!gpu) {
+    // The model computes on the CPU, so an expert cache (a simulation: the demo under
+    // auto, or an explicit budget) is host memory behind a host->device link simulated
+    // at kSimulatedLinkBytesPerSecond (paced, so waiting for a copy costs real time as
+    // it would over PCIe).
+    so.link.bytes_per_second = kSimulatedLinkBytesPerSecond;
+    so.link.paced = true;
   }
-  if (!fit.fits_gpu)
-    throw std::runtime_error(
-        "the VRAM budget is too small for this model: it leaves room for fewer than 2 "
-        "experts after the weights and the KV cache (raise it in Settings)");
-  so->cache_bytes = fit.cache_slots * shape.sizes.expert_bytes;
-  *note = std::string(policyName(so->policy)) + ": cache of " + std::to_string(fit.cache_slots) + " of " +
-          std::to_string(fit.total_experts) + " experts (" + where + ")";
-  attachPredictor(opts, shape, so, note);
-}
-
-SessionOptions LocalChatEngine::gpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
-  SessionOptions so = baseSessionOptions(opts);
-  so.device = DeviceChoice::kCuda;
-  const ModelShape shape = describeModel(opts.model_path, opts.demo, opts.demo_model);
-  if (opts.vram_budget_bytes == 0 && opts.demo) {  // everything would fit: cache half to show the machinery
-    so.cache_share = kAutoCacheShareWithoutGpu;
-    *note = std::string(policyName(so.policy)) + ": cache holds half the experts in VRAM (demo)";
-    attachPredictor(opts, shape, &so, note);
-    return so;
-  }
-  uint64_t budget = opts.vram_budget_bytes;
-  if (budget == 0) {
-    uint64_t free_bytes = 0, total_bytes = 0;
-    std::string why;
-    if (!cudaMemoryInfo(&free_bytes, &total_bytes, &why))
-      throw std::runtime_error("GPU memory unknown: " + why);
-    budget = free_bytes > kAutoVramMarginBytes ? free_bytes - kAutoVramMarginBytes : 0;
-  }
-  fitToBudget(opts, shape, budget, "in VRAM, copied from pinned RAM", &so, note);
-  return so;
-}
-
-SessionOptions LocalChatEngine::cpuSessionOptions(const EngineLoadOptions& opts, std::string* note) {
-  SessionOptions so = baseSessionOptions(opts);
-  // This build computes on the CPU, so the "GPU" expert cache is host memory and
-  // the host->device link is simulated at kSimulatedLinkBytesPerSecond (paced, so
-  // waiting for a copy costs real time as it would over PCIe).
-  so.link.bytes_per_second = kSimulatedLinkBytesPerSecond;
-  so.link.paced = true;
-  const char* where = "host memory standing in for VRAM, simulated 25 GB/s link";
-  if (opts.vram_budget_bytes == 0 && !opts.demo) {
-    // Auto on a machine that computes on the CPU: copying experts into a host-memory
-    // "cache" only costs time, so a real model runs with every expert in place.
-    so.policy = OffloadPolicy::kResident;
-    *note = "resident: no GPU in use, every expert is computed on the CPU from host RAM";
-    return so;
-  }
-  if (opts.vram_budget_bytes == 0) {
-    so.cache_share = kAutoCacheShareWithoutGpu;
-    *note = std::string(policyName(so.policy)) + ": cache holds half the experts (" + where + ")";
-    if (opts.predictor_set)
-      attachPredictor(opts, describeModel(opts.model_path, opts.demo, opts.demo_model), &so, note);
-    return so;
-  }
-  fitToBudget(opts, describeModel(opts.model_path, opts.demo, opts.demo_model), opts.vram_budget_bytes, where,
-              &so, note);
+  note->clear();
+  attachPredictor(opts, &so, note);
   return so;
 }
 
@@ -130,9 +68,14 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   }
   if (progress) progress(0.0, "opening the model file");
   load_opts_ = opts;
-  std::string note;
-  const SessionOptions so = sessionOptionsFor(opts, &note);
+  std::string predictor_note;
+  const SessionOptions so = sessionOptionsFor(opts, &predictor_note);
   auto session = std::make_unique<EngineSession>(so);
+  const LoadPlan& plan = session->plan();
+  std::string note = planNote(plan);
+  if (plan.simulated && plan.cache_slots > 0)
+    note += ", simulated " + std::to_string(int(kSimulatedLinkBytesPerSecond / 1e9)) + " GB/s link";
+  if (session->policy() == OffloadPolicy::kProactive) note += predictor_note;
   if (progress) progress(1.0, "ready");
 
   const auto& cfg = session->model().config();
@@ -159,6 +102,9 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   info.n_expert_used = cfg.n_expert_used;
   info.n_ctx = session->transformer().nCtx();
   info.shape = shapeOf(session->model());
+  info.device = session->device();
+  info.plan = plan;
+  info.cache_slots = session->cacheSlots();
   if (!opts.demo) {
     std::error_code ec;
     info.file_bytes = std::filesystem::file_size(opts.model_path, ec);

@@ -10,7 +10,6 @@
 namespace moe {
 
 class EngineSession;
-struct ModelShape;
 struct SessionOptions;
 
 class LocalChatEngine final : public ChatEngine {
@@ -26,32 +25,19 @@ class LocalChatEngine final : public ChatEngine {
   ExpertResidency residency() const override;
   void setTraceRecording(const std::string& path) override;
 
-  // Where no GPU computes, the cache is host memory and the link is simulated at
-  // the bandwidth of PCIe 4.0 x16 as commonly measured for pinned copies (~25 GB/s;
-  // the theoretical 31.5 GB/s is never reached). With the budget on auto, the demo
-  // model caches half its experts (to show the machinery) and a real model runs
-  // resident (on a CPU, copies into a host-memory cache would only cost time).
+  // Where no GPU computes, an expert cache is host memory (a simulation, see
+  // app/core/load_plan.h) and the link is simulated at the bandwidth of PCIe 4.0 x16 as
+  // commonly measured for pinned copies (~25 GB/s; the theoretical 31.5 GB/s is never
+  // reached).
   static constexpr double kSimulatedLinkBytesPerSecond = 25e9;
-  static constexpr double kAutoCacheShareWithoutGpu = 0.5;
-  // On a GPU with the budget on auto: what cudaMemGetInfo reports free, less
-  // this much (other programs, the driver, fragmentation).
-  static constexpr uint64_t kAutoVramMarginBytes = uint64_t(1) << 30;
-  // The session for opts: backend, policy, cache size from the VRAM budget (via
-  // the fit estimate; resident when everything fits), link. note: a line for the UI.
+  // The session for opts: the device (the GPU where one is usable and asked for), the
+  // policy, the budget setting the session resolves into its plan, the simulated link
+  // on the CPU, and under proactive the stored predictor set (one made for another
+  // model is left out). *note: the predictor's words for the UI ("" without one).
   static SessionOptions sessionOptionsFor(const EngineLoadOptions& opts, std::string* note);
 
  private:
-  // Under proactive, the stored predictor set replaces skip-gate; a set made for
-  // another model is left out, and the note says why.
-  static SessionOptions cpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
-  // A usable GPU: experts cached in VRAM from pinned host memory (docs/offload.md, "The CUDA path").
-  static SessionOptions gpuSessionOptions(const EngineLoadOptions& opts, std::string* note);
-  // The cache for a VRAM budget (via the fit estimate): resident when every expert
-  // fits, else the cache slots it leaves; `where` says where the cache lives.
-  static void fitToBudget(const EngineLoadOptions& opts, const ModelShape& shape, uint64_t budget,
-                          const std::string& where, SessionOptions* so, std::string* note);
-  static void attachPredictor(const EngineLoadOptions& opts, const ModelShape& shape, SessionOptions* so,
-                              std::string* note);
+  static void attachPredictor(const EngineLoadOptions& opts, SessionOptions* so, std::string* note);
   // The chat's tokens, its oldest messages after the system prompt left out (counted
   // in *dropped; never the system prompt or the last message) until the prompt and
   // max_tokens of reply fit the context.

@@ -23,10 +23,4 @@ ModelShape shapeOf(const Model& model) {
   return s;
 }
 
-FitEstimate fitAt(const ModelShape& shape, uint64_t vram_budget, int n_ctx) {
-  FitEstimate f = estimateFit(shape.config, shape.sizes, vram_budget, n_ctx);
-  f.host_pinned_bytes = shape.host_store_bytes;
-  return f;
-}
-
 }  // namespace moe

@@ -1,5 +1,5 @@
-// A model's shape and sizes without running it, for fit estimates in the
-// settings panel and the models view (the model wizard's catalog uses presets).
+// A model's shape and sizes without running it, for load plans (app/core/load_plan.h)
+// in the settings panel and the models view (the model wizard's catalog uses presets).
 #pragma once
 
 #include <string>
@@ -24,9 +24,5 @@ ModelShape shapeOf(const Model& model);
 // Opens the file to describe it (a model not loaded: the models view's list).
 // path empty + demo: the embedded demo model. Throws with a readable reason.
 ModelShape describeModel(const std::string& path, bool demo, DemoModel demo_model = DemoModel::kRandom);
-
-// The fit of `shape` at `vram_budget` bytes with an `n_ctx` context, its pinned
-// host store included (word it with app/core/fit_words.h).
-FitEstimate fitAt(const ModelShape& shape, uint64_t vram_budget, int n_ctx);
 
 }  // namespace moe

@@ -38,7 +38,7 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
     std::vector<std::string> files;
     for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
     std::vector<ModelChoice> out;
-    for (const InstalledModel& m : listInstalledModels(db_, registry_, files, 0, 4096, false))
+    for (const InstalledModel& m : listInstalledModels(db_, registry_, files, PlanInputs{}, false))
       out.push_back({m.demo ? QString() : QString::fromStdString(m.name), QString::fromStdString(m.path),
                      QString::fromStdString(m.predictor)});
     return out;
@@ -87,10 +87,25 @@ AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& r
 
 AppWiring::~AppWiring() = default;
 
+PlanInputs AppWiring::planInputs() const {
+  PlanInputs in;
+  in.budget = BudgetSetting::fromAppSetting(settings_.vramBudgetBytes());
+  in.policy = parsePolicy(settings_.cachePolicy().toStdString());
+  const auto& loaded = window_.chat().model();
+  in.device = loaded ? loaded->device : probeDevice(DeviceChoice::kAuto);
+  in.context_of = [this](const std::string& path) {
+    return settings_.contextLength(QString::fromStdString(path));
+  };
+  return in;
+}
+
 std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
-  // "auto" has no number before a GPU is probed: show the fit for the reference card.
-  const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
-  auto wizard = std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, budget,
+  const PlanInputs in = planInputs();
+  PlanRequest request;
+  request.budget = in.budget;
+  request.policy = in.policy;
+  request.n_ctx = AppSettings::kDefaultContextLength;  // a model not downloaded has no context set
+  auto wizard = std::make_unique<ModelWizard>(*downloads_, registry_, catalog_, request, in.device,
                                               settings_.modelsFolder(), parent);
   // A Hugging Face mirror (or, for the screenshots, a local server of recorded answers).
   if (const QString hub = qEnvironmentVariable("MOECHAT_HUB_URL"); !hub.isEmpty())
@@ -109,12 +124,12 @@ void AppWiring::openWizard() {
 }
 
 std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
-  const quint64 budget = settings_.vramBudgetBytes() ? settings_.vramBudgetBytes() : kReferenceVramBytes;
+  const PlanInputs in = planInputs();
   auto view = std::make_unique<ModelsView>(
-      [this, budget] {
+      [this, in] {
         std::vector<std::string> files;
         for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
-        return listInstalledModels(db_, registry_, files, budget);
+        return listInstalledModels(db_, registry_, files, in);
       },
       [this](const InstalledModel& m) {
         const auto& loaded = window_.chat().model();
@@ -122,7 +137,7 @@ std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
         return removeInstalledModel(db_, registry_, m);
       },
       [this](const InstalledModel& m) { return forgetInstalledModel(registry_, m); },
-      QString::fromStdString(formatBytes(budget)), parent);
+      QString::fromStdString(fitHeading(in.budget, in.device)), parent);
   QObject::connect(view.get(), &ModelsView::loadRequested, &window_,
                    [this](const QString& name, const QString& path) {
                      window_.loadModel({name, path});

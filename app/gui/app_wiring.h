@@ -11,6 +11,7 @@
 
 #include "app/core/app_database.h"
 #include "app/core/download_store.h"
+#include "app/core/installed_models.h"
 #include "app/core/model_registry.h"
 #include "app/qt/app_settings.h"
 #include "app/qt/download_manager.h"
@@ -28,10 +29,13 @@ std::vector<QString> ggufFilesIn(const QString& folder, int limit = 200);
 
 class AppWiring {
  public:
-  static constexpr quint64 kReferenceVramBytes = 24'000'000'000;  // an RTX 4090
-
   AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db);
   ~AppWiring();
+
+  // What the views' plans (app/core/load_plan.h) are resolved with: the budget and
+  // policy settings, and the device: the one the loaded model's plan saw (its free
+  // memory before it loaded), else the device as probed now.
+  PlanInputs planInputs() const;
 
   // The wizard at the current VRAM budget and models folder, not yet shown.
   std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);

@@ -204,35 +204,49 @@ void ModelCatalog::add(const CatalogEntry& e) {
   entries_.append(e);
 }
 
-CatalogFit estimateCatalogFit(const CatalogEntry& entry, uint64_t vram_budget, int n_ctx,
-                              uint64_t ram_available) {
+CatalogFit estimateCatalogFit(const CatalogEntry& entry, const PlanRequest& request,
+                              const DeviceMemory& device, uint64_t ram_available) {
   const synth::SyntheticSpec spec = synth::presetSpec(entry.shape.toStdString());
   const QuantTypes q = quantTypes(entry.quant);
-  const ModelConfig cfg = configOf(spec);
-  const ModelSizes sizes = sizesOf(spec, q);
+  ModelShape shape;
+  shape.config = configOf(spec);
+  shape.sizes = sizesOf(spec, q);
+  shape.host_store_bytes = shape.sizes.routed_expert_bytes;
   CatalogFit f;
-  f.fit = estimateFit(cfg, sizes, vram_budget, std::min(n_ctx, spec.n_ctx));
-  f.estimated_file_bytes = sizes.other_bytes + sizes.routed_expert_bytes;
+  f.plan = resolveLoadPlan(request, shape, device);
+  f.estimated_file_bytes = shape.sizes.other_bytes + shape.sizes.routed_expert_bytes;
   f.ram_available = ram_available ? ram_available : HostExpertStore::availableRam();
   // HostExpertStore::checkFits keeps 1 GiB for the rest of the system; so does this.
-  f.ram_ok = f.ram_available == 0 || f.fit.host_pinned_bytes + (1ull << 30) <= f.ram_available;
+  f.ram_ok = f.ram_available == 0 || f.plan.fit.host_pinned_bytes + (1ull << 30) <= f.ram_available;
   return f;
 }
 
 QString CatalogFit::shortSummary() const {
-  QString s = QString::fromStdString(fitShort(fit));
+  QString s = QString::fromStdString(planShort(plan));
   if (!ram_ok) s += QStringLiteral("; RAM too small");
   return s;
 }
 
 QString CatalogFit::summary() const {
-  if (!fit.fits_gpu) return QString::fromStdString(whyItDoesNotFit(fit));
-  QString s = QStringLiteral("GPU %1 + cache %2 of %3 experts (%4%)")
-                  .arg(humanBytes(fixedGpuBytes(fit)))
-                  .arg(fit.cache_slots)
-                  .arg(fit.total_experts)
-                  .arg(100.0 * fit.cacheShare(), 0, 'f', 0);
-  s += QStringLiteral("; pinned RAM %1").arg(humanBytes(fit.host_pinned_bytes));
+  if (!plan.loads()) return QString::fromStdString(plan.error);
+  QString s;
+  if (plan.onCpuOnly())
+    s = QStringLiteral("runs on the CPU (no GPU): experts computed from host RAM");
+  else if (plan.cache_slots == 0)
+    s = QStringLiteral("%1 %2 + all %3 experts")
+            .arg(plan.simulated ? QStringLiteral("simulated GPU (host memory, no GPU)")
+                                : QStringLiteral("GPU"))
+            .arg(humanBytes(plan.fit.fixedBytes()))
+            .arg(plan.fit.total_experts);
+  else
+    s = QStringLiteral("%1 %2 + cache %3 of %4 experts (%5%)")
+            .arg(plan.simulated ? QStringLiteral("simulated GPU (host memory, no GPU)")
+                                : QStringLiteral("GPU"))
+            .arg(humanBytes(plan.fit.fixedBytes()))
+            .arg(plan.cache_slots)
+            .arg(plan.fit.total_experts)
+            .arg(100.0 * plan.cacheShare(), 0, 'f', 0);
+  s += QStringLiteral("; pinned RAM %1").arg(humanBytes(plan.fit.host_pinned_bytes));
   if (ram_available == 0)
     s += QStringLiteral(" (available RAM unknown)");
   else

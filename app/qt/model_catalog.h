@@ -12,7 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "offload/fit_estimate.h"
+#include "app/core/load_plan.h"
 
 namespace moe {
 
@@ -34,7 +34,7 @@ struct CatalogEntry {
 
 // What a model needs before it is downloaded, from its shape and quant type.
 struct CatalogFit {
-  FitEstimate fit;  // weights on the GPU, expert-cache slots at the budget
+  LoadPlan plan;  // what would load: weights on the GPU, expert-cache slots at the budget
   uint64_t estimated_file_bytes = 0;
   uint64_t ram_available = 0;    // MemAvailable now; 0 unknown
   bool ram_ok = true;            // pinned expert store + 1 GiB fits in what is available
@@ -58,11 +58,11 @@ class ModelCatalog {
   QList<CatalogEntry> entries_;
 };
 
-// The fit of `entry` at `vram_budget` bytes with an `n_ctx` context, computed by
-// offload/fit_estimate from the entry's shape preset and quant type.
-// `ram_available` 0 reads MemAvailable of this machine.
-CatalogFit estimateCatalogFit(const CatalogEntry& entry, uint64_t vram_budget, int n_ctx = 4096,
-                              uint64_t ram_available = 0);
+// The plan of `entry` for `request` on `device` (resolveLoadPlan, app/core/load_plan.h),
+// from the entry's shape preset and quant type; the request's context is clamped to
+// the preset's. `ram_available` 0 reads MemAvailable of this machine.
+CatalogFit estimateCatalogFit(const CatalogEntry& entry, const PlanRequest& request,
+                              const DeviceMemory& device, uint64_t ram_available = 0);
 
 QString humanBytes(uint64_t bytes);
 

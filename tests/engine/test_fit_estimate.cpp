@@ -40,32 +40,35 @@ TEST(FitEstimate, recurrentLayersKeepStateNotKvRows) {
   sizes.other_bytes = 50000;
   sizes.moe_layers = 4;
   const int n_ctx = 512;
-  const FitEstimate f = estimateFit(c, sizes, 0, n_ctx);
+  const FitEstimate f = estimateFit(c, sizes, n_ctx);
   // K and V, f16, of the 2 attention layers: 2 x 2 x 512 x (2 x 32) x 2 bytes.
-  EXPECT_EQ(f.kv_cache_bytes, 2ull * 2 * 512 * 64 * 2);
+  EXPECT_EQ(f.kv_bytes, 2ull * 2 * 512 * 64 * 2);
   // Per delta-net layer: conv (4 - 1) x (2 x 2 x 16 + 4 x 16) = 384 floats, delta
   // 4 x 16 x 16 = 1024 floats; 2 layers of f32, live and in each snapshot.
   EXPECT_EQ(f.recurrent_state_bytes, (1 + moe::kRecurrentSnapshots) * 2ull * (384 + 1024) * 4);
   // The state does not grow with the context; the KV rows do.
-  const FitEstimate longer = estimateFit(c, sizes, 0, 2 * n_ctx);
+  const FitEstimate longer = estimateFit(c, sizes, 2 * n_ctx);
   EXPECT_EQ(longer.recurrent_state_bytes, f.recurrent_state_bytes);
-  EXPECT_EQ(longer.kv_cache_bytes, 2 * f.kv_cache_bytes);
+  EXPECT_EQ(longer.kv_bytes, 2 * f.kv_bytes);
   // The state is part of what the GPU holds besides the cache, and the slots are what is left.
-  EXPECT_EQ(f.fixedBytes(),
-            f.resident_bytes + f.kv_cache_bytes + f.recurrent_state_bytes + f.workspace_bytes);
-  EXPECT_EQ(fixedGpuBytes(f), f.fixedBytes());
-  const FitEstimate budgeted = estimateFit(c, sizes, f.fixedBytes() + 5 * sizes.expert_bytes + 999, n_ctx);
-  EXPECT_EQ(budgeted.cache_slots, 5u);
-  EXPECT_TRUE(contains(fitSummary(budgeted, 0), "recurrent state ")) << fitSummary(budgeted, 0);
+  EXPECT_EQ(f.fixedBytes(), f.resident_bytes + f.kv_bytes + f.recurrent_state_bytes + f.workspace_bytes);
+  const DeviceMemory gpu{true, 0, 0, {}};
+  const PlanRequest at_budget{BudgetSetting::vramBytes(f.fixedBytes() + 5 * sizes.expert_bytes + 999),
+                              OffloadPolicy::kProactive, n_ctx, false};
+  const LoadPlan budgeted = resolveLoadPlan(at_budget, ModelShape{c, sizes, 0}, gpu);
+  EXPECT_EQ(budgeted.cache_slots, 5);
+  EXPECT_TRUE(contains(planSummary(budgeted, 0), "recurrent state ")) << planSummary(budgeted, 0);
 
   // The same model read as if every layer were attention: 4 layers of rows, no state.
   ModelConfig all_attention = c;
   all_attention.recurrent.clear();
   all_attention.delta = {};
-  const FitEstimate dense = estimateFit(all_attention, sizes, 0, n_ctx);
-  EXPECT_EQ(dense.kv_cache_bytes, 2 * f.kv_cache_bytes);
+  const FitEstimate dense = estimateFit(all_attention, sizes, n_ctx);
+  EXPECT_EQ(dense.kv_bytes, 2 * f.kv_bytes);
   EXPECT_EQ(dense.recurrent_state_bytes, 0u);
-  EXPECT_FALSE(contains(fitSummary(dense, 0), "recurrent"));
+  ModelShape dense_shape{all_attention, sizes, 0};
+  const LoadPlan dense_plan = resolveLoadPlan(at_budget, dense_shape, gpu);
+  EXPECT_FALSE(contains(planSummary(dense_plan, 0), "recurrent"));
 }
 
 // The full-size shapes through `info --preset` (the layout only, no weights written).
@@ -111,7 +114,7 @@ TEST(FitEstimate, gemma4CountsEachLayersOwnKvRows) {
   ModelSizes sizes;
   sizes.expert_bytes = 1000;
   sizes.moe_layers = 6;
-  const FitEstimate f = estimateFit(c, sizes, 0, 512);
+  const FitEstimate f = estimateFit(c, sizes, 512);
   // Layers 0 and 1 sliding (2 x 16 = 32 wide), layer 2 global (1 x 32 = 32): K and V, f16.
-  EXPECT_EQ(f.kv_cache_bytes, 2ull * 512 * (32 + 32 + 32) * 2);
+  EXPECT_EQ(f.kv_bytes, 2ull * 512 * (32 + 32 + 32) * 2);
 }

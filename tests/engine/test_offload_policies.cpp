@@ -211,10 +211,10 @@ TEST(OffloadPolicies, sessionSnapshotPolledWhileGenerating) {
   SessionOptions so;
   so.demo = true;
   so.policy = OffloadPolicy::kProactive;
-  so.cache_share = 0.5;
+  so.budget = BudgetSetting::cacheShare(0.5);
   EngineSession session(so);
-  ASSERT_EQ(session.cacheSlots(), OffloadEngine::slotsForShare(session.model(), 0.5));
-  ASSERT_TRUE(session.fitEstimate().cache_slots >= uint64_t(session.cacheSlots()));
+  ASSERT_EQ(session.cacheSlots(), OffloadEngine::routedExperts(session.model()) / 2);
+  ASSERT_EQ(session.plan().cache_slots, session.cacheSlots());
   std::atomic<bool> done{false};
   std::atomic<int> polls{0}, regressions{0};
   std::thread poller([&] {
@@ -258,6 +258,6 @@ TEST(OffloadPolicies, policyNamesRoundTrip) {
   SessionOptions so;
   so.demo = true;
   so.policy = OffloadPolicy::kReactiveLru;
-  so.cache_bytes = 1;  // less than one expert
+  so.budget = BudgetSetting::cacheBytes(1);  // less than one expert
   ASSERT_THROW(EngineSession{so}, std::invalid_argument);
 }

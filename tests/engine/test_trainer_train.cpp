@@ -180,7 +180,7 @@ TEST_F(TrainerTrain, heldOutAccuracyAgainstBaselines) {
 TEST_F(TrainerTrain, inTheEngine) {
   const auto& set = set_;
   EngineEvalOptions o;
-  o.cache_slots = OffloadEngine::slotsForShare(*fx_->engine.model, 0.25);
+  o.cache_slots = OffloadEngine::routedExperts(*fx_->engine.model) / 4;  // a quarter of the experts
   const auto rows = compareInEngine(*fx_->engine.model, *fx_->engine.backend, *trace_, set, o);
   ASSERT_EQ(rows.size(), size_t(3));
   moe::test::info("%s", engineEvalText(rows).c_str());

@@ -157,7 +157,7 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
       opts.n_ctx = 256;
       opts.device = moe::DeviceChoice::kCuda;
       opts.policy = policy;
-      opts.cache_share = 0.5;
+      opts.budget = moe::BudgetSetting::cacheShare(0.5);
 #if MOECHAT_CUDA_STANDIN
       // Copies slower than the CPU computes a tiny expert: cpu-experts sends experts to the host.
       cudastandin::setCopyLatencyMicros(policy == moe::OffloadPolicy::kCpuExperts ? 1000 : 0);

@@ -266,7 +266,7 @@ TEST_F(CudaOffloadEngine, sessionOnCuda) {
   moe::EngineSession cpu(so);
   so.device = moe::DeviceChoice::kCuda;
   so.policy = moe::OffloadPolicy::kProactive;
-  so.cache_share = 0.25;
+  so.budget = moe::BudgetSetting::cacheShare(0.25);
   moe::EngineSession gpu(so);
   const int n_vocab = cpu.model().config().n_vocab;
   const StepLogits want = runSteps(cpu.transformer(), n_vocab);
