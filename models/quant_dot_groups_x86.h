@@ -1,5 +1,6 @@
-// Internal to models/: the interleaved-group kernels (quant_repack.h layouts), written
-// once and compiled by each x86 instruction-set file. The including file defines
+// Internal to models/: the interleaved-group kernels of Q4_0 and the K-quants
+// (quant_repack.h layouts), written once and compiled by each x86 instruction-set
+// file (Q8_0's have a file each). The including file defines
 //   MOECHAT_GROUP_KERNEL  the target attribute of its kernels
 //   dotBytes(acc, u, s)   acc + the sums of four products of unsigned bytes u and
 //                         signed bytes s per int32 lane (exact: every caller's
@@ -25,6 +26,15 @@ MOECHAT_GROUP_KERNEL inline __m256i lowNibbles(__m256i v) {
 }
 MOECHAT_GROUP_KERNEL inline __m256i highNibbles(__m256i v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+}
+// Bit `bit` of each byte of v, moved to 16 (the fifth bit of a Q5_K quant).
+MOECHAT_GROUP_KERNEL inline __m256i fifthBit(__m256i v, int bit) {
+  return _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(v, bit), 4), _mm256_set1_epi8(0x10));
+}
+// Bits shift, shift + 1 of each byte of v, moved to 16 and 32 (the high bits of a
+// Q6_K quant); shift <= 6.
+MOECHAT_GROUP_KERNEL inline __m256i highPair(__m256i v, int shift) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(0x03)), 4);
 }
 MOECHAT_GROUP_KERNEL inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(loadI32(reinterpret_cast<const uint8_t*>(p)));
@@ -71,10 +81,10 @@ MOECHAT_GROUP_KERNEL void groupQ4_0(const GroupArgs& a) {
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * a.y_stride, acc[t]);
 }
 
-// Q4_K group by T Q8_K activations.
-template <int T>
-MOECHAT_GROUP_KERNEL void groupQ4_K(const GroupArgs& a) {
-  constexpr size_t kBlock = 1184;
+// Q4_K (kFive false) or Q5_K group by T Q8_K activations.
+template <bool kFive, int T>
+MOECHAT_GROUP_KERNEL void groupQ45_K(const GroupArgs& a) {
+  constexpr size_t kBlock = kFive ? 1440 : 1184;
   const int64_t nb = a.n / kBlockQK;
   __m256 acc[T];
 #pragma GCC unroll 8
@@ -91,7 +101,12 @@ MOECHAT_GROUP_KERNEL void groupQ4_K(const GroupArgs& a) {
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
         const __m256i v = load32(gb + 160 + 256 * k + 32 * c);
-        const __m256i lo = lowNibbles(v), hi = highNibbles(v);
+        __m256i lo = lowNibbles(v), hi = highNibbles(v);
+        if constexpr (kFive) {  // bits 2k and 2k + 1 of the qh bytes: 16 for sub-blocks 2k, 2k + 1
+          const __m256i vh = load32(gb + 1184 + 32 * c);
+          lo = _mm256_or_si256(lo, fifthBit(vh, 2 * k));
+          hi = _mm256_or_si256(hi, fifthBit(vh, 2 * k + 1));
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const int8_t* x = q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 64 * k + 4 * c;
@@ -135,13 +150,86 @@ MOECHAT_GROUP_KERNEL void groupQ4_K(const GroupArgs& a) {
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * a.y_stride, acc[t]);
 }
 
+// Q6_K group by T Q8_K activations. A 32-byte ql run k (half h = k / 2 of the
+// block) holds sub-blocks 4h + k % 2 (low nibbles) and 4h + k % 2 + 2 (high); their
+// high bits are bits 2g, 2g + 1 of the half's qh run (g = sub-block mod 4). Each
+// 16-element group's sum of q * x (q = 0..63) has 32 times the activations' sum over
+// it taken off, then its scale applied: P of quant_dot.h, exact.
+template <int T>
+MOECHAT_GROUP_KERNEL void groupQ6_K(const GroupArgs& a) {
+  constexpr size_t kBlock = 1680;
+  const int64_t nb = a.n / kBlockQK;
+  __m256 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = a.group + b * kBlock;
+    __m256i p[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const int h = k / 2, j_lo = 4 * h + k % 2, j_hi = j_lo + 2;
+      __m256i lo_sum[T][2], hi_sum[T][2];  // [16-element group of the sub-block]
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        lo_sum[t][0] = lo_sum[t][1] = hi_sum[t][0] = hi_sum[t][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = load32(gb + 144 + 256 * k + 32 * c);
+        const __m256i vh = load32(gb + 1168 + 256 * h + 32 * c);
+        const __m256i lo = _mm256_or_si256(lowNibbles(v), highPair(vh, 2 * (k % 2)));
+        const __m256i hi = _mm256_or_si256(highNibbles(v), highPair(vh, 2 * (k % 2) + 4));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 4 * c;
+          lo_sum[t][c / 4] = dotBytes(lo_sum[t][c / 4], lo, broadcast4(x + 32 * j_lo));
+          hi_sum[t][c / 4] = dotBytes(hi_sum[t][c / 4], hi, broadcast4(x + 32 * j_hi));
+        }
+      }
+#pragma GCC unroll 2
+      for (int e = 0; e < 2; ++e) {
+        const int s_lo = 2 * j_lo + e, s_hi = 2 * j_hi + e;  // scale (and activation sum) index
+        const __m256i sc_lo =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 16 + 8 * s_lo)));
+        const __m256i sc_hi =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 16 + 8 * s_hi)));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* sums = q8kSums(a.act + t * a.act_stride + b * kQ8_KActBytes);
+          const __m256i off_lo = _mm256_set1_epi32(32 * loadI16(sums + 2 * s_lo));
+          const __m256i off_hi = _mm256_set1_epi32(32 * loadI16(sums + 2 * s_hi));
+          p[t] = _mm256_add_epi32(
+              p[t], _mm256_add_epi32(_mm256_mullo_epi32(_mm256_sub_epi32(lo_sum[t][e], off_lo), sc_lo),
+                                     _mm256_mullo_epi32(_mm256_sub_epi32(hi_sum[t][e], off_hi), sc_hi)));
+        }
+      }
+    }
+    const __m256 d = scales8(gb);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_set1_ps(q8kScale(a.act + t * a.act_stride + b * kQ8_KActBytes));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(d, dx), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * a.y_stride, acc[t]);
+}
+
 template <int T>
 void runGroupQ4_0(const GroupArgs& a) {
   groupQ4_0<T>(a);
 }
 template <int T>
 void runGroupQ4_K(const GroupArgs& a) {
-  groupQ4_K<T>(a);
+  groupQ45_K<false, T>(a);
+}
+template <int T>
+void runGroupQ5_K(const GroupArgs& a) {
+  groupQ45_K<true, T>(a);
+}
+template <int T>
+void runGroupQ6_K(const GroupArgs& a) {
+  groupQ6_K<T>(a);
 }
 
 }  // namespace
