@@ -100,10 +100,10 @@ MOECHAT_GROUP_KERNEL void groupQ45_K(const GroupArgs& a) {
       for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
-        const __m256i v = load32(gb + 160 + 256 * k + 32 * c);
+        const __m256i v = load32(gb + (kFive ? 416 : 160) + 256 * k + 32 * c);
         __m256i lo = lowNibbles(v), hi = highNibbles(v);
         if constexpr (kFive) {  // bits 2k and 2k + 1 of the qh bytes: 16 for sub-blocks 2k, 2k + 1
-          const __m256i vh = load32(gb + 1184 + 32 * c);
+          const __m256i vh = load32(gb + 160 + 32 * c);
           lo = _mm256_or_si256(lo, fifthBit(vh, 2 * k));
           hi = _mm256_or_si256(hi, fifthBit(vh, 2 * k + 1));
         }
@@ -150,11 +150,11 @@ MOECHAT_GROUP_KERNEL void groupQ45_K(const GroupArgs& a) {
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * a.y_stride, acc[t]);
 }
 
-// Q6_K group by T Q8_K activations. A 32-byte ql run k (half h = k / 2 of the
-// block) holds sub-blocks 4h + k % 2 (low nibbles) and 4h + k % 2 + 2 (high); their
-// high bits are bits 2g, 2g + 1 of the half's qh run (g = sub-block mod 4). Each
-// 16-element group's sum of q * x (q = 0..63) has 32 times the activations' sum over
-// it taken off, then its scale applied: P of quant_dot.h, exact.
+// Q6_K group by T Q8_K activations. Chunk c of half h holds, for 8 rows, 4 bytes
+// of two ql runs and of the qh run: the quants of sub-blocks 4h .. 4h + 3 at
+// elements 4c .. 4c + 3, read in order. Each 16-element group's sum of q * x (q =
+// 0..63) has 32 times the activations' sum over it taken off, then its scale
+// applied: P of quant_dot.h, exact.
 template <int T>
 MOECHAT_GROUP_KERNEL void groupQ6_K(const GroupArgs& a) {
   constexpr size_t kBlock = 1680;
@@ -167,40 +167,38 @@ MOECHAT_GROUP_KERNEL void groupQ6_K(const GroupArgs& a) {
     __m256i p[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const int h = k / 2, j_lo = 4 * h + k % 2, j_hi = j_lo + 2;
-      __m256i lo_sum[T][2], hi_sum[T][2];  // [16-element group of the sub-block]
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        lo_sum[t][0] = lo_sum[t][1] = hi_sum[t][0] = hi_sum[t][1] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        const __m256i v = load32(gb + 144 + 256 * k + 32 * c);
-        const __m256i vh = load32(gb + 1168 + 256 * h + 32 * c);
-        const __m256i lo = _mm256_or_si256(lowNibbles(v), highPair(vh, 2 * (k % 2)));
-        const __m256i hi = _mm256_or_si256(highNibbles(v), highPair(vh, 2 * (k % 2) + 4));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          const int8_t* x = q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 4 * c;
-          lo_sum[t][c / 4] = dotBytes(lo_sum[t][c / 4], lo, broadcast4(x + 32 * j_lo));
-          hi_sum[t][c / 4] = dotBytes(hi_sum[t][c / 4], hi, broadcast4(x + 32 * j_hi));
-        }
-      }
+    for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 2
-      for (int e = 0; e < 2; ++e) {
-        const int s_lo = 2 * j_lo + e, s_hi = 2 * j_hi + e;  // scale (and activation sum) index
-        const __m256i sc_lo =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 16 + 8 * s_lo)));
-        const __m256i sc_hi =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 16 + 8 * s_hi)));
+      for (int e = 0; e < 2; ++e) {  // elements 16e .. 16e + 15 of the four sub-blocks
+        __m256i sum[T][4];
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          const uint8_t* sums = q8kSums(a.act + t * a.act_stride + b * kQ8_KActBytes);
-          const __m256i off_lo = _mm256_set1_epi32(32 * loadI16(sums + 2 * s_lo));
-          const __m256i off_hi = _mm256_set1_epi32(32 * loadI16(sums + 2 * s_hi));
-          p[t] = _mm256_add_epi32(
-              p[t], _mm256_add_epi32(_mm256_mullo_epi32(_mm256_sub_epi32(lo_sum[t][e], off_lo), sc_lo),
-                                     _mm256_mullo_epi32(_mm256_sub_epi32(hi_sum[t][e], off_hi), sc_hi)));
+        for (int t = 0; t < T; ++t) sum[t][0] = sum[t][1] = sum[t][2] = sum[t][3] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 4 * e; c < 4 * e + 4; ++c) {
+          const uint8_t* chunk = gb + 144 + 768 * h + 96 * c;
+          const __m256i v0 = load32(chunk), v1 = load32(chunk + 32), vh = load32(chunk + 64);
+          const __m256i q[4] = {_mm256_or_si256(lowNibbles(v0), highPair(vh, 0)),
+                                _mm256_or_si256(lowNibbles(v1), highPair(vh, 2)),
+                                _mm256_or_si256(highNibbles(v0), highPair(vh, 4)),
+                                _mm256_or_si256(highNibbles(v1), highPair(vh, 6))};
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const int8_t* x = q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 128 * h + 4 * c;
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; ++g) sum[t][g] = dotBytes(sum[t][g], q[g], broadcast4(x + 32 * g));
+          }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const int s = 2 * (4 * h + g) + e;  // the scale (and activation sum) of these 16
+          const __m256i sc =
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb + 16 + 8 * s)));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const uint8_t* sums = q8kSums(a.act + t * a.act_stride + b * kQ8_KActBytes);
+            const __m256i offset = _mm256_set1_epi32(32 * loadI16(sums + 2 * s));
+            p[t] = _mm256_add_epi32(p[t], _mm256_mullo_epi32(_mm256_sub_epi32(sum[t][g], offset), sc));
+          }
         }
       }
     }

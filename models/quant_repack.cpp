@@ -35,22 +35,24 @@ void forEachRun(TensorType t, int r, Move move) {
     case TensorType::Q6_K:  // file: ql[128], qh[64], scales[16], d
       move(size_t(2 * r), size_t{208}, size_t{2});
       for (int s = 0; s < 16; ++s) move(size_t(16 + 8 * s + r), size_t(192 + s), size_t{1});
-      for (int k = 0; k < 4; ++k)
-        for (int c = 0; c < 8; ++c)
-          move(size_t(144 + 256 * k + 32 * c + 4 * r), size_t(32 * k + 4 * c), size_t{4});
-      for (int m = 0; m < 2; ++m)
-        for (int c = 0; c < 8; ++c)
-          move(size_t(1168 + 256 * m + 32 * c + 4 * r), size_t(128 + 32 * m + 4 * c), size_t{4});
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 8; ++c) {
+          const size_t at = size_t(144 + 768 * h + 96 * c + 4 * r);
+          move(at, size_t(64 * h + 4 * c), size_t{4});
+          move(at + 32, size_t(64 * h + 32 + 4 * c), size_t{4});
+          move(at + 64, size_t(128 + 32 * h + 4 * c), size_t{4});
+        }
       return;
     default: {  // Q4_K, Q5_K: file d, dmin, scales[12], (Q5_K: qh[32]), qs[128]
       const bool five = t == TensorType::Q5_K;
       move(size_t(2 * r), size_t{0}, size_t{2});
       move(size_t(16 + 2 * r), size_t{2}, size_t{2});
+      const int qs = five ? 416 : 160;  // Q5_K: the fifth bits first, read with run 0
       for (int k = 0; k < 4; ++k)
         for (int c = 0; c < 8; ++c)
-          move(size_t(160 + 256 * k + 32 * c + 4 * r), size_t((five ? 48 : 16) + 32 * k + 4 * c), size_t{4});
+          move(size_t(qs + 256 * k + 32 * c + 4 * r), size_t((five ? 48 : 16) + 32 * k + 4 * c), size_t{4});
       if (five)
-        for (int c = 0; c < 8; ++c) move(size_t(1184 + 32 * c + 4 * r), size_t(16 + 4 * c), size_t{4});
+        for (int c = 0; c < 8; ++c) move(size_t(160 + 32 * c + 4 * r), size_t(16 + 4 * c), size_t{4});
       return;
     }
   }

@@ -24,16 +24,21 @@
 //     [160, 1184) for each 32-byte quant run k = 0..3 (sub-blocks 2k low nibbles,
 //                 2k+1 high), chunk c = 0..7 at 160 + 256k + 32c: row r's bytes
 //                 32k+4c..32k+4c+3 at + 4r
-//   Q5_K, 1440 bytes per 256 elements (file: 8 * 176): Q4_K's 1184, then
-//     [1184, 1440) the fifth bits: chunk c = 0..7 at 1184 + 32c: row r's qh bytes
-//                 4c..4c+3 at + 4r (bit j of qh byte i: element 32j + i)
-//   Q6_K, 1680 bytes per 256 elements (file: 8 * 210):
+//   Q5_K, 1440 bytes per 256 elements (file: 8 * 176): Q4_K's fields, with the
+//   fifth bits before the quant runs (the kernel reads them with run 0):
+//     [0, 160)     as Q4_K
+//     [160, 416)   the fifth bits: chunk c = 0..7 at 160 + 32c: row r's qh bytes
+//                  4c..4c+3 at + 4r (bit j of qh byte i: element 32j + i)
+//     [416, 1440)  Q4_K's quant runs (at 416 + 256k + 32c)
+//   Q6_K, 1680 bytes per 256 elements (file: 8 * 210), in the order the kernel
+//   reads it:
 //     [0, 16)      f16 d of row r at 2r
 //     [16, 144)    int8 scale s = 0..15 (elements 16s..16s+15), row r at 16 + 8s + r
-//     [144, 1168)  the low four bits: for each 32-byte ql run k = 0..3, chunk c = 0..7
-//                  at 144 + 256k + 32c: row r's ql bytes 32k+4c..32k+4c+3 at + 4r
-//     [1168, 1680) the high two bits: for each 32-byte qh run m = 0..1, chunk c at
-//                  1168 + 256m + 32c: row r's qh bytes 32m+4c..32m+4c+3 at + 4r
+//     [144, 1680)  for each half h = 0..1 and chunk c = 0..7, 96 bytes at
+//                  144 + 768h + 96c: row r's ql bytes 64h+4c..+3 at + 4r (low
+//                  nibbles: sub-block 4h, high: 4h + 2), its ql bytes 64h+32+4c..+3
+//                  at + 32 + 4r (sub-blocks 4h + 1, 4h + 3), its qh bytes
+//                  128+32h+4c..+3 at + 64 + 4r (bits 2g, 2g + 1: sub-block 4h + g)
 #pragma once
 
 #include <cstddef>

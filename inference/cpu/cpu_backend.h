@@ -2,7 +2,7 @@
 // file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) meet activations
 // quantised once per matmul to 8-bit blocks, in integer dot products
 // (models/quant_dot.h); F32/F16/BF16 weights are dotted in float (quant::dotRow).
-// prepareWeight repacks Q8_0, Q4_0 and Q4_K weights into interleaved row groups
+// prepareWeight repacks Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K weights into interleaved row groups
 // (models/quant_repack.h: one vector lane per row, the same bits); other weights,
 // and any view it was not given, are used in place. Work is spread over a small
 // persistent thread pool where the op is large enough to pay for the hand-off;

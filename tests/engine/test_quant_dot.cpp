@@ -436,16 +436,17 @@ TEST_F(QuantDot, kQuantGroupLayoutsByHand) {
     if (t == TensorType::Q6_K) {  // file: ql[128] qh[64] scales[16] d
       p.push_back({size_t(2 * r), 208, 2});
       for (int s = 0; s < 16; ++s) p.push_back({size_t(16 + 8 * s + r), size_t(192 + s), 1});
-      for (int i = 0; i < 128; i += 4)  // ql byte i: run i / 32, chunk (i % 32) / 4
-        p.push_back({size_t(144 + 256 * (i / 32) + 32 * ((i % 32) / 4) + 4 * r), size_t(i), 4});
-      for (int i = 0; i < 64; i += 4)  // qh byte i
-        p.push_back({size_t(1168 + 256 * (i / 32) + 32 * ((i % 32) / 4) + 4 * r), size_t(128 + i), 4});
+      for (int i = 0; i < 128; i += 4)  // ql byte i: half i / 64, chunk (i % 32) / 4, run (i / 32) % 2
+        p.push_back(
+            {size_t(144 + 768 * (i / 64) + 96 * ((i % 32) / 4) + 32 * ((i / 32) % 2) + 4 * r), size_t(i), 4});
+      for (int i = 0; i < 64; i += 4)  // qh byte i: half i / 32
+        p.push_back({size_t(144 + 768 * (i / 32) + 96 * ((i % 32) / 4) + 64 + 4 * r), size_t(128 + i), 4});
     } else {  // Q5_K file: d dmin scales[12] qh[32] qs[128]
       p.push_back({size_t(2 * r), 0, 2});
       p.push_back({size_t(16 + 2 * r), 2, 2});
+      for (int i = 0; i < 32; i += 4) p.push_back({size_t(160 + 32 * (i / 4) + 4 * r), size_t(16 + i), 4});
       for (int i = 0; i < 128; i += 4)
-        p.push_back({size_t(160 + 256 * (i / 32) + 32 * ((i % 32) / 4) + 4 * r), size_t(48 + i), 4});
-      for (int i = 0; i < 32; i += 4) p.push_back({size_t(1184 + 32 * (i / 4) + 4 * r), size_t(16 + i), 4});
+        p.push_back({size_t(416 + 256 * (i / 32) + 32 * ((i % 32) / 4) + 4 * r), size_t(48 + i), 4});
     }
     return p;
   };
