@@ -645,6 +645,34 @@ TEST_F(QuantDot, backendRepacksAndKeepsTheBits) {
   roomy.releaseWeight(packed);
 }
 
+TEST_F(QuantDot, fileLayoutBatchesRepackedOnTheFlyKeepTheBits) {
+  // A weight left in the file layout meets batches of 16 or more tokens in groups
+  // repacked per work item: the same bits as a backend that keeps the file layout
+  // throughout, for every type, below and above the threshold, with a last row tile
+  // of 8 rows (40) and one not of whole groups (37).
+  for (TensorType t : kTypes) {
+    for (int rows : {40, 37}) {
+      const int cols = 512;
+      const Operands o = makeOperands(t, rows, 0, cols, 7 + rows);
+      const moe::WeightView host{t, o.rows.data(), cols, rows, o.row_bytes};
+      const auto x = randomFloats(size_t(130) * cols, 13, -2.0f, 2.0f);
+      for (DotIsa isa : availableIsas()) {
+        moe::CpuBackend on(2), off(2);
+        on.setDotIsa(isa);
+        off.setDotIsa(isa);
+        off.setRepackWeights(false);
+        for (int n : {15, 16, 64, 130}) {
+          std::vector<float> a(size_t(n) * rows, NAN), b(size_t(n) * rows, NAN);
+          on.matmul(host, x.data(), a.data(), n);
+          off.matmul(host, x.data(), b.data(), n);
+          ASSERT_TRUE(a == b) << moe::test::format("%s %s %d rows, %d tokens", moe::gguf::tensorTypeName(t),
+                                                   quant::dotIsaName(isa), rows, n);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(QuantDot, slicingAnInterleavedWeight) {
   const Operands o = makeOperands(TensorType::Q4_0, 24, 0, 64, 2);
   moe::CpuBackend be(1);
