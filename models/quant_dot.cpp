@@ -129,11 +129,17 @@ const GroupTable* groupTableFor(DotIsa isa, TensorType t) {
 
 namespace dot {
 const GroupTable* portableGroupTable(TensorType t) {
+  static constexpr GroupTable q8_0 = portableGroupTableOf<TensorType::Q8_0>();
   static constexpr GroupTable q4_0 = portableGroupTableOf<TensorType::Q4_0>();
   static constexpr GroupTable q4_k = portableGroupTableOf<TensorType::Q4_K>();
+  static constexpr GroupTable q5_k = portableGroupTableOf<TensorType::Q5_K>();
+  static constexpr GroupTable q6_k = portableGroupTableOf<TensorType::Q6_K>();
   switch (t) {
+    case TensorType::Q8_0: return &q8_0;
     case TensorType::Q4_0: return &q4_0;
     case TensorType::Q4_K: return &q4_k;
+    case TensorType::Q5_K: return &q5_k;
+    case TensorType::Q6_K: return &q6_k;
     default: return nullptr;
   }
 }

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "models/quant_dot_x86.h"
@@ -363,6 +364,51 @@ MOECHAT_AVX2_INLINE __m256i packBytes(__m256i a, __m256i b, __m256i c, __m256i d
   return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// ---------------------------------------------------------------------------
+// Q8_0 interleaved group (quant_repack.h) by one Q8_0 activation. Half h of a
+// 64-byte run j holds rows 4h..4h+3, two int32 lanes each: lane 2r' + k is row
+// 4h + r''s elements 8j+4k..8j+4k+3, so register (j, h) accumulates lanes 2j and
+// 2j + 1 of quant_dot.h's eight for four rows. An activation's eight bytes are
+// broadcast to every row and take each weight's sign (|w| * sign(x, w) = w * x).
+MOECHAT_AVX2 void groupQ8_0(const GroupArgs& a) {
+  constexpr size_t kBlock = 272;
+  const int64_t nb = a.n / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[4][2];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = a.group + b * kBlock;
+    const uint8_t* xb = a.act + b * kQ8_0ActBytes + 2;
+    const __m256 dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb))),
+                                    _mm256_set1_ps(loadF32(q8_0Scales(a.act, nb) + 4 * b)));
+    const __m256 s[2] = {_mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
+                         _mm256_permutevar8x32_ps(dw, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      int64_t x8;
+      std::memcpy(&x8, xb + 8 * j, sizeof x8);
+      const __m256i x = _mm256_set1_epi64x(x8);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i w = load32(gb + 16 + 64 * j + 32 * h);
+        // Pairs of products fit int16 (<= 2 * 128 * 127).
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        const __m256i p = _mm256_madd_epi16(p16, ones);
+        acc[j][h] = _mm256_fmadd_ps(s[h], _mm256_cvtepi32_ps(p), acc[j][h]);
+      }
+    }
+  }
+  // Per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), lane 2j + k being
+  // register j's lane of parity k.
+  __m256 sum[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+    sum[h] = _mm256_add_ps(_mm256_add_ps(acc[0][h], acc[2][h]), _mm256_add_ps(acc[1][h], acc[3][h]));
+  const __m256 rows = _mm256_hadd_ps(sum[0], sum[1]);  // rows 0 1 4 5 | 2 3 6 7
+  _mm256_storeu_ps(a.y, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(rows), 0xd8)));
+}
+
 MOECHAT_AVX2_INLINE float maxLane(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -461,13 +507,20 @@ const TileTable* avx2Table(TensorType t) {
   }
 }
 
-// Sixteen 256-bit registers: eight activations at once would spill.
+// Sixteen 256-bit registers: eight activations at once would spill (Q8_0's eight
+// lanes per row take eight accumulators for one activation).
 const GroupTable* avx2GroupTable(TensorType t) {
+  static constexpr GroupTable q8_0 = {{groupQ8_0, nullptr, nullptr, nullptr}};
   static constexpr GroupTable q4_0 = {{runGroupQ4_0<1>, runGroupQ4_0<2>, runGroupQ4_0<4>, nullptr}};
   static constexpr GroupTable q4_k = {{runGroupQ4_K<1>, runGroupQ4_K<2>, runGroupQ4_K<4>, nullptr}};
+  static constexpr GroupTable q5_k = {{runGroupQ5_K<1>, runGroupQ5_K<2>, runGroupQ5_K<4>, nullptr}};
+  static constexpr GroupTable q6_k = {{runGroupQ6_K<1>, runGroupQ6_K<2>, nullptr, nullptr}};
   switch (t) {
+    case TensorType::Q8_0: return &q8_0;
     case TensorType::Q4_0: return &q4_0;
     case TensorType::Q4_K: return &q4_k;
+    case TensorType::Q5_K: return &q5_k;
+    case TensorType::Q6_K: return &q6_k;
     default: return nullptr;
   }
 }

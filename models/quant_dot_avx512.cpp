@@ -9,6 +9,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "models/quant_dot_x86.h"
@@ -197,6 +198,81 @@ struct BlocksK {
   static void run(const TileArgs& a) { tileBlocksK<W, T>(a); }
 };
 
+// ---------------------------------------------------------------------------
+// Q8_0 interleaved groups (quant_repack.h) by T Q8_0 activations. Run j's 64 bytes
+// are one register whose int32 lane 2r + k holds row r's elements 8j+4k..8j+4k+3:
+// lane 2j + k of quant_dot.h's eight for that row, so register j accumulates lanes
+// 2j and 2j + 1 of all eight rows. An activation's eight bytes are broadcast to
+// every row and negated where the weight is negative (VNNI multiplies unsigned
+// |w| by signed x: |w| * sign(x, w) = w * x; abs(-128) reads as 128), so one
+// dpbusd forms sixteen exact lanes and one fma scales them.
+MOECHAT_AVX512_INLINE __m512i broadcast8(const uint8_t* p) {
+  int64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi64(v);
+}
+
+// (GCC 12's _mm512_cvtepi32_ps and _mm512_cvtph_ps pass an "undefined" vector that
+// trips -Wmaybe-uninitialized; these are the same instructions.)
+MOECHAT_AVX512_INLINE __m512 toFloat(__m512i v) {
+  return reinterpret_cast<__m512>(__builtin_convertvector(reinterpret_cast<__v16si>(v), __v16sf));
+}
+MOECHAT_AVX512_INLINE __m512 halvesToFloat(__m256i h) { return _mm512_maskz_cvtph_ps(0xffff, h); }
+
+template <int T>
+MOECHAT_AVX512 void groupQ8_0(const GroupArgs& a) {
+  constexpr size_t kBlock = 272;
+  const int64_t nb = a.n / 32;
+  __m512 acc[T][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[t][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = a.group + b * kBlock;
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gb));  // row r's d in lanes 2r, 2r + 1
+    const __m512 dw = halvesToFloat(_mm256_set_m128i(_mm_unpackhi_epi16(h, h), _mm_unpacklo_epi16(h, h)));
+    __m512i aw[4];
+    __mmask64 neg[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512i w = _mm512_loadu_si512(gb + 16 + 64 * j);
+      neg[j] = _mm512_movepi8_mask(w);
+      aw[j] = _mm512_abs_epi8(w);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* x = a.act + t * a.act_stride;
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(loadF32(q8_0Scales(x, nb) + 4 * b)));
+      const uint8_t* xq = x + b * kQ8_0ActBytes + 2;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i xv = broadcast8(xq + 8 * j);
+        const __m512i sx = _mm512_mask_sub_epi8(xv, neg[j], _mm512_setzero_si512(), xv);
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw[j], sx);
+        acc[t][j] = _mm512_fmadd_ps(s, toFloat(p), acc[t][j]);
+      }
+    }
+  }
+  // Per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), lane 2j + k being
+  // register j's lane 2r + k.
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum =
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][2]), _mm512_add_ps(acc[t][1], acc[t][3]));
+    const __m256 lo = _mm256_castsi256_ps(lowHalf(_mm512_castps_si512(sum)));  // rows 0..3
+    const __m256 hi = _mm256_castsi256_ps(highHalf(_mm512_castps_si512(sum)));
+    const __m256 rows = _mm256_hadd_ps(lo, hi);  // rows 0 1 4 5 | 2 3 6 7
+    _mm256_storeu_ps(a.y + t * a.y_stride,
+                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(rows), 0xd8)));
+  }
+}
+
+template <int T>
+void runGroupQ8_0(const GroupArgs& a) {
+  groupQ8_0<T>(a);
+}
+
 // XCR0 bits 1, 2 (SSE, AVX state) and 5, 6, 7 (opmask, ZMM upper halves, ZMM16-31):
 // the OS saves the AVX-512 registers.
 bool osSavesAvx512State() {
@@ -231,11 +307,18 @@ const TileTable* avx512Table(TensorType t) {
 }
 
 const GroupTable* avx512GroupTable(TensorType t) {
+  // Q8_0 keeps four registers per activation: eight would spill.
+  static constexpr GroupTable q8_0 = {{runGroupQ8_0<1>, runGroupQ8_0<2>, runGroupQ8_0<4>, nullptr}};
   static constexpr GroupTable q4_0 = {{runGroupQ4_0<1>, runGroupQ4_0<2>, runGroupQ4_0<4>, runGroupQ4_0<8>}};
   static constexpr GroupTable q4_k = {{runGroupQ4_K<1>, runGroupQ4_K<2>, runGroupQ4_K<4>, runGroupQ4_K<8>}};
+  static constexpr GroupTable q5_k = {{runGroupQ5_K<1>, runGroupQ5_K<2>, runGroupQ5_K<4>, runGroupQ5_K<8>}};
+  static constexpr GroupTable q6_k = {{runGroupQ6_K<1>, runGroupQ6_K<2>, runGroupQ6_K<4>, nullptr}};
   switch (t) {
+    case TensorType::Q8_0: return &q8_0;
     case TensorType::Q4_0: return &q4_0;
     case TensorType::Q4_K: return &q4_k;
+    case TensorType::Q5_K: return &q5_k;
+    case TensorType::Q6_K: return &q6_k;
     default: return nullptr;
   }
 }

@@ -4,7 +4,7 @@
 // on one matrix) is compute-bound and is reported in multiply-adds per second. The
 // baseline from the same run is the float-activation dot (quant::dotRow), the path
 // quantised weights took before activations were quantised. The engine's rows run
-// on the weights as the backend prepares them (Q4_0/Q4_K repacked into interleaved
+// on the weights as the backend prepares them (Q8_0/Q4_0/K-quants repacked into interleaved
 // groups unless --no-repack); their byte counts are of that layout.
 //
 // --backend cuda: the same matrices uploaded to the GPU and multiplied through the

@@ -2,9 +2,11 @@
 // file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) meet activations
 // quantised once per matmul to 8-bit blocks, in integer dot products
 // (models/quant_dot.h); F32/F16/BF16 weights are dotted in float (quant::dotRow).
-// prepareWeight repacks Q4_0 and Q4_K weights into interleaved row groups
-// (models/quant_repack.h: one vector lane per row, the same bits); other weights,
-// and any view it was not given, are used in place. Work is spread over a small
+// prepareWeight repacks Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K weights into interleaved row
+// groups (models/quant_repack.h: one vector lane per row, the same bits); other
+// weights, and any view it was not given, are used in place (a batch of 16 or more
+// tokens still meets those types in groups: each work item repacks its rows into a
+// thread's scratch). Work is spread over a small
 // persistent thread pool where the op is large enough to pay for the hand-off;
 // small ops run inline.
 #pragma once
@@ -33,8 +35,9 @@ class CpuBackend final : public Backend {
   // test or the bench picks another (every choice gives the same bits).
   quant::DotIsa dotIsa() const { return isa_; }
   void setDotIsa(quant::DotIsa isa);
-  // Whether prepareWeight repacks (on by default; off keeps the file's layout, as
-  // an offload path's host copies have it).
+  // Whether prepareWeight repacks, and batches repack their rows on the fly (on by
+  // default; off keeps the file's layout everywhere, as an offload path's host copies
+  // have it).
   void setRepackWeights(bool on) { repack_ = on; }
   // A weight is repacked only while the memory the kernel reports available
   // (MemAvailable) stays above this many bytes after its copy: a model near the

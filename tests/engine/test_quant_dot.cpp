@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ const TensorType kTypes[] = {TensorType::Q8_0,   TensorType::Q4_0,  TensorType::
                              TensorType::IQ4_NL, TensorType::MXFP4, TensorType::Q2_K,    TensorType::Q3_K,
                              TensorType::IQ4_XS, TensorType::IQ1_S, TensorType::IQ1_M,   TensorType::IQ2_XXS,
                              TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ3_XXS, TensorType::IQ3_S};
+
+// The types with an interleaved layout (quant_repack.h), in this order.
+const TensorType kRepackedTypes[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K,
+                                     TensorType::Q6_K};
 
 bool isBlock32(TensorType t) { return moe::gguf::typeTraits(uint32_t(t))->block_elems == 32; }
 
@@ -365,16 +370,123 @@ TEST_F(QuantDot, unavailableIsaOrFloatTypeIsRefused) {
 
 // ---- interleaved row groups -------------------------------------------------
 
+TEST_F(QuantDot, q8_0GroupLayoutByHand) {
+  // Two blocks of eight rows, every quant distinct within its row and block and of
+  // both signs (quantAt), row r's scale 2^r (f16 0x3C00 + r * 0x0400). The group
+  // block keeps the eight scales first, then run j's 64 bytes hold each row's
+  // bytes 8j..8j+7, rows in order.
+  const int64_t n = 64;
+  const size_t row_bytes = moe::gguf::rowBytes(TensorType::Q8_0, n);
+  ASSERT_EQ(row_bytes, size_t{68});
+  std::vector<uint8_t> rows(8 * row_bytes);
+  auto quantAt = [](int r, int b, int i) { return int8_t(r * 13 - 50 + b * 40 + i - (i % 2 ? 0 : 2 * i)); };
+  for (int r = 0; r < 8; ++r)
+    for (int b = 0; b < 2; ++b) {
+      uint8_t* blk = rows.data() + r * row_bytes + b * 34;
+      const uint16_t d = uint16_t(0x3C00 + 0x0400 * r);  // 2^r
+      blk[0] = uint8_t(d & 0xff), blk[1] = uint8_t(d >> 8);
+      for (int i = 0; i < 32; ++i) blk[2 + i] = uint8_t(quantAt(r, b, i));
+    }
+  ASSERT_EQ(quant::repackedGroupBytes(TensorType::Q8_0, n), size_t{2 * 272});
+  std::vector<uint8_t> group(2 * 272);
+  quant::repackRows(TensorType::Q8_0, rows.data(), row_bytes, n, group.data());
+  for (int b = 0; b < 2; ++b) {
+    const uint8_t* gb = group.data() + 272 * b;
+    for (int r = 0; r < 8; ++r) {
+      ASSERT_EQ(gb[2 * r], 0x00);
+      ASSERT_EQ(gb[2 * r + 1], uint8_t(0x3C + 4 * r)) << r;
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 8; ++i)
+          ASSERT_EQ(int8_t(gb[16 + 64 * j + 8 * r + i]), quantAt(r, b, 8 * j + i))
+              << moe::test::format("block %d row %d byte %d", b, r, 8 * j + i);
+    }
+  }
+  // Activations whose scales are exactly 1 (largest |x| = 127 per block), so row r's dot is
+  // 2^r times an integer sum, exact in float: every group kernel must give it.
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = i % 32 == 5 ? -127.0f : float((i * 37) % 61 - 30);
+  const size_t act_bytes = quant::activationRowBytes(ActivationFormat::Q8_0, n);
+  std::vector<uint8_t> act(act_bytes);
+  quant::quantizeActivations(ActivationFormat::Q8_0, x.data(), n, act.data());
+  ASSERT_EQ(act[0], 0x00);
+  ASSERT_EQ(act[1], 0x3C);  // d = 1.0
+  for (DotIsa isa : availableIsas()) {
+    std::vector<float> y(8, NAN);
+    quant::dotGroups(isa, TensorType::Q8_0, group.data(), group.size(), 1, act.data(), act_bytes, 1, n,
+                     y.data(), 8);
+    for (int r = 0; r < 8; ++r) {
+      int64_t sum = 0;
+      for (int i = 0; i < n; ++i) sum += int64_t(quantAt(r, i / 32, i % 32)) * int64_t(x[i]);
+      ASSERT_EQ(double(y[r]), double(sum) * double(1 << r))
+          << moe::test::format("%s row %d", quant::dotIsaName(isa), r);
+    }
+  }
+}
+
+TEST_F(QuantDot, kQuantGroupLayoutsByHand) {
+  // Where every byte of a Q5_K and a Q6_K block goes, written out from the layout
+  // quant_repack.h documents (Q5_K's packed scales, stored unpacked as Q4_K's, are
+  // checked through the round trip and the kernels): eight rows of two blocks of
+  // random bytes, each group byte compared with the file byte it must hold.
+  struct Place {
+    size_t group, file, bytes;
+  };
+  auto places = [](TensorType t, int r) {
+    std::vector<Place> p;
+    if (t == TensorType::Q6_K) {  // file: ql[128] qh[64] scales[16] d
+      p.push_back({size_t(2 * r), 208, 2});
+      for (int s = 0; s < 16; ++s) p.push_back({size_t(16 + 8 * s + r), size_t(192 + s), 1});
+      for (int i = 0; i < 128; i += 4)  // ql byte i: half i / 64, chunk (i % 32) / 4, run (i / 32) % 2
+        p.push_back(
+            {size_t(144 + 768 * (i / 64) + 96 * ((i % 32) / 4) + 32 * ((i / 32) % 2) + 4 * r), size_t(i), 4});
+      for (int i = 0; i < 64; i += 4)  // qh byte i: half i / 32
+        p.push_back({size_t(144 + 768 * (i / 32) + 96 * ((i % 32) / 4) + 64 + 4 * r), size_t(128 + i), 4});
+    } else {  // Q5_K file: d dmin scales[12] qh[32] qs[128]
+      p.push_back({size_t(2 * r), 0, 2});
+      p.push_back({size_t(16 + 2 * r), 2, 2});
+      for (int i = 0; i < 32; i += 4) p.push_back({size_t(160 + 32 * (i / 4) + 4 * r), size_t(16 + i), 4});
+      for (int i = 0; i < 128; i += 4)
+        p.push_back({size_t(416 + 256 * (i / 32) + 32 * ((i % 32) / 4) + 4 * r), size_t(48 + i), 4});
+    }
+    return p;
+  };
+  for (TensorType t : {TensorType::Q5_K, TensorType::Q6_K}) {
+    SCOPED_TRACE(moe::gguf::tensorTypeName(t));
+    const int64_t n = 512;
+    const size_t row_bytes = moe::gguf::rowBytes(t, n), file_block = row_bytes / 2;
+    const size_t group_block = t == TensorType::Q6_K ? 1680 : 1440;
+    std::vector<uint8_t> rows(8 * row_bytes);
+    uint32_t state = 777;
+    for (auto& b : rows) b = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
+    std::vector<uint8_t> group(quant::repackedGroupBytes(t, n));
+    ASSERT_EQ(group.size(), 2 * group_block);
+    quant::repackRows(t, rows.data(), row_bytes, n, group.data());
+    size_t covered = 0;
+    for (int b = 0; b < 2; ++b)
+      for (int r = 0; r < 8; ++r)
+        for (const Place& p : places(t, r)) {
+          covered += b == 0 ? p.bytes : 0;
+          for (size_t i = 0; i < p.bytes; ++i)
+            ASSERT_EQ(group[b * group_block + p.group + i], rows[r * row_bytes + b * file_block + p.file + i])
+                << moe::test::format("block %d row %d file byte %zu", b, r, p.file + i);
+        }
+    // Every byte but Q5_K's 8 x 12 packed scale bytes (192 bytes unpacked) is placed.
+    ASSERT_EQ(covered + (t == TensorType::Q5_K ? 8 * 12 : 0), 8 * file_block);
+  }
+}
+
 TEST_F(QuantDot, repackIsAnExactRoundTrip) {
   // Arbitrary bytes (every scale and quant bit pattern), not only quantiser output.
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+  const size_t expected_bytes[] = {24 * 272, 24 * 144, 3 * 1184, 3 * 1440, 3 * 1680};  // kRepackedTypes
+  for (size_t it = 0; it < std::size(kRepackedTypes); ++it) {
+    const TensorType t = kRepackedTypes[it];
     const int64_t n = 768;
     const size_t row_bytes = moe::gguf::rowBytes(t, n);
     std::vector<uint8_t> rows(8 * row_bytes);
     uint32_t state = 12345;
     for (auto& b : rows) b = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
     const size_t group_bytes = quant::repackedGroupBytes(t, n);
-    ASSERT_EQ(group_bytes, t == TensorType::Q4_0 ? size_t{24 * 144} : size_t{3 * 1184});
+    ASSERT_EQ(group_bytes, expected_bytes[it]);
     std::vector<uint8_t> group(group_bytes), back(row_bytes);
     quant::repackRows(t, rows.data(), row_bytes, n, group.data());
     for (int r = 0; r < 8; ++r) {
@@ -383,8 +495,12 @@ TEST_F(QuantDot, repackIsAnExactRoundTrip) {
           << moe::test::format("%s row %d", moe::gguf::tensorTypeName(t), r);
     }
   }
-  ASSERT_TRUE(!quant::isRepackable(TensorType::Q8_0));
-  ASSERT_THROW(quant::repackedGroupBytes(TensorType::Q6_K, 256), std::invalid_argument);
+  for (TensorType t : kTypes) {
+    bool listed = false;
+    for (TensorType r : kRepackedTypes) listed = listed || r == t;
+    ASSERT_EQ(quant::isRepackable(t), listed) << moe::gguf::tensorTypeName(t);
+  }
+  ASSERT_THROW(quant::repackedGroupBytes(TensorType::Q5_1, 256), std::invalid_argument);
   ASSERT_THROW(quant::repackedGroupBytes(TensorType::Q4_K, 100), std::invalid_argument);
 }
 
@@ -398,7 +514,7 @@ struct GroupCase {
 
 std::vector<GroupCase> groupCases() {
   std::vector<GroupCase> rows;
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+  for (TensorType t : kRepackedTypes) {
     const char* name = moe::gguf::tensorTypeName(t);
     for (int nt : {1, 2, 3, 4, 5, 8, 9, 17})
       rows.push_back({moe::test::format("%s/1x%d", name, nt), t, 1, nt, 512});
@@ -441,14 +557,23 @@ TEST_F(QuantDot, groupsGiveTheFileLayoutsBits) {
 TEST_F(QuantDot, groupsAtExtremeValues) {
   // Every quant, scale and min at its largest code, activations at +-127: the
   // group kernels' 32-bit lanes give the file layout's (exact) result.
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+  // Q8_0: every weight -128 (|w| = 128 read unsigned) in the first four rows and 127
+  // in the others; Q6_K: every scale -128.
+  for (TensorType t : kRepackedTypes) {
     const int64_t n = 512;
     const size_t row_bytes = moe::gguf::rowBytes(t, n);
     std::vector<uint8_t> rows(8 * row_bytes, 0xff);
-    const size_t block = t == TensorType::Q4_0 ? 18 : 144;
+    if (t == TensorType::Q8_0)
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = i < 4 * row_bytes ? 0x80 : 0x7f;
+    const size_t block = moe::gguf::rowBytes(t, moe::gguf::typeTraits(uint32_t(t))->block_elems);
     for (size_t b = 0; b < rows.size(); b += block) {
-      rows[b] = 0x00, rows[b + 1] = 0x3C;                                 // d = 1.0 (f16)
-      if (t == TensorType::Q4_K) rows[b + 2] = 0x00, rows[b + 3] = 0x3C;  // dmin
+      if (t == TensorType::Q6_K) {
+        std::memset(&rows[b + 192], 0x80, 16);
+        rows[b + 208] = 0x00, rows[b + 209] = 0x3C;  // d = 1.0 (f16)
+        continue;
+      }
+      rows[b] = 0x00, rows[b + 1] = 0x3C;  // d = 1.0 (f16)
+      if (t == TensorType::Q4_K || t == TensorType::Q5_K) rows[b + 2] = 0x00, rows[b + 3] = 0x3C;  // dmin
     }
     std::vector<float> x(2 * n);
     for (int64_t i = 0; i < 2 * n; ++i) x[i] = i < n ? 1.0f : (i % 2 ? 1.0f : -1.0f);
@@ -471,7 +596,7 @@ TEST_F(QuantDot, groupsAtExtremeValues) {
 }
 
 TEST_F(QuantDot, backendRepacksAndKeepsTheBits) {
-  // prepareWeight repacks Q4_0/Q4_K weights of whole groups of rows; matmul and
+  // prepareWeight repacks Q8_0/Q4_0/K-quant weights of whole groups of rows; matmul and
   // embed through them give exactly what the file layout gives, on every
   // instruction set, for one token and 511.
   for (TensorType t : kTypes) {
@@ -518,6 +643,34 @@ TEST_F(QuantDot, backendRepacksAndKeepsTheBits) {
   const moe::WeightView packed = roomy.prepareWeight(host);
   ASSERT_TRUE(packed.interleaved());
   roomy.releaseWeight(packed);
+}
+
+TEST_F(QuantDot, fileLayoutBatchesRepackedOnTheFlyKeepTheBits) {
+  // A weight left in the file layout meets batches of 16 or more tokens in groups
+  // repacked per work item: the same bits as a backend that keeps the file layout
+  // throughout, for every type, below and above the threshold, with a last row tile
+  // of 8 rows (40) and one not of whole groups (37).
+  for (TensorType t : kTypes) {
+    for (int rows : {40, 37}) {
+      const int cols = 512;
+      const Operands o = makeOperands(t, rows, 0, cols, 7 + rows);
+      const moe::WeightView host{t, o.rows.data(), cols, rows, o.row_bytes};
+      const auto x = randomFloats(size_t(130) * cols, 13, -2.0f, 2.0f);
+      for (DotIsa isa : availableIsas()) {
+        moe::CpuBackend on(2), off(2);
+        on.setDotIsa(isa);
+        off.setDotIsa(isa);
+        off.setRepackWeights(false);
+        for (int n : {15, 16, 64, 130}) {
+          std::vector<float> a(size_t(n) * rows, NAN), b(size_t(n) * rows, NAN);
+          on.matmul(host, x.data(), a.data(), n);
+          off.matmul(host, x.data(), b.data(), n);
+          ASSERT_TRUE(a == b) << moe::test::format("%s %s %d rows, %d tokens", moe::gguf::tensorTypeName(t),
+                                                   quant::dotIsaName(isa), rows, n);
+        }
+      }
+    }
+  }
 }
 
 TEST_F(QuantDot, slicingAnInterleavedWeight) {

@@ -204,11 +204,16 @@ TEST(Transformer, hiddenObserverReportsEveryLayer) {
   t->forward(tokens, logits);
   ASSERT_EQ(int(indices.size()), c.n_layer + 1);
   for (int i = 0; i <= c.n_layer; ++i) ASSERT_EQ(indices[i], i);
-  // hidden_0 is the dequantised embedding row of each token.
+  // hidden_0 is the dequantised embedding row of each token, read from the file (the
+  // backend may hold the matrix in interleaved row groups).
   std::vector<float> row(c.n_embd);
-  const auto& emb = f.model->weights().token_embd;
+  const auto* emb = f.model->file().findTensor("token_embd.weight");
+  ASSERT_TRUE(emb != nullptr);
+  const uint8_t* emb_data = f.model->file().tensorData(*emb).data();
+  const auto type = f.model->weights().token_embd.type;
+  const size_t row_bytes = gguf::rowBytes(type, uint64_t(c.n_embd));
   for (size_t k = 0; k < tokens.size(); ++k) {
-    quant::dequantizeRow(emb.type, emb.data + size_t(tokens[k]) * emb.row_bytes, row.data(), c.n_embd);
+    quant::dequantizeRow(type, emb_data + size_t(tokens[k]) * row_bytes, row.data(), c.n_embd);
     ASSERT_TRUE(std::equal(row.begin(), row.end(), embeddings.begin() + k * c.n_embd));
   }
 }
