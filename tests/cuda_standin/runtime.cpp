@@ -1,7 +1,9 @@
-// The CUDA stand-in's device, errors and memory: cudaMalloc is host memory the
-// stand-in tracks (exactly the size asked for, so AddressSanitizer sees a kernel
-// that reads past it), filled with 0xff bytes (NaN as floats) so that code that
-// reads memory it never wrote notices; the device's size is a setting.
+// The CUDA stand-in's device, errors and memory: cudaMalloc is a block of the
+// device arena (device_memory.cpp: the host cannot read it outside the stand-in's
+// streams and copies; under AddressSanitizer the bytes past the size asked for are
+// poisoned, so a kernel that reads past it is reported), filled with 0xff bytes
+// (NaN as floats) so that code that reads memory it never wrote notices; the
+// device's size is a setting.
 #include <unistd.h>
 
 #include <cstdio>
@@ -273,9 +275,12 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   // Accounted as the device would: whole 256-byte granules.
   const size_t charged = (bytes + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign;
   if (charged > d.device_bytes - d.used) return fail(cudaErrorMemoryAllocation);
-  void* p = ::operator new(bytes, std::align_val_t(kDeviceAlign), std::nothrow);
+  void* p = arena().allocate(bytes);
   if (!p) return fail(cudaErrorMemoryAllocation);
-  std::memset(p, 0xff, bytes);
+  {
+    DeviceMemoryScope open;
+    std::memset(p, 0xff, bytes);
+  }
   d.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, MemoryKind::Device};
   d.used += charged;
   d.peak = std::max(d.peak, d.used);
@@ -298,7 +303,7 @@ cudaError_t freeKind(void* ptr, MemoryKind kind) {
   const size_t bytes = it->second.bytes;
   if (kind == MemoryKind::Device) {
     d.used -= (bytes + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign;
-    ::operator delete(ptr, std::align_val_t(kDeviceAlign));
+    arena().free(ptr, bytes);
   } else {
     d.pinned -= bytes;
     ::operator delete(ptr, std::align_val_t(kHostAlign));

@@ -67,6 +67,7 @@ class Stream {
   const int device;
 
  private:
+  friend void releaseDeviceMemoryIfStreamIdle();
   void run();
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
@@ -160,5 +161,52 @@ bool enqueueLaunch(cudaStream_t stream, std::function<void()> run);
 void simulateLatency(const std::atomic<int>& micros);
 // True when p is memory a kernel may read: device memory or mapped pinned host memory.
 bool deviceAccessible(const void* p);
+
+// Device memory (device_memory.cpp): one reserved range of address space that
+// cudaMalloc takes page-aligned blocks from, inaccessible to the host while no
+// stream, kernel or copy of the stand-in works on it.
+class DeviceArena {
+ public:
+  DeviceArena(size_t reserve, bool protect);
+  // A block of `bytes` (page-aligned; the rest of its pages and a gap after it
+  // belong to no block), or null when the arena is full.
+  void* allocate(size_t bytes);
+  void free(void* p, size_t bytes);
+  // One more / one fewer thread working on device memory: readable and writable
+  // while any is (unless protection is off).
+  void open();
+  void close();
+  bool protecting();
+  uint64_t switches();  // mprotect calls so far
+  // The reserved range, for the SIGSEGV handler (set once, then read without a lock).
+  static std::atomic<uintptr_t> base_, end_;
+
+ private:
+  void setProtection(size_t offset, size_t bytes, int prot);  // caller holds mu_
+  std::mutex mu_;
+  size_t reserve_;
+  size_t extent_ = 0;              // bytes from the base ever handed out, in whole huge pages
+  std::map<size_t, size_t> free_;  // offset -> length of the free ranges below extent_
+  int active_ = 0;                 // threads working on device memory now
+  bool protect_;
+  uint64_t switches_ = 0;
+};
+DeviceArena& arena();  // created on first use, never destroyed
+
+// The calling thread starts working on device memory (a stream's thread before a
+// kernel, copy or memset): the arena stays open until the same thread releases it.
+// Cheap when the thread already holds it.
+void holdDeviceMemory();
+void releaseDeviceMemory();
+// On a stream's thread: releases device memory if nothing is queued behind the
+// running operation (an event's completion, before a host waiting for it goes on).
+void releaseDeviceMemoryIfStreamIdle();
+// Device memory open for one scope of a host thread (cudaMalloc's fill).
+struct DeviceMemoryScope {
+  DeviceMemoryScope() { arena().open(); }
+  ~DeviceMemoryScope() { arena().close(); }
+  DeviceMemoryScope(const DeviceMemoryScope&) = delete;
+  DeviceMemoryScope& operator=(const DeviceMemoryScope&) = delete;
+};
 
 }  // namespace cudastandin::detail

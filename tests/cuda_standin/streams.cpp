@@ -14,8 +14,20 @@
 namespace cudastandin::detail {
 
 void simulateLatency(const std::atomic<int>& micros) {
-  if (const int us = micros.load(std::memory_order_relaxed); us > 0)
+  if (const int us = micros.load(std::memory_order_relaxed); us > 0) {
+    releaseDeviceMemory();  // the host may run alone meanwhile
     std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+}
+
+namespace {
+thread_local Stream* tl_stream = nullptr;  // the stream whose thread this is
+}
+
+void releaseDeviceMemoryIfStreamIdle() {
+  if (!tl_stream) return;
+  std::lock_guard lock(tl_stream->mu_);
+  if (tl_stream->queue_.empty()) releaseDeviceMemory();
 }
 
 Stream::Stream(int dev) : device(dev), thread_([this] { run(); }) {}
@@ -66,12 +78,16 @@ bool Stream::idle() {
 }
 
 void Stream::run() {
+  tl_stream = this;
   for (;;) {
     Op op;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;  // stopping, and everything queued has run
+      if (queue_.empty()) {  // stopping, and everything queued has run
+        releaseDeviceMemory();
+        return;
+      }
       op = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
@@ -80,6 +96,8 @@ void Stream::run() {
     op.run = nullptr;
     {
       std::lock_guard lock(mu_);
+      // Nothing more to do: device memory closes before a synchronising host can go on.
+      if (queue_.empty()) releaseDeviceMemory();
       busy_ = false;
       if (queue_.empty()) idle_cv_.notify_all();
     }
@@ -119,6 +137,7 @@ bool enqueueLaunch(cudaStream_t stream, std::function<void()> run) {
   else
     s.enqueue([run = std::move(run)] {
       simulateLatency(device().kernel_latency_us);
+      holdDeviceMemory();
       run();
     });
   return true;
@@ -194,7 +213,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
   if (!fn) return fail(cudaErrorInvalidValue);
   if (const cudaError_t s = sticky()) return s;
-  device().stream(stream).enqueue([fn, user_data] { fn(user_data); });
+  device().stream(stream).enqueue([fn, user_data] {
+    releaseDeviceMemory();  // host code: device memory is not its to read
+    fn(user_data);
+  });
   return cudaSuccess;
 }
 
@@ -237,6 +259,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     state->capture = s.capture.get();
   }
   s.enqueueMarker([state, number] {
+    releaseDeviceMemoryIfStreamIdle();  // before a host waiting for the event goes on
     Device& dev = device();
     std::lock_guard lock(dev.event_mu);
     if (number > state->completed) {
@@ -287,7 +310,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   waiting.enqueue([state, number] {
     Device& dev = device();
     std::unique_lock lock(dev.event_mu);
-    dev.event_cv.wait(lock, [&] { return state->completed >= number || sticky() != cudaSuccess; });
+    const auto done = [&] { return state->completed >= number || sticky() != cudaSuccess; };
+    if (done()) return;
+    lock.unlock();
+    releaseDeviceMemory();  // no device work while the stream waits
+    lock.lock();
+    dev.event_cv.wait(lock, done);
   });
   return cudaSuccess;
 }
@@ -365,12 +393,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
     s.enqueue([dst, staged] {
       simulateLatency(device().copy_latency_us);
+      holdDeviceMemory();
       std::memcpy(dst, staged->data(), staged->size());
     });
     return cudaSuccess;
   }
-  s.enqueue([dst, src, bytes] {
+  s.enqueue([dst, src, bytes, host_only = kind == cudaMemcpyHostToHost] {
     simulateLatency(device().copy_latency_us);
+    if (!host_only) holdDeviceMemory();
     std::memmove(dst, src, bytes);
   });
   if (to == Side::Pageable && kind == cudaMemcpyDeviceToHost) {  // returns once the copy has completed
@@ -393,7 +423,10 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t str
   if (bytes == 0) return cudaSuccess;
   bool whole = true;
   if (sideOf(dst, bytes, &whole) != Side::Device || !whole) return fail(cudaErrorInvalidValue);
-  device().stream(stream).enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+  device().stream(stream).enqueue([dst, value, bytes] {
+    holdDeviceMemory();
+    std::memset(dst, value, bytes);
+  });
   return cudaSuccess;
 }
 

@@ -126,6 +126,91 @@ class CudaEndToEnd : public moe::test::GpuTest {
   }
 };
 
+namespace {
+
+// An architecture's tiny model file and the CPU reference's greedy reply and logits.
+struct Reference {
+  std::string arch, path;
+  std::vector<int32_t> prompt;
+  Reply reply;
+  int n_vocab = 0;
+};
+
+Reference referenceFor(const std::string& arch) {
+  Reference r;
+  r.arch = arch;
+  r.path = (modelDir() / (arch + ".gguf")).string();
+  moe::synth::writeModel(moe::synth::tinySpec(arch), r.path);
+  moe::CpuBackend cpu(2);
+  cpu.setKvType(moe::KvType::F16);  // the GPU's cache type: the same rounding of K and V
+  const auto model = moe::Model::load(moe::gguf::GgufFile::open(r.path), cpu);
+  moe::ResidentExpertSource experts(model->hostExperts());
+  moe::Transformer tf(*model, cpu, experts, 256);
+  moe::Generator gen(*model, tf);
+  r.n_vocab = model->config().n_vocab;
+  r.prompt = promptFor(r.n_vocab);
+  r.reply = run(gen, tf, r.prompt, nullptr);
+  return r;
+}
+
+// Generates ref's reply on the CUDA backend under `policy`, every copy
+// `copy_latency_us` late (the stand-in), and checks it against the reference.
+// *same_tokens: whether the greedy tokens were the reference's; *counts: the
+// offload engine's counters after the reply.
+void checkPolicy(const Reference& ref, moe::OffloadPolicy policy, int copy_latency_us, bool* same_tokens,
+                 moe::OffloadSnapshot* counts = nullptr) {
+  const std::string& arch = ref.arch;
+  moe::SessionOptions opts;
+  opts.model_path = ref.path;
+  opts.threads = 2;
+  opts.n_ctx = 256;
+  opts.device = moe::DeviceChoice::kCuda;
+  opts.policy = policy;
+  opts.budget = moe::BudgetSetting::cacheShare(0.5);
+#if MOECHAT_CUDA_STANDIN
+  cudastandin::setCopyLatencyMicros(copy_latency_us);
+#else
+  (void)copy_latency_us;
+#endif
+  moe::EngineSession s(opts);
+  ASSERT_EQ(s.backend().name().rfind("cuda", 0), 0u) << s.backend().name();
+  const Reply got = run(s.generator(), s.transformer(), ref.prompt, &ref.reply.tokens);
+  s.offload().waitIdle();
+  if (counts) *counts = s.offloadSnapshot();
+#if MOECHAT_CUDA_STANDIN
+  cudastandin::setCopyLatencyMicros(0);
+#endif
+  const double err = nmse(got.logits, ref.reply.logits);
+  const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips
+                     : arch == "gemma4"                        ? kNmseGemma4
+                                                               : kNmse;
+  const int diverged = firstDifference(got.tokens, ref.reply.tokens);
+  const std::string what = moe::test::format(
+      "%s %s%s", arch.c_str(), moe::policyName(policy),
+      copy_latency_us ? moe::test::format(", copies %d us late", copy_latency_us).c_str() : "");
+  moe::test::info(
+      "%-21s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", what.c_str(), err, tol,
+      diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
+      (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed : 0));
+  ASSERT_EQ(got.logits.size(), ref.reply.logits.size());
+  if (diverged >= 0) {  // row diverged - 1 predicted the token at `diverged`
+    ASSERT_GE(diverged, int(ref.prompt.size()));
+    ASSERT_LT(size_t(diverged), std::min(got.tokens.size(), ref.reply.tokens.size()));
+    const size_t V = size_t(ref.n_vocab);
+    const float* row = ref.reply.logits.data() + size_t(diverged - 1) * V;
+    float largest = 0;
+    for (size_t v = 0; v < V; ++v) largest = std::max(largest, std::fabs(row[v]));
+    const float margin = row[ref.reply.tokens[size_t(diverged)]] - row[got.tokens[size_t(diverged)]];
+    EXPECT_LE(margin, 1e-3f * largest) << moe::test::format(
+        "%s: tokens differ at position %d where the reference's margin is %.3g of %.3g: not a near tie",
+        what.c_str(), diverged, margin, largest);
+  }
+  EXPECT_LT(err, tol) << moe::test::format("%s: NMSE %.3e", what.c_str(), err);
+  *same_tokens = diverged < 0;
+}
+
+}  // namespace
+
 TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
   int runs = 0, same_tokens = 0;
   std::vector<std::string> archs = moe::synth::supportedArchs();
@@ -133,67 +218,18 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
                                    // forward pass with the most kinds of kernels
     archs = {"gpt-oss"};
   for (const std::string& arch : archs) {
-    const std::string path = (modelDir() / (arch + ".gguf")).string();
-    const moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);
-    moe::synth::writeModel(spec, path);
-
-    moe::CpuBackend cpu(2);
-    cpu.setKvType(moe::KvType::F16);  // the GPU's cache type: the same rounding of K and V
-    const auto ref_model = moe::Model::load(moe::gguf::GgufFile::open(path), cpu);
-    moe::ResidentExpertSource ref_experts(ref_model->hostExperts());
-    moe::Transformer ref_tf(*ref_model, cpu, ref_experts, 256);
-    moe::Generator ref_gen(*ref_model, ref_tf);
-    const std::vector<int32_t> prompt = promptFor(ref_model->config().n_vocab);
-    const Reply ref = run(ref_gen, ref_tf, prompt, nullptr);
-    ASSERT_EQ(ref.tokens.size(), prompt.size() + kReplyTokens - 1);
-
+    const Reference ref = referenceFor(arch);
+    ASSERT_EQ(ref.reply.tokens.size(), ref.prompt.size() + kReplyTokens - 1);
     for (moe::OffloadPolicy policy : moe::allPolicies()) {
       // Paths once: every architecture under proactive, every policy on the first one.
       if (moe::test::testsPathsOnce() && arch != archs.front() && policy != moe::OffloadPolicy::kProactive)
         continue;
-      moe::SessionOptions opts;
-      opts.model_path = path;
-      opts.threads = 2;
-      opts.n_ctx = 256;
-      opts.device = moe::DeviceChoice::kCuda;
-      opts.policy = policy;
-      opts.budget = moe::BudgetSetting::cacheShare(0.5);
-#if MOECHAT_CUDA_STANDIN
       // Copies slower than the CPU computes a tiny expert: cpu-experts sends experts to the host.
-      cudastandin::setCopyLatencyMicros(policy == moe::OffloadPolicy::kCpuExperts ? 1000 : 0);
-#endif
-      moe::EngineSession s(opts);
-      ASSERT_EQ(s.backend().name().rfind("cuda", 0), 0u) << s.backend().name();
-      const Reply got = run(s.generator(), s.transformer(), prompt, &ref.tokens);
-      const double err = nmse(got.logits, ref.logits);
-      const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips
-                         : arch == "gemma4"                        ? kNmseGemma4
-                                                                   : kNmse;
-      const int diverged = firstDifference(got.tokens, ref.tokens);
-      moe::test::info(
-          "%-8s %-12s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", arch.c_str(),
-          moe::policyName(policy), err, tol,
-          diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
-          (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed
-                                                                         : 0));
-      ASSERT_EQ(got.logits.size(), ref.logits.size());
-      if (diverged >= 0) {  // row diverged - 1 predicted the token at `diverged`
-        ASSERT_GE(diverged, int(prompt.size()));
-        ASSERT_LT(size_t(diverged), std::min(got.tokens.size(), ref.tokens.size()));
-        const size_t V = size_t(ref_model->config().n_vocab);
-        const float* row = ref.logits.data() + size_t(diverged - 1) * V;
-        float largest = 0;
-        for (size_t v = 0; v < V; ++v) largest = std::max(largest, std::fabs(row[v]));
-        const float margin = row[ref.tokens[size_t(diverged)]] - row[got.tokens[size_t(diverged)]];
-        EXPECT_LE(margin, 1e-3f * largest) << moe::test::format(
-            "%s %s: tokens differ at position %d where the reference's margin is %.3g of %.3g: "
-            "not a near tie",
-            arch.c_str(), moe::policyName(policy), diverged, margin, largest);
-      }
-      EXPECT_LT(err, tol) << moe::test::format("%s %s: NMSE %.3e", arch.c_str(), moe::policyName(policy),
-                                               err);
+      const int latency_us = policy == moe::OffloadPolicy::kCpuExperts ? 1000 : 0;
+      bool same = false;
+      ASSERT_NO_FATAL_FAILURE(checkPolicy(ref, policy, latency_us, &same));
       ++runs;
-      same_tokens += diverged < 0;
+      same_tokens += same;
     }
   }
   moe::test::info("%d of %d runs produced the reference's greedy tokens", same_tokens, runs);
@@ -202,3 +238,30 @@ TEST_F(CudaEndToEnd, everyArchitectureEveryPolicy) {
   else
     EXPECT_EQ(runs, int(archs.size()) * 5);  // every architecture (quick: 1) x 5 policies
 }
+
+#if MOECHAT_CUDA_STANDIN
+// Copies slower than the kernels (the stand-in's simulated latency: each copy waits
+// this long on its stream before it runs), at two latencies, under each policy that
+// copies experts while the model runs: a kernel that reads an expert slot before
+// its copy has landed (a missing stream wait), or a copy into a slot that queued
+// kernels still read (a missing fence), gives wrong logits every time, not on an
+// unlucky interleaving. (cpu-experts runs with 1000 us copies above.)
+TEST_F(CudaEndToEnd, slowCopiesEveryStreamingPolicy) {
+  struct LatencyReset {
+    ~LatencyReset() { cudastandin::setCopyLatencyMicros(0); }
+  } reset;
+  const Reference ref = referenceFor("qwen3moe");
+  for (int latency_us : {300, 2000})
+    for (moe::OffloadPolicy policy :
+         {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
+      // Quick: the longer latency (kernels run slower under TSan), the policies whose threads differ.
+      if (moe::test::gpuTestsQuick() && (latency_us != 2000 || policy == moe::OffloadPolicy::kStatic))
+        continue;
+      bool same = false;
+      moe::OffloadSnapshot counts;
+      ASSERT_NO_FATAL_FAILURE(checkPolicy(ref, policy, latency_us, &same, &counts));
+      ASSERT_TRUE(counts.device_waits > 0) << moe::policyName(policy) << ", copies " << latency_us
+                                           << " us late: no kernel waited on the device for a copy";
+    }
+}
+#endif

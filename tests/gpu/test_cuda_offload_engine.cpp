@@ -135,6 +135,54 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
 }
 
 #if MOECHAT_CUDA_STANDIN
+// Copies slower than the kernels (the stand-in's simulated copy latency: every copy
+// waits this long on the copy stream before it runs): a kernel that reads a slot
+// before its copy has landed (a missing stream wait) reads the slot's previous
+// expert or poison, and a copy into a slot that queued kernels still read (a missing
+// fence) changes what they read, every time instead of on an unlucky interleaving.
+// Each policy that copies, at the fewest slots (the most copies), at two latencies;
+// logits as in policiesMatchCpu.
+TEST_F(CudaOffloadEngine, slowCopiesMatchCpu) {
+  struct LatencyReset {
+    ~LatencyReset() { cudastandin::setCopyLatencyMicros(0); }
+  } reset;
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
+  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
+  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  for (int latency_us : {300, 2000})
+    for (auto policy :
+         {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
+      // Quick: the longer latency (kernels run slower under TSan), the policies whose threads differ.
+      if (moe::test::gpuTestsQuick() && (latency_us != 2000 || policy == moe::OffloadPolicy::kStatic))
+        continue;
+      const std::string what =
+          moe::test::format("%s, copies %d us late", moe::policyName(policy), latency_us);
+      moe::OffloadConfig oc;
+      oc.policy = policy;
+      oc.cache_slots = 3;
+      oc.device = moe::makeOffloadDevice(*gpu_);
+      moe::OffloadEngine engine(*gpu_model, *gpu_, oc);
+      moe::Transformer tf(*gpu_model, *gpu_, engine.source(), 64);
+      cudastandin::setCopyLatencyMicros(latency_us);
+      const StepLogits got = runSteps(tf, gpu_model->config().n_vocab);
+      engine.waitIdle();
+      cudastandin::setCopyLatencyMicros(0);
+      for (size_t i = 0; i < want.logits.size(); ++i) {
+        const double err = relMaxDiff(got.logits[i], want.logits[i]);
+        ASSERT_TRUE(err < kLogitsBound) << what + moe::test::format(" step %zu: err %g", i, err);
+      }
+      const auto s = engine.snapshot();
+      ASSERT_TRUE(s.bytes_h2d > 0) << what;
+      ASSERT_TRUE(s.device_waits > 0) << what + ": no kernel waited on the device for a copy";
+      moe::test::info("%s: %llu chunks copied, %llu experts waited for on the device, %llu by the host",
+                      what.c_str(), (unsigned long long)s.chunks_copied, (unsigned long long)s.device_waits,
+                      (unsigned long long)s.waits);
+    }
+}
+
 // Mapped decode: every decode step routes and picks on the device, the cached
 // experts read from their slots and the missed ones in place from the pinned store;
 // the host waits once per token (the logits), learns the routing after the step and

@@ -3,8 +3,8 @@
 // barriers, partial-warp shuffles, host pointers given to a kernel, bad launch
 // configurations), the int8 mma.sync's fragment layout, streams that really run
 // asynchronously to the host and to each other, events, the copy rules for
-// pageable memory, fault injection, device memory limits and counters, cuBLAS
-// GEMM, and half conversions.
+// pageable memory, fault injection, device memory limits and counters, device
+// memory the host cannot read, cuBLAS GEMM, and half conversions.
 // Built only with MOECHAT_CUDA_STANDIN (tests/gpu/CMakeLists.txt).
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -408,6 +409,98 @@ TEST(CudaStandin, deviceMemoryIsLimitedAndPoisoned) {
   ASSERT_EQ(cudaFree(p), cudaSuccess);
   ASSERT_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
   cudastandin::setDeviceBytes(size_t{2} << 30);
+}
+
+// Device memory is the device's: host code that reads or writes a cudaMalloc'd
+// pointer crashes with a message saying so (on a GPU it is an address the host
+// cannot use), after cudaDeviceSynchronize, a stream's or an event's synchronise
+// alike; copies and kernels reach it, pinned host memory stays the host's.
+// Each death runs in a child process (GoogleTest's threadsafe death tests: the
+// child starts the program again and runs this case up to the dying statement).
+TEST(CudaStandin, hostCodeReadingDeviceMemoryCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Clean clean;
+  ASSERT_TRUE(cudastandin::deviceMemoryProtected())
+      << "device memory protection is off (CUDA_STANDIN_PROTECT_DEVICE_MEMORY=0?)";
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t done = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  DeviceArray<float> dev(32);
+  launch(writeKernel, 1, 32, 0, nullptr, dev.p, 5.0f);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(dev.read()[31], 5.0f);  // a copy reaches it
+  volatile float* p = dev.p;
+  EXPECT_DEATH((void)p[3], "host code read device memory at 0x");
+  EXPECT_DEATH(p[3] = 1.0f, "host code wrote device memory at 0x");
+  // The same after a stream's or an event's synchronise, and through memcpy.
+  launch(writeKernel, 1, 32, 0, s, dev.p, 6.0f);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_DEATH((void)p[0], "host code read device memory at 0x");
+  launch(writeKernel, 1, 32, 0, s, dev.p, 7.0f);
+  ASSERT_EQ(cudaEventRecord(done, s), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
+  float host[32];
+  EXPECT_DEATH(std::memcpy(host, dev.p, sizeof host), "host code read device memory at 0x");
+  ASSERT_EQ(dev.read()[0], 7.0f);
+  // Pinned host memory, mapped or registered, is the host's to read at any time.
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 32 * sizeof(float), cudaHostAllocMapped),
+            cudaSuccess);
+  launch(writeKernel, 1, 32, 0, s, pinned, 8.0f);
+  ASSERT_EQ(cudaMemcpyAsync(host, dev.p, sizeof host, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  std::vector<float> registered(32, 0.0f);
+  ASSERT_EQ(cudaHostRegister(registered.data(), 32 * sizeof(float), cudaHostRegisterDefault), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(registered.data(), dev.p, 32 * sizeof(float), cudaMemcpyDeviceToHost, s),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(pinned[0], 8.0f);
+  ASSERT_EQ(host[31], 7.0f);
+  ASSERT_EQ(registered[5], 7.0f);
+  ASSERT_EQ(cudaHostUnregister(registered.data()), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(done), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// CUDA_STANDIN_PROTECT_DEVICE_MEMORY=0 (for a debugger) lets host code read device
+// memory: the same read as above completes in a child and reads the poison bytes.
+TEST(CudaStandin, deviceMemoryProtectionCanBeTurnedOff) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Clean clean;
+  ::setenv("CUDA_STANDIN_PROTECT_DEVICE_MEMORY", "0", 1);
+  EXPECT_EXIT(
+      {
+        float* p = nullptr;
+        if (cudaMalloc(reinterpret_cast<void**>(&p), 64) != cudaSuccess) std::_Exit(2);
+        unsigned char first = 0;
+        std::memcpy(&first, p, 1);
+        std::_Exit(!cudastandin::deviceMemoryProtected() && first == 0xff ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+  ::unsetenv("CUDA_STANDIN_PROTECT_DEVICE_MEMORY");
+}
+
+// The protection costs one mprotect when device work starts and one when it ends,
+// not one per operation: a stream that runs 50 kernels and copies back to back
+// opens device memory once and closes it once.
+TEST(CudaStandin, aRunOfDeviceWorkSwitchesProtectionTwice) {
+  Clean clean;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  DeviceArray<float> dev(32), other(32);
+  std::atomic<bool> release{false};
+  ASSERT_EQ(cudaLaunchHostFunc(s, hostWait, &release), cudaSuccess);  // everything queues behind it
+  for (int i = 0; i < 25; ++i) {
+    launch(writeKernel, 1, 32, 0, s, dev.p, float(i));
+    ASSERT_EQ(cudaMemcpyAsync(other.p, dev.p, 32 * sizeof(float), cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  }
+  const uint64_t before = cudastandin::deviceMemoryProtectionSwitches();
+  release = true;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudastandin::deviceMemoryProtectionSwitches() - before, uint64_t{2});
+  ASSERT_EQ(other.read()[0], 24.0f);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 TEST(CudaStandin, faultInjection) {

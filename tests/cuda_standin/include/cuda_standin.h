@@ -67,6 +67,13 @@ void setDeviceCount(int count);
 void setCopyLatencyMicros(int us);
 void setKernelLatencyMicros(int us);
 
+// Device memory is inaccessible to the host (PROT_NONE) whenever no stream,
+// kernel or copy of the stand-in works on it: host code that reads a cudaMalloc'd
+// pointer crashes with "host code read device memory at ...", as it would on a
+// GPU. On unless CUDA_STANDIN_PROTECT_DEVICE_MEMORY=0. switches: mprotect calls so far.
+bool deviceMemoryProtected();
+uint64_t deviceMemoryProtectionSwitches();
+
 // Fault injection: the n-th such call from now (1 = the next) fails; 0 disarms.
 void failMallocAt(int n);  // cudaMalloc: cudaErrorMemoryAllocation
 void failKernelAt(int n);  // the kernel (or cuBLAS call) faults when it runs: sticky cudaErrorLaunchFailure
