@@ -186,7 +186,7 @@ void DeviceArena::setProtection(size_t offset, size_t bytes, int prot) {
   if (mprotect(reinterpret_cast<void*>(base_.load() + offset), bytes, prot) != 0) {
     std::fprintf(stderr, "cuda stand-in: mprotect of device memory failed (%s); it stays readable\n",
                  std::strerror(errno));
-    mprotect(reinterpret_cast<void*>(base_.load()), extent_, PROT_READ | PROT_WRITE);
+    mprotect(reinterpret_cast<void*>(base_.load()), reserve_, PROT_READ | PROT_WRITE);
     protect_ = false;
     return;
   }
