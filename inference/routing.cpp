@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -45,6 +46,10 @@ void routeToken(const float* logits, const RoutingRule& rule, int* ids, float* w
   std::vector<double> choice = p;
   if (rule.selection_bias)
     for (int e = 0; e < n_expert; ++e) choice[e] += double(rule.selection_bias[e]);
+  // A NaN (a broken forward pass, a copy read before it landed) is chosen last: with
+  // NaN the comparisons below are no ordering, and the sorts could return any index.
+  for (double& c : choice)
+    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();
   if (rule.groupLimited()) excludeWeakGroups(rule, choice);
   std::vector<int> order(n_expert);
   std::iota(order.begin(), order.end(), 0);

@@ -189,6 +189,36 @@ TEST(ModelConfig, selectionBiasChoosesButDoesNotWeigh) {
   ASSERT_FLOAT_EQ(w[1], float(2.0 / (1.0 + std::exp(-2.0))));
 }
 
+// Router logits with NaN (a broken forward pass, a copy read before it landed): the
+// choice stays k distinct experts in range, the NaN ones last (with NaN the sort's
+// comparison was no ordering and could return an index past the experts).
+TEST(ModelConfig, nanRouterLogitsStillChooseExpertsInRange) {
+  const float nan = std::nanf("");
+  for (const GatingFunc g : {GatingFunc::Softmax, GatingFunc::Sigmoid}) {
+    const float logits[8] = {nan, 0.5f, nan, -1.0f, nan, 2.0f, nan, 0.0f};
+    RoutingRule rule{8, 3, g, true, 1.0f};
+    int ids[3];
+    float w[3];
+    routeToken(logits, rule, ids, w);
+    for (const int id : ids) {
+      ASSERT_GE(id, 0);
+      ASSERT_LT(id, 8);
+    }
+    ASSERT_TRUE(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
+    if (g == GatingFunc::Sigmoid) {  // the finite logits win (softmax's max is NaN: every weight is)
+      ASSERT_EQ(ids[0], 5);
+      ASSERT_EQ(ids[1], 1);
+      ASSERT_EQ(ids[2], 7);
+    }
+  }
+  const float all_nan[4] = {nan, nan, nan, nan};
+  RoutingRule rule{4, 2, GatingFunc::Softmax, true, 1.0f};
+  int ids[2];
+  float w[2];
+  routeToken(all_nan, rule, ids, w);
+  ASSERT_TRUE(ids[0] >= 0 && ids[0] < 4 && ids[1] >= 0 && ids[1] < 4 && ids[0] != ids[1]);
+}
+
 TEST(ModelConfig, unsupportedArchitectureIsNamed) {
   gguf::GgufWriter w;
   w.setString("general.architecture", "qwen3next");
