@@ -339,6 +339,9 @@ __device__ __forceinline__ void loadGridUnit(const uint8_t* blk, int k, Unit& un
 
 template <ElemType T>
 __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
+#if MOECHAT_CUDA_STANDIN
+  ::cudastandin::countWeightLoad(8 * TypeInfo<T>::kBlockBytes / TypeInfo<T>::kUnitsPerBlock);
+#endif
   Unit un;
   const uint8_t* blk = row + static_cast<size_t>(u / TypeInfo<T>::kUnitsPerBlock) * TypeInfo<T>::kBlockBytes;
   if constexpr (T == ElemType::Q8_0) {
@@ -511,6 +514,9 @@ __device__ __forceinline__ float unitDot(const Unit& un, const ActRows& a, int64
 // Element c of a float-typed row.
 template <ElemType T>
 __device__ __forceinline__ float floatAt(const uint8_t* row, int64_t c) {
+#if MOECHAT_CUDA_STANDIN
+  ::cudastandin::countWeightLoad(8 * (T == ElemType::F32 ? 4 : 2));
+#endif
   if constexpr (T == ElemType::F32) return __uint_as_float(ld16(row + 4 * c) | (ld16(row + 4 * c + 2) << 16));
   if constexpr (T == ElemType::F16) return f16At(row + 2 * c);
   return __uint_as_float(ld16(row + 2 * c) << 16);  // BF16

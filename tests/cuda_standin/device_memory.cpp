@@ -292,6 +292,10 @@ void onSegv(int sig, siginfo_t* info, void* context) {
 
 namespace cudastandin {
 
+std::atomic<uint64_t> detail::weight_eighths_loaded{0};
+
+uint64_t weightBytesLoaded() { return detail::weight_eighths_loaded.load() / 8; }
+
 bool deviceMemoryProtected() { return detail::arena().protecting(); }
 uint64_t deviceMemoryProtectionSwitches() { return detail::arena().switches(); }
 

@@ -74,6 +74,12 @@ void setKernelLatencyMicros(int us);
 bool deviceMemoryProtected();
 uint64_t deviceMemoryProtectionSwitches();
 
+// Weight bytes the kernels loaded so far (every quantised unit and float weight
+// read by the matvec, GEMM, embedding and dequantisation kernels, and cublasSgemm's
+// A operand, where the backend passes its F32 weights), counted where they are read:
+// what a kernel reads, not what its caller says it reads.
+uint64_t weightBytesLoaded();
+
 // Fault injection: the n-th such call from now (1 = the next) fails; 0 disarms.
 void failMallocAt(int n);  // cudaMalloc: cudaErrorMemoryAllocation
 void failKernelAt(int n);  // the kernel (or cuBLAS call) faults when it runs: sticky cudaErrorLaunchFailure

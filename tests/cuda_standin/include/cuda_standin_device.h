@@ -17,6 +17,7 @@
 // time runs on an OS thread, so each running block has its own copy.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +82,17 @@ void collectPointer(std::vector<PointerArg>& out, int index, const T& value) {
 }  // namespace cudastandin::detail
 
 namespace cudastandin {
+
+namespace detail {
+extern std::atomic<uint64_t> weight_eighths_loaded;
+}
+
+// Weight bytes the kernels loaded, counted where they load them (a quantised unit
+// of 32 weights, a float weight), in eighths of a byte: a unit of a 256-weight
+// block is an eighth of the block. Kernels call it on the stand-in only.
+inline void countWeightLoad(uint64_t eighths) {
+  detail::weight_eighths_loaded.fetch_add(eighths, std::memory_order_relaxed);
+}
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...) on the stand-in.
 template <typename... Params, typename... Args>
