@@ -71,19 +71,26 @@ class CudaGuiFaultsTest : public QObject {
     QVERIFY(app.loadDemo());
     QVERIFY(QString::fromStdString(app.chat->model()->backend).startsWith("cuda"));
 
-    // The first reply, on the GPU, tells how much device work a reply takes.
-    const auto before = cudastandin::totals().all;
     QVERIFY(sendAndWait(app, "Hello", 2));
-    const auto first = cudastandin::totals().all;
     const qint64 conversation = app.chat->current();
     QCOMPARE(app.store->messages(conversation)[1].state, MessageState::Complete);
 
-    // The second faults halfway through the same amount of work.
-    if (kind == "kernel")
-      cudastandin::failKernelAt(int((first.kernel_launches - before.kernel_launches) / 2));
-    else
-      cudastandin::failCopyAt(int((first.copies - before.copies) / 2));
+    // The second reply faults at the device's next kernel or copy once its first text
+    // has arrived (every decode step launches kernels and reads its result back), so
+    // the fault falls mid-reply whatever the prediction thread's timing does to the
+    // amount of device work.
+    bool armed = false;
+    const auto arm = connect(app.chat.get(), &ChatController::replyText, [&] {
+      if (armed) return;
+      armed = true;
+      if (kind == "kernel")
+        cudastandin::failKernelAt(1);
+      else
+        cudastandin::failCopyAt(1);
+    });
     QVERIFY(sendAndWait(app, "Hello", 4));
+    disconnect(arm);
+    QVERIFY(armed);
     auto msgs = app.store->messages(conversation);
     const Message failed = msgs[3];
     QCOMPARE(failed.state, MessageState::Error);

@@ -395,6 +395,8 @@ namespace cudastandin {
 
 StreamCounters counters(cudaStream_t stream) { return device().stream(stream).snapshot(); }
 
+void waitUntilStreamStalled(cudaStream_t stream) { device().stream(stream).waitUntilStalled(); }
+
 DeviceCounters totals() {
   Device& d = device();
   DeviceCounters t;

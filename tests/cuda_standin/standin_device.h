@@ -53,6 +53,10 @@ class Stream {
   void enqueueMarker(std::function<void()> op);
   void synchronize();  // until every queued operation has run
   bool idle();
+  // Until the stream has run all it can: it is idle, or it waits for an event that
+  // had not completed when it reached the wait (cudaStreamWaitEvent).
+  void waitUntilStalled();
+  void setWaitingForEvent(bool waiting);  // called by the stream's own thread
 
   struct Counts {
     std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, wrong_device_ops{0},
@@ -76,7 +80,7 @@ class Stream {
     bool marker = false;
   };
   std::deque<Op> queue_;
-  bool busy_ = false, stopping_ = false;
+  bool busy_ = false, stopping_ = false, waiting_for_event_ = false;
   std::thread thread_;
 };
 

@@ -72,6 +72,19 @@ void Stream::synchronize() {
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
+void Stream::waitUntilStalled() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || waiting_for_event_; });
+}
+
+void Stream::setWaitingForEvent(bool waiting) {
+  {
+    std::lock_guard lock(mu_);
+    waiting_for_event_ = waiting;
+  }
+  if (waiting) idle_cv_.notify_all();
+}
+
 bool Stream::idle() {
   std::lock_guard lock(mu_);
   return queue_.empty() && !busy_;
@@ -307,15 +320,18 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
       recorded_in != waiting.capture.get())  // a wait on work outside the graph
     return waiting.breakCapture("cudaStreamWaitEvent on an event recorded outside the capture");
   if (number == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  waiting.enqueue([state, number] {
+  waiting.enqueue([state, number, stream = &waiting] {
     Device& dev = device();
     std::unique_lock lock(dev.event_mu);
     const auto done = [&] { return state->completed >= number || sticky() != cudaSuccess; };
     if (done()) return;
     lock.unlock();
     releaseDeviceMemory();  // no device work while the stream waits
+    stream->setWaitingForEvent(true);
     lock.lock();
     dev.event_cv.wait(lock, done);
+    lock.unlock();
+    stream->setWaitingForEvent(false);
   });
   return cudaSuccess;
 }

@@ -22,6 +22,7 @@ only=("$@")
 # name | file | exact text | replacement | CTest name | GTEST_FILTER | targets to rebuild
 mutations=(
   "copy-link-wait|offload/cuda/cuda_copy_link.cpp|  checkCuda(cudaStreamWaitEvent(stream, r->event, 0), \"cudaStreamWaitEvent (expert slot)\");|  (void)r;|cuda_offload_engine|*slowCopiesMatchCpu*|moechat_cuda_standin test_cuda_offload_engine"
+  "copy-link-wait-gated|offload/cuda/cuda_copy_link.cpp|  checkCuda(cudaStreamWaitEvent(stream, r->event, 0), \"cudaStreamWaitEvent (expert slot)\");|  (void)r;|cuda_offload|*computeStreamWaitsForChunk*|moechat_cuda_standin test_cuda_offload"
   "slot-fence-wait|offload/cuda/cuda_offload_device.cpp|  checkCuda(cudaStreamWaitEvent(copy_, event_, 0), \"cudaStreamWaitEvent (slot fence)\");||cuda_offload_engine|*slowCopiesMatchCpu*|moechat_cuda_standin test_cuda_offload_engine"
   "predictor-reads-device-routers|offload/skip_gate_predictor.cpp|    const WeightView& r = model.hostRouter(il);|    const WeightView& r = model.weights().layers[size_t(il)].router;|cuda_offload_engine|*sessionOnCuda*|moechat_cuda_standin moechat_offload test_cuda_offload_engine"
   "read-back-from-device|inference/cuda/cuda_backend.cpp|  checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), \"cuda backend: read back\");|  checkCuda(cudaStreamSynchronize(stream_), \"read back\");  std::memcpy(staging, src, bytes);|cuda_kernels|CudaKernels.memory:CudaKernels.rmsNorm|moechat_cuda_standin test_cuda_kernels"

@@ -51,6 +51,10 @@ struct DeviceCounters {
 };
 
 StreamCounters counters(cudaStream_t stream);  // 0: the default stream
+// Returns once `stream` has run everything it can: it is idle, or it waits (a
+// cudaStreamWaitEvent) for an event that has not completed. A test that checks that
+// a stream did NOT get past a wait calls this instead of sleeping.
+void waitUntilStreamStalled(cudaStream_t stream);
 DeviceCounters totals();
 
 // The simulated device's memory (cudaMemGetInfo, cudaMalloc's limit). Default:
