@@ -8,16 +8,23 @@
 //     near tie: at the first token that differs, the reference's own logits for its
 //     token and for the GPU's are within 1e-3 of the row's largest magnitude;
 //   - keep the logits of the reference's token sequence (teacher-forced, every
-//     position) within an NMSE of 1e-8 of the reference's, under every policy.
-// What is left is the order of float sums. Measured (stand-in): llama 5.4e-13,
-// qwen2moe 7.9e-14, qwen3moe 4.4e-11, deepseek 4.4e-15, deepseek2 7.2e-14, olmoe
-// 2.3e-11, gpt-oss 4.3e-15, qwen35moe 4.7e-12 (its delta-net layers on the device),
-// cpu-experts the same; glm4moe 5.4e-8, minimax-m2 1.8e-7 and gemma4 6.1e-7 (their own
-// bounds, below); every run gives the reference's greedy tokens. (Against an F32 CPU cache they were up
-// to 8.4e-5, and qwen2moe's tokens differed from position 14.) The bound leaves room for a GPU's own exp and
-// division. Skipped as a whole without a CUDA device (the CPU stand-in is one): each case skips
-// (moe::test::GpuTest). The cpu-experts runs report how many experts the CPU computed (none where the copies
-// are always sooner).
+//     position) close to the reference's, by one rule for every architecture: the
+//     median position's NMSE below 1e-8 and every position's below 1e-4.
+// Why a median and a worst position, not one NMSE over all positions: the two sides
+// sum floats in other orders (the CPU in 32 FMA lanes, the stand-in's cuBLAS in
+// sequence, a GPU's in tiles), and where a value lies within that difference of a
+// rounding tie of its F16 KV entry or of its Q8_0 block's 8-bit activation, one
+// element moves by a whole step: one position's NMSE jumps to ~1e-6. Which positions,
+// if any, is a lottery of the weights, not of the architecture or the emulation:
+// measured on the stand-in over seeds 1..8 of the tiny models (2026-11-28), glm4moe's
+// whole-sequence NMSE ran from 5.7e-14 to 2.0e-8, qwen3moe's from 3.2e-12 to 6.2e-9,
+// llama's from 4.6e-14 to 6.6e-11 (the glm4moe file measured 9.8e-14 on an H200 and
+// 5.4e-8 here). With the shipped seeds the median positions measure 4.3e-15
+// (gpt-oss) to 4.5e-10 (minimax-m2), the worst positions up to 6.0e-6 (gemma4, a
+// Q8_0 step in layer 4). A broken kernel, a missed wait or a stale slot moves most
+// positions (and usually the tokens). Skipped as a whole without a CUDA device (the
+// CPU stand-in is one): each case skips (moe::test::GpuTest). The cpu-experts runs
+// report how many experts the CPU computed (none where the copies are always sooner).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,6 +32,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,26 +51,8 @@
 namespace {
 
 constexpr int kReplyTokens = 10;
-constexpr double kNmse = 1e-8;
-// glm4moe measures NMSE 5.4e-8 and minimax-m2 1.8e-7 on the stand-in against the CPU,
-// greedy tokens equal. The cause is the 8-bit activations of their quantised experts
-// (Q8_0, Q4_0): from the second position on, the stand-in's hidden states differ from
-// the CPU's by up to ~1e-5 relative (attention over the cache: NMSE ~1e-10 per position
-// against ~1e-14 at position 0), and where an expert input lies that close to a rounding
-// tie of its Q8_0 block, one element moves by a whole step (1/127 of the block's
-// largest), an NMSE spike of ~1e-6 at that position alone. The same models with F16
-// experts measure 2.5e-10 (glm4moe) and 1.1e-10 (minimax-m2); minimax-m2 with other seeds
-// anywhere from 5e-14 to 1.5e-7. For minimax-m2 every token's expert ids are the same on
-// both sides in every layer. On an H200 glm4moe measured 9.8e-14 (docs/CUDA.md): the
-// ~1e-5 is the stand-in's. These two get this bound on it.
-constexpr double kNmseQ8Flips = 1e-6;
-// gemma4 measures NMSE 6.1e-7 under every policy, greedy tokens equal. Per position the
-// hidden states stay within 2e-10 of the CPU's (1e-13 before its first global layer:
-// unscaled q.k over RMS-normed heads and the F16 cache leave more rounding than the other
-// architectures' layers) except at two positions of layer 4 (6e-6, 2e-6), where an input
-// of the Q8_0 experts falls on the other side of a quantisation step; measured
-// 2026-11-27 on the stand-in. Its own bound, a GPU's own tanh and exp left room for.
-constexpr double kNmseGemma4 = 1e-5;
+constexpr double kMedianPositionNmse = 1e-8;
+constexpr double kWorstPositionNmse = 1e-4;
 
 struct Reply {
   std::vector<int32_t> tokens;  // prompt, then the greedy reply (but its last token, never fed back)
@@ -91,7 +81,7 @@ Reply run(moe::Generator& g, moe::Transformer& t, const std::vector<int32_t>& pr
   return r;
 }
 
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+double nmse(std::span<const float> got, std::span<const float> want) {
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double d = double(got[i]) - double(want[i]);
@@ -99,6 +89,17 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
     den += double(want[i]) * double(want[i]);
   }
   return den > 0 ? num / den : num;
+}
+
+// Each position's NMSE (rows of n_vocab logits), sorted.
+std::vector<double> positionNmses(const std::vector<float>& got, const std::vector<float>& want,
+                                  size_t n_vocab) {
+  std::vector<double> out;
+  for (size_t p = 0; (p + 1) * n_vocab <= want.size(); ++p)
+    out.push_back(
+        nmse(std::span(got).subspan(p * n_vocab, n_vocab), std::span(want).subspan(p * n_vocab, n_vocab)));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 int firstDifference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -180,19 +181,19 @@ void checkPolicy(const Reference& ref, moe::OffloadPolicy policy, int copy_laten
 #if MOECHAT_CUDA_STANDIN
   cudastandin::setCopyLatencyMicros(0);
 #endif
-  const double err = nmse(got.logits, ref.reply.logits);
-  const double tol = arch == "glm4moe" || arch == "minimax-m2" ? kNmseQ8Flips
-                     : arch == "gemma4"                        ? kNmseGemma4
-                                                               : kNmse;
+  ASSERT_EQ(got.logits.size(), ref.reply.logits.size());
+  const std::vector<double> positions = positionNmses(got.logits, ref.reply.logits, size_t(ref.n_vocab));
+  ASSERT_FALSE(positions.empty());
+  const double median = positions[positions.size() / 2], worst = positions.back();
   const int diverged = firstDifference(got.tokens, ref.reply.tokens);
   const std::string what = moe::test::format(
       "%s %s%s", arch.c_str(), moe::policyName(policy),
       copy_latency_us ? moe::test::format(", copies %d us late", copy_latency_us).c_str() : "");
   moe::test::info(
-      "%-21s NMSE %.2e (bound %.0e)  greedy tokens %s; %llu expert uses on the CPU", what.c_str(), err, tol,
+      "%-21s NMSE per position: median %.2e, worst %.2e; greedy tokens %s; %llu expert uses on the CPU",
+      what.c_str(), median, worst,
       diverged < 0 ? "equal" : ("differ from position " + std::to_string(diverged)).c_str(),
       (unsigned long long)(policy == moe::OffloadPolicy::kCpuExperts ? s.offloadSnapshot().cpu_computed : 0));
-  ASSERT_EQ(got.logits.size(), ref.reply.logits.size());
   if (diverged >= 0) {  // row diverged - 1 predicted the token at `diverged`
     ASSERT_GE(diverged, int(ref.prompt.size()));
     ASSERT_LT(size_t(diverged), std::min(got.tokens.size(), ref.reply.tokens.size()));
@@ -205,7 +206,10 @@ void checkPolicy(const Reference& ref, moe::OffloadPolicy policy, int copy_laten
         "%s: tokens differ at position %d where the reference's margin is %.3g of %.3g: not a near tie",
         what.c_str(), diverged, margin, largest);
   }
-  EXPECT_LT(err, tol) << moe::test::format("%s: NMSE %.3e", what.c_str(), err);
+  EXPECT_LT(median, kMedianPositionNmse)
+      << moe::test::format("%s: median position NMSE %.3e", what.c_str(), median);
+  EXPECT_LT(worst, kWorstPositionNmse)
+      << moe::test::format("%s: worst position NMSE %.3e", what.c_str(), worst);
   *same_tokens = diverged < 0;
 }
 
