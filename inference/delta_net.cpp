@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "inference/delta_rule_rows.h"
+
 namespace moe::deltanet {
 
 void convSilu(const float* x, const float* weight, float* state, float* out, int n_tokens, int channels,
@@ -49,24 +51,17 @@ void deltaRule(const DeltaNetShape& d, const float* x, const float* alpha, const
       const float* qh = xt + size_t(kh) * HK;
       const float* kk = xt + key + size_t(kh) * HK;
       const float* vh = xt + 2 * key + size_t(h) * HV;
-      const float decay = std::exp(softplus(alpha[size_t(t) * NV + h] + dt_bias[h]) * a[h]);
-      const float b = sigmoid(beta[size_t(t) * NV + h]);
-      float* o = out + size_t(t) * V + size_t(h) * HV;
-      for (int i = 0; i < HV; ++i) {
-        float* row = S + size_t(i) * HK;
-        float sk = 0;
-        for (int j = 0; j < HK; ++j) {
-          row[j] *= decay;
-          sk += row[j] * kk[j];
-        }
-        const float delta = (vh[i] - sk) * b;
-        float oq = 0;
-        for (int j = 0; j < HK; ++j) {
-          row[j] += kk[j] * delta;
-          oq += row[j] * qh[j];
-        }
-        o[i] = oq;
-      }
+      DeltaRowsStep step;
+      step.state = S;
+      step.n_rows = HV;
+      step.hk = HK;
+      step.k = kk;
+      step.q = qh;
+      step.v = vh;
+      step.decay = std::exp(softplus(alpha[size_t(t) * NV + h] + dt_bias[h]) * a[h]);
+      step.beta = sigmoid(beta[size_t(t) * NV + h]);
+      step.out = out + size_t(t) * V + size_t(h) * HV;
+      deltaRows(step);
     }
   }
 }

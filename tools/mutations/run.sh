@@ -27,6 +27,7 @@ mutations=(
   "predictor-reads-device-routers|offload/skip_gate_predictor.cpp|    const WeightView& r = model.hostRouter(il);|    const WeightView& r = model.weights().layers[size_t(il)].router;|cuda_offload_engine|*sessionOnCuda*|moechat_cuda_standin moechat_offload test_cuda_offload_engine"
   "read-back-from-device|inference/cuda/cuda_backend.cpp|  checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), \"cuda backend: read back\");|  checkCuda(cudaStreamSynchronize(stream_), \"read back\");  std::memcpy(staging, src, bytes);|cuda_kernels|CudaKernels.memory:CudaKernels.rmsNorm|moechat_cuda_standin test_cuda_kernels"
   "matvec-reads-rows-twice|inference/cuda/cuda_matvec.cu|    rowDot<T, NT>(row, a, idx, nt, acc);|    rowDot<T, NT>(row, a, idx, nt, acc);  rowDot<T, NT>(row, a, idx, nt, acc);|cuda_moe|*decodeReadsTheWeightsOnce*|moechat_cuda_standin test_cuda_moe"
+  "delta-rows-lane-order|inference/delta_rule_rows.cpp|    _mm256_store_ps(lanes + 8, hi[r]);|    _mm256_store_ps(lanes + 8, lo[r]);|delta_rule|*everyInstructionSet*|test_delta_rule"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 
