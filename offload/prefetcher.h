@@ -25,6 +25,9 @@ struct PrefetchOptions {
   ExpertPredictor* predictor = nullptr;  // nullptr: reactive (no prefetching)
   int stride = 2;                        // at layer L predict the MoE layer L + stride
   int budget = 0;                        // experts pushed per prediction; 0: 2 x experts used per token
+  // Predict on a PredictionThread instead of the compute thread. A result whose
+  // target layer's gate has run meanwhile is dropped.
+  bool async = false;
   // Admission of a guess that would evict a cached expert: 0 admits every guess;
   // a > 0 admits a guess of probability p only when the victim's worth (its decayed
   // request count, SlotTable::worthOf, about its per-gate request rate q over
@@ -32,9 +35,6 @@ struct PrefetchOptions {
   // must be likelier to be used than what it displaces. Predictors without
   // probabilities give p = 1.
   double admission = 0;
-  // Predict on a PredictionThread instead of the compute thread. A result whose
-  // target layer's gate has run meanwhile is dropped.
-  bool async = false;
 };
 
 class Prefetcher {
