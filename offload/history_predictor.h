@@ -1,14 +1,21 @@
 // history: predicts a later layer's experts from routing alone, no hidden state
-// (recorded traces have none, and real routing is history-driven). It learns as
-// it runs, from every gate it observes:
-//  - within a token, how often expert b of layer T follows expert a of layer S
-//    (S < T, up to kMaxDistance layers apart): real routers agree from layer to
-//    layer (gpt-oss-20b: a layer's 4 experts name ~55% of the next layer's);
-//  - from a token to the next, which experts a layer chose last (adjacent tokens
-//    share 43% of their experts there).
-// At layer L's input (before its gate) it scores layer T's experts by the
-// transitions from the latest layer of the current token whose gate has run, plus
-// the previous token's choice at T, and names the best `budget`.
+// (recorded traces have none, and real routing is history-driven). Gates run in
+// layer order, token after token, so they form one stream of positions; a
+// prediction may target a layer of the next token (the layers past the last wrap
+// around). It learns as it runs, from every gate it observes:
+//  - how often expert b of a target layer follows expert a of the gate d
+//    positions before it (d = 1..kMaxDistance, across the token boundary too):
+//    real routers agree from layer to layer (gpt-oss-20b: a layer's 4 experts
+//    name ~55% of the next layer's);
+//  - how many tokens ago the target layer last chose b (adjacent tokens share 43%
+//    of their experts there, and a reply keeps returning to a working set);
+//  - a calibration table: for each distance, each bucket of the transition score
+//    and each recency bucket, how often an expert in that cell was chosen. Every
+//    gate updates it for all the layer's experts, so a guess's probability is
+//    measured, not assumed, and the prefetcher can weigh it against what an
+//    eviction would lose (PrefetchOptions::admission, offload/prefetcher.h).
+// At layer L's input the latest gate that has run is the source; the target's
+// experts are ranked by their cell's probability.
 #pragma once
 
 #include <cstdint>
@@ -23,24 +30,42 @@ namespace moe {
 class HistoryPredictor final : public ExpertPredictor {
  public:
   static constexpr int kMaxDistance = 4;
+  static constexpr int kScoreBuckets = 16;   // transition score in [0, 1], evenly
+  static constexpr int kRecencyBuckets = 7;  // chosen 1, 2, 3-4, 5-8, 9-16, 17-64 tokens ago, or not
+
   HistoryPredictor(int n_layer, int n_expert);
   std::string name() const override { return "history"; }
   std::vector<int> predict(int layer, int target_layer, std::span<const float> hidden, int n_tokens,
                            int budget) override;
+  std::vector<ExpertGuess> predictScored(int layer, int target_layer, std::span<const float> hidden,
+                                         int n_tokens, int budget) override;
   void observe(const RoutingEvent& ev) override;
+  bool predictsNextToken() const override { return true; }
 
  private:
-  // counts_[(S * kMaxDistance + d - 1)][a * n_expert + b]: b at layer S + d after a at layer S
-  std::vector<float>& pair(int layer, int distance) {
-    return counts_[size_t(layer) * kMaxDistance + size_t(distance - 1)];
-  }
+  struct Cell {
+    double chosen = 0, seen = 0;
+  };
+  // The stream distance from layer `src` forward to layer `target` (1..n_layer).
+  int distance(int src, int target) const;
+  // The calibration cell of expert b of `target` seen from `src`, d positions before it.
+  int cellOf(int src, int d, int target, int b) const;
+  float probability(int d, int cell) const;
+
   const int n_layer_, n_expert_;
   std::mutex mu_;  // observe (the compute thread) and predict (perhaps a prediction thread)
-  std::vector<std::vector<float>> counts_;
-  // [layer] its latest choice: the current token's for the layers up to last_layer_,
-  // the previous token's past it (gates run in layer order, token after token).
+  // [src * kMaxDistance + d - 1][a * n_expert + b]: b chosen d positions after a at src
+  std::vector<std::vector<float>> pairs_;
+  // [src * kMaxDistance + d - 1][a]: how often a at src was followed d positions later
+  std::vector<std::vector<float>> sources_;
+  std::vector<std::vector<Cell>> calibration_;  // [d - 1][score bucket * kRecencyBuckets + recency bucket]
+  // [layer] its latest gate's choice (this token's up to last_layer_, the token before's past it).
   std::vector<std::vector<int>> latest_;
+  std::vector<int64_t> gates_;  // [layer] gates observed
+  std::vector<std::vector<int64_t>>
+      chosen_at_;  // [layer][expert] the gate (1-based) that last chose it; 0: never
   int last_layer_ = -1;
+  double prior_ = 0;  // experts a gate chooses over the layer's experts
 };
 
 }  // namespace moe

@@ -101,6 +101,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
         proactive.prefetch.predictor = predictor_.get();
         proactive.prefetch.async = device != nullptr;  // on a GPU the host thread's time is the critical path
         proactive.prefetch.stride = config_.stride > 0 ? config_.stride : (moeLayers(*store_) >= 3 ? 2 : 1);
+        proactive.prefetch.admission = config_.admission;
       }
       proactive.stream_prefill = parts.stream_prefill;
       proactive.cpu = std::move(cpu_rule);

@@ -41,6 +41,7 @@ struct OffloadConfig {
   // no MoE layer waits for the host. Ignored on the CPU path.
   bool mapped_decode = false;
   int stride = 0;          // 0: 2, or 1 for models of fewer than 3 MoE layers
+  double admission = 0;    // proactive: PrefetchOptions::admission (0: every guess admitted)
   CpuExpertCost cpu_cost;  // seconds_1 == 0: measured at start on the CPU backend
   std::function<void(const CpuDecision&)> on_cpu_decision;  // optional log of each decision
   TransferMode mode = TransferMode::kThreaded;

@@ -45,9 +45,9 @@ void PredictionThread::run() {
     busy_ = true;
     lock.unlock();
     try {  // a prediction is an optimisation: a failing one must not take the engine down
-      std::vector<int> experts =
-          predictor_.predict(req.layer, req.target, req.hidden, req.n_tokens, req.budget);
-      if (!experts.empty()) push_(req, std::move(experts));
+      std::vector<ExpertGuess> guesses =
+          predictor_.predictScored(req.layer, req.target, req.hidden, req.n_tokens, req.budget);
+      if (!guesses.empty()) push_(req, std::move(guesses));
     } catch (const std::exception&) {
     }
     lock.lock();

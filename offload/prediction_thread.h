@@ -31,7 +31,7 @@ struct PredictionRequest {
 
 class PredictionThread {
  public:
-  using Push = std::function<void(const PredictionRequest&, std::vector<int> experts)>;
+  using Push = std::function<void(const PredictionRequest&, std::vector<ExpertGuess> guesses)>;
   PredictionThread(ExpertPredictor& predictor, Push push);
   ~PredictionThread();
   PredictionThread(const PredictionThread&) = delete;

@@ -1,6 +1,7 @@
 #include "offload/prefetcher.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace moe {
 
@@ -12,17 +13,18 @@ Prefetcher::Prefetcher(const PrefetchOptions& options, const HostExpertStore& st
       predictor_(*options.predictor),
       stride_(options.stride),
       budget_(options.budget > 0 ? options.budget : 2 * n_expert_used),
+      admission_(options.admission),
       predicted_(store.layers()),
       gates_(size_t(store.layers()), 0) {
   if (options.async)
     thread_ = std::make_unique<PredictionThread>(
-        predictor_, [this](const PredictionRequest& r, std::vector<int> experts) {
+        predictor_, [this](const PredictionRequest& r, std::vector<ExpertGuess> guesses) {
           std::lock_guard lock(pred_mutex_);
           if (gates_.at(size_t(r.target)) != r.ticket) {  // its gate ran meanwhile: too late to help
             metrics_.predictions_late.fetch_add(1, std::memory_order_relaxed);
             return;
           }
-          pushPrediction(r.target, std::move(experts));
+          pushPrediction(r.target, guesses);
         });
 }
 
@@ -30,15 +32,31 @@ void Prefetcher::waitIdle() {
   if (thread_) thread_->waitIdle();
 }
 
-void Prefetcher::pushPrediction(int target, std::vector<int> predicted) {
-  worker_.pushPredicted(target, predicted);
-  metrics_.predicted.fetch_add(predicted.size(), std::memory_order_relaxed);
-  predicted_.at(target) = std::move(predicted);
+void Prefetcher::pushPrediction(int target, const std::vector<ExpertGuess>& guesses) {
+  std::vector<int> experts;
+  std::vector<double> max_victim_worth;
+  for (const ExpertGuess& g : guesses) {
+    experts.push_back(g.expert);
+    max_victim_worth.push_back(admission_ > 0
+                                   ? g.probability / (admission_ * (1.0 - SlotTable::kFrequencyDecay))
+                                   : std::numeric_limits<double>::infinity());
+  }
+  worker_.pushPredicted(target, experts, max_victim_worth);
+  metrics_.predicted.fetch_add(experts.size(), std::memory_order_relaxed);
+  predicted_.at(target) = std::move(experts);
+}
+
+// layer + stride; past the last layer, the next token's layer as far on when the
+// predictor predicts across tokens; -1 when there is none.
+int Prefetcher::targetOf(int layer) const {
+  int target = layer + stride_;
+  if (target >= store_.layers() && predictor_.predictsNextToken()) target -= store_.layers();
+  return store_.hasLayer(target) ? target : -1;
 }
 
 void Prefetcher::onLayerInput(int layer, std::span<const float> hidden, int n_tokens) {
-  const int target = layer + stride_;
-  if (!store_.hasLayer(target)) return;
+  const int target = targetOf(layer);
+  if (target < 0) return;
   if (thread_) {
     uint64_t ticket;
     {
@@ -49,10 +67,10 @@ void Prefetcher::onLayerInput(int layer, std::span<const float> hidden, int n_to
       metrics_.predictions_replaced.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  auto predicted = predictor_.predict(layer, target, hidden, n_tokens, budget_);
-  if (predicted.empty()) return;
+  const auto guesses = predictor_.predictScored(layer, target, hidden, n_tokens, budget_);
+  if (guesses.empty()) return;
   std::lock_guard lock(pred_mutex_);
-  pushPrediction(target, std::move(predicted));
+  pushPrediction(target, guesses);
 }
 
 ExecutionOrder Prefetcher::gate(int layer, std::span<const int> experts,

@@ -28,6 +28,13 @@ struct PrefetchOptions {
   // Predict on a PredictionThread instead of the compute thread. A result whose
   // target layer's gate has run meanwhile is dropped.
   bool async = false;
+  // Admission of a guess that would evict a cached expert: 0 admits every guess;
+  // a > 0 admits a guess of probability p only when the victim's worth (its decayed
+  // request count, SlotTable::worthOf, about its per-gate request rate q over
+  // 1 - decay) is at most p / (a x (1 - decay)), i.e. when p >= a x q: a prefetch
+  // must be likelier to be used than what it displaces. Predictors without
+  // probabilities give p = 1.
+  double admission = 0;
 };
 
 class Prefetcher {
@@ -36,7 +43,8 @@ class Prefetcher {
   Prefetcher(const PrefetchOptions& options, const HostExpertStore& store, TransferWorker& worker,
              OffloadMetrics& metrics, int n_expert_used);
 
-  // Layer `layer`'s input: predicts layer + stride's experts and queues them (low).
+  // Layer `layer`'s input: predicts layer + stride's experts and queues them (low);
+  // past the last layer, the next token's first layers when the predictor can.
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens);
   // The gate of `layer` chose `experts`: `push` (the precise push, returning the
   // execution order) runs as one step with the gate's ticket and its scoring, so a
@@ -49,7 +57,8 @@ class Prefetcher {
   void waitIdle();
 
  private:
-  void pushPrediction(int target, std::vector<int> predicted);
+  void pushPrediction(int target, const std::vector<ExpertGuess>& guesses);
+  int targetOf(int layer) const;
   void score(int layer, std::span<const int> experts, const ExecutionOrder& order);
 
   const HostExpertStore& store_;
@@ -58,6 +67,7 @@ class Prefetcher {
   ExpertPredictor& predictor_;
   const int stride_;
   const int budget_;
+  const double admission_;
   // pred_mutex_ guards predicted_ and gates_.
   std::mutex pred_mutex_;
   std::vector<std::vector<int>> predicted_;   // [n_layer] the last prediction for the layer

@@ -9,7 +9,7 @@ namespace {
 // The computing layer's slots are kept from the other layers' requests (prefetches
 // while it computes); its own misses may replace its experts the gate did not choose.
 bool evictable(const SlotInfo& s, int requesting_layer, int computing_layer) {
-  return s.state == SlotState::kReady && !s.pinned && !s.held && !s.staging &&
+  return s.state == SlotState::kReady && !s.pinned && !s.held && !s.staging && !s.awaiting_gate &&
          (s.layer != computing_layer || s.layer == requesting_layer);
 }
 }  // namespace
@@ -71,7 +71,7 @@ int SlotTable::find(int layer, int expert) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-int SlotTable::reserve(int layer, int expert, bool predicted) {
+int SlotTable::reserve(int layer, int expert, bool predicted, double max_victim_worth) {
   if (const int slot = find(layer, expert); slot >= 0) {
     touch(slot);
     return slot;
@@ -85,6 +85,7 @@ int SlotTable::reserve(int layer, int expert, bool predicted) {
   const int victim = pickVictim(slots_, layer, computing_layer_, layerShare(), rule);
   if (victim < 0) return -1;
   SlotInfo& s = slots_[size_t(victim)];
+  if (s.state != SlotState::kEmpty && worthOf(s.layer, s.expert) > max_victim_worth) return -1;
   if (s.state != SlotState::kEmpty) {
     index_.erase(key(s.layer, s.expert));
     ++evictions_;
@@ -96,7 +97,7 @@ int SlotTable::reserve(int layer, int expert, bool predicted) {
   s.state = SlotState::kLoading;
   s.layer = layer;
   s.expert = expert;
-  s.predicted = predicted;
+  s.predicted = s.awaiting_gate = predicted;
   index_[key(layer, expert)] = victim;
   touch(victim);
   return victim;
@@ -104,6 +105,8 @@ int SlotTable::reserve(int layer, int expert, bool predicted) {
 
 void SlotTable::countGate(int layer, std::span<const int> experts) {
   if (layer < 0) return;
+  for (SlotInfo& s : slots_)
+    if (s.layer == layer) s.awaiting_gate = false;
   if (size_t(layer) >= requests_.size()) {
     requests_.resize(size_t(layer) + 1);
     gate_scale_.resize(size_t(layer) + 1, 1.0);

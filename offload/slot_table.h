@@ -8,7 +8,8 @@
 // there is one; otherwise a victim among the evictable slots: READY, not pinned,
 // not held, not staging, and not of the computing layer unless that layer asks
 // (its gate's experts are pinned). LOADING slots are never
-// evicted. Which one, by the table's Eviction rule:
+// evicted, nor a prefetched slot awaiting its layer's gate. Which one, by the
+// table's Eviction rule:
 //  - kLayerLru (ProMoE's): when the requesting layer already holds at least its
 //    share (cache slots / layers, at least 1) that layer's least-recently-used
 //    evictable slot; otherwise (or when the layer has none evictable) the globally
@@ -31,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -51,7 +53,11 @@ struct SlotInfo {
   int layer = -1, expert = -1;
   int chunks_done = 0;
   bool predicted = false;  // reserved by a prediction (for prefetch-hit accounting)
-  bool pinned = false;     // in the computing layer's execution order
+  // Reserved by a prediction whose layer's gate has not run since: not evicted
+  // until then (else the next layer's prefetch would evict it first, its expert
+  // never having been asked for).
+  bool awaiting_gate = false;
+  bool pinned = false;  // in the computing layer's execution order
   uint64_t last_use = 0;
   bool staging = false;         // a staging slot (never handed out by reserve())
   bool held = false;            // pinned across layers (static policy)
@@ -90,8 +96,15 @@ class SlotTable {
 
   int find(int layer, int expert) const;  // slot, or -1
   // The slot of (layer, expert) if present (touched); else a fresh LOADING slot
-  // (chunks_done 0) from pickVictim; -1 when nothing can be evicted.
-  int reserve(int layer, int expert, bool predicted);
+  // (chunks_done 0) from pickVictim; -1 when nothing can be evicted, or when the
+  // victim holds an expert worth more than `max_victim_worth` (a prefetch's
+  // admission: see worthOf).
+  int reserve(int layer, int expert, bool predicted,
+              double max_victim_worth = std::numeric_limits<double>::infinity());
+  // The decayed request count of (layer, expert), in requests at its layer's latest
+  // gate: an expert its layer asks for with probability q per gate is worth about
+  // q / (1 - kFrequencyDecay). Counted whatever the eviction rule.
+  double worthOf(int layer, int expert) const;
   // One more chunk copied; READY after the last. Returns the new state.
   SlotState markChunkDone(int slot);
   void markReady(int slot);  // all chunks at once (whole-expert copies)
@@ -127,7 +140,6 @@ class SlotTable {
   int chunks_;
   std::vector<SlotInfo> slots_;
   std::unordered_map<uint64_t, int> index_;
-  double worthOf(int layer, int expert) const;
 
   int computing_layer_ = -1;
   int staging_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 
 namespace moe {
@@ -53,15 +54,19 @@ void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int firs
   }
 }
 
-void TransferWorker::pushPredicted(int layer, std::span<const int> experts) {
+void TransferWorker::pushPredicted(int layer, std::span<const int> experts,
+                                   std::span<const double> max_victim_worth) {
   {
     std::lock_guard<std::mutex> lock(cache_.mutex());
-    for (int e : experts) {
+    for (size_t i = 0; i < experts.size(); ++i) {
+      const int e = experts[i];
       if (int slot = table_.find(layer, e); slot >= 0) {
         table_.touch(slot);
         continue;
       }
-      int slot = table_.reserve(layer, e, /*predicted=*/true);
+      const double admit =
+          i < max_victim_worth.size() ? max_victim_worth[i] : std::numeric_limits<double>::infinity();
+      int slot = table_.reserve(layer, e, /*predicted=*/true, admit);
       if (slot < 0) {
         metrics_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);
         continue;

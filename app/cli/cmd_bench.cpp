@@ -31,6 +31,15 @@
 namespace moe::cli {
 namespace {
 
+// How proactive prefetches with the history predictor: on replayed routing (a trace,
+// or realistic routing) by default, since the model's own router, which skip-gate
+// reads, is overridden there; elsewhere on the `--history` row. The defaults won on
+// the held-in traces (docs/offload.md, "Prefetching from routing history").
+struct HistoryPrefetch {
+  int stride = 1;
+  double admission = 4.5;
+};
+
 struct BenchSetup {
   Model& model;
   Compute& compute;
@@ -43,6 +52,7 @@ struct BenchSetup {
   bool verbose;
   std::shared_ptr<LearnedPredictor> learned;   // --predictor: the proactive-learned row
   std::shared_ptr<const TraceRouting> replay;  // --routing-trace: each layer's choice from the trace
+  HistoryPrefetch history;                     // the history predictor's stride and admission
 };
 
 // What the gates of one row asked for, in order: the bound and the simulated caches read it.
@@ -84,8 +94,14 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
     oc.predictor = s.learned;
     oc.stride = s.learned->distance();
   }
-  if (row.name.starts_with("proactive-history"))  // a fresh one: it learns from this row's gates only
+  const bool history = row.name.starts_with("proactive-history") ||
+                       (s.replay && row.policy == OffloadPolicy::kProactive && !oc.predictor &&
+                        !row.name.starts_with("proactive-skip-gate"));
+  if (history) {  // a fresh one: it learns from this row's gates only
     oc.predictor = std::make_shared<HistoryPredictor>(s.model.config().n_layer, s.model.config().n_expert);
+    oc.stride = s.history.stride;
+    oc.admission = s.history.admission;
+  }
   Runtime runtime(s.model, s.compute, oc);
   OffloadEngine& engine = runtime.offload();
   Backend& backend = s.compute.backend();
@@ -182,6 +198,7 @@ std::vector<BenchRow> plannedRows(const Args& args) {
   }
   if (args.value("--predictor")) rows.push_back(makeRow("proactive-learned", OffloadPolicy::kProactive, sw));
   if (args.flag("--history")) rows.push_back(makeRow("proactive-history", OffloadPolicy::kProactive, sw));
+  if (args.flag("--skip-gate")) rows.push_back(makeRow("proactive-skip-gate", OffloadPolicy::kProactive, sw));
   if (rows.empty()) throw UsageError("--policies names no policy");
   if (args.flag("--mapped-decode"))
     for (BenchRow& r : rows) r.mapped_decode = true;
@@ -241,9 +258,10 @@ int runBench(const std::vector<std::string>& argv) {
   auto vo = modelValueOptions();
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
-             "--routing-trace", "--trace-start", "--eviction", "--routing"});
+             "--routing-trace", "--trace-start", "--eviction", "--routing", "--history-stride",
+             "--admission"});
   auto flags = modelFlags();
-  flags.insert({"--json", "--ablate", "--virtual-link", "--verbose", "--history"});
+  flags.insert({"--json", "--ablate", "--virtual-link", "--verbose", "--history", "--skip-gate"});
   for (const auto& f : offloadFlags())
     if (f != "--paced") flags.insert(f);
   const Args args(argv, vo, flags);
@@ -328,9 +346,14 @@ int runBench(const std::vector<std::string>& argv) {
     routing_name =
         "realistic, as the file asks (synthetic routing following " + shippedRoutingProfile().source + ")";
   }
+  HistoryPrefetch history;
+  history.stride = args.intOr("--history-stride", history.stride);
+  history.admission = args.doubleOr("--admission", history.admission);
+  if (history.stride < 1 || history.admission < 0)
+    throw UsageError("--history-stride must be >= 1 and --admission >= 0");
   const BenchSetup setup{
-      *model,  compute, store, slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
-      learned, replay};
+      *model,  compute, store,  slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
+      learned, replay,  history};
   const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
   std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
@@ -393,7 +416,7 @@ int runBench(const std::vector<std::string>& argv) {
         simulateLru(gates.requests, c.n_layer - c.n_leading_dense, c.n_expert, slots, LruScope::kPerLayer);
   }
   ctx.cpu_expert_ms = cost.seconds_1 * 1e3;
-  ctx.predictor = "skip-gate";
+  ctx.predictor = replay ? "history" : "skip-gate";
   if (device) ctx.timings_meaningful = cudaLibrary()->timings_meaningful;
   if (args.flag("--json"))
     printBenchJson(rows, ctx);

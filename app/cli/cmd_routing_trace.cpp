@@ -11,7 +11,9 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "offload/history_predictor.h"
 #include "offload/routing/demand_cache.h"
+#include "offload/routing/prefetch_sim.h"
 #include "offload/routing/routing_profile.h"
 #include "offload/routing/routing_trace.h"
 
@@ -183,6 +185,104 @@ int stats(const std::vector<std::string>& argv) {
   return 0;
 }
 
+std::vector<double> parseList(const std::string& list, const char* flag) {
+  std::vector<double> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end || !(v >= 0)) throw UsageError(std::string(flag) + ": numbers >= 0");
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError(std::string(flag) + " names nothing");
+  return out;
+}
+
+// Proactive policies on a trace without the engine (prefetch_sim.h): per budget,
+// the experts ready at the gate and the experts moved (misses + prefetches, in
+// experts per use) of the history predictor with each admission ratio, beside
+// per-layer LRU, the slot table's demand cache and Belady.
+int simulate(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--budgets", "--max-tokens", "--admission", "--stride", "--guesses", "--eviction"},
+                  {"--json"});
+  if (args.positionals().size() != 1)
+    throw UsageError(
+        "routing-trace simulate TRACE [--budgets 0.25,0.5,0.75] [--admission 0,1] [--stride 2] [--guesses 8] "
+        "[--eviction shared-frequency] [--max-tokens N] [--json]");
+  RoutingTrace t = loadRoutingTrace(args.positionals()[0]);
+  if (int n = args.intOr("--max-tokens", 0); n > 0) t.truncate(n);
+  const std::vector<double> shares = parseShares(args.valueOr("--budgets", "0.25,0.5,0.75"));
+  const std::vector<double> admissions = parseList(args.valueOr("--admission", "0,1"), "--admission");
+  ProactiveSimOptions o;
+  o.stride = args.intOr("--stride", 2);
+  o.budget = args.intOr("--guesses", 2 * t.k);
+  try {
+    o.eviction = parseEviction(args.valueOr("--eviction", "shared-frequency"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (o.stride < 1 || o.budget < 1) throw UsageError("--stride and --guesses must be >= 1");
+  const auto requests = decodeRequests(t);
+  const int total = t.n_layer * t.n_expert;
+  const bool json = args.flag("--json");
+  auto row = [&](double share, const char* name, double admission, double ready, double moved, double belady,
+                 double lru_moved, bool first) {
+    if (json)
+      std::printf(
+          "%s\n  {\"share\": %.4f, \"policy\": \"%s\", \"admission\": %.3f, \"ready\": %.4f, "
+          "\"moved_per_use\": %.4f, \"x_belady\": %.4f, \"moved_x_lru\": %.4f}",
+          first ? "" : ",", share, name, admission, ready, moved, ready / belady, moved / lru_moved);
+    else
+      std::printf("%7.0f%%  %-26s %8.3f %8.1f%% %8.3f %8.3f %8.3f\n", 100 * share, name, admission,
+                  100 * ready, ready / belady, moved, moved / lru_moved);
+  };
+  if (json)
+    std::printf(
+        "{\"trace\": \"%s\", \"tokens\": %d, \"stride\": %d, \"guesses\": %d, \"eviction\": \"%s\", "
+        "\"rows\": [",
+        args.positionals()[0].c_str(), t.tokens(), o.stride, o.budget, evictionName(o.eviction));
+  else
+    std::printf("%s: %d tokens, %s; stride %d, %d guesses, %s eviction\n%-8s  %-26s %8s %9s %8s %8s %8s\n",
+                args.positionals()[0].c_str(), t.tokens(), t.shape().c_str(), o.stride, o.budget,
+                evictionName(o.eviction), "budget", "policy", "admit", "ready", "xBelady", "moved", "xLRU");
+  bool first = true;
+  for (double share : shares) {
+    const int slots = std::max(t.k, int(share * total + 0.5));
+    const DemandResult belady = simulateBelady(requests, t.n_expert, slots);
+    const DemandResult lru = simulateLru(requests, t.n_layer, t.n_expert, slots, LruScope::kPerLayer);
+    const double uses = double(lru.uses), lru_moved = double(lru.misses()) / uses;
+    row(share, "belady", 0, belady.hitRate(), double(belady.misses()) / uses, belady.hitRate(), lru_moved,
+        first);
+    first = false;
+    row(share, "lru-per-layer", 0, lru.hitRate(), lru_moved, belady.hitRate(), lru_moved, false);
+    const ProactiveSimResult demand = simulateProactive(requests, t.n_layer, slots, nullptr, o);
+    row(share, "demand", 0, demand.readyRate(), double(demand.uses - demand.ready) / uses, belady.hitRate(),
+        lru_moved, false);
+    for (double a : admissions) {
+      ProactiveSimOptions oa = o;
+      oa.admission = a;
+      HistoryPredictor history(t.n_layer, t.n_expert);
+      const ProactiveSimResult r = simulateProactive(requests, t.n_layer, slots, &history, oa);
+      row(share, "history", a, r.readyRate(), double(r.uses - r.ready + r.prefetch_copies) / uses,
+          belady.hitRate(), lru_moved, false);
+      if (!json)
+        std::printf(
+            "          accuracy %.1f%%, prefetch hits %.1f%% of uses, prefetched %.3f per use, skipped "
+            "%.3f\n",
+            100 * r.accuracy(), 100.0 * double(r.prefetch_ready) / uses, double(r.prefetch_copies) / uses,
+            double(r.prefetch_skipped) / uses);
+    }
+  }
+  if (json)
+    std::printf("\n]}\n");
+  else
+    std::printf(
+        "ready: share of the gates' experts cached at their gate; moved: experts copied or streamed per use "
+        "(misses + prefetches); xLRU: moved over per-layer LRU's; demand: the slot table alone\n");
+  return 0;
+}
+
 // The profile of a trace (routing_profile.h), as the text the project ships.
 int profile(const std::vector<std::string>& argv) {
   const Args args(argv, {"--output", "--max-tokens", "--source"}, {}, {{"-o", "--output"}});
@@ -238,13 +338,15 @@ int synthesize(const std::vector<std::string>& argv) {
 }  // namespace
 
 int runRoutingTrace(const std::vector<std::string>& argv) {
-  if (argv.empty()) throw UsageError("routing-trace convert|stats|profile|synthesize ...");
+  if (argv.empty()) throw UsageError("routing-trace convert|stats|simulate|profile|synthesize ...");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "convert") return convert(rest);
   if (argv[0] == "stats") return stats(rest);
+  if (argv[0] == "simulate") return simulate(rest);
   if (argv[0] == "profile") return profile(rest);
   if (argv[0] == "synthesize") return synthesize(rest);
-  throw UsageError("routing-trace: unknown action '" + argv[0] + "' (convert, stats, profile, synthesize)");
+  throw UsageError("routing-trace: unknown action '" + argv[0] +
+                   "' (convert, stats, simulate, profile, synthesize)");
 }
 
 }  // namespace moe::cli

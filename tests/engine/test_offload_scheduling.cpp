@@ -304,6 +304,8 @@ TEST(OffloadScheduling, perLayerLruPrefersOwnLayerAtShare) {
   r.worker.pushPredicted(1, v({0, 1}));
   r.worker.pushPredicted(0, v({1}));
   r.drain();
+  // Both layers' gates ran (a prefetch is kept until then), choosing nothing cached.
+  for (int layer : {0, 1}) r.cache.table().countGate(layer, std::vector<int>{});
   // Layer 1 holds 2 = its share: its own LRU (1,0) goes although (0,0) is older.
   r.worker.pushPredicted(1, v({2}));
   ASSERT_EQ(r.cache.find(1, 0), -1);

@@ -234,9 +234,9 @@ TEST(DemandCache, realRoutingBeatsUniformAndBeladyBoundsLru) {
   }
 }
 
-// Layer 1 follows layer 0 (expert a, then 3 - a): after a few tokens the predictor
-// names 3 - a for layer 1 from layer 0's choice, before layer 1's gate; for layer 0
-// (no earlier layer of the token) it names the previous token's choice there.
+// Layer 1 follows layer 0 (expert a, then 3 - a) and the next token's layer 0 takes
+// layer 1's expert: the predictor learns both, across the token boundary too, and
+// says how sure it is (its probabilities measured on the gates it saw).
 TEST(HistoryPredictor, learnsLayerToLayerAndTokenToToken) {
   moe::HistoryPredictor p(2, 4);
   auto gate = [&](int layer, int expert) {
@@ -244,14 +244,21 @@ TEST(HistoryPredictor, learnsLayerToLayerAndTokenToToken) {
     const float w[1] = {1.0f};
     p.observe({layer, 1, std::span<const int>(ids, 1), std::span<const float>(w, 1)});
   };
-  for (int token = 0; token < 8; ++token) {
-    gate(0, token % 4);
-    gate(1, 3 - token % 4);
+  int a = 0;
+  for (int token = 0; token < 64; ++token) {
+    gate(0, a);
+    gate(1, 3 - a);
+    a = 3 - a;
   }
-  gate(0, 2);
-  ASSERT_EQ(p.predict(1, 1, {}, 1, 1), (std::vector<int>{1}));
-  gate(1, 1);
-  ASSERT_EQ(p.predict(0, 0, {}, 1, 1), (std::vector<int>{2}));  // the next token's layer 0
+  gate(0, a);
+  ASSERT_EQ(p.predict(1, 1, {}, 1, 1), (std::vector<int>{3 - a}));
+  gate(1, 3 - a);
+  ASSERT_TRUE(p.predictsNextToken());
+  const auto next = p.predictScored(0, 0, {}, 1, 4);  // the next token's layer 0
+  ASSERT_EQ(next.size(), 4u);
+  ASSERT_EQ(next[0].expert, 3 - a);
+  ASSERT_GT(next[0].probability, 0.8f);
+  for (size_t i = 1; i < next.size(); ++i) ASSERT_LT(next[i].probability, 0.2f) << next[i].expert;
 }
 
 moe::ModelConfig routingConfig(int n_layer, int n_expert, int k, int leading_dense = 0) {
@@ -401,10 +408,12 @@ TEST(BenchReplay, realRoutingThroughTheEngine) {
   // Prefetching predicted from routing history (layer to layer, token to token, learned
   // as it runs) names the experts the gates then choose far more often than skip-gate,
   // which applies this random model's routers while the trace decides.
-  const BenchJson predicted = run({"--routing-trace", kShippedTrace, "--policies", "proactive", "--history"});
-  ASSERT_TRUE(predicted.rows.count("proactive") && predicted.rows.count("proactive-history"));
-  const double history = predicted.rows.at("proactive-history").at("accuracy");
-  const double skip_gate = predicted.rows.at("proactive").at("accuracy");
+  // Under replay proactive predicts from routing history by default.
+  const BenchJson predicted =
+      run({"--routing-trace", kShippedTrace, "--policies", "proactive", "--skip-gate"});
+  ASSERT_TRUE(predicted.rows.count("proactive") && predicted.rows.count("proactive-skip-gate"));
+  const double history = predicted.rows.at("proactive").at("accuracy");
+  const double skip_gate = predicted.rows.at("proactive-skip-gate").at("accuracy");
   ASSERT_GT(history, skip_gate + 0.2) << "history " << history << ", skip-gate " << skip_gate;
 
   // A trace of another shape is refused, both shapes named.
