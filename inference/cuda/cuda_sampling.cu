@@ -6,8 +6,9 @@
 //   pass 1, one block per chunk of kTopLogitsChunk entries: the chunk's keys staged in
 //     shared memory (sanitised, then the penalised tokens of the chunk replaced by their
 //     penalised values), sorted (bitonic), the first k written to scratch[block][0..k);
-//   pass 2, one block: the blocks' m = blocks x k keys, a tile at a time beside the best
-//     k so far, sorted, the best k kept; written out as (value, id).
+//   pass 2, one block: the blocks' m = blocks x k keys, the first kMerge sorted, then a
+//     tile at a time beside the best k so far, the best k kept; written out as (value,
+//     id). One sort while m <= kMerge (gpt-oss's 201,088 entries at k = 41: 99 x 41).
 // k = 1 (greedy) takes block minimum reductions in both passes instead of sorts.
 // Reads the row once; pass 2 reads blocks x k keys (8 bytes each).
 #include <cfloat>
@@ -21,7 +22,7 @@ namespace moe::cuda {
 namespace {
 
 constexpr int kChunkThreads = 512;
-constexpr int kMerge = 4096;  // keys pass 2 sorts at once: the best k and a tile of kMerge - k
+constexpr int kMerge = 4096;  // keys pass 2 sorts at once: the first, then the best k and a tile
 constexpr int kMergeThreads = 1024;
 constexpr uint64_t kNoKey = ~uint64_t{0};  // after every real key: an entry past the row
 
@@ -124,13 +125,16 @@ __global__ void mergeBestKernel(const uint64_t* in, int m, int k, TopLogit* out)
     if (threadIdx.x == 0) out[0] = entryOf(best);
     return;
   }
-  for (int i = threadIdx.x; i < k; i += kMergeThreads) keys[i] = kNoKey;
+  // The first kMerge keys, then each further tile beside the best k so far.
+  for (int i = threadIdx.x; i < kMerge; i += kMergeThreads) keys[i] = i < m ? in[i] : kNoKey;
+  __syncthreads();
+  bitonicSort<kMerge, kMergeThreads>(keys);  // ends with a barrier: the next tile may overwrite
   const int tile = kMerge - k;
-  for (int first = 0; first < m; first += tile) {
+  for (int first = kMerge; first < m; first += tile) {
     for (int i = threadIdx.x; i < tile; i += kMergeThreads)
       keys[k + i] = first + i < m ? in[first + i] : kNoKey;
     __syncthreads();
-    bitonicSort<kMerge, kMergeThreads>(keys);  // ends with a barrier: the next tile may overwrite
+    bitonicSort<kMerge, kMergeThreads>(keys);
   }
   for (int i = threadIdx.x; i < k; i += kMergeThreads) out[i] = entryOf(keys[i]);
 }
