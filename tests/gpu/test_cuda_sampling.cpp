@@ -156,6 +156,7 @@ struct Generated {
   moe::GenerationStats stats;
   double d2h_per_decode_token = -1;  // the stand-in's count; -1 on a GPU
   double graphs_per_decode_token = -1, launches_per_decode_token = -1;
+  uint64_t recorded_kernels = 0;  // kernels recorded into graphs over the decode steps
 };
 
 const std::vector<int32_t> kPrompt = {1, 2, 3, 4, 5, 6, 7, 3, 2};
@@ -164,13 +165,13 @@ constexpr int kTokens = 12;
 // The generator: the backend reduces the logits. `op_by_op`: a routing observer keeps
 // every step off the graph (the host routes each MoE layer).
 Generated generate(const moe::Model& model, moe::ExpertSource& experts, const moe::SamplerParams& sp,
-                   bool op_by_op) {
-  moe::Transformer t(model, *gpu_, experts, 64);
+                   bool op_by_op, const std::vector<int32_t>& prompt = kPrompt) {
+  moe::Transformer t(model, *gpu_, experts, 128);
   if (op_by_op) t.setRoutingObserver([](const moe::RoutingEvent&) {});
 #if MOECHAT_CUDA_STANDIN
   cudastandin::DeviceCounters at_decode{};
   t.setBatchObserver([&, seen = false](const moe::BatchEvent& ev) mutable {
-    if (seen || ev.first_pos < int(kPrompt.size())) return;
+    if (seen || ev.first_pos < int(prompt.size())) return;
     seen = true;
     at_decode = cudastandin::totals();
   });
@@ -181,26 +182,28 @@ Generated generate(const moe::Model& model, moe::ExpertSource& experts, const mo
   p.sampler = sp;
   p.stop_at_end_token = false;
   Generated out;
-  out.stats = g.generate(kPrompt, p, nullptr);
-  out.tokens.assign(g.cachedTokens().begin() + std::ptrdiff_t(kPrompt.size()), g.cachedTokens().end());
+  out.stats = g.generate(prompt, p, nullptr);
+  out.tokens.assign(g.cachedTokens().begin() + std::ptrdiff_t(prompt.size()), g.cachedTokens().end());
 #if MOECHAT_CUDA_STANDIN
   const auto end = cudastandin::totals();
   const double n = out.stats.decode_steps;
   out.d2h_per_decode_token = double(end.all.bytes_d2h - at_decode.all.bytes_d2h) / n;
   out.graphs_per_decode_token = double(end.all.graph_launches - at_decode.all.graph_launches) / n;
   out.launches_per_decode_token = double(end.all.kernel_launches - at_decode.all.kernel_launches) / n;
+  out.recorded_kernels = end.all.captured_kernels - at_decode.all.captured_kernels;
 #endif
   return out;
 }
 
 // The whole row read back every step and sampled on the host, as before the reduction.
 std::vector<int32_t> generateFromRows(const moe::Model& model, moe::ExpertSource& experts,
-                                      const moe::SamplerParams& sp) {
-  moe::Transformer t(model, *gpu_, experts, 64);
+                                      const moe::SamplerParams& sp,
+                                      const std::vector<int32_t>& prompt = kPrompt) {
+  moe::Transformer t(model, *gpu_, experts, 128);
   moe::Sampler sampler(sp);
-  std::vector<int32_t> history = kPrompt, out;
+  std::vector<int32_t> history = prompt, out;
   std::vector<float> logits;
-  t.forward(kPrompt, logits);
+  t.forward(prompt, logits);
   for (int i = 0; i < kTokens; ++i) {
     const int32_t next = sampler.sample(logits, history);
     out.push_back(next);
@@ -265,4 +268,40 @@ TEST_F(CudaSampling, generationEqualsTheWholeRowsTokens) {
       }
     }
   }
+}
+
+// The penalty over the whole history (repeat_last_n -1): a recorded step's copy has
+// room for the penalised ids rounded up to 64; a history that outgrows it records the
+// step again, and the tokens stay the row's.
+TEST_F(CudaSampling, aHistoryThatOutgrowsTheRecordedRoomRecordsAgain) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  const auto table = moe::prepareExperts(*gpu_, model->hostExperts());
+  moe::ResidentExpertSource resident(table);
+  std::vector<int32_t> prompt;
+  for (int32_t t = 0; t < 62; ++t) prompt.push_back(t * 5 % model->config().n_vocab);  // 62 distinct
+  moe::SamplerParams sp;
+  sp.temperature = 1.5f;
+  sp.repeat_last_n = -1;
+  sp.repeat_penalty = 1.2f;
+  sp.seed = 77;
+  const std::vector<int32_t> want = generateFromRows(*model, resident, sp, prompt);
+  const Generated got = generate(*model, resident, sp, false, prompt);
+  ASSERT_EQ(got.tokens, std::vector<int32_t>(want.begin(), want.end() - 1));
+  std::vector<int32_t> distinct = prompt;
+  distinct.insert(distinct.end(), got.tokens.begin(), got.tokens.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  ASSERT_GT(distinct.size(), size_t(64)) << "the history never outgrew 64 ids";
+#if MOECHAT_CUDA_STANDIN
+  // The same steps with the penalty's window at 64 ids record once.
+  moe::SamplerParams window = sp;
+  window.repeat_last_n = 64;
+  const Generated once = generate(*model, resident, window, false, prompt);
+  moe::test::info("%zu distinct tokens penalised at the end: %llu kernels recorded (window of 64: %llu)",
+                  distinct.size(), (unsigned long long)got.recorded_kernels,
+                  (unsigned long long)once.recorded_kernels);
+  ASSERT_EQ(got.graphs_per_decode_token, 1.0);
+  ASSERT_EQ(got.recorded_kernels, 2 * once.recorded_kernels) << "not recorded again when the room ran out";
+#endif
 }
