@@ -14,6 +14,7 @@
 
 #include "inference/device_error.h"
 #include "inference/expert_source.h"
+#include "inference/logit_candidates.h"
 #include "inference/model_config.h"
 #include "inference/routing.h"
 #include "inference/weight.h"
@@ -280,24 +281,38 @@ class Backend {
   };
   virtual MatmulTraffic matmulTraffic() const { return {}; }
 
+  // Sampling on the backend: the best r.k entries of a logits row ([n_vocab], backend
+  // memory) after the sampler's first steps (LogitsReduction), queued like any op;
+  // readLogitCandidates waits for the last reduction's entries and writes them to out
+  // ([r.k]), so only those cross to the host. maxLogitCandidates: the largest k this
+  // backend reduces; 0 (the default: the CPU, whose row is host memory already): none,
+  // and the other two throw std::logic_error.
+  virtual int maxLogitCandidates() const { return 0; }
+  virtual void reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r);
+  virtual void readLogitCandidates(std::span<LogitCandidate> out);
+
   // A decode step's own values: the token it embeds and its position (the KV row it
   // writes, the keys it attends to, its rotation); `owner` names the sequence (a
-  // Transformer) whose buffers the step reads and writes.
+  // Transformer) whose buffers the step reads and writes; `reduce`, where the step ends
+  // with reduceLogits of its logits, that reduction (its penalised tokens are the
+  // step's values too).
   struct StepValues {
     int32_t token = 0;
     int32_t pos = 0;
     uint64_t owner = 0;
+    const LogitsReduction* reduce = nullptr;
   };
   // A decode step recorded once and replayed as one graph (a device backend: one
   // launch per step instead of one per op). beginStepCapture(v) returns false where the
   // backend does not record: the ops then run as they are called. Between it and
   // endStepCapture(), which runs what was recorded, the ops whose arguments depend on
   // v's token and position (embed, rope, storeKv, attention) must be given exactly
-  // those (one token at v.pos): the recording reads them from device memory instead,
-  // so replayStep can run it again at later positions. No op may wait for the device;
-  // one that would (or a recording that fails) throws StepCaptureFailed, after which
-  // nothing recorded has run: the caller calls abortStepCapture() and runs the step
-  // again without recording. Any other exception: abortStepCapture() too.
+  // those (one token at v.pos), and reduceLogits, if the step ends with it, exactly
+  // *v.reduce: the recording reads them from device memory instead, so replayStep can
+  // run it again at later positions (with v.reduce's penalised tokens; the same k). No op may wait for the
+  // device; one that would (or a recording that fails) throws StepCaptureFailed, after which nothing recorded
+  // has run: the caller calls abortStepCapture() and runs the step again without recording. Any other
+  // exception: abortStepCapture() too.
   virtual bool beginStepCapture(const StepValues& v) {
     (void)v;
     return false;
@@ -394,6 +409,14 @@ inline void Backend::ropeFactors(float*, int, int, int, int, const int32_t*, flo
 inline void Backend::scaleRoutingWeights(float*, int, int, const float*) {
   throw std::invalid_argument(name() +
                               ": scaling routing weights (gemma4) is not implemented on this backend");
+}
+
+inline void Backend::reduceLogits(const float*, int, const LogitsReduction&) {
+  throw std::logic_error(name() + ": reduceLogits needs a backend that reduces logits (maxLogitCandidates)");
+}
+
+inline void Backend::readLogitCandidates(std::span<LogitCandidate>) {
+  throw std::logic_error(name() + ": readLogitCandidates needs a backend that reduces logits");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

@@ -20,7 +20,7 @@ class Backend;
 class OffloadDevice;
 
 // Raised whenever Backend, OffloadDevice or this table changes shape.
-inline constexpr int kCudaLibraryInterface = 3;
+inline constexpr int kCudaLibraryInterface = 4;
 
 // What the CUDA code asked of the device so far, every stream together.
 struct CudaWorkCounters {

@@ -85,10 +85,21 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
   cached_.resize(keep);
   st.reused_tokens = static_cast<int>(keep);
 
-  const auto t0 = Clock::now();
+  // Each step's logits, or where the backend reduces them to the sampler's candidates
+  // (greedy: the argmax; else the best top_k + 1), only those.
+  Sampler sampler(params.sampler);
   std::vector<float> logits;
+  std::vector<LogitCandidate> best;
+  bool reduced = false;
+  auto step = [&](std::span<const int32_t> tokens) {
+    if (tf_.reducesLogits())
+      reduced = tf_.forward(tokens, sampler.reduction(cached_, tokens), logits, best);
+    else
+      tf_.forward(tokens, logits);
+  };
+  const auto t0 = Clock::now();
   try {
-    tf_.forward(prompt.subspan(keep), logits);
+    step(prompt.subspan(keep));
   } catch (const Cancelled&) {
     st.reason = StopReason::Cancelled;
     st.prefill_seconds = secondsSince(t0);
@@ -101,12 +112,12 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
     progress->prefilled_tokens = st.prompt_tokens - st.reused_tokens;
   }
 
-  Sampler sampler(params.sampler);
   TextStream text(params.stop_strings);
   const auto& tok = model_.tokenizer();
   Clock::time_point decode_start;
   for (;;) {
-    const int32_t next = sampler.sample(logits, cached_);
+    const int32_t next = reduced ? sampler.sample(best) : sampler.sample(logits, cached_);
+    st.sampled_on_backend = reduced;
     if (st.generated_tokens == 0) {
       st.ttft_seconds = secondsSince(t0);
       decode_start = Clock::now();
@@ -141,13 +152,14 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
     }
     try {
       const int32_t one[1] = {next};
-      tf_.forward(one, logits);
+      step(one);
     } catch (const Cancelled&) {
       st.reason = StopReason::Cancelled;
       break;
     }
     cached_.push_back(next);
     ++st.decode_steps;
+    st.decode_logits_bytes += reduced ? best.size() * sizeof(LogitCandidate) : logits.size() * sizeof(float);
   }
   if (st.generated_tokens > 0) st.decode_seconds = secondsSince(decode_start);
   if (auto rest = text.finish(); !rest.empty() && on_text && !text.stopped()) on_text(rest);

@@ -50,6 +50,10 @@ struct GenerationStats {
   double prefill_seconds = 0;  // prompt forward pass
   double decode_seconds = 0;   // all decode steps
   double ttft_seconds = 0;     // start to first sampled token
+  // What the sampler read of the decode steps' logits: the rows, or where the backend
+  // reduced them (Backend::reduceLogits), the candidates (8 bytes each).
+  uint64_t decode_logits_bytes = 0;
+  bool sampled_on_backend = false;  // the last token was drawn from reduced logits
   StopReason reason = StopReason::Length;
 
   double prefillTokensPerSecond() const;  // prefilled (not reused) tokens / prefill time

@@ -4,6 +4,9 @@
 //      token once: positive logit / penalty, negative logit * penalty;
 //   3. temperature <= 0: argmax, lowest id on ties;
 //   4. top-k, softmax with temperature, top-p, min-p, renormalise, seeded draw.
+// Steps 1-3 and the top-k's selection run over the whole row here, or on a backend
+// that reduces the row to its best top_k + 1 entries (reduction()); step 4 is one
+// implementation (draw) for both, so both give the same token.
 //
 // Decisions:
 // - All logits -inf/NaN (or an empty vocabulary): there is no token to choose, and a
@@ -43,6 +46,8 @@ void sanitise(std::span<float> logits) {
   }
 }
 
+float penalised(float x, float penalty) { return x > 0.0f ? x / penalty : x * penalty; }
+
 void applyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> history, float penalty,
                             int last_n) {
   if (penalty == 1.0f || last_n == 0 || history.empty()) return;
@@ -50,8 +55,7 @@ void applyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> hi
   std::unordered_set<int32_t> seen;
   for (int32_t tok : history.subspan(history.size() - n)) {
     if (tok < 0 || size_t(tok) >= logits.size() || !seen.insert(tok).second) continue;
-    float& x = logits[size_t(tok)];
-    x = x > 0.0f ? x / penalty : x * penalty;
+    logits[size_t(tok)] = penalised(logits[size_t(tok)], penalty);
   }
 }
 
@@ -114,14 +118,59 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   if (params_.temperature <= 0.0f) return best;
 
   // Candidates: every token that can be drawn at all; with a small top-k, only the
-  // tokens that can still be among the k best (collectTopK).
+  // tokens that can still be among the k best (collectTopK), in id order while none
+  // was left out.
   const size_t k = params_.top_k > 0 ? size_t(params_.top_k) : 0;
   bool left_out = false;  // some finite token is not a candidate
   if (k > 0 && k <= logits.size() / 8)
     left_out = collectTopK(logits, k);
   else
     collectAll(logits);
+  return draw(k, left_out, logits[size_t(best)], logits);
+}
 
+LogitsReduction Sampler::reduction(std::span<const int32_t> history, std::span<const int32_t> more) {
+  LogitsReduction r;
+  r.k = params_.temperature <= 0.0f ? 1 : params_.top_k > 0 ? params_.top_k + 1 : 0;
+  r.penalty = params_.repeat_penalty;
+  penalised_.clear();
+  const int last_n = params_.repeat_last_n;
+  if (r.penalty != 1.0f && last_n != 0) {
+    const size_t total = history.size() + more.size();
+    const size_t n = last_n < 0 ? total : std::min(total, size_t(last_n));
+    for (size_t i = total - n; i < total; ++i) {
+      const int32_t tok = i < history.size() ? history[i] : more[i - history.size()];
+      if (tok >= 0) penalised_.push_back(tok);
+    }
+    std::sort(penalised_.begin(), penalised_.end());
+    penalised_.erase(std::unique(penalised_.begin(), penalised_.end()), penalised_.end());
+  }
+  r.penalised = penalised_;
+  return r;
+}
+
+int32_t Sampler::sample(std::span<const LogitCandidate> best) {
+  if (best.empty()) throw std::invalid_argument("Sampler::sample: no candidates");
+  if (best[0].id < 0 || best[0].value == kNegInf)
+    throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
+  if (params_.temperature <= 0.0f) return best[0].id;
+  if (params_.top_k <= 0 || best.size() <= size_t(params_.top_k))
+    throw std::invalid_argument("Sampler::sample: candidates need top_k > 0 and top_k + 1 of them");
+
+  // The entries after the k best tell only whether a finite one was left out; while
+  // none was, the candidates are every finite token, in id order as collectAll has them.
+  const size_t k = size_t(params_.top_k);
+  candidates_.clear();
+  for (const LogitCandidate& c : best)
+    if (c.id >= 0 && c.value != kNegInf) candidates_.emplace_back(c.value, c.id);
+  const bool left_out = candidates_.size() > k;
+  if (!left_out)
+    std::sort(candidates_.begin(), candidates_.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+  return draw(k, left_out, best[0].value, {});
+}
+
+int32_t Sampler::draw(size_t k, bool left_out, float x_max_logit, std::span<const float> row) {
   // Top-k: nth_element keeps the k best in front (O(n)), then only those are sorted.
   size_t n = candidates_.size();
   bool all_sorted = false;  // candidates_[0, n) already in `before` order
@@ -136,7 +185,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   }
 
   // Softmax with temperature, in double: p_i ∝ exp((x_i - x_max) / T) (no overflow).
-  const double x_max = double(logits[size_t(best)]);
+  const double x_max = double(x_max_logit);
   const double inv_t = 1.0 / double(params_.temperature);
   auto weight = [&](size_t i) { return std::exp((double(candidates_[i].first) - x_max) * inv_t); };
   double z = 0.0;
@@ -181,17 +230,18 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   }
 
   // Renormalise over the kept set and draw, walking it in token-id order: a canonical
-  // order whatever partial_sort left behind, and no sort at all when nothing was cut.
-  if (kept == n && !all_sorted) {
+  // order whatever partial_sort left behind. When nothing was cut the kept set is
+  // every finite logit: the row, where there is one, is walked instead of sorted.
+  if (kept == n && !all_sorted && !row.empty()) {
     double total = 0.0;  // candidates_ may be permuted, but every finite logit is kept
-    for (size_t i = 0; i < logits.size(); ++i)
-      if (logits[i] != kNegInf) total += std::exp((double(logits[i]) - x_max) * inv_t);
+    for (size_t i = 0; i < row.size(); ++i)
+      if (row[i] != kNegInf) total += std::exp((double(row[i]) - x_max) * inv_t);
     const double r = uniform01(rng_) * total;
     double cum = 0.0;
-    int32_t last = best;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (logits[i] == kNegInf) continue;
-      cum += std::exp((double(logits[i]) - x_max) * inv_t);
+    int32_t last = candidates_[0].second;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (row[i] == kNegInf) continue;
+      cum += std::exp((double(row[i]) - x_max) * inv_t);
       last = int32_t(i);
       if (r < cum) return last;
     }

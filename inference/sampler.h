@@ -1,11 +1,15 @@
 // Picks the next token from logits: repetition penalty, then temperature,
 // top-k, top-p, min-p, then a seeded draw. temperature <= 0 is greedy.
+// From the whole row, or from the best top_k + 1 entries a backend reduced it to
+// (reduction(), then sample(candidates)): the same token for the same seed.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "inference/logit_candidates.h"
 
 namespace moe {
 
@@ -24,15 +28,28 @@ class Sampler {
   explicit Sampler(SamplerParams params);
   // logits: [n_vocab], modified in place. history: tokens so far (prompt + generated).
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  // What a backend must reduce the next row to (Backend::reduceLogits) for
+  // sample(candidates): the argmax when greedy, else the best top_k + 1 entries; k = 0
+  // when every entry is needed (top_k off). The penalty is over `history` then `more`
+  // (the tokens the step runs). The span it holds stays valid until the next call.
+  LogitsReduction reduction(std::span<const int32_t> history, std::span<const int32_t> more);
+  // The token sample(logits, history) would draw, from the row's best entries as the
+  // reduction asked for them (best first; the sanitise and penalty already applied).
+  int32_t sample(std::span<const LogitCandidate> best);
   const SamplerParams& params() const { return params_; }
 
  private:
   void collectAll(std::span<const float> logits);
   bool collectTopK(std::span<const float> logits, size_t k);
+  // Top-k over candidates_, softmax with temperature, top-p, min-p, the draw. x_max_logit:
+  // the highest logit; left_out: a finite logit is not a candidate; row: the whole row
+  // (walked in id order when nothing is cut) or empty.
+  int32_t draw(size_t k, bool left_out, float x_max_logit, std::span<const float> row);
 
   SamplerParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<int32_t> penalised_;
 };
 
 }  // namespace moe

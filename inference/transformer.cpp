@@ -82,6 +82,22 @@ void Transformer::checkCancel() const {
 }
 
 void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  forwardTokens(tokens, Output{logits}, all_logits);
+}
+
+bool Transformer::forward(std::span<const int32_t> tokens, const LogitsReduction& reduce,
+                          std::vector<float>& logits, std::vector<LogitCandidate>& best) {
+  // Candidates of 8 bytes as large as the row of 4: the row itself.
+  const bool smaller = uint64_t(reduce.k) * sizeof(LogitCandidate) < uint64_t(cfg_.n_vocab) * sizeof(float);
+  if (reduce.k <= 0 || reduce.k > backend_.maxLogitCandidates() || !smaller) {
+    forwardTokens(tokens, Output{logits}, false);
+    return false;
+  }
+  forwardTokens(tokens, Output{logits, &reduce, &best}, false);
+  return true;
+}
+
+void Transformer::forwardTokens(std::span<const int32_t> tokens, const Output& out, bool all_logits) {
   if (tokens.empty()) throw std::invalid_argument("forward() needs at least one token");
   if (n_past_ + static_cast<int>(tokens.size()) > n_ctx_)
     throw std::length_error("context full: " + std::to_string(n_past_) + " cached + " +
@@ -92,7 +108,7 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
       throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary (" +
                               std::to_string(cfg_.n_vocab) + ")");
   if (recurrent_stale_) recomputeRecurrentState();
-  logits.assign((all_logits ? tokens.size() : 1) * size_t(cfg_.n_vocab), 0.0f);
+  if (!out.reduce) out.logits.assign((all_logits ? tokens.size() : 1) * size_t(cfg_.n_vocab), 0.0f);
   const int start = n_past_;
   // A prefill of a model with recurrent layers stops one token short of its end for a
   // snapshot of the state there (the batches are cut at that token).
@@ -103,12 +119,12 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
       const size_t n = std::min<size_t>(kMaxBatch, end - first);
       const bool last_chunk = first + n == tokens.size();
       if (all_logits)
-        forwardBatch(tokens.subspan(first, n), logits, true, first * cfg_.n_vocab);
+        forwardBatch(tokens.subspan(first, n), out, true, first * cfg_.n_vocab);
       else if (last_chunk)
-        forwardBatch(tokens.subspan(first, n), logits, false, 0);
+        forwardBatch(tokens.subspan(first, n), out, false, 0);
       else {
         std::vector<float> unused;
-        forwardBatch(tokens.subspan(first, n), unused, false, kNoLogits);
+        forwardBatch(tokens.subspan(first, n), Output{unused}, false, kNoLogits);
       }
     }
   };
@@ -130,10 +146,11 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
 }
 
 // One batch of n <= kMaxBatch tokens at positions n_past_..; logits go to
-// logits[logits_offset..] unless logits_offset is kNoLogits. A decode step that
-// never needs the host before its logits is recorded and replayed as one graph
-// where the backend can (Backend::beginStepCapture).
-void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
+// out.logits[logits_offset..] (or, reduced, to out.best) unless logits_offset is
+// kNoLogits. A decode step that never needs the host before its logits is recorded
+// and replayed as one graph where the backend can (Backend::beginStepCapture), its
+// reduction of the logits included.
+void Transformer::forwardBatch(std::span<const int32_t> tokens, const Output& out, bool all_logits,
                                size_t logits_offset) {
   const int n = static_cast<int>(tokens.size());
   positions_.resize(n);
@@ -144,12 +161,17 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
   const int first_row = all_logits ? 0 : n - 1;
   const int rows = n - first_row;
 
+  const LogitsReduction* reduce = wanted && !all_logits ? out.reduce : nullptr;
+  auto reduceLogits = [&] {
+    if (reduce) backend_.reduceLogits(s_->logits, cfg_.n_vocab, *reduce);
+  };
   bool ran = false;
   if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice()) {
-    const Backend::StepValues step{tokens[0], n_past_, id_};
+    const Backend::StepValues step{tokens[0], n_past_, id_, reduce};
     ran = backend_.replayStep(step);
     if (!ran && backend_.beginStepCapture(step)) try {
         computeBatch(tokens, first_row, rows);
+        reduceLogits();
         backend_.endStepCapture();
         ran = true;
       } catch (const StepCaptureFailed& e) {
@@ -166,9 +188,17 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, std::vector<floa
       }
   }
   mapped_layers_.clear();
-  if (!ran) computeBatch(tokens, first_row, wanted ? rows : 0);
+  if (!ran) {
+    computeBatch(tokens, first_row, wanted ? rows : 0);
+    reduceLogits();
+  }
   n_past_ += n;
-  if (wanted) backend_.toHost(logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+  if (reduce) {
+    out.best->resize(size_t(reduce->k));
+    backend_.readLogitCandidates(*out.best);
+  } else if (wanted) {
+    backend_.toHost(out.logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
+  }
   if (!mapped_layers_.empty()) {
     if (!wanted) backend_.synchronize();  // else the logits' read back waited for the routing's too
     deliverMappedRouting();

@@ -55,6 +55,13 @@ class Transformer {
   // ([n_tokens][n_vocab]) to `logits`. Throws std::length_error past the context,
   // Cancelled when `cancel` turns true between layers (the cache is then rolled back).
   void forward(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
+  // Like forward, where the backend reduces logits (Backend::reduceLogits), reduce.k
+  // is within its limit and its entries are fewer bytes than the row: the last token's
+  // logits stay there, reduced to the best reduce.k entries, and only those come back,
+  // into `best`; returns true. Else returns false and writes `logits` as forward does.
+  bool forward(std::span<const int32_t> tokens, const LogitsReduction& reduce, std::vector<float>& logits,
+               std::vector<LogitCandidate>& best);
+  bool reducesLogits() const { return backend_.maxLogitCandidates() > 0; }
 
   int nPast() const { return n_past_; }
   int nCtx() const { return n_ctx_; }
@@ -87,7 +94,15 @@ class Transformer {
 
  private:
   struct Scratch;
-  void forwardBatch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits,
+  // The step's output: the logits rows to `logits` (at logits_offset), or where
+  // `reduce` is set, the last row's best entries to `best`.
+  struct Output {
+    std::vector<float>& logits;
+    const LogitsReduction* reduce = nullptr;
+    std::vector<LogitCandidate>* best = nullptr;
+  };
+  void forwardTokens(std::span<const int32_t> tokens, const Output& out, bool all_logits);
+  void forwardBatch(std::span<const int32_t> tokens, const Output& out, bool all_logits,
                     size_t logits_offset);
   void computeBatch(std::span<const int32_t> tokens, int first_row, int rows);
   bool stepStaysOnTheDevice() const;

@@ -28,6 +28,9 @@ std::string jsonEscaped(const std::string& s) {
   }
   return out;
 }
+double logitsBytesPerDecodeToken(const BenchRow& r) {
+  return r.gen.decode_steps > 0 ? double(r.gen.decode_logits_bytes) / r.gen.decode_steps : 0.0;
+}
 double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 double boundSeconds(const BenchContext& c) { return ratio(double(c.bound_bytes), c.link_bytes_per_second); }
 
@@ -114,6 +117,14 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
         ctx.predictor.c_str(), ctx.cache_slots, pro_hit, lru_hit, pro_hit - lru_hit);
   std::printf("CPU cost of one expert (1 token): %.3f ms; all policies generated identical tokens\n",
               ctx.cpu_expert_ms);
+  for (const auto& r : rows)
+    if (r.gen.decode_steps > 0) {
+      std::printf("logits read by the sampler per decode token: %.0f bytes (%s)\n",
+                  logitsBytesPerDecodeToken(r),
+                  r.gen.sampled_on_backend ? "reduced on the device: the argmax or the best top-k + 1"
+                                           : "the whole row");
+      break;
+    }
   if (!ctx.timings_meaningful) std::printf("note: %s\n", kStandinTimingsNote);
 }
 
@@ -168,6 +179,8 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
         m.link_seconds, ratio(m.linkBusySeconds(), boundSeconds(ctx)), m.accuracy(), m.fetchRate(),
         m.goodPred(), lru ? ratio(r.gen.decodeTokensPerSecond(), lru->gen.decodeTokensPerSecond()) : 0.0,
         lru ? ratio(r.gen.ttft_seconds, lru->gen.ttft_seconds) : 0.0);
+    std::printf(", \"sampling\": {\"on_device\": %s, \"logits_bytes_per_decode_token\": %.1f}",
+                r.gen.sampled_on_backend ? "true" : "false", logitsBytesPerDecodeToken(r));
     if (ctx.belady && r.policy != OffloadPolicy::kResident)
       std::printf(", \"ready_vs_belady\": %.4f", ratio(m.hitRate(), ctx.belady->hitRate()));
     if (r.policy == OffloadPolicy::kProactive)

@@ -58,13 +58,14 @@ void CudaBackend::release() noexcept {
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
   for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_,
-                     &layer_experts_, &step_dev_, &rope_all_})
+                     &layer_experts_, &step_dev_, &rope_all_, &penalty_dev_, &top_keys_, &top_out_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
   if (later_) cudaFreeHost(later_), later_ = nullptr;
   if (step_host_) cudaFreeHost(step_host_), step_host_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
   if (step_done_) cudaEventDestroy(step_done_), step_done_ = nullptr;
+  if (penalty_host_) cudaFreeHost(penalty_host_), penalty_host_ = nullptr;
   for (UploadBuffer& b : uploads_) {
     if (b.ptr) cudaFreeHost(b.ptr), b.ptr = nullptr;
     if (b.done) cudaEventDestroy(b.done), b.done = nullptr;
@@ -122,6 +123,10 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
   reserveStepState(c, n_ctx);
   const size_t partials = cuda::attentionScratchBytesUpTo(n_ctx, c.n_head, c.n_head_kv, c.head_dim);
   if (partials) scratch(attn_, partials, "attention partials");
+  // Sampling on the device: a context's distinct tokens, the largest k's keys.
+  reservePenalty(size_t(std::min(n_ctx_, std::max(c.n_vocab, 1))));
+  scratch(top_keys_, cuda::topLogitsScratchBytes(c.n_vocab, cuda::kMaxTopLogits), "top logits keys");
+  scratch(top_out_, cuda::kMaxTopLogits * sizeof(cuda::TopLogit), "top logits");
   // Read backs: the last token's logits, or a batch's routing.
   pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));
   const size_t upload = std::max<size_t>(T * sizeof(int32_t), T * std::max(c.n_rot, 1) * sizeof(float));

@@ -106,6 +106,13 @@ class CudaBackend final : public Backend {
   void moeCombine(const float* outputs, const float* routing, int n_tokens, int k, int n_embd,
                   float* out) override;
   MatmulTraffic matmulTraffic() const override { return traffic_; }
+  // Sampling (cuda_backend_sampling.cpp, cuda_sampling.cu): the penalised tokens are
+  // uploaded, or in a recorded step copied by one of its nodes from a pinned buffer the
+  // host fills before each replay; the candidates come back through the read-back
+  // buffer, k x 8 bytes.
+  int maxLogitCandidates() const override { return cuda::kMaxTopLogits; }
+  void reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r) override;
+  void readLogitCandidates(std::span<LogitCandidate> out) override;
   // Decode steps as graphs: recorded with cudaStreamCaptureModeThreadLocal, the
   // step's token and position read from device memory (step_dev_) that the graph's
   // first node fills from pinned memory, so one recording replays at every position
@@ -248,12 +255,29 @@ class CudaBackend final : public Backend {
     bool valid = false;
     uint64_t owner = 0, buffers = 0;
     int plan_keys = 0;
+    int reduce_k = 0, reduce_ids = 0;  // its reduceLogits: k, and the penalised ids its copy carries
   };
   RecordedStep recorded_;
   uint64_t buffers_generation_ = 0;
   int upload_refusals_ = 0;          // recordings refused for an upload (a third: steps stop recording)
   cudaEvent_t step_done_ = nullptr;  // after the last recorded or replayed step: step_host_ is free
-  int n_ctx_ = 0;                    // the longest context reserveScratch was given
+  // Sampling: the penalised tokens ({count, the penalty's bits, ids}) on the device
+  // and, for recorded steps, in pinned memory (room for penalty_ids_ ids in both; the
+  // last step's graph has read the pinned copy once step_done_ has completed); the
+  // first pass's keys; the candidates; the k of the last reduction; while a step
+  // records, the ids its copy carries.
+  int32_t* penalty_host_ = nullptr;
+  size_t penalty_ids_ = 0;
+  Scratch penalty_dev_, top_keys_, top_out_;
+  int top_k_ = 0;
+  int step_reduce_k_ = 0, step_reduce_ids_ = 0;
+  void reservePenalty(size_t ids);
+  // r's tokens as the kernels read them: {count, the penalty's bits, ids}.
+  std::vector<int32_t> penaltyValues(const LogitsReduction& r) const;
+  // The ids a recorded step's copy carries for r: room for some more than r has.
+  int recordedPenaltyIds(const LogitsReduction& r) const;
+  void writeStepPenalty(const LogitsReduction& r);
+  int n_ctx_ = 0;  // the longest context reserveScratch was given
   // cos/sin of every position up to rope_all_rows_ for one set of rope parameters
   Scratch rope_all_;
   int rope_all_rows_ = 0, rope_all_n_rot_ = 0;

@@ -80,13 +80,25 @@ void CudaBackend::waitForStepValues() {
     checkCuda(done, "cuda backend: the last step's values");
 }
 
+// A step that ends with reduceLogits: its penalised tokens in pinned memory, where the
+// graph's copy reads them (once the last step's graph is done with them).
+void CudaBackend::writeStepPenalty(const LogitsReduction& r) {
+  const std::vector<int32_t> values = penaltyValues(r);
+  std::copy(values.begin(), values.end(), penalty_host_);
+}
+
 bool CudaBackend::beginStepCapture(const StepValues& v) {
   if (graphs_failed_ || capturing_ || v.pos < 0) return false;
   reserveStepValues();
+  if (v.reduce) reservePenalty(penaltyValues(*v.reduce).size() - 2);
   waitForStepValues();
   step_host_[0] = v.token;
   step_host_[1] = v.pos;
   step_ = v;
+  step_.reduce = nullptr;  // the caller's, valid during the call only
+  step_reduce_k_ = v.reduce ? v.reduce->k : 0;
+  step_reduce_ids_ = v.reduce ? recordedPenaltyIds(*v.reduce) : 0;
+  if (v.reduce) writeStepPenalty(*v.reduce);
   step_plan_keys_ = planKeys(v.pos, 1);
   checkCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
@@ -135,17 +147,22 @@ void CudaBackend::endStepCapture() {
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
   checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
   ++step_graph_launches_;
-  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_};
+  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_, step_reduce_k_, step_reduce_ids_};
 }
 
 bool CudaBackend::replayStep(const StepValues& v) {
   if (!recorded_.valid || graphs_failed_ || capturing_ || !step_graph_ || v.owner != recorded_.owner ||
       recorded_.buffers != buffers_generation_ || v.pos < 0 || planKeys(v.pos, 1) != recorded_.plan_keys ||
-      v.pos >= rope_all_rows_)
+      v.pos >= rope_all_rows_ || (v.reduce ? v.reduce->k : 0) != recorded_.reduce_k ||
+      (v.reduce && penaltyValues(*v.reduce).size() - 2 > size_t(recorded_.reduce_ids)))
     return false;
   waitForStepValues();
   step_host_[0] = v.token;
   step_host_[1] = v.pos;
+  if (v.reduce) {
+    writeStepPenalty(*v.reduce);
+    top_k_ = recorded_.reduce_k;
+  }
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
   checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
   ++step_graph_launches_;

@@ -248,6 +248,25 @@ void launchSoftcap(float* x, float cap, size_t n, cudaStream_t stream);
 // routing's weights (after its n ids, int32 bits) times scales[id]: gemma4's expert output scales.
 void launchScaleRouting(float* routing, size_t n, const float* scales, cudaStream_t stream);
 
+// The sampler's first steps and a logits row's best entries (cuda_sampling.cu): the
+// row sanitised (NaN -> -inf, +inf -> FLT_MAX), each penalised token's value divided
+// by the penalty when positive, else multiplied, then the best k entries, higher value
+// first, lower id on ties, {-inf, -1} past the row's end. Two passes: each block of the
+// first sorts a chunk of kTopLogitsChunk entries in shared memory and writes its best k
+// to `scratch`; one block merges them (k = 1: minimum reductions, no sort).
+inline constexpr int kMaxTopLogits = 1024;
+inline constexpr int kTopLogitsChunk = 2048;
+struct TopLogit {
+  float value;
+  int32_t id;
+};
+size_t topLogitsScratchBytes(int n_vocab, int k);
+// logits: [n_vocab]; penalty: [2 + count] ints: count, the penalty's float bits, then
+// `count` distinct token ids (ids outside the row: none); k in 1..kMaxTopLogits;
+// scratch: topLogitsScratchBytes; out: [k].
+void launchTopLogits(const float* logits, int n_vocab, const int32_t* penalty, int k, void* scratch,
+                     TopLogit* out, cudaStream_t stream);
+
 // An empty kernel: launching it proves the binary holds code this device can run.
 void launchProbe(cudaStream_t stream);
 

@@ -388,3 +388,74 @@ TEST(Sampler, matchesThePlainRulesTokenForToken) {
     }
   }
 }
+
+namespace {
+
+// What a backend's reduceLogits hands back, written the plain way: the row sanitised
+// and penalised as the reduction says, sorted best first, its first k entries
+// ({-inf, -1} past the row's end).
+std::vector<moe::LogitCandidate> reducedOnTheHost(std::vector<float> row, const moe::LogitsReduction& r) {
+  for (float& x : row) x = std::isnan(x) ? -kInf : x == kInf ? std::numeric_limits<float>::max() : x;
+  for (int32_t t : r.penalised)
+    if (t >= 0 && size_t(t) < row.size())
+      row[size_t(t)] = row[size_t(t)] > 0 ? row[size_t(t)] / r.penalty : row[size_t(t)] * r.penalty;
+  std::vector<moe::LogitCandidate> all;
+  for (size_t i = 0; i < row.size(); ++i) all.push_back({row[i], int32_t(i)});
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.value != b.value ? a.value > b.value : a.id < b.id;
+  });
+  all.resize(size_t(r.k), moe::LogitCandidate{-kInf, -1});
+  return all;
+}
+
+}  // namespace
+
+// From the best top_k + 1 entries (what a device reduces the row to) the sampler draws
+// the token it draws from the whole row, seed for seed: greedy, every top-k with and
+// without top-p and min-p, vocabularies with fewer finite tokens than k, ties, NaN and
+// +-inf, the penalty's window over the history and the step's own tokens.
+TEST(Sampler, candidatesGiveTheRowsToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t vocab : {size_t(7), size_t(300), size_t(5000)}) {
+    std::vector<float> base = makeLogits(vocab, vocab + 1, 6.0f);
+    for (size_t i = 0; i < vocab; i += 7) base[i] = std::round(base[i]);  // ties
+    base[3] = nan, base[5] = -kInf;
+    if (vocab == 300) base[9] = kInf;
+    std::vector<int32_t> hist;
+    for (int i = 0; i < 80; ++i) hist.push_back(int32_t((i * 131) % vocab));
+    for (float temperature : {0.0f, 0.8f})
+      for (int top_k : {1, 5, 40, 1000})
+        for (float top_p : {1.0f, 0.9f}) {
+          SamplerParams p;
+          p.temperature = temperature;
+          p.top_k = top_k;
+          p.top_p = top_p;
+          p.min_p = top_k == 40 ? 0.05f : 0.0f;
+          p.repeat_penalty = top_k == 5 ? 1.0f : 1.3f;
+          p.repeat_last_n = top_k == 1000 ? -1 : 64;
+          p.seed = 5 + uint64_t(top_k);
+          Sampler from_row(p), from_best(p);
+          for (int draw = 0; draw < 30; ++draw) {
+            std::vector<float> l = base;
+            for (size_t i = 0; i < vocab; i += 97) l[i] += 0.01f * float(draw);
+            const std::vector<int32_t> step = {int32_t((draw * 7) % vocab)};
+            const moe::LogitsReduction r = from_best.reduction(hist, step);
+            ASSERT_EQ(r.k, temperature <= 0 ? 1 : top_k + 1);
+            const std::vector<moe::LogitCandidate> best = reducedOnTheHost(l, r);
+            std::vector<int32_t> full = hist;
+            full.push_back(step[0]);
+            ASSERT_EQ(from_best.sample(best), from_row.sample(l, full))
+                << "vocab " << vocab << ", temperature " << temperature << ", top_k " << top_k << ", top_p "
+                << top_p << ", draw " << draw;
+            hist.push_back(step[0]);
+            hist.erase(hist.begin());
+          }
+        }
+  }
+  // top_k off: the whole row is needed; nothing drawable: the row's error.
+  SamplerParams off = plain(1.0f);
+  ASSERT_EQ(Sampler(off).reduction({}, {}).k, 0);
+  Sampler greedy(plain(0.0f));
+  const std::vector<moe::LogitCandidate> none = {{-kInf, 0}};
+  ASSERT_THROW(greedy.sample(none), std::domain_error);
+}

@@ -12,7 +12,8 @@
 #       `bench --demo-random --backend cuda --json` on the library MOECHAT_CUDA_LIBRARY
 #       names (the CPU stand-in): every policy row has its device work per prefill
 #       token and per decode token and the prefill's matmul bytes, resident's decode
-#       is one graph launch and one wait per token (the logits), and the timings
+#       is one graph launch and one wait per token (the argmax, 8 bytes read back),
+#       every row samples from the device's argmax, and the timings
 #       are labelled as not meaningful; `bench --kernels --backend cuda` on a small
 #       shape gives a row per type asked for, labelled the same way.
 set -uo pipefail
@@ -73,7 +74,11 @@ bench)
   grep -q '"kernel_launches": 0.000, "host_syncs": 1.000, "stream_syncs": 0.000' <<<"$resident" ||
     fail "resident decode: expected no kernel launched alone, 1 host wait (the logits), 0 stream waits: $resident"
   grep -q '"graph_launches": 1.000' <<<"$resident" || fail "resident decode: expected 1 graph launch: $resident"
-  echo "ok: resident decode is one graph launch and one wait per token (the logits)"
+  # greedy: the argmax is found on the device; its 8 bytes, not the logits row, come back.
+  grep -q '"bytes_d2h": 8.0,' <<<"$resident" || fail "resident decode: expected 8 bytes read back (the argmax): $resident"
+  sampling=$(grep -c '"sampling": {"on_device": true, "logits_bytes_per_decode_token": 8.0}' <<<"$json")
+  [ "$sampling" -eq "$rows" ] || fail "$sampling of $rows rows sample from the device's argmax"
+  echo "ok: resident decode is one graph launch and one wait per token (the argmax, 8 bytes)"
   kern=$("$cli" bench --kernels --backend cuda --rows 64 --cols 256 --batch 3 --set-mb 1 --bw-mb 1 \
     --types Q8_0,Q4_K,MXFP4 --json) || fail "bench --kernels exit $?"
   echo "$kern"

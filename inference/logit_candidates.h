@@ -1,0 +1,27 @@
+// What a backend reduces a logits row to for the sampler, so that a step reads back a
+// few candidates instead of the whole row (Backend::reduceLogits, Sampler::reduction).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace moe {
+
+// One entry of a logits row: its value after the sampler's first steps (sanitise,
+// repetition penalty) and its token id.
+struct LogitCandidate {
+  float value = 0.0f;
+  int32_t id = -1;
+};
+
+// The best k entries of a row after the sampler's first steps: NaN -> -inf, +inf ->
+// the largest finite float, then each token of `penalised` once: a positive value
+// divided by `penalty`, any other multiplied by it. Best first: the higher value,
+// then the lower id. Entries past the row's length are {-inf, -1}.
+struct LogitsReduction {
+  int k = 0;                           // entries wanted (1: the argmax); 0: the whole row is needed
+  float penalty = 1.0f;                // > 0
+  std::span<const int32_t> penalised;  // distinct ids, ascending (those outside the row: none)
+};
+
+}  // namespace moe
