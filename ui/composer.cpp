@@ -33,7 +33,9 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   elsewhere_->hide();
   connect(elsewhere_, &QLabel::linkActivated, this, &Composer::elsewhereLinkActivated);
   edit_banner_ = new QLabel(
-      "Editing your message: Enter resends it (the replies after it are replaced), Esc cancels", this);
+      "Editing your message: Enter resends it, Esc cancels. Its earlier reply is kept (page back "
+      "with <); the messages after that reply are removed.",
+      this);
   edit_banner_->setObjectName("editBanner");
   edit_banner_->setWordWrap(true);
   edit_banner_->setAutoFillBackground(true);
