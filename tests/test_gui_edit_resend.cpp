@@ -60,7 +60,8 @@ class GuiEditResend : public QObject {
     QTest::mouseClick(bubbleButton(app, 0, "Edit"), Qt::LeftButton);
     Composer* composer = app.window->composer();
     QVERIFY(composer->editBanner()->isVisible());
-    QVERIFY2(composer->editBanner()->text().contains("earlier reply is kept"),
+    QVERIFY2(composer->editBanner()->text().startsWith(
+                 "Editing: Enter resends, Esc cancels. The earlier reply stays"),
              qPrintable(composer->editBanner()->text()));
     QCOMPARE(composer->button()->text(), QString("Resend"));
     QCOMPARE(app.window->chatView()->foundMessage(), question);

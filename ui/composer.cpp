@@ -33,8 +33,8 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   elsewhere_->hide();
   connect(elsewhere_, &QLabel::linkActivated, this, &Composer::elsewhereLinkActivated);
   edit_banner_ = new QLabel(
-      "Editing your message: Enter resends it, Esc cancels. Its earlier reply is kept (page back "
-      "with <); the messages after that reply are removed.",
+      "Editing: Enter resends, Esc cancels. The earlier reply stays a page back (<); the "
+      "messages after it are removed.",
       this);
   edit_banner_->setObjectName("editBanner");
   edit_banner_->setWordWrap(true);

@@ -23,10 +23,9 @@ std::vector<int> contextChoices(int current, int trained) {
   return out;
 }
 
-ContextButton::ContextButton(QWidget* parent) : QToolButton(parent) {
+ContextButton::ContextButton(QWidget* parent) : QPushButton(parent) {
   setObjectName("contextButton");
-  setPopupMode(QToolButton::InstantPopup);
-  setToolButtonStyle(Qt::ToolButtonTextOnly);
+  setAutoDefault(false);
   menu_ = new QMenu(this);
   menu_->setObjectName("contextMenu");
   setMenu(menu_);

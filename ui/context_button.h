@@ -5,7 +5,7 @@
 // is the same per-model setting as the settings dialog's (AppSettings::contextLength).
 #pragma once
 
-#include <QToolButton>
+#include <QPushButton>
 #include <functional>
 #include <vector>
 
@@ -13,7 +13,8 @@ class QMenu;
 
 namespace moe {
 
-class ContextButton : public QToolButton {
+// A push button: its size hint counts the menu's arrow, so the arrow never covers the text.
+class ContextButton : public QPushButton {
   Q_OBJECT
 
  public:
