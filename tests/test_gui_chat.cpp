@@ -297,7 +297,9 @@ class GuiChatTest : public QObject {
     QCOMPARE(suggested, QString("Penguins facts figures.md"));
   }
 
-  void editAndResendReplacesTheRest() {
+  // Edit-and-resend of the first of two turns: the later turn goes, the edited question
+  // gets a new reply (its earlier one kept beside it: gui_edit_resend).
+  void editAndResendRemovesTheLaterTurns() {
     Fixture f;
     QVERIFY(f.app->loadDemo());
     f.type("Frist question");
