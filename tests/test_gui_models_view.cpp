@@ -4,12 +4,15 @@
 // Remove (confirmed) deletes the file, its registry row and its predictor, and
 // the demo model cannot be removed. Built through AppWiring, as the app does.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QLabel>
 #include <QPushButton>
 #include <QSemaphore>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 #include "app/core/fit_words.h"
@@ -21,6 +24,7 @@
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "synthetic_gguf.h"
+#include "ui/model_wizard.h"
 #include "ui/models_view.h"
 
 using namespace moe;
@@ -254,6 +258,44 @@ class GuiModelsViewTest : public QObject {
              QString::fromStdString(fitHeading(BudgetSetting::fromAppSetting(0), gpu)));
     const QString fit = t->item(0, ModelsView::ColFit)->text();
     QVERIFY2(fit.startsWith("yes"), qPrintable(fit));  // the demo fits 20 GB of a GPU
+  }
+
+  // File > Add a model before the probe has answered: the menu returns at once (the
+  // status bar says the GPU is being checked) and the wizard opens on probed().
+  void theModelWizardWaitsForTheProbeWithoutBlocking() {
+    test::GuiApp app(std::make_unique<test::FakeChatEngine>());
+    QSemaphore answer;
+    ModelRegistry registry(*app.db);
+    AppWiring wiring(*app.window, *app.settings, registry, *app.db, [&] {
+      answer.tryAcquire(1, 5000);  // until the test lets it answer (or 5 s)
+      return DeviceMemory{};
+    });
+    QAction* add = nullptr;
+    for (QAction* a : app.window->findChildren<QAction*>())
+      if (a->text() == "Add a model…") add = a;
+    QVERIFY(add);
+    // A wizard shown modally before the probe answered (what blocking would do) is closed
+    // so the test ends; with the fix none is shown while the probe is held.
+    QTimer closer;
+    connect(&closer, &QTimer::timeout, [] {
+      if (auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget())) dialog->reject();
+    });
+    closer.start(10);
+    add->trigger();
+    closer.stop();
+    QVERIFY2(!wiring.deviceKnown(), "the menu waited for the probe");
+    QVERIFY(app.window->findChildren<ModelWizard*>().isEmpty());
+    QVERIFY2(app.window->statusBar()->currentMessage().contains("Checking the GPU"),
+             qPrintable(app.window->statusBar()->currentMessage()));
+    add->trigger();  // asked twice: one wizard
+
+    QSignalSpy probed(&wiring.deviceProbe(), &DeviceProbe::probed);
+    answer.release();
+    QVERIFY(probed.wait(60000));
+    const auto wizards = app.window->findChildren<ModelWizard*>();
+    QCOMPARE(wizards.size(), 1);
+    QVERIFY(wizards.front()->isVisible());
+    wizards.front()->reject();
   }
 
   void theLoadedModelIsNotRemoved() {

@@ -3,8 +3,10 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
+#include <QStatusBar>
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "app/core/fit_words.h"
 #include "app/core/installed_models.h"
@@ -120,13 +122,32 @@ std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
 }
 
 void AppWiring::openWizard() {
-  auto wizard = makeWizard(&window_);
-  QString installed;
-  QObject::connect(wizard.get(), &ModelWizard::modelInstalled, &window_,
-                   [&installed](const QString& path) { installed = path; });
-  wizard->exec();
-  window_.refreshModelList();
-  if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
+  // Its fits are made as it opens, against the device: before the probe has answered
+  // it opens when the answer comes, and the GUI thread never waits for CUDA.
+  if (!deviceKnown()) {
+    if (std::exchange(wizard_waits_for_device_, true)) return;  // asked already
+    window_.statusBar()->showMessage(QStringLiteral("Checking the GPU; the model wizard opens then…"));
+    QObject::connect(
+        probe_.get(), &DeviceProbe::probed, &window_,
+        [this] {
+          wizard_waits_for_device_ = false;
+          window_.statusBar()->clearMessage();
+          openWizard();
+        },
+        Qt::SingleShotConnection);
+    return;
+  }
+  // Window-modal and asynchronous, as the predictor wizard: downloads run meanwhile.
+  auto* wizard = makeWizard(&window_).release();
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  auto installed = std::make_shared<QString>();
+  QObject::connect(wizard, &ModelWizard::modelInstalled, &window_,
+                   [installed](const QString& path) { *installed = path; });
+  QObject::connect(wizard, &QDialog::finished, &window_, [this, installed] {
+    window_.refreshModelList();
+    if (!installed->isEmpty()) window_.loadModel({QFileInfo(*installed).fileName(), *installed});
+  });
+  wizard->open();
 }
 
 std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {

@@ -44,7 +44,9 @@ class AppWiring {
   bool deviceKnown() const;
   DeviceProbe& deviceProbe() { return *probe_; }
 
-  // The wizard at the current VRAM budget and models folder, not yet shown.
+  // The wizard at the current VRAM budget and models folder, not yet shown (it waits
+  // for the device probe if that has not answered: File > Add a model opens it only
+  // once the answer is in).
   std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);
   // The models view at the current budget and models folder, not yet shown:
   // Load loads the model, Remove deletes it and its predictor. Before the device
@@ -73,6 +75,7 @@ class AppWiring {
   std::unique_ptr<DeviceProbe> probe_;
   ModelCatalog catalog_;
   std::function<QString(const QString&)> recorded_traces_;
+  bool wizard_waits_for_device_ = false;  // "Add a model" asked before the probe answered
 };
 
 }  // namespace moe
