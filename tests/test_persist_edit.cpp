@@ -59,6 +59,13 @@ class PersistEditTest : public QObject {
     QCOMPARE(turn[0].answered, std::string("Frist question"));
     QCOMPARE(turn[1].answered, std::string("First question"));
 
+    // A copy of the chat as shown keeps what the shown reply answered.
+    QVERIFY(store.showAlternative(a1));
+    const int64_t copy = store.duplicate(conv);
+    QVERIFY(copy != 0);
+    QCOMPARE(store.messages(copy).back().text, std::string("Old answer"));
+    QCOMPARE(store.messages(copy).back().answered, std::string("Frist question"));
+
     // The exports say which wording each reply answered.
     const auto conversation = store.get(conv);
     const std::string json = conversationToJson(*conversation, store.messagesWithAlternatives(conv));

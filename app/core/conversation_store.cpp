@@ -269,10 +269,10 @@ int64_t ConversationStore::duplicate(int64_t id) {
   auto msgs = db_.prepare(
       "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, "
       "prompt_tokens, completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, "
-      "model_sha256, sampling_json) "
+      "model_sha256, sampling_json, answered_text) "
       "SELECT ?2, row_number() OVER (ORDER BY position) - 1, role, text, state, ?3, ?3, prompt_tokens, "
       "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, model_sha256, "
-      "sampling_json FROM messages "
+      "sampling_json, answered_text FROM messages "
       "WHERE conversation_id = ?1 AND shown = 1 AND state != 'streaming' ORDER BY position");
   msgs.bindInt64(1, id).bindInt64(2, copy).bindInt64(3, now);
   msgs.run();
