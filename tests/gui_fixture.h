@@ -39,21 +39,37 @@ struct GuiApp {
   std::unique_ptr<MainWindow> window;
 
   explicit GuiApp(std::unique_ptr<ChatEngine> e) {
-    db.emplace(AppDatabase::open(dir.filePath("moechat.db").toStdString()));
-    store = std::make_unique<ConversationStore>(*db);
     ini = std::make_unique<QSettings>(dir.filePath("moechat.ini"), QSettings::IniFormat);
     settings = std::make_unique<AppSettings>(*ini);
+    open(std::move(e));
+  }
+  ~GuiApp() { close(); }
+
+  // The app closed and started again on the same data folder: what it shows comes
+  // from the database file alone. No model is loaded after it.
+  void reopen(std::unique_ptr<ChatEngine> e) {
+    close();
+    open(std::move(e));
+  }
+
+ private:
+  void open(std::unique_ptr<ChatEngine> e) {
+    db.emplace(AppDatabase::open(dir.filePath("moechat.db").toStdString()));
+    store = std::make_unique<ConversationStore>(*db);
     engine = std::make_unique<EngineHost>(std::move(e));
     chat = std::make_unique<ChatController>(*store, *engine, *settings);
     window = std::make_unique<MainWindow>(*settings, *store, *chat, *engine);
     window->show();
   }
-  ~GuiApp() {
+  void close() {
     window.reset();
     chat.reset();
     engine.reset();  // joins the engine thread before the store goes
+    store.reset();
+    db.reset();
   }
 
+ public:
   // Loads the demo model (the scripted engine ignores the file) and waits for it.
   bool loadDemo(int timeout_ms = 60000) {
     window->loadModel({"Demo model", QString(), QString()});

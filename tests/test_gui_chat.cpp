@@ -297,7 +297,9 @@ class GuiChatTest : public QObject {
     QCOMPARE(suggested, QString("Penguins facts figures.md"));
   }
 
-  void editAndResendReplacesTheRest() {
+  // Edit-and-resend of the first of two turns: the later turn goes, the edited question
+  // gets a new reply (its earlier one kept beside it: gui_edit_resend).
+  void editAndResendRemovesTheLaterTurns() {
     Fixture f;
     QVERIFY(f.app->loadDemo());
     f.type("Frist question");
@@ -310,7 +312,7 @@ class GuiChatTest : public QObject {
     const qint64 first_id = f.store().messages(f.chat().current()).front().id;
     QTest::mouseClick(f.bubbleButton(0, "Edit"), Qt::LeftButton);
     QVERIFY(composer->editBanner()->isVisible());
-    QVERIFY(composer->editBanner()->text().startsWith("Editing your message: Enter resends it"));
+    QVERIFY(composer->editBanner()->text().startsWith("Editing: Enter resends, Esc cancels"));
     QCOMPARE(composer->button()->text(), QString("Resend"));
     QCOMPARE(f.w().chatView()->foundMessage(), first_id);
     QVERIFY(f.w().chatView()->bubble(0)->found());

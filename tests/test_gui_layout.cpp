@@ -20,6 +20,7 @@
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "ui/composer.h"
+#include "ui/context_button.h"
 #include "ui/elided_label.h"
 #include "ui/perf_strip.h"
 #include "ui/predictor_wizard.h"
@@ -97,6 +98,49 @@ class GuiLayoutTest : public QObject {
                        QString("%1 overlaps the tile before it at %2 px").arg(names[i]).arg(screen.width())));
         QVERIFY(tiles.last().right() <= w.perfStrip()->mapTo(&w, QPoint(w.perfStrip()->width(), 0)).x());
       }
+  }
+
+  // The model box and the context button beside it at both screen sizes: the box's
+  // entry is painted whole or elided ("…", whole on hover), never cut at its edge; the
+  // context button gets the width its text needs.
+  void modelBoxAndContextNeverClip() {
+    test::GuiApp app(std::make_unique<test::FakeChatEngine>());
+    const QString long_name = "Qwen3-30B-A3B-Instruct-2507-UD-Q4_K_XL-with-a-very-long-file-name.gguf";
+    app.window->setModelListSource([&] {
+      return std::vector<ModelChoice>{{long_name, "/models/long.gguf", "predictor 85%"}};
+    });
+    QVERIFY(app.loadDemo());
+    MainWindow& w = *app.window;
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* combo = w.findChild<ElidingComboBox*>("modelCombo");
+    QVERIFY(combo);
+    ContextButton* context = w.contextButton();
+    QVERIFY(context->isVisible() && context->isEnabled());
+    for (QSize screen : {QSize(1280, 800), QSize(1024, 700)})
+      for (int entry : {0, 1}) {  // the demo, then the long name
+        w.resize(screen);
+        combo->setCurrentIndex(entry);
+        test::settle();
+        const QString at = QString("%1x%2, entry %3").arg(screen.width()).arg(screen.height()).arg(entry);
+        QVERIFY2(combo->fontMetrics().horizontalAdvance(combo->shownText()) <= combo->textRect().width(),
+                 qPrintable(at));
+        if (combo->shownText() != combo->currentText()) {
+          QVERIFY2(combo->shownText().endsWith(QChar(0x2026)), qPrintable(at + ": " + combo->shownText()));
+          QCOMPARE(combo->hoverText(), combo->currentText());
+        }
+        QVERIFY2(combo->width() >= combo->minimumSizeHint().width(), qPrintable(at));
+        QVERIFY2(context->width() >= context->sizeHint().width(),
+                 qPrintable(at + QString(": context button %1 of %2 px")
+                                     .arg(context->width())
+                                     .arg(context->sizeHint().width())));
+        const int right = context->mapTo(&w, QPoint(context->width(), 0)).x();
+        QVERIFY2(right <= w.centralWidget()->mapTo(&w, QPoint(w.centralWidget()->width(), 0)).x(),
+                 qPrintable(at));
+      }
+    combo->setCurrentIndex(1);
+    w.resize(1024, 700);
+    test::settle();
+    QVERIFY(combo->shownText() != combo->currentText());  // the long name is elided there
   }
 
   void statusMessagesStopShortOfTheModelLine() {

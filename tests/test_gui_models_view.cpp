@@ -4,10 +4,15 @@
 // Remove (confirmed) deletes the file, its registry row and its predictor, and
 // the demo model cannot be removed. Built through AppWiring, as the app does.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QLabel>
 #include <QPushButton>
+#include <QSemaphore>
+#include <QSignalSpy>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 #include "app/core/fit_words.h"
@@ -19,6 +24,7 @@
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "synthetic_gguf.h"
+#include "ui/model_wizard.h"
 #include "ui/models_view.h"
 
 using namespace moe;
@@ -58,6 +64,14 @@ int rowNamed(QTableWidget* t, const QString& name) {
   return -1;
 }
 
+// Waits for the wiring's device probe (started when it was built) to answer: the
+// models view fills in its fit column then.
+bool waitForDevice(AppWiring& wiring) {
+  if (wiring.deviceKnown()) return true;
+  QSignalSpy probed(&wiring.deviceProbe(), &DeviceProbe::probed);
+  return probed.wait(60000);
+}
+
 void selectRow(QTableWidget* t, int row) {
   const QRect rect = t->visualRect(t->model()->index(row, ModelsView::ColName));
   QTest::mouseClick(t->viewport(), Qt::LeftButton, {}, rect.center());
@@ -95,6 +109,7 @@ class GuiModelsViewTest : public QObject {
     AppWiring wiring(*app.window, *app.settings, registry, *app.db);
     auto view = wiring.makeModelsView(app.window.get());
     view->show();
+    QVERIFY(waitForDevice(wiring));
     QVERIFY(QTest::qWaitForWindowExposed(view.get()));
     QTableWidget* t = view->table();
     QAbstractItemModelTester tester(t->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
@@ -186,6 +201,7 @@ class GuiModelsViewTest : public QObject {
     AppWiring wiring(*app.window, *app.settings, registry, *app.db);
     auto view = wiring.makeModelsView(app.window.get());
     view->show();
+    QVERIFY(waitForDevice(wiring));
     QTableWidget* t = view->table();
     auto* forget = view->findChild<QPushButton*>("forgetModelButton");
     auto* remove = view->findChild<QPushButton*>("deleteModelFileButton");
@@ -207,6 +223,79 @@ class GuiModelsViewTest : public QObject {
     QVERIFY(QFile::exists(in_place));
     QVERIFY(!registry.findByPath(in_place.toStdString()));
     QVERIFY(view->findChild<QLabel*>("modelsStatus")->text().contains("the file is still at " + in_place));
+  }
+
+  // With no model loaded the device is probed on a thread of its own, never the GUI
+  // thread: the view says it is checking, and shows the answer when probed() comes.
+  void theDeviceIsProbedOffTheGuiThread() {
+    test::GuiApp app(std::make_unique<test::FakeChatEngine>());
+    app.settings->setVramBudgetBytes(0);  // auto: the heading names the GPU's free memory
+    DeviceMemory gpu;
+    gpu.gpu = true;
+    gpu.free_bytes = 20'000'000'000ull;
+    gpu.total_bytes = 24'000'000'000ull;
+    QSemaphore answer;
+    std::atomic<QThread*> probed_on{nullptr};
+    ModelRegistry registry(*app.db);
+    AppWiring wiring(*app.window, *app.settings, registry, *app.db, [&] {
+      probed_on = QThread::currentThread();
+      answer.tryAcquire(1, 60000);  // until the test lets it answer
+      return gpu;
+    });
+    auto view = wiring.makeModelsView(app.window.get());
+    view->show();
+    QTableWidget* t = view->table();
+    QVERIFY(!wiring.deviceKnown());
+    QCOMPARE(t->horizontalHeaderItem(ModelsView::ColFit)->text(), QString("Fits? (checking the GPU…)"));
+    QCOMPARE(t->item(0, ModelsView::ColFit)->text(), QString("checking the GPU…"));
+
+    QSignalSpy probed(&wiring.deviceProbe(), &DeviceProbe::probed);
+    answer.release();
+    QVERIFY(probed.wait(60000));
+    QVERIFY(probed_on.load() != nullptr);
+    QVERIFY(probed_on.load() != QThread::currentThread());
+    QCOMPARE(t->horizontalHeaderItem(ModelsView::ColFit)->text(),
+             QString::fromStdString(fitHeading(BudgetSetting::fromAppSetting(0), gpu)));
+    const QString fit = t->item(0, ModelsView::ColFit)->text();
+    QVERIFY2(fit.startsWith("yes"), qPrintable(fit));  // the demo fits 20 GB of a GPU
+  }
+
+  // File > Add a model before the probe has answered: the menu returns at once (the
+  // status bar says the GPU is being checked) and the wizard opens on probed().
+  void theModelWizardWaitsForTheProbeWithoutBlocking() {
+    test::GuiApp app(std::make_unique<test::FakeChatEngine>());
+    QSemaphore answer;
+    ModelRegistry registry(*app.db);
+    AppWiring wiring(*app.window, *app.settings, registry, *app.db, [&] {
+      answer.tryAcquire(1, 5000);  // until the test lets it answer (or 5 s)
+      return DeviceMemory{};
+    });
+    QAction* add = nullptr;
+    for (QAction* a : app.window->findChildren<QAction*>())
+      if (a->text() == "Add a model…") add = a;
+    QVERIFY(add);
+    // A wizard shown modally before the probe answered (what blocking would do) is closed
+    // so the test ends; with the fix none is shown while the probe is held.
+    QTimer closer;
+    connect(&closer, &QTimer::timeout, [] {
+      if (auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget())) dialog->reject();
+    });
+    closer.start(10);
+    add->trigger();
+    closer.stop();
+    QVERIFY2(!wiring.deviceKnown(), "the menu waited for the probe");
+    QVERIFY(app.window->findChildren<ModelWizard*>().isEmpty());
+    QVERIFY2(app.window->statusBar()->currentMessage().contains("Checking the GPU"),
+             qPrintable(app.window->statusBar()->currentMessage()));
+    add->trigger();  // asked twice: one wizard
+
+    QSignalSpy probed(&wiring.deviceProbe(), &DeviceProbe::probed);
+    answer.release();
+    QVERIFY(probed.wait(60000));
+    const auto wizards = app.window->findChildren<ModelWizard*>();
+    QCOMPARE(wizards.size(), 1);
+    QVERIFY(wizards.front()->isVisible());
+    wizards.front()->reject();
   }
 
   void theLoadedModelIsNotRemoved() {

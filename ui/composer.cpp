@@ -33,7 +33,9 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   elsewhere_->hide();
   connect(elsewhere_, &QLabel::linkActivated, this, &Composer::elsewhereLinkActivated);
   edit_banner_ = new QLabel(
-      "Editing your message: Enter resends it (the replies after it are replaced), Esc cancels", this);
+      "Editing: Enter resends, Esc cancels. The earlier reply stays a page back (<); the "
+      "messages after it are removed.",
+      this);
   edit_banner_->setObjectName("editBanner");
   edit_banner_->setWordWrap(true);
   edit_banner_->setAutoFillBackground(true);

@@ -3,6 +3,8 @@
 #include <QHelpEvent>
 #include <QPainter>
 #include <QStyle>
+#include <QStyleOptionComboBox>
+#include <QStylePainter>
 #include <QToolTip>
 
 namespace moe {
@@ -80,6 +82,47 @@ void ElidingStatusBar::paintEvent(QPaintEvent* event) {
   QPainter p(this);
   p.setPen(palette().color(QPalette::WindowText));
   p.drawText(messageRect(), Qt::AlignLeading | Qt::AlignVCenter | Qt::TextSingleLine, shownMessage());
+}
+
+ElidingComboBox::ElidingComboBox(QWidget* parent) : QComboBox(parent) {}
+
+QRect ElidingComboBox::textRect() const {
+  QStyleOptionComboBox opt;
+  initStyleOption(&opt);
+  // As the style paints the label: the edit field less a pixel each side.
+  return style()
+      ->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, this)
+      .adjusted(1, 0, -1, 0);
+}
+
+QString ElidingComboBox::shownText() const {
+  return fontMetrics().elidedText(currentText(), Qt::ElideRight, textRect().width());
+}
+
+QString ElidingComboBox::hoverText() const {
+  return shownText() != currentText() ? currentText() : toolTip();
+}
+
+bool ElidingComboBox::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    const QString tip = hoverText();
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(), tip, this);
+    return true;
+  }
+  return QComboBox::event(e);
+}
+
+void ElidingComboBox::paintEvent(QPaintEvent*) {
+  QStylePainter painter(this);
+  painter.setPen(palette().color(QPalette::Text));
+  QStyleOptionComboBox opt;
+  initStyleOption(&opt);
+  painter.drawComplexControl(QStyle::CC_ComboBox, opt);
+  opt.currentText = shownText();
+  painter.drawControl(QStyle::CE_ComboBoxLabel, opt);
 }
 
 }  // namespace moe

@@ -4,6 +4,7 @@
 // Whatever is cut off shows whole in the tooltip (hovering the text).
 #pragma once
 
+#include <QComboBox>
 #include <QLabel>
 #include <QStatusBar>
 
@@ -38,6 +39,25 @@ class ElidingStatusBar : public QStatusBar {
   QRect messageRect() const;
   QString shownMessage() const;  // the message as painted (elided to messageRect)
   // What hovering the message shows: the whole message when it is cut off.
+  QString hoverText() const;
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  bool event(QEvent* e) override;
+};
+
+// A combo box whose current entry, when longer than the box, is painted elided ("…")
+// instead of cut off at the edge, and shows whole on hover.
+class ElidingComboBox : public QComboBox {
+  Q_OBJECT
+
+ public:
+  explicit ElidingComboBox(QWidget* parent = nullptr);
+
+  // Where the current entry's text is painted, and that text as painted.
+  QRect textRect() const;
+  QString shownText() const;
+  // What hovering shows: the whole entry when it is cut off, else the tooltip set.
   QString hoverText() const;
 
  protected:

@@ -6,7 +6,6 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QFile>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QKeySequence>
@@ -24,18 +23,14 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
-#include "app/core/chat_export.h"
 #include "app/core/demo_model.h"
-#include "app/core/fit_words.h"
-#include "app/core/model_shape.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
+#include "ui/context_button.h"
 #include "ui/conversation_list_model.h"
-#include "ui/conversation_settings_dialog.h"
 #include "ui/elided_label.h"
 #include "ui/expert_heat_map.h"
 #include "ui/perf_strip.h"
-#include "ui/settings_dialog.h"
 #include "ui/theme.h"
 
 namespace moe {
@@ -66,8 +61,16 @@ MessageItem toItem(const Message& m) {
 }  // namespace
 
 QString replyFooter(const Message& m) {
-  if (m.state == MessageState::Error) return q(m.stats.stop_reason);
   QStringList parts;
+  if (!m.answered.empty()) {  // kept by edit-and-resend: it answered the message before the edit
+    QString was = q(m.answered).simplified();
+    if (was.size() > 60) was = was.left(59) + QStringLiteral("…");
+    parts << QStringLiteral("answer to your earlier wording, “%1”").arg(was);
+  }
+  if (m.state == MessageState::Error) {
+    parts << q(m.stats.stop_reason);
+    return parts.join(" · ");
+  }
   if (m.stats.completion_tokens) parts << QString("%1 tokens").arg(*m.stats.completion_tokens);
   if (m.stats.decode_tps) parts << QString("%1 tok/s").arg(*m.stats.decode_tps, 0, 'f', 1);
   if (m.stats.prefill_tps) parts << QString("prompt %1 tok/s").arg(*m.stats.prefill_tps, 0, 'f', 0);
@@ -172,6 +175,7 @@ MainWindow::MainWindow(AppSettings& settings, ConversationStore& store, ChatCont
     load_bar_->hide();
     reloading_.clear();
     model_status_->setText("No model loaded");
+    context_button_->clearModel();
     composer_->setEnabled(true);
     QMessageBox::warning(this, "Could not load the model", why);
     updateBanner();
@@ -267,7 +271,7 @@ QWidget* MainWindow::buildChatPane() {
   tf.setPointSizeF(tf.pointSizeF() * 1.2);
   tf.setBold(true);
   title_->setFont(tf);
-  model_combo_ = new QComboBox(pane);
+  model_combo_ = new ElidingComboBox(pane);  // a long model name elided, whole on hover
   model_combo_->setObjectName("modelCombo");
   // As wide as its longest entry when there is room, never wider than 220 px of minimum.
   model_combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
@@ -285,6 +289,7 @@ QWidget* MainWindow::buildChatPane() {
   top->addWidget(chat_settings);
   top->addWidget(new QLabel("Model:", pane));
   top->addWidget(model_combo_);
+  top->addWidget(buildContextButton(pane));
   v->addLayout(top);
 
   banner_ = new QLabel(pane);
@@ -497,57 +502,6 @@ void MainWindow::endEditing() {
   editing_message_ = 0;
   composer_->setEditing(false);
   chat_view_->clearFound();
-}
-
-void MainWindow::editConversationSettings() {
-  if (!chat_.current()) chat_.newConversation();
-  ConversationSettingsDialog dlg(chat_.systemPrompt(), chat_.ownSampling(), settings_.sampling(), this);
-  if (dlg.exec() != QDialog::Accepted) return;
-  chat_.setSystemPrompt(dlg.systemPrompt());
-  if (auto s = dlg.sampling())
-    chat_.setSampling(*s);
-  else
-    chat_.clearSampling();
-}
-
-void MainWindow::openSettings() { makeSettingsDialog()->exec(); }
-
-std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
-  SettingsContext ctx;
-  if (chat_.model()) {
-    ctx.model = chat_.model()->shape;    // described by the engine worker when it loaded the model
-    ctx.device = chat_.model()->device;  // what its plan was resolved against
-    ctx.demo = chat_.model()->demo;
-    ctx.model_name = q(chat_.model()->name);
-    ctx.model_path = q(chat_.model()->path);
-    ctx.n_ctx = settings_.contextLength(ctx.model_path);
-    ctx.model_loaded = true;
-    ctx.reply_running = chat_.busy();
-  }
-  ctx.host_available_bytes = availableHostRam();
-  return std::make_unique<SettingsDialog>(settings_, ctx, this);
-}
-
-QString MainWindow::askExportPath(const QString& extension, const QString& filter) {
-  const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
-  const std::string name = exportFileName(c ? c->title : std::string(), extension.toStdString());
-  return QFileDialog::getSaveFileName(this, "Export", q(name), filter);
-}
-
-void MainWindow::exportCurrent(const QString& path) {
-  if (path.isEmpty() || !chat_.current()) return;
-  const auto c = store_.get(chat_.current());
-  if (!c) return;
-  const auto msgs = store_.messagesWithAlternatives(c->id);
-  const std::string text = path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs)
-                                                                       : conversationToMarkdown(*c, msgs);
-  QFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
-    QMessageBox::warning(this, "Export failed", QString("Could not write %1: %2").arg(path, f.errorString()));
-    return;
-  }
-  statusBar()->showMessage("Exported to " + path, 5000);
 }
 
 }  // namespace moe

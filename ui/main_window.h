@@ -27,6 +27,7 @@ namespace moe {
 
 class ChatView;
 class Composer;
+class ContextButton;
 class ConversationListModel;
 class ExpertHeatMap;
 class PerfStrip;
@@ -95,6 +96,7 @@ class MainWindow : public QMainWindow {
   // `why` says so above the chat and in the message field.
   void setReadOnly(const QString& why);
   QWidget* noticeBar() const { return notice_bar_; }
+  ContextButton* contextButton() const { return context_button_; }
   void openSettings();
   void editConversationSettings();
   // The dialog openSettings() shows, not yet shown (screenshots and tests).
@@ -123,7 +125,9 @@ class MainWindow : public QMainWindow {
   void deleteSelected();
   EngineLoadOptions loadOptionsFor(const ModelChoice& choice);  // from the settings
   void onModelLoaded(const LoadedModelInfo& info);
-  void showModelStatus(const LoadedModelInfo& info);  // the status bar's model line
+  void showModelStatus(const LoadedModelInfo& info);   // the status bar's model line
+  ContextButton* buildContextButton(QWidget* parent);  // beside the model combo
+  void showContextChoices();                           // the loaded model's context and the lengths it offers
   void onReplyFinished(const Message& m);
   void updateBanner();
   void editMessage(qint64 id);
@@ -153,6 +157,7 @@ class MainWindow : public QMainWindow {
   qint64 undo_id_ = 0;
   QLabel* title_ = nullptr;
   QComboBox* model_combo_ = nullptr;
+  ContextButton* context_button_ = nullptr;  // the loaded model's context length
   QLabel* banner_ = nullptr;
   QWidget* notice_bar_ = nullptr;
   QLabel* notice_text_ = nullptr;

@@ -1,6 +1,7 @@
 // MainWindow's menus and the collaborators the app wires in (wizards, views, the
-// predictor importer, the retrain offer), and the model menu: listing, loading and
-// reloading models and the status bar's model line.
+// predictor importer, the retrain offer), the model menu: listing, loading and
+// reloading models, the context button and the status bar's model line, and the
+// dialogs the menus open (settings, the chat's settings, export).
 #include <QAction>
 #include <QComboBox>
 #include <QDockWidget>
@@ -13,15 +14,23 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QToolButton>
+#include <algorithm>
 
+#include "app/core/chat_export.h"
 #include "app/core/demo_model.h"
+#include "app/core/fit_words.h"
+#include "app/core/load_plan.h"
 #include "ui/composer.h"
+#include "ui/context_button.h"
+#include "ui/conversation_settings_dialog.h"
 #include "ui/expert_heat_map.h"
 #include "ui/main_window.h"
+#include "ui/settings_dialog.h"
 
 namespace moe {
 namespace {
@@ -247,8 +256,47 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
   showModelStatus(info);
   if (!info.offload_note.empty()) statusBar()->showMessage(q(info.offload_note), 15'000);
   refreshModelList();
+  showContextChoices();
   updateBanner();
   heat_map_->refresh();
+}
+
+ContextButton* MainWindow::buildContextButton(QWidget* parent) {
+  context_button_ = new ContextButton(parent);
+  // The same per-model setting as the settings dialog's: a change reloads the model
+  // (AppSettings::offloadChanged), after the reply in progress if one runs.
+  connect(context_button_, &ContextButton::contextChosen, this, [this](int tokens) {
+    if (chat_.model()) settings_.setContextLength(q(chat_.model()->path), tokens);
+  });
+  connect(context_button_, &ContextButton::otherRequested, this, &MainWindow::openSettings);
+  connect(&settings_, &AppSettings::offloadChanged, this, &MainWindow::showContextChoices);
+  return context_button_;
+}
+
+void MainWindow::showContextChoices() {
+  if (!chat_.model()) {
+    context_button_->clearModel();
+    return;
+  }
+  const LoadedModelInfo& info = *chat_.model();
+  const int trained = info.shape && info.shape->config.n_ctx_train > 0 ? info.shape->config.n_ctx_train
+                                                                       : AppSettings::kMaxContextLength;
+  // The setting, which a reload waiting for the reply in progress has not applied yet.
+  const int wanted = std::min(settings_.contextLength(q(info.path)), trained);
+  std::function<QString(int)> note;
+  if (info.shape)
+    note = [this, shape = *info.shape, device = info.device, demo = info.demo](int n) {
+      PlanRequest request;
+      request.budget = BudgetSetting::fromAppSetting(settings_.vramBudgetBytes());
+      request.policy = parsePolicy(settings_.cachePolicy().toStdString());
+      request.n_ctx = n;
+      request.demo = demo;
+      const LoadPlan plan = resolveLoadPlan(request, shape, device);
+      QString text = QString("KV cache %1").arg(q(formatBytes(plan.fit.kv_bytes)));
+      if (!plan.loads()) text += QString(" · does not fit the budget");
+      return text;
+    };
+  context_button_->showModel(q(info.name), wanted, trained, note);
 }
 
 void MainWindow::showModelStatus(const LoadedModelInfo& info) {
@@ -262,6 +310,57 @@ void MainWindow::showModelStatus(const LoadedModelInfo& info) {
                                       : q(info.policy) + " + " + q(info.predictor) + " predictor")
                              .arg(q(info.backend)));
   model_status_->setToolTip(q(info.offload_note));
+}
+
+void MainWindow::editConversationSettings() {
+  if (!chat_.current()) chat_.newConversation();
+  ConversationSettingsDialog dlg(chat_.systemPrompt(), chat_.ownSampling(), settings_.sampling(), this);
+  if (dlg.exec() != QDialog::Accepted) return;
+  chat_.setSystemPrompt(dlg.systemPrompt());
+  if (auto s = dlg.sampling())
+    chat_.setSampling(*s);
+  else
+    chat_.clearSampling();
+}
+
+void MainWindow::openSettings() { makeSettingsDialog()->exec(); }
+
+std::unique_ptr<QDialog> MainWindow::makeSettingsDialog() {
+  SettingsContext ctx;
+  if (chat_.model()) {
+    ctx.model = chat_.model()->shape;    // described by the engine worker when it loaded the model
+    ctx.device = chat_.model()->device;  // what its plan was resolved against
+    ctx.demo = chat_.model()->demo;
+    ctx.model_name = q(chat_.model()->name);
+    ctx.model_path = q(chat_.model()->path);
+    ctx.n_ctx = settings_.contextLength(ctx.model_path);
+    ctx.model_loaded = true;
+    ctx.reply_running = chat_.busy();
+  }
+  ctx.host_available_bytes = availableHostRam();
+  return std::make_unique<SettingsDialog>(settings_, ctx, this);
+}
+
+QString MainWindow::askExportPath(const QString& extension, const QString& filter) {
+  const auto c = chat_.current() ? store_.get(chat_.current()) : std::nullopt;
+  const std::string name = exportFileName(c ? c->title : std::string(), extension.toStdString());
+  return QFileDialog::getSaveFileName(this, "Export", q(name), filter);
+}
+
+void MainWindow::exportCurrent(const QString& path) {
+  if (path.isEmpty() || !chat_.current()) return;
+  const auto c = store_.get(chat_.current());
+  if (!c) return;
+  const auto msgs = store_.messagesWithAlternatives(c->id);
+  const std::string text = path.endsWith(".json", Qt::CaseInsensitive) ? conversationToJson(*c, msgs)
+                                                                       : conversationToMarkdown(*c, msgs);
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size())) {
+    QMessageBox::warning(this, "Export failed", QString("Could not write %1: %2").arg(path, f.errorString()));
+    return;
+  }
+  statusBar()->showMessage("Exported to " + path, 5000);
 }
 
 }  // namespace moe

@@ -117,6 +117,10 @@ void ModelsView::reload() {
   updateButtons();
 }
 
+void ModelsView::setFitHeading(const QString& heading) {
+  table_->setHorizontalHeaderItem(ColFit, new QTableWidgetItem(heading));
+}
+
 int ModelsView::selectedRow() const {
   const auto rows = table_->selectionModel()->selectedRows();
   return rows.isEmpty() ? -1 : rows.front().row();

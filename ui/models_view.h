@@ -46,6 +46,7 @@ class ModelsView : public QDialog {
              QWidget* parent = nullptr);
 
   void reload();
+  void setFitHeading(const QString& heading);
   QTableWidget* table() const { return table_; }
   const std::vector<InstalledModel>& models() const { return models_; }
   // Asked before a file is deleted (a message box whose default is Cancel unless

@@ -145,9 +145,15 @@ void migrateTo5(sql::Database& db) {
   )sql");
 }
 
+// v6: edit-and-resend keeps the replies to the message edited as alternatives of its
+// turn; answered_text is the message's text each of them answered ('' : the text it has).
+void migrateTo6(sql::Database& db) {
+  db.exec("ALTER TABLE messages ADD COLUMN answered_text TEXT NOT NULL DEFAULT ''");
+}
+
 // kMigrations[n] takes a database from version n to n+1.
-const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3, migrateTo4,
-                                                           migrateTo5};
+const std::function<void(sql::Database&)> kMigrations[] = {migrateTo1, migrateTo2, migrateTo3,
+                                                           migrateTo4, migrateTo5, migrateTo6};
 static_assert(std::size(kMigrations) == AppDatabase::kSchemaVersion);
 
 int readUserVersion(sql::Database& db) { return static_cast<int>(db.queryInt64("PRAGMA user_version")); }

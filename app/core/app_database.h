@@ -37,7 +37,7 @@ class AppDatabaseError : public std::runtime_error {
 class AppDatabase {
  public:
   // The version this build writes. Each step n -> n+1 is one migration function.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   // PRAGMA application_id of a moechat database ('MOEc'), so a foreign SQLite
   // file chosen by mistake is refused instead of being "migrated".
   static constexpr int32_t kApplicationId = 0x4d4f4563;

@@ -130,6 +130,8 @@ std::string messageJson(const Message& m) {
     w.raw("model_sha256", m.origin.model_sha256.empty() ? "null" : jsonQuote(m.origin.model_sha256));
     // Kept as a string, like the conversation's: the export stays valid JSON whatever it holds.
     w.raw("sampling_json", m.origin.sampling_json.empty() ? "null" : jsonQuote(m.origin.sampling_json));
+    // A reply kept by edit-and-resend: the user's message as it read when it answered.
+    w.raw("answered", m.answered.empty() ? "null" : jsonQuote(m.answered));
   }
   w.close();
   return out;
@@ -266,6 +268,8 @@ std::string conversationToMarkdown(const Conversation& conv, const std::vector<M
     }
     out += "\n\n" + markdownText(m.text) + "\n\n";
     if (m.state != MessageState::Complete) out += std::string("*(reply ") + toString(m.state) + ")*\n\n";
+    if (!m.answered.empty())
+      out += "*The answer to an earlier wording of the message:* " + markdownText(m.answered) + "\n\n";
     if (m.role == Role::Assistant)
       if (const std::string origin = originLine(m.origin); !origin.empty())
         out += "*Written by " + origin + "*\n\n";

@@ -21,7 +21,7 @@ constexpr const char* kMessageColumns =
     "coalesce(m.turn_id, m.id), m.shown, "
     "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id AND a.id <= m.id), "
     "(SELECT count(*) FROM messages a WHERE a.turn_id = m.turn_id), "
-    "m.model_name, m.model_sha256, m.sampling_json";
+    "m.model_name, m.model_sha256, m.sampling_json, m.answered_text";
 
 Conversation readConversation(const sql::Statement& st) {
   Conversation c;
@@ -68,6 +68,7 @@ Message readMessage(const sql::Statement& st) {
   m.alternative = std::max(1, static_cast<int>(st.columnInt64(16)));
   m.alternatives = std::max(1, static_cast<int>(st.columnInt64(17)));
   m.origin = {st.columnText(18), st.columnText(19), st.columnText(20)};
+  m.answered = st.columnText(21);
   return m;
 }
 
@@ -92,8 +93,6 @@ std::optional<int64_t> returningConversation(sql::Statement& st) {
   st.run();
   return conv;
 }
-
-bool isQueryNoise(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
 }  // namespace
 
@@ -128,40 +127,6 @@ MessageState messageStateFromString(std::string_view s) {
                          MessageState::Stopped, MessageState::Error})
     if (s == toString(m)) return m;
   throw std::invalid_argument("unknown message state '" + std::string(s) + "'");
-}
-
-std::string ftsQueryFromUserText(const std::string& user_query) {
-  // Words are split on ASCII white space and control characters; each becomes
-  // an FTS5 string ("..." with " doubled), which FTS5 never parses as an
-  // operator, column filter or bracket. Punctuation inside a word is left to
-  // the tokenizer, exactly as when the text was indexed. Adjacent strings mean
-  // AND; a * after the last one makes it a prefix match.
-  std::vector<std::string> words;
-  std::string word;
-  auto flush = [&] {
-    if (!word.empty()) words.push_back(std::move(word));
-    word.clear();
-  };
-  for (char ch : user_query) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c == ' ' || isQueryNoise(c))
-      flush();
-    else
-      word += ch;
-  }
-  flush();
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (!out.empty()) out += ' ';
-    out += '"';
-    for (char ch : words[i]) {
-      if (ch == '"') out += '"';
-      out += ch;
-    }
-    out += '"';
-  }
-  if (!out.empty()) out += '*';
-  return out;
 }
 
 ConversationStore::ConversationStore(AppDatabase& db, Clock clock) : db_(db.db()), clock_(std::move(clock)) {}
@@ -304,10 +269,10 @@ int64_t ConversationStore::duplicate(int64_t id) {
   auto msgs = db_.prepare(
       "INSERT INTO messages (conversation_id, position, role, text, state, created_at, updated_at, "
       "prompt_tokens, completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, "
-      "model_sha256, sampling_json) "
+      "model_sha256, sampling_json, answered_text) "
       "SELECT ?2, row_number() OVER (ORDER BY position) - 1, role, text, state, ?3, ?3, prompt_tokens, "
       "completion_tokens, ttft_ms, prefill_tps, decode_tps, stop_reason, model_name, model_sha256, "
-      "sampling_json FROM messages "
+      "sampling_json, answered_text FROM messages "
       "WHERE conversation_id = ?1 AND shown = 1 AND state != 'streaming' ORDER BY position");
   msgs.bindInt64(1, id).bindInt64(2, copy).bindInt64(3, now);
   msgs.run();
@@ -474,6 +439,50 @@ bool ConversationStore::updateMessageText(int64_t message_id, const std::string&
   return true;
 }
 
+int64_t ConversationStore::editForResend(int64_t conversation_id, int64_t message_id,
+                                         const std::string& text) {
+  const int64_t now = clock_();
+  sql::Transaction tx(db_);
+  auto find = db_.prepare(
+      "SELECT position, text FROM messages WHERE id = ?1 AND conversation_id = ?2 AND role = 'user'");
+  find.bindInt64(1, message_id).bindInt64(2, conversation_id);
+  if (!find.step())
+    throw std::invalid_argument("message " + std::to_string(message_id) +
+                                " is no user message of conversation " + std::to_string(conversation_id));
+  const int64_t position = find.columnInt64(0);
+  const std::string old_text = find.columnText(1);
+  // The turn that answers it: the assistant message right after it, if any.
+  auto next = db_.prepare(
+      "SELECT coalesce(turn_id, id), role FROM messages WHERE conversation_id = ?1 AND position > ?2 "
+      "ORDER BY position LIMIT 1");
+  next.bindInt64(1, conversation_id).bindInt64(2, position);
+  const int64_t turn =
+      next.step() && next.columnText(1) == toString(Role::Assistant) ? next.columnInt64(0) : 0;
+  auto del = db_.prepare(
+      "DELETE FROM messages WHERE conversation_id = ?1 AND position > ?2 AND coalesce(turn_id, id) != ?3");
+  del.bindInt64(1, conversation_id).bindInt64(2, position).bindInt64(3, turn);
+  del.run();
+  int64_t shown = 0;
+  if (turn) {
+    if (old_text != text) {
+      auto keep = db_.prepare(
+          "UPDATE messages SET answered_text = ?2 WHERE coalesce(turn_id, id) = ?1 AND answered_text = ''");
+      keep.bindInt64(1, turn).bindText(2, old_text);
+      keep.run();
+    }
+    auto pick =
+        db_.prepare("SELECT id FROM messages WHERE coalesce(turn_id, id) = ?1 ORDER BY shown DESC, id DESC");
+    pick.bindInt64(1, turn);
+    if (pick.step()) shown = pick.columnInt64(0);
+  }
+  auto set = db_.prepare("UPDATE messages SET text = ?2, updated_at = ?3 WHERE id = ?1");
+  set.bindInt64(1, message_id).bindText(2, text).bindInt64(3, now);
+  set.run();
+  touchConversation(conversation_id, now);
+  tx.commit();
+  return shown;
+}
+
 int64_t ConversationStore::truncateAfter(int64_t conversation_id, int64_t message_id) {
   const int64_t now = clock_();
   sql::Transaction tx(db_);
@@ -490,30 +499,6 @@ int64_t ConversationStore::truncateAfter(int64_t conversation_id, int64_t messag
   touchConversation(conversation_id, now);
   tx.commit();
   return n;
-}
-
-// ---- search ----
-
-std::vector<SearchHit> ConversationStore::search(const std::string& user_query, int limit) {
-  std::vector<SearchHit> out;
-  const std::string match = ftsQueryFromUserText(user_query);
-  if (match.empty() || limit <= 0) return out;
-  auto st = db_.prepare(
-      "SELECT m.conversation_id, m.id, c.title, snippet(messages_fts, 0, ?3, ?4, '\xE2\x80\xA6', 16) "
-      "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-      "JOIN conversations c ON c.id = m.conversation_id "
-      "WHERE messages_fts MATCH ?1 AND c.deleted_at IS NULL ORDER BY rank, m.id LIMIT ?2");
-  st.bindText(1, match).bindInt64(2, limit);
-  st.bindText(3, std::string(1, kMatchBegin)).bindText(4, std::string(1, kMatchEnd));
-  while (st.step()) {
-    SearchHit h;
-    h.conversation_id = st.columnInt64(0);
-    h.message_id = st.columnInt64(1);
-    h.conversation_title = st.columnText(2);
-    h.snippet = st.columnText(3);
-    out.push_back(std::move(h));
-  }
-  return out;
 }
 
 }  // namespace moe

@@ -64,6 +64,9 @@ struct Message {
   int alternative = 1;   // 1-based place among the turn's replies, oldest first
   int alternatives = 1;  // how many replies the turn has
   ReplyOrigin origin;    // assistant replies: what wrote it
+  // An earlier reply kept by edit-and-resend: the text of the user message it
+  // answered, before the edit. Empty: it answers the message as it reads now.
+  std::string answered;
 };
 
 struct SearchHit {
@@ -149,6 +152,13 @@ class ConversationStore {
   std::vector<std::string> streamingChatTitles();
   // For edit-and-resend: replaces the text (the state is kept).
   bool updateMessageText(int64_t message_id, const std::string& text);
+  // For edit-and-resend, in one transaction: user message message_id gets `text`;
+  // the replies to it (its assistant turn) stay, as the turn's earlier replies, each
+  // remembering the text it answered (Message::answered); every later message is
+  // deleted. Returns the turn's shown reply, to begin the new reply as its
+  // alternative (beginAlternative), or 0 when the message had no reply. Throws
+  // std::invalid_argument when message_id is no user message of the conversation.
+  int64_t editForResend(int64_t conversation_id, int64_t message_id, const std::string& text);
   // For regenerate / edit-and-resend: deletes every message after message_id
   // in its conversation. Returns how many were deleted; throws
   // std::invalid_argument when message_id is not in that conversation.

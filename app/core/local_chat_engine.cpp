@@ -184,7 +184,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   } catch (const ContextOverflow& e) {
     throw std::runtime_error(
         std::string(e.what()) +
-        ": raise the model's context length in Settings (GPU & offload, Context length)");
+        ": raise the model's context length with the Context button beside the model menu, or in "
+        "Settings (GPU & offload, Context length)");
   }
   total_generated_ += static_cast<uint64_t>(st.generated_tokens);
   sampleDeviceMemory();

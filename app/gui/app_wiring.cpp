@@ -3,8 +3,10 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
+#include <QStatusBar>
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "app/core/fit_words.h"
 #include "app/core/installed_models.h"
@@ -24,14 +26,17 @@ std::vector<QString> ggufFilesIn(const QString& folder, int limit) {
   return out;
 }
 
-AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db)
+AppWiring::AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db,
+                     DeviceProbe::Probe probe)
     : window_(window),
       settings_(settings),
       registry_(registry),
       db_(db),
       download_store_(db),
       downloads_(std::make_unique<DownloadManager>(download_store_, &registry_)),
+      probe_(std::make_unique<DeviceProbe>(std::move(probe))),
       catalog_(ModelCatalog::builtIn()) {
+  probe_->start();  // off the GUI thread; the views that need it wait for probed()
   // The model menu: the same list as the models view (app/core/installed_models), without
   // opening the files. The demo entry (empty path) carries the demo's predictor note.
   window_.setModelListSource([this] {
@@ -92,14 +97,17 @@ PlanInputs AppWiring::planInputs() const {
   in.budget = BudgetSetting::fromAppSetting(settings_.vramBudgetBytes());
   in.policy = parsePolicy(settings_.cachePolicy().toStdString());
   const auto& loaded = window_.chat().model();
-  in.device = loaded ? loaded->device : probeDevice(DeviceChoice::kAuto);
+  in.device = loaded ? loaded->device : probe_->device();
   in.context_of = [this](const std::string& path) {
     return settings_.contextLength(QString::fromStdString(path));
   };
   return in;
 }
 
+bool AppWiring::deviceKnown() const { return window_.chat().model() || probe_->done(); }
+
 std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
+  if (!deviceKnown()) probe_->waitForResult();  // the wizard's fits are made once, when it opens
   const PlanInputs in = planInputs();
   PlanRequest request;
   request.budget = in.budget;
@@ -114,30 +122,66 @@ std::unique_ptr<ModelWizard> AppWiring::makeWizard(QWidget* parent) {
 }
 
 void AppWiring::openWizard() {
-  auto wizard = makeWizard(&window_);
-  QString installed;
-  QObject::connect(wizard.get(), &ModelWizard::modelInstalled, &window_,
-                   [&installed](const QString& path) { installed = path; });
-  wizard->exec();
-  window_.refreshModelList();
-  if (!installed.isEmpty()) window_.loadModel({QFileInfo(installed).fileName(), installed});
+  // Its fits are made as it opens, against the device: before the probe has answered
+  // it opens when the answer comes, and the GUI thread never waits for CUDA.
+  if (!deviceKnown()) {
+    if (std::exchange(wizard_waits_for_device_, true)) return;  // asked already
+    window_.statusBar()->showMessage(QStringLiteral("Checking the GPU; the model wizard opens then…"));
+    QObject::connect(
+        probe_.get(), &DeviceProbe::probed, &window_,
+        [this] {
+          wizard_waits_for_device_ = false;
+          window_.statusBar()->clearMessage();
+          openWizard();
+        },
+        Qt::SingleShotConnection);
+    return;
+  }
+  // Window-modal and asynchronous, as the predictor wizard: downloads run meanwhile.
+  auto* wizard = makeWizard(&window_).release();
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  auto installed = std::make_shared<QString>();
+  QObject::connect(wizard, &ModelWizard::modelInstalled, &window_,
+                   [installed](const QString& path) { *installed = path; });
+  QObject::connect(wizard, &QDialog::finished, &window_, [this, installed] {
+    window_.refreshModelList();
+    if (!installed->isEmpty()) window_.loadModel({QFileInfo(*installed).fileName(), *installed});
+  });
+  wizard->open();
 }
 
 std::unique_ptr<ModelsView> AppWiring::makeModelsView(QWidget* parent) {
-  const PlanInputs in = planInputs();
+  auto heading = [this] {
+    const PlanInputs in = planInputs();
+    return deviceKnown() ? QString::fromStdString(fitHeading(in.budget, in.device))
+                         : QStringLiteral("Fits? (checking the GPU…)");
+  };
   auto view = std::make_unique<ModelsView>(
-      [this, in] {
+      [this] {
+        const PlanInputs in = planInputs();
         std::vector<std::string> files;
         for (const QString& f : ggufFilesIn(settings_.modelsFolder())) files.push_back(f.toStdString());
-        return listInstalledModels(db_, registry_, files, in);
+        std::vector<InstalledModel> models = listInstalledModels(db_, registry_, files, in);
+        if (!deviceKnown())
+          for (InstalledModel& m : models) {
+            m.fit = "checking the GPU…";
+            m.fit_detail = "The fit is shown once the GPU's free memory is known.";
+          }
+        return models;
       },
       [this](const InstalledModel& m) {
         const auto& loaded = window_.chat().model();
         if (loaded && loaded->path == m.path) return std::string("it is loaded; load another model first");
         return removeInstalledModel(db_, registry_, m);
       },
-      [this](const InstalledModel& m) { return forgetInstalledModel(registry_, m); },
-      QString::fromStdString(fitHeading(in.budget, in.device)), parent);
+      [this](const InstalledModel& m) { return forgetInstalledModel(registry_, m); }, heading(), parent);
+  if (!deviceKnown()) {
+    ModelsView* v = view.get();
+    QObject::connect(probe_.get(), &DeviceProbe::probed, v, [v, heading] {
+      v->setFitHeading(heading());
+      v->reload();
+    });
+  }
   QObject::connect(view.get(), &ModelsView::loadRequested, &window_,
                    [this](const QString& name, const QString& path) {
                      window_.loadModel({name, path});

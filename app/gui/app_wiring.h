@@ -14,6 +14,7 @@
 #include "app/core/installed_models.h"
 #include "app/core/model_registry.h"
 #include "app/qt/app_settings.h"
+#include "app/qt/device_probe.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/model_catalog.h"
 #include "ui/main_window.h"
@@ -29,18 +30,27 @@ std::vector<QString> ggufFilesIn(const QString& folder, int limit = 200);
 
 class AppWiring {
  public:
-  AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db);
+  // probe: what asks the device while no model is loaded (by default CUDA's free
+  // memory); it starts at once, on a thread of its own (DeviceProbe).
+  AppWiring(MainWindow& window, AppSettings& settings, ModelRegistry& registry, AppDatabase& db,
+            DeviceProbe::Probe probe = {});
   ~AppWiring();
 
   // What the views' plans (app/core/load_plan.h) are resolved with: the budget and
   // policy settings, and the device: the one the loaded model's plan saw (its free
-  // memory before it loaded), else the device as probed now.
+  // memory before it loaded), else the device the probe found (the CPU's until it
+  // has answered: deviceKnown()).
   PlanInputs planInputs() const;
+  bool deviceKnown() const;
+  DeviceProbe& deviceProbe() { return *probe_; }
 
-  // The wizard at the current VRAM budget and models folder, not yet shown.
+  // The wizard at the current VRAM budget and models folder, not yet shown (it waits
+  // for the device probe if that has not answered: File > Add a model opens it only
+  // once the answer is in).
   std::unique_ptr<ModelWizard> makeWizard(QWidget* parent);
   // The models view at the current budget and models folder, not yet shown:
-  // Load loads the model, Remove deletes it and its predictor.
+  // Load loads the model, Remove deletes it and its predictor. Before the device
+  // probe has answered its fit column says it is checking, and fills in on probed().
   std::unique_ptr<ModelsView> makeModelsView(QWidget* parent);
   // The predictor wizard (traces under the data folder's "traces"), not yet shown.
   std::unique_ptr<PredictorWizard> makePredictorWizard(QWidget* parent);
@@ -62,8 +72,10 @@ class AppWiring {
   AppDatabase& db_;
   DownloadStore download_store_;
   std::unique_ptr<DownloadManager> downloads_;
+  std::unique_ptr<DeviceProbe> probe_;
   ModelCatalog catalog_;
   std::function<QString(const QString&)> recorded_traces_;
+  bool wizard_waits_for_device_ = false;  // "Add a model" asked before the probe answered
 };
 
 }  // namespace moe

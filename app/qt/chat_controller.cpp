@@ -478,13 +478,12 @@ bool ChatController::editAndResend(qint64 message_id, const QString& text) {
   if (busy() || !model_ || !current_ || text.trimmed().isEmpty()) return false;
   const auto m = store_.message(message_id);
   if (!m || m->conversation_id != current_ || m->role != Role::User) return false;
-  if (!written(QStringLiteral("save the edited message"), [&] {
-        store_.updateMessageText(message_id, utf8(text));
-        store_.truncateAfter(current_, message_id);
-      }))
+  int64_t earlier_reply = 0;  // kept: the new reply is another alternative of its turn
+  if (!written(QStringLiteral("save the edited message"),
+               [&] { earlier_reply = store_.editForResend(current_, message_id, utf8(text)); }))
     return false;
   emit conversationOpened(current_);
-  startReply();
+  startReply(earlier_reply);
   return true;
 }
 

@@ -109,6 +109,8 @@ class ChatController : public QObject {
   // Another reply to the last turn, kept beside the earlier ones; it becomes
   // the shown one when it completes or is stopped with some text.
   bool regenerate();
+  // The user message gets `text` and a new reply; the replies it had stay as
+  // alternatives of its turn (ConversationStore::editForResend), later turns go.
   bool editAndResend(qint64 message_id, const QString& text);
   // Shows the turn's previous (step -1) or next (+1) reply instead of
   // message_id; prompts use the shown one from then on. False when busy or
