@@ -17,7 +17,7 @@
 
 #include "app/core/fit_words.h"
 #include "app/core/model_registry.h"
-#include "app/gui/app_wiring.h"
+#include "desktop/app_wiring.h"
 #include "gui_fixture.h"
 #include "models/synthetic_model.h"
 #include "ui/models_view.h"

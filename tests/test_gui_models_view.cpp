@@ -20,7 +20,7 @@
 #include "app/core/model_predictor.h"
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
-#include "app/gui/app_wiring.h"
+#include "desktop/app_wiring.h"
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "synthetic_gguf.h"

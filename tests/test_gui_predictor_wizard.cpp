@@ -31,7 +31,7 @@
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
 #include "app/core/predictor_training.h"
-#include "app/gui/app_wiring.h"
+#include "desktop/app_wiring.h"
 #include "gui_fixture.h"
 #include "ui/predictor_wizard.h"
 #include "ui/training_chart.h"

@@ -19,7 +19,7 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_registry.h"
-#include "app/gui/app_wiring.h"
+#include "desktop/app_wiring.h"
 #include "fake_chat_engine.h"
 #include "gui_fixture.h"
 #include "ui/composer.h"

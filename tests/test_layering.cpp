@@ -1,6 +1,7 @@
 // The layers' include rules, read from the source tree: widgets (ui/) include no
 // engine header (inference/, offload/, models/) and reach the engine only through
-// app/; app/core and the engine include no Qt header.
+// app/; app/core and the engine include no Qt header; nothing below the desktop
+// program (desktop/) includes it.
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
@@ -61,6 +62,16 @@ class LayeringTest : public QObject {
   void widgetsIncludeNoEngineHeader() {
     const QStringList hits =
         includesMatching("ui", QRegularExpression("^#include\\s+\"(inference|offload|models)/"));
+    QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
+  }
+
+  // The desktop program (desktop/) stands on ui/ and app/: nothing below includes it.
+  void nothingBelowIncludesTheDesktopProgram() {
+    QVERIFY(sourceFiles("desktop") > 1);
+    const QRegularExpression desktop("^#include\\s+\"desktop/");
+    QStringList hits;
+    for (const char* folder : {"ui", "app", "inference", "offload", "models"})
+      hits << includesMatching(folder, desktop);
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
   }
 

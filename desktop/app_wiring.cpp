@@ -1,4 +1,4 @@
-#include "app/gui/app_wiring.h"
+#include "desktop/app_wiring.h"
 
 #include <QDir>
 #include <QDirIterator>
