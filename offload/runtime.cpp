@@ -1,7 +1,7 @@
 #include "offload/runtime.h"
 
 #include "inference/cpu/cpu_backend.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "offload/routing/trace_routing.h"
 

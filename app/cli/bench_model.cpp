@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "app/cli/args.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/host_expert_store.h"
 
 namespace moe::cli {

@@ -18,7 +18,7 @@
 #include "app/cli/offload_options.h"
 #include "inference/backend_factory.h"
 #include "inference/cuda_library.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/history_predictor.h"
 #include "offload/host_expert_store.h"

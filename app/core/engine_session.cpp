@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/trainer/trace_collector.h"
 
 namespace moe {

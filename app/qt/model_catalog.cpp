@@ -9,7 +9,7 @@
 #include <QUrl>
 
 #include "app/core/fit_words.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/host_expert_store.h"
 
 namespace moe {

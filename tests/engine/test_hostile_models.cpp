@@ -27,7 +27,7 @@
 
 #include "engine_fixture.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
 

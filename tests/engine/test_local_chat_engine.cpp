@@ -11,7 +11,7 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/reply_reader.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "support/temp_dir.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/routing_profile.h"
 #include "offload/routing/routing_trace.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "inference/model.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/history_predictor.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/json_cursor.h"

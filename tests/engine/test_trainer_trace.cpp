@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "models/sha256.h"
 #include "offload/trainer/trace_collector.h"
 #include "support/temp_dir.h"

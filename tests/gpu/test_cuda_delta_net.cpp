@@ -28,7 +28,7 @@
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 

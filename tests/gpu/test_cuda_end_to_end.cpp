@@ -39,7 +39,7 @@
 #include "app/core/engine_session.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"

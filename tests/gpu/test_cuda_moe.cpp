@@ -29,8 +29,8 @@
 #include "inference/cpu/cpu_backend.h"
 #include "inference/routing.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/synthetic_model.h"
+#include "quant/quant.h"
+#include "synth/synthetic_model.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 

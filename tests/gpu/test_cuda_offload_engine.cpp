@@ -20,7 +20,7 @@
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
