@@ -1,9 +1,9 @@
 #include "offload/runtime.h"
 
 #include "inference/cpu/cpu_backend.h"
-#include "synth/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "offload/routing/trace_routing.h"
+#include "synth/synthetic_model.h"
 
 namespace moe {
 

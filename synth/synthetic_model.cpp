@@ -24,10 +24,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "models/vocab.h"
 #include "quant/quant.h"
 #include "synth/synthetic_fill.h"
 #include "synth/synthetic_vocab.h"
-#include "models/vocab.h"
 
 namespace moe::synth {
 

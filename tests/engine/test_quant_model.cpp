@@ -19,8 +19,8 @@
 #include "models/gguf.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
-#include "synth/synthetic_model.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 using gguf::TensorType;

@@ -13,9 +13,9 @@
 
 #include "models/gguf.h"
 #include "quant/quant.h"
-#include "synth/synthetic_model.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 using gguf::GgufFile;

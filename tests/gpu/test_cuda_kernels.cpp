@@ -46,9 +46,9 @@
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
-#include "synth/synthetic_model.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"

@@ -30,9 +30,9 @@
 #include "inference/routing.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
-#include "synth/synthetic_model.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"
