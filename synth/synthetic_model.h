@@ -15,7 +15,7 @@ namespace moe::synth {
 enum class VocabKind { SentencePiece, Gpt2Bpe };
 
 // The key with which a synthetic file asks for its router's choices to be replaced
-// by realistic routing (`gen-model --routing realistic`; offload/runtime.cpp draws it
+// by realistic routing (`gen-model --routing realistic`; runtime/runtime.cpp draws it
 // from the shipped routing profile), and that one value.
 inline constexpr const char* kRoutingKey = "moechat.routing";
 inline constexpr const char* kRealisticRouting = "realistic";

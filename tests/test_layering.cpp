@@ -59,15 +59,15 @@ class LayeringTest : public QObject {
   }
 
   void widgetsIncludeNoEngineHeader() {
-    const QStringList hits =
-        includesMatching("ui", QRegularExpression("^#include\\s+\"(inference|offload|quant|synth|models)/"));
+    const QStringList hits = includesMatching(
+        "ui", QRegularExpression("^#include\\s+\"(inference|offload|runtime|quant|synth|models)/"));
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
   }
 
   void coreAndEngineIncludeNoQt() {
     const QRegularExpression qt("^#include\\s+<Q[A-Za-z]+");
     QStringList hits;
-    for (const char* folder : {"app/core", "inference", "offload", "quant", "synth", "models"})
+    for (const char* folder : {"app/core", "inference", "offload", "runtime", "quant", "synth", "models"})
       hits << includesMatching(folder, qt);
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
   }

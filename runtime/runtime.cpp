@@ -1,4 +1,4 @@
-#include "offload/runtime.h"
+#include "runtime/runtime.h"
 
 #include "inference/cpu/cpu_backend.h"
 #include "offload/resident_expert_source.h"
