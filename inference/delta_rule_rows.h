@@ -7,7 +7,7 @@
 // AVX2 and AVX-512 kernels give the same bits.
 #pragma once
 
-#include "models/quant_dot.h"
+#include "quant/quant_dot.h"
 
 namespace moe::deltanet {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "models/quant.h"
+#include "quant/quant.h"
 
 namespace moe {
 namespace {

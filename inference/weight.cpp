@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "models/quant.h"
-#include "models/quant_repack.h"
+#include "quant/quant.h"
+#include "quant/quant_repack.h"
 
 namespace moe {
 

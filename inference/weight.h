@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "models/gguf.h"
-#include "models/quant_repack.h"
+#include "quant/quant_repack.h"
 
 namespace moe {
 

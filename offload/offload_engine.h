@@ -2,7 +2,7 @@
 // expert store, slot table (ExpertCache, with its staging slots), copy engine
 // (with the optional simulated link), copy queue (TransferWorker), predictor and
 // CachedExpertSource, or, for `resident`, the experts in place. Runtime
-// (offload/runtime.h) builds one per run.
+// (runtime/runtime.h) builds one per run.
 #pragma once
 
 #include <functional>

@@ -19,7 +19,7 @@
 #include "app/core/model_registry.h"
 #include "desktop/app_wiring.h"
 #include "gui_fixture.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "ui/models_view.h"
 #include "ui/settings_dialog.h"
 

@@ -10,9 +10,9 @@
 #include "inference/backend.h"
 #include "inference/model.h"
 #include "inference/transformer.h"
-#include "models/quant.h"
-#include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
+#include "quant/quant.h"
+#include "synth/synthetic_model.h"
 
 struct EngineFixture {
   std::unique_ptr<moe::Backend> backend;

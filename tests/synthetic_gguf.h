@@ -5,7 +5,7 @@
 #include <QByteArray>
 #include <string>
 
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 namespace moe::test {
 

@@ -12,7 +12,7 @@
 
 #include "engine_fixture.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "app/qt/file_hasher.h"
 #include "download_timings.h"
 #include "http_test_server.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "synthetic_gguf.h"
 
 using namespace moe;

@@ -12,7 +12,7 @@
 #include "app/qt/download_manager.h"
 #include "app/qt/file_hasher.h"
 #include "http_test_server.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "synthetic_gguf.h"
 
 using namespace moe;

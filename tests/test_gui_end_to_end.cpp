@@ -11,7 +11,7 @@
 #include "app/core/predictor_store.h"
 #include "demo_predictor.h"
 #include "gui_fixture.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/expert_heat_map.h"

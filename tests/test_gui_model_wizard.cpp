@@ -19,7 +19,7 @@
 #include "app/qt/download_verify.h"
 #include "app/qt/file_hasher.h"
 #include "http_test_server.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 #include "synthetic_gguf.h"
 #include "ui/model_wizard.h"
 #include "ui/model_wizard_pages.h"

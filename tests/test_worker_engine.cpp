@@ -14,7 +14,7 @@
 #include "fake_chat_engine.h"
 #include "inference/backend_factory.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 
 #include "app/cli/args.h"
-#include "models/synthetic_model.h"
 #include "offload/host_expert_store.h"
+#include "synth/synthetic_model.h"
 
 namespace moe::cli {
 namespace {

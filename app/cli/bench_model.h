@@ -1,5 +1,5 @@
 // `bench --preset P --quant Q`: a full-size synthetic model of a real model's
-// shape (models/synthetic_model.h presets; "tiny-<arch>" for a quick one),
+// shape (synth/synthetic_model.h presets; "tiny-<arch>" for a quick one),
 // generated once into a cache folder and reused by later runs.
 #pragma once
 

@@ -18,7 +18,6 @@
 #include "app/cli/offload_options.h"
 #include "inference/backend_factory.h"
 #include "inference/cuda_library.h"
-#include "models/synthetic_model.h"
 #include "offload/cpu_expert_cost.h"
 #include "offload/history_predictor.h"
 #include "offload/host_expert_store.h"
@@ -27,6 +26,7 @@
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/routing_profile.h"
 #include "offload/routing/trace_routing.h"
+#include "synth/synthetic_model.h"
 
 namespace moe::cli {
 namespace {

@@ -28,9 +28,9 @@
 #include "inference/cpu/thread_pool.h"
 #include "inference/cuda_library.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/quant_dot.h"
-#include "offload/runtime.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
+#include "runtime/runtime.h"
 
 namespace moe::cli {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 namespace moe::cli {
 namespace {

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "models/synthetic_model.h"
 #include "offload/trainer/trace_collector.h"
+#include "synth/synthetic_model.h"
 
 namespace moe {
 

@@ -1,6 +1,6 @@
 // Glue shared by the CLI and the GUI's InferenceWorker: opens a model file or the
 // embedded demo model, loads it on the compute backend and builds its runtime
-// (offload/runtime.h: the offload policy's expert source and the transformer). Qt-free.
+// (runtime/runtime.h: the offload policy's expert source and the transformer). Qt-free.
 //
 // Threads: build the session and call generator() on one worker thread;
 // offloadSnapshot() may be called from any other thread at any time (e.g. a UI
@@ -22,8 +22,8 @@
 #include "inference/model.h"
 #include "inference/transformer.h"
 #include "offload/offload_engine.h"
-#include "offload/runtime.h"
 #include "offload/trainer/trace_recorder.h"
+#include "runtime/runtime.h"
 
 namespace moe {
 

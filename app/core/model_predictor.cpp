@@ -5,7 +5,7 @@
 #include "app/core/demo_model.h"
 #include "app/core/predictor_store.h"
 #include "models/sha256.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 namespace moe {
 

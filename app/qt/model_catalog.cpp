@@ -9,8 +9,8 @@
 #include <QUrl>
 
 #include "app/core/fit_words.h"
-#include "models/synthetic_model.h"
 #include "offload/host_expert_store.h"
+#include "synth/synthetic_model.h"
 
 namespace moe {
 

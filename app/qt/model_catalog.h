@@ -1,6 +1,6 @@
 // The catalog of models a user can download: id, name, family, quant, url, size,
 // SHA-256, licence, what running it needs, and the model's shape (a preset of
-// models/synthetic_model.h), so whether it fits can be estimated before a byte is
+// synth/synthetic_model.h), so whether it fits can be estimated before a byte is
 // downloaded. The built-in catalog is resources/catalog.json, compiled in as
 // ":/catalog.json". A missing size or checksum stays missing (never guessed):
 // checksumNote() says so in words the UI shows.

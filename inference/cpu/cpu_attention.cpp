@@ -11,7 +11,7 @@
 #include "inference/cpu/cpu_scratch.h"
 #include "inference/cpu/vector_ops.h"
 #include "inference/rope_angles.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 
 namespace moe {
 namespace {

@@ -10,8 +10,8 @@
 #include "inference/cpu/cpu_scratch.h"
 #include "inference/cpu/vector_ops.h"
 #include "inference/host_memory.h"
-#include "models/quant.h"
-#include "models/quant_repack.h"
+#include "quant/quant.h"
+#include "quant/quant_repack.h"
 
 namespace moe {
 namespace {

@@ -1,9 +1,9 @@
 // The CPU compute backend: host memory, ops on float activations, weights in their
 // file type. Quantised weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) meet activations
 // quantised once per matmul to 8-bit blocks, in integer dot products
-// (models/quant_dot.h); F32/F16/BF16 weights are dotted in float (quant::dotRow).
+// (quant/quant_dot.h); F32/F16/BF16 weights are dotted in float (quant::dotRow).
 // prepareWeight repacks Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K weights into interleaved row
-// groups (models/quant_repack.h: one vector lane per row, the same bits); other
+// groups (quant/quant_repack.h: one vector lane per row, the same bits); other
 // weights, and any view it was not given, are used in place (a batch of 16 or more
 // tokens still meets those types in groups: each work item repacks its rows into a
 // thread's scratch). Work is spread over a small
@@ -19,7 +19,7 @@
 
 #include "inference/backend.h"
 #include "inference/cpu/thread_pool.h"
-#include "models/quant_dot.h"
+#include "quant/quant_dot.h"
 
 namespace moe {
 

@@ -10,7 +10,7 @@
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/rope_angles.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 
 namespace moe {
 

@@ -9,7 +9,7 @@
 #include "inference/cuda/cuda_backend_internal.h"
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 
 namespace moe {
 

@@ -1,10 +1,10 @@
 // The grid-coded IQ types on the device: their lattice tables (the same entries as
-// models/quant_grids.cpp, from models/grids/*.inc) and the decode of one 32-element
+// quant/quant_grids.cpp, from quant/grids/*.inc) and the decode of one 32-element
 // unit into signed bytes with a multiplier per half (cuda_quant.cuh's Unit):
 //   IQ2_*, IQ3_*: byte = the signed grid value, d = block d times the type's factor
 //   IQ1_*:        byte = 8 * grid value + delta sign (-9..9), d = block d / 8
 // so a unit's value is (sc0 * p0 + sc1 * p1) * (d * dx) with sc = 2s + 1, exact in
-// the integers (models/quant_grids.h gives the layouts).
+// the integers (quant/quant_grids.h gives the layouts).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,22 +14,22 @@
 namespace moe::cuda::grid {
 
 static __device__ const uint64_t kIq2xxs[256] = {
-#include "models/grids/iq2xxs.inc"
+#include "quant/grids/iq2xxs.inc"
 };
 static __device__ const uint64_t kIq2xs[512] = {
-#include "models/grids/iq2xs.inc"
+#include "quant/grids/iq2xs.inc"
 };
 static __device__ const uint64_t kIq2s[1024] = {
-#include "models/grids/iq2s.inc"
+#include "quant/grids/iq2s.inc"
 };
 static __device__ const uint32_t kIq3xxs[256] = {
-#include "models/grids/iq3xxs.inc"
+#include "quant/grids/iq3xxs.inc"
 };
 static __device__ const uint32_t kIq3s[512] = {
-#include "models/grids/iq3s.inc"
+#include "quant/grids/iq3s.inc"
 };
 static __device__ const uint64_t kIq1s[2048] = {
-#include "models/grids/iq1s.inc"
+#include "quant/grids/iq1s.inc"
 };
 
 __device__ __forceinline__ uint32_t loadU16(const uint8_t* p) {

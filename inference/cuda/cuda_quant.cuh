@@ -21,15 +21,15 @@
 //   IQ1_*, IQ2_*, IQ3_*: the unit's bytes are signed grid values (cuda_grids.cuh),
 //              P = sc0 * sum v*x [0..16) + sc1 * [16..32)    r = float(P) * (d*dx)
 // The products inside P are exact integers, so a unit's value differs from the CPU
-// backend's (models/quant_dot.h) only in how the float terms of a row are summed.
+// backend's (quant/quant_dot.h) only in how the float terms of a row are summed.
 //
 // Activations (quantised once per matmul by quantizeActsKernel) are laid out per
 // row as int8 q[cols], and per unit a float scale dx and the int sum of its q: Q8_0
 // blocks of 32 for Q8_0 / Q4_0 weights (dx = f16(amax/127)), Q8_K blocks of 256 for
 // the K-quants (dx = 1/(-127/x_max), repeated for the block's eight units), the
-// same bytes models/quant_dot.cpp's quantisers write.
+// same bytes quant/quant_dot.cpp's quantisers write.
 //
-// Block layouts (models/quant_decode.cpp, models/quant_layout.h): Q8_0 34 bytes
+// Block layouts (quant/quant_decode.cpp, quant/quant_layout.h): Q8_0 34 bytes
 // {f16 d; int8 q[32]}; Q4_0 18 bytes {f16 d; u8 qs[16]}; Q4_1 20 {d, m, qs[16]}; Q5_0
 // 22 {d, u32 qh, qs[16]}; Q5_1 24 {d, m, qh, qs[16]}; IQ4_NL 18 {d, qs[16]}; MXFP4 17
 // {u8 e, qs[16]}; Q2_K 84 {scales[16], qs[64], d, dmin}; Q3_K 110 {hmask[32], qs[64],
@@ -267,7 +267,7 @@ __device__ __forceinline__ float e8m0Half(uint8_t e) {
   return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
 }
 
-// Sub-block k of a grid-coded block (models/quant_grids.h gives the layouts).
+// Sub-block k of a grid-coded block (quant/quant_grids.h gives the layouts).
 template <ElemType T>
 __device__ __forceinline__ void loadGridUnit(const uint8_t* blk, int k, Unit& un) {
   using namespace grid;

@@ -1,6 +1,6 @@
 // Kernels that read weights in their file type: embedding lookup, row
 // dequantisation (the batched matmul of F16/BF16 weights dequantises a tile, then
-// cuBLAS multiplies). Block layouts as models/quant.h gives them:
+// cuBLAS multiplies). Block layouts as quant/quant.h gives them:
 //   Q8_0: 34 bytes per 32 elements: f16 d, int8 q[32];          x[j] = d * q[j]
 //   Q4_0: 18 bytes per 32 elements: f16 d, u8 qs[16];           x[j] = d * ((qs[j] & 15) - 8),
 //                                                               x[j + 16] = d * ((qs[j] >> 4) - 8)
@@ -11,7 +11,7 @@
 //   Q6_K: 210 bytes: ql[128], qh[64], int8 scales[16], f16 d; half h = (c % 256) / 128,
 //         group g = (c % 128) / 32: q = (nibble g >= 2 of ql[64h + 32(g&1) + l]) | (bits
 //         2g..2g+1 of qh[32h + l]) << 4; x = (d * scales[(c % 256) / 16]) * (q - 32)
-//   (the same decoding as models/quant.cpp, whose comment gives the sources). The
+//   (the same decoding as quant/quant.cpp, whose comment gives the sources). The
 //   products there are exact in f32, so a fused multiply-add gives the same floats.
 // Multi-byte fields are read byte by byte (little endian): a row of an expert slot
 // or a Q8_0 block is only 2-byte aligned, and this keeps every read legal.

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "offload/learned_predictor.h"
-#include "offload/runtime.h"
+#include "runtime/runtime.h"
 
 namespace moe {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "models/quant.h"
+#include "quant/quant.h"
 
 namespace moe {
 namespace {

@@ -11,10 +11,10 @@
 #include "app/core/think_reply.h"
 #include "inference/tokenizer/chat_template.h"
 #include "inference/tokenizer/tokenizer.h"
-#include "models/synthetic_model.h"
-#include "models/synthetic_vocab.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
+#include "synth/synthetic_model.h"
+#include "synth/synthetic_vocab.h"
 
 using namespace moe;
 

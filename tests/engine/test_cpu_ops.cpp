@@ -7,7 +7,7 @@
 // enough that one wrong element, index or pairing shows (those give nmse >= 1e-4).
 // Quantised weights are judged against the double product of their DEQUANTISED
 // values (the quantisation error is test_quant's business). They meet activations
-// quantised to 8 bits (models/quant_dot.h), so their reference uses the
+// quantised to 8 bits (quant/quant_dot.h), so their reference uses the
 // dequantised activations too and the same 1e-10 bound holds; a second bound states
 // what activation quantisation costs against the float activations (measured nmse
 // 2e-5 - 1e-4 on these shapes).
@@ -34,8 +34,8 @@
 #include "inference/cpu/cpu_backend.h"
 #include "inference/cpu/thread_pool.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/quant_dot.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
 #include "support/test_log.h"
 
 using moe::AttentionShape;

@@ -11,9 +11,9 @@
 #include "app/core/fit_words.h"
 #include "inference/model_config.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
 #include "offload/fit_estimate.h"
 #include "support/run_program.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 

@@ -27,9 +27,9 @@
 
 #include "engine_fixture.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 using Bytes = std::vector<uint8_t>;

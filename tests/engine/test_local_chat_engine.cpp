@@ -11,8 +11,8 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/reply_reader.h"
-#include "models/synthetic_model.h"
 #include "support/temp_dir.h"
+#include "synth/synthetic_model.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "engine_fixture.h"
 #include "inference/routing.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 
 using namespace moe;
 

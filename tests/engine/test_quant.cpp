@@ -1,4 +1,4 @@
-// Element formats (models/quant.h): hand-written blocks with hand-computed values,
+// Element formats (quant/quant.h): hand-written blocks with hand-computed values,
 // f16/bf16 edge cases, reference-quantiser error bounds, dotRow against the
 // dequantised dot, row sizes and unsupported types. The K-quant blocks (Q4_K, Q5_K,
 // Q6_K) are assembled field by field from the layout in shared/GGUF-NOTES.md and
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "models/gguf.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "support/test_log.h"
 
 using moe::gguf::TensorType;

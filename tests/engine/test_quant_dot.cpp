@@ -1,9 +1,9 @@
-// The integer dot kernels (models/quant_dot.h): the activation quantisers field by
+// The integer dot kernels (quant/quant_dot.h): the activation quantisers field by
 // field, every kernel against a double-precision sum of the same quantised values,
 // and every instruction set this CPU can run bit for bit against the portable
 // kernels, for odd tile shapes (rows and activations not multiples of the tile, one
 // activation, 511 activations), also through the CPU backend's matmul. The
-// interleaved row groups (models/quant_repack.h): an exact round trip, and every
+// interleaved row groups (quant/quant_repack.h): an exact round trip, and every
 // group kernel and the backend's repacked weights give the file layout's bits.
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include "engine_fixture.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/quant_dot.h"
-#include "models/quant_repack.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
+#include "quant/quant_repack.h"
 #include "support/test_log.h"
 
 using moe::gguf::TensorType;

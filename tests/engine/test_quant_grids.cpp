@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/quant_dot.h"
-#include "models/quant_grids.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
+#include "quant/quant_grids.h"
 #include "support/test_log.h"
 
 using moe::gguf::TensorType;

@@ -2,7 +2,7 @@
 // of K-quant mixes and gpt-oss: Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, MXFP4)
 // on the CPU backend.
 // The logits must be bit-identical with any thread count and on every instruction
-// set of the dot kernels (models/quant_dot.h defines one summation for all). Each
+// set of the dot kernels (quant/quant_dot.h defines one summation for all). Each
 // model is compared with a copy of itself whose quantised tensors are stored as F32
 // holding their dequantised values: the only difference left is that the quantised
 // matmuls quantise their activations to 8 bits, which must stay small. A last check
@@ -17,10 +17,10 @@
 #include "engine_fixture.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/quant_dot.h"
-#include "models/synthetic_model.h"
+#include "quant/quant.h"
+#include "quant/quant_dot.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 using gguf::TensorType;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "models/gguf.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "support/test_log.h"
 
 using moe::gguf::TensorType;

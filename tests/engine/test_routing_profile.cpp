@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "models/synthetic_model.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/routing_profile.h"
 #include "offload/routing/routing_trace.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 

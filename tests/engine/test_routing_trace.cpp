@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "inference/model.h"
-#include "models/synthetic_model.h"
 #include "offload/history_predictor.h"
 #include "offload/routing/demand_cache.h"
 #include "offload/routing/json_cursor.h"
@@ -21,6 +20,7 @@
 #include "offload/routing/trace_routing.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
+#include "synth/synthetic_model.h"
 
 namespace {
 

@@ -12,10 +12,10 @@
 #include <set>
 
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/synthetic_model.h"
+#include "quant/quant.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 using namespace moe;
 using gguf::GgufFile;

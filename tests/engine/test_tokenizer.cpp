@@ -18,9 +18,9 @@
 #include "inference/tokenizer/protobuf_wire.h"
 #include "inference/tokenizer/spm_tokenizer.h"
 #include "inference/tokenizer/tokenizer.h"
-#include "models/synthetic_model.h"
-#include "models/synthetic_vocab.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
+#include "synth/synthetic_vocab.h"
 
 using namespace moe;
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "models/quant.h"
 #include "models/sha256.h"
 #include "offload/trainer/trace_collector.h"
+#include "quant/quant.h"
 #include "support/temp_dir.h"
 
 using namespace moe;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "support/test_log.h"
 
 using namespace moe;

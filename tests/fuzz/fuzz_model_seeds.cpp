@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -34,7 +34,7 @@
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 

@@ -28,9 +28,9 @@
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
-#include "models/synthetic_model.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"

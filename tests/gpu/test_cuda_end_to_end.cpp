@@ -39,10 +39,10 @@
 #include "app/core/engine_session.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
-#include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"

@@ -9,7 +9,7 @@
 
 #include "engine_fixture.h"
 #include "inference/backend_factory.h"
-#include "models/synthetic_model.h"
+#include "synth/synthetic_model.h"
 
 TEST(CudaFactory, cpuByName) {
   std::string why = "untouched";

@@ -45,10 +45,10 @@
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/synthetic_model.h"
+#include "quant/quant.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_backend.h"
@@ -163,7 +163,7 @@ class CudaKernels : public moe::test::GpuTest {
     if (!moe::test::noCudaReason().empty()) return;
     gpu_ = std::make_unique<moe::CudaBackend>();
     // The reference: the CPU backend as it runs, whose 8-bit activations the CUDA
-    // matvec quantises to the same bytes (models/quant_dot.h).
+    // matvec quantises to the same bytes (quant/quant_dot.h).
     cpu_ = std::make_unique<moe::CpuBackend>(2);
     moe::test::info("backend: %s", gpu_->name().c_str());
   }

@@ -29,10 +29,10 @@
 #include "inference/cpu/cpu_backend.h"
 #include "inference/routing.h"
 #include "models/gguf.h"
-#include "models/quant.h"
-#include "models/synthetic_model.h"
+#include "quant/quant.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"

@@ -20,13 +20,13 @@
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_HAVE_CUDA
 #include "inference/cuda/cuda_check.h"

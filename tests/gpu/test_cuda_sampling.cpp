@@ -23,10 +23,10 @@
 #include "inference/sampler.h"
 #include "inference/transformer.h"
 #include "models/gguf.h"
-#include "models/synthetic_model.h"
 #include "offload/resident_expert_source.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
+#include "synth/synthetic_model.h"
 
 #if MOECHAT_CUDA_STANDIN
 #include "cuda_standin.h"

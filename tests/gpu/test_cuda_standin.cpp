@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_standin.h"
-#include "models/quant.h"
+#include "quant/quant.h"
 #include "support/test_log.h"
 
 namespace {
