@@ -70,7 +70,7 @@ class LayeringTest : public QObject {
     QVERIFY(sourceFiles("desktop") > 1);
     const QRegularExpression desktop("^#include\\s+\"desktop/");
     QStringList hits;
-    for (const char* folder : {"ui", "app", "inference", "offload", "models"})
+    for (const char* folder : {"ui", "app", "inference", "offload", "runtime", "quant", "synth", "models"})
       hits << includesMatching(folder, desktop);
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
   }
