@@ -20,17 +20,23 @@ QString ElidedLabel::shownText() const {
   return fontMetrics().elidedText(text(), Qt::ElideRight, contentsRect().width());
 }
 
+namespace {
+
+// A tooltip event answered with `tip` (the whole text when it is elided), or none.
+bool showHoverTip(QEvent* e, QWidget* w, const QString& tip) {
+  if (tip.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(), tip, w);
+  return true;
+}
+
+}  // namespace
+
 QString ElidedLabel::hoverText() const { return shownText() != text() ? text() : toolTip(); }
 
 bool ElidedLabel::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    const QString tip = hoverText();
-    if (tip.isEmpty())
-      QToolTip::hideText();
-    else
-      QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(), tip, this);
-    return true;
-  }
+  if (e->type() == QEvent::ToolTip) return showHoverTip(e, this, hoverText());
   return QLabel::event(e);
 }
 
@@ -104,14 +110,7 @@ QString ElidingComboBox::hoverText() const {
 }
 
 bool ElidingComboBox::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    const QString tip = hoverText();
-    if (tip.isEmpty())
-      QToolTip::hideText();
-    else
-      QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(), tip, this);
-    return true;
-  }
+  if (e->type() == QEvent::ToolTip) return showHoverTip(e, this, hoverText());
   return QComboBox::event(e);
 }
 
