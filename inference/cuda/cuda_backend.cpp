@@ -133,7 +133,7 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
   // Read backs: the last token's logits, or a batch's routing.
   pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));
   const size_t upload = std::max<size_t>(T * sizeof(int32_t), T * std::max(c.n_rot, 1) * sizeof(float));
-  for (UploadBuffer& b : std::span(uploads_, kUploadRingSized))  // the rest grow on first use
+  for (UploadBuffer& b : std::span(uploads_, kUploadRingSized))
     if (b.bytes < upload) {
       synchronize();
       if (b.ptr) cudaFreeHost(b.ptr);
@@ -142,6 +142,13 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
       b.pending = false;
       b.ptr = cudaHostAllocOrThrow(upload, "pinned upload buffer");
       b.bytes = upload;
+    }
+  // The rest at their least, pinned now: every decode step copies its values through
+  // the ring, and pinning memory mid-decode would cost the step its time.
+  for (UploadBuffer& b : std::span(uploads_ + kUploadRingSized, kUploadRing - kUploadRingSized))
+    if (!b.ptr) {
+      b.ptr = cudaHostAllocOrThrow(kUploadLeastBytes, "pinned upload buffer");
+      b.bytes = kUploadLeastBytes;
     }
 }
 
@@ -362,8 +369,8 @@ void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* w
     if (b.ptr) cudaFreeHost(b.ptr);
     b.ptr = nullptr;
     b.bytes = 0;
-    b.ptr = cudaHostAllocOrThrow(std::max<size_t>(bytes, 4096), "pinned upload buffer");
-    b.bytes = std::max<size_t>(bytes, 4096);
+    b.ptr = cudaHostAllocOrThrow(std::max(bytes, kUploadLeastBytes), "pinned upload buffer");
+    b.bytes = std::max(bytes, kUploadLeastBytes);
   }
   std::memcpy(b.ptr, src, bytes);
   checkCuda(cudaMemcpyAsync(dst, b.ptr, bytes, cudaMemcpyHostToDevice, stream_), what);

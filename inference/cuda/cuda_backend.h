@@ -238,7 +238,8 @@ class CudaBackend final : public Backend {
   // Enough for a few decode steps that upload per layer (a mapped decode's expert
   // tables) before the first buffer comes round: the host runs ahead without waiting.
   static constexpr int kUploadRing = 256;
-  static constexpr int kUploadRingSized = 4;  // sized by reserveScratch for a batch's positions
+  static constexpr int kUploadRingSized = 4;         // sized by reserveScratch for a batch's positions
+  static constexpr size_t kUploadLeastBytes = 4096;  // the others, pinned by reserveScratch
   static constexpr size_t kCublasWorkspaceBytes = size_t{4} << 20;
   UploadBuffer uploads_[kUploadRing];
   int next_upload_ = 0;

@@ -255,6 +255,7 @@ struct DecodeWaits {
   std::vector<bool> stalling;
   std::vector<uint64_t> launches_at;  // since the decode began
   cudastandin::StreamCounters work;
+  uint64_t pinned_bytes = 0;  // host memory pinned over the decode
   int steps = 0;
 };
 
@@ -265,10 +266,13 @@ DecodeWaits watchDecode(const moe::Model& model, moe::ExpertSource& experts, con
   DecodeWaits w;
   bool decoding = false;
   cudastandin::StreamCounters at_decode;
+  uint64_t pinned_at_decode = 0;
   t.setBatchObserver([&](const moe::BatchEvent& ev) {
     if (decoding || ev.first_pos < int(kPrompt.size())) return;
     decoding = true;
-    at_decode = cudastandin::totals().all;
+    const cudastandin::DeviceCounters now = cudastandin::totals();
+    at_decode = now.all;
+    pinned_at_decode = now.pinned_bytes;
   });
   cudastandin::setHostWaitObserver([&](bool stalling) {
     if (!decoding) return;
@@ -282,7 +286,9 @@ DecodeWaits watchDecode(const moe::Model& model, moe::ExpertSource& experts, con
   p.stop_at_end_token = false;
   const moe::GenerationStats st = g.generate(kPrompt, p, nullptr);
   cudastandin::setHostWaitObserver(nullptr);
-  const cudastandin::StreamCounters end = cudastandin::totals().all;
+  const cudastandin::DeviceCounters totals = cudastandin::totals();
+  const cudastandin::StreamCounters end = totals.all;
+  w.pinned_bytes = totals.pinned_bytes - pinned_at_decode;
   w.work = end;
   w.work.kernel_launches -= at_decode.kernel_launches;
   w.work.graph_launches -= at_decode.graph_launches;
@@ -303,8 +309,8 @@ moe::SamplerParams greedySampler() {
 
 // The steady state of a greedy resident decode: per token one graph launch, one host
 // wait that does not stall (the next step is queued behind the token's copy), no
-// stream wait, no kernel launched alone; the wait for token n is made once step n + 1
-// is launched. Only the last token's wait stalls: no step follows it.
+// stream wait, no kernel launched alone, no host memory pinned; the wait for token n is
+// made once step n + 1 is launched. Only the last token's wait stalls: no step follows it.
 TEST_F(CudaDecodeAhead, aGreedyResidentDecodeNeverStallsTheDevice) {
   Tiny tiny("qwen3moe");
   const int tokens = 16;
@@ -320,6 +326,7 @@ TEST_F(CudaDecodeAhead, aGreedyResidentDecodeNeverStallsTheDevice) {
   ASSERT_EQ(w.work.kernel_launches, uint64_t(0));
   ASSERT_EQ(w.work.stream_syncs, uint64_t(0));
   ASSERT_EQ(w.work.host_syncs, uint64_t(w.steps));  // token 1 .. tokens - 1
+  ASSERT_EQ(w.pinned_bytes, uint64_t(0)) << "host memory pinned during the decode";
   ASSERT_EQ(w.stalling.size(), size_t(w.steps));
   for (size_t i = 0; i + 1 < w.stalling.size(); ++i) {
     // Wait i reads token i + 1, the choice of step i + 1; step i + 2 embeds it.
