@@ -80,7 +80,8 @@ class Transformer {
   // must hold) and the copy of its candidates, without waiting. Throws as forward does.
   void queueStep(int32_t token, const LogitsReduction& reduce);
   // Queues the decode step of the token the last step's greedy reduction chose on the
-  // device, which the host has not read yet (reduce: Sampler::reductionOfChosen, k = 1);
+  // device (no other sequence's step on the backend since), which the host has not read
+  // yet (reduce: Sampler::reductionOfChosen, k = 1);
   // replayed or recorded as one graph. False where it cannot be (decodesAhead, the last
   // step not greedy, the context full, two steps queued, a recording refused): nothing
   // was queued. A reply that then ends on that token drops the step with truncate.
