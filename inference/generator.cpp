@@ -135,7 +135,10 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
   bool ahead = false;  // a queued step embeds `next` already
   auto runStep = [&](int32_t next) {
     const int32_t one[1] = {next};
-    if (!pipelined) return step(one);
+    if (!pipelined) {
+      step(one);
+      return;
+    }
     if (!ahead) tf_.queueStep(next, sampler.reduction(cached_, one));
     const bool wanted = st.generated_tokens + 1 < params.max_tokens && !(cancel && cancel->load());
     ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));
