@@ -290,6 +290,11 @@ class Backend {
   virtual int maxLogitCandidates() const { return 0; }
   virtual void reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r);
   virtual void readLogitCandidates(std::span<LogitCandidate> out);
+  // The same entries without waiting: queueLogitCandidates(slot) queues their copy to
+  // the host into slot 0 or 1 (the host reads one step's entries while the next step
+  // runs); takeLogitCandidates(slot, out) waits for that slot's last copy only.
+  virtual void queueLogitCandidates(int slot);
+  virtual void takeLogitCandidates(int slot, std::span<LogitCandidate> out);
 
   // A decode step's own values: the token it embeds and its position (the KV row it
   // writes, the keys it attends to, its rotation); `owner` names the sequence (a
@@ -301,7 +306,14 @@ class Backend {
     int32_t pos = 0;
     uint64_t owner = 0;
     const LogitsReduction* reduce = nullptr;
+    // The token is the one the last greedy reduction (k = 1) chose, where the device
+    // left it (embedsChosenToken); `token` is not read. Such a step is queued before the
+    // host has read that token, so the device goes on without waiting for the host.
+    bool token_chosen_on_device = false;
   };
+  // Whether a recorded or replayed step may embed the token the last greedy reduction
+  // chose on the device (StepValues::token_chosen_on_device).
+  virtual bool embedsChosenToken() const { return false; }
   // A decode step recorded once and replayed as one graph (a device backend: one
   // launch per step instead of one per op). beginStepCapture(v) returns false where the
   // backend does not record: the ops then run as they are called. Between it and
@@ -417,6 +429,14 @@ inline void Backend::reduceLogits(const float*, int, const LogitsReduction&) {
 
 inline void Backend::readLogitCandidates(std::span<LogitCandidate>) {
   throw std::logic_error(name() + ": readLogitCandidates needs a backend that reduces logits");
+}
+
+inline void Backend::queueLogitCandidates(int) {
+  throw std::logic_error(name() + ": queueLogitCandidates needs a backend that reduces logits");
+}
+
+inline void Backend::takeLogitCandidates(int, std::span<LogitCandidate>) {
+  throw std::logic_error(name() + ": takeLogitCandidates needs a backend that reduces logits");
 }
 
 inline void Backend::routeTopK(const float*, int, const RoutingRule&, float*, int32_t*, float*) {

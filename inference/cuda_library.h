@@ -20,7 +20,7 @@ class Backend;
 class OffloadDevice;
 
 // Raised whenever Backend, OffloadDevice or this table changes shape.
-inline constexpr int kCudaLibraryInterface = 4;
+inline constexpr int kCudaLibraryInterface = 5;
 
 // What the CUDA code asked of the device so far, every stream together.
 struct CudaWorkCounters {
@@ -30,6 +30,9 @@ struct CudaWorkCounters {
   uint64_t bytes_d2h = 0;        // device -> host bytes copied
   uint64_t stream_syncs = 0;     // of host_syncs, waits for a whole stream or the device (not an event)
   uint64_t graph_launches = 0;   // recorded steps replayed (each runs many kernels with one launch)
+  // Of host_syncs, those after which the device had nothing queued: it idles until the
+  // host queues more (a wait on an earlier event while later work is queued is not).
+  uint64_t stalling_host_syncs = 0;
 };
 
 // What the library's entry point (kCudaLibraryEntry) returns.

@@ -1,6 +1,7 @@
 #include "inference/generator.h"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "inference/text_stream.h"
@@ -114,9 +115,44 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
 
   TextStream text(params.stop_strings);
   const auto& tok = model_.tokenizer();
+  // Why the reply ends at `next`, once its text went out; nothing: it goes on.
+  auto stopsAt = [&](int32_t next) -> std::optional<StopReason> {
+    if (params.stop_at_end_token && tok.isEndOfGeneration(next)) return StopReason::EndToken;
+    const std::string bytes = params.special_token_text ? tok.tokenText(next) : tok.tokenBytes(next);
+    if (auto out = text.push(bytes); !out.empty() && on_text) on_text(out);
+    if (text.stopped()) return StopReason::StopString;
+    if (st.generated_tokens >= params.max_tokens) return StopReason::Length;
+    if (cancel && cancel->load()) return StopReason::Cancelled;
+    if (static_cast<int>(cached_.size()) >= tf_.nCtx()) return StopReason::ContextFull;
+    return std::nullopt;
+  };
+  // Greedy decoding with recorded steps runs a step ahead: the step of the token the
+  // device chose is queued before the host reads that token (Transformer::
+  // queueChosenStep), so the device never waits for the host; a reply that ends on it
+  // drops that step's row. The token after `next` is stepped only where neither
+  // max_tokens nor (checked by the Transformer) the context stops the reply first.
+  const bool pipelined = reduced && params.sampler.temperature <= 0.0f && tf_.decodesAhead();
+  bool ahead = false;  // a queued step embeds `next` already
+  auto runStep = [&](int32_t next) {
+    const int32_t one[1] = {next};
+    if (!pipelined) {
+      step(one);
+      return;
+    }
+    if (!ahead) tf_.queueStep(next, sampler.reduction(cached_, one));
+    const bool wanted = st.generated_tokens + 1 < params.max_tokens && !(cancel && cancel->load());
+    ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));
+    tf_.takeCandidates(best);
+  };
   Clock::time_point decode_start;
   for (;;) {
-    const int32_t next = reduced ? sampler.sample(best) : sampler.sample(logits, cached_);
+    int32_t next = 0;
+    try {
+      next = reduced ? sampler.sample(best) : sampler.sample(logits, cached_);
+    } catch (...) {
+      tf_.truncate(static_cast<int>(cached_.size()));  // the step ahead, if any
+      throw;
+    }
     st.sampled_on_backend = reduced;
     if (st.generated_tokens == 0) {
       st.ttft_seconds = secondsSince(t0);
@@ -128,34 +164,19 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
       progress->generated_tokens = st.generated_tokens;
       progress->decode_us = microsSince(decode_start);
     }
-    if (params.stop_at_end_token && tok.isEndOfGeneration(next)) {
-      st.reason = StopReason::EndToken;
-      break;
-    }
-    const std::string bytes = params.special_token_text ? tok.tokenText(next) : tok.tokenBytes(next);
-    if (auto out = text.push(bytes); !out.empty() && on_text) on_text(out);
-    if (text.stopped()) {
-      st.reason = StopReason::StopString;
-      break;
-    }
-    if (st.generated_tokens >= params.max_tokens) {
-      st.reason = StopReason::Length;
-      break;
-    }
-    if (cancel && cancel->load()) {
-      st.reason = StopReason::Cancelled;
-      break;
-    }
-    if (tf_.nPast() >= tf_.nCtx()) {
-      st.reason = StopReason::ContextFull;
+    if (const std::optional<StopReason> stop = stopsAt(next)) {
+      tf_.truncate(static_cast<int>(cached_.size()));  // the step ahead, if any
+      st.reason = *stop;
       break;
     }
     try {
-      const int32_t one[1] = {next};
-      step(one);
+      runStep(next);
     } catch (const Cancelled&) {
       st.reason = StopReason::Cancelled;
       break;
+    } catch (...) {
+      tf_.truncate(static_cast<int>(cached_.size()));  // as if the step never ran
+      throw;
     }
     cached_.push_back(next);
     ++st.decode_steps;

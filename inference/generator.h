@@ -1,6 +1,8 @@
 // The generation loop: prefill the prompt in one batch (reusing the cached
 // prefix of the conversation), then decode token by token with the sampler,
-// streaming text, until a limit, an end token, a stop string or a cancel.
+// streaming text, until a limit, an end token, a stop string or a cancel. Greedy
+// decoding with recorded steps runs a step ahead (Transformer::queueChosenStep): the
+// device never waits for the host to read a token.
 #pragma once
 
 #include <atomic>

@@ -22,6 +22,9 @@ struct LogitsReduction {
   int k = 0;                           // entries wanted (1: the argmax); 0: the whole row is needed
   float penalty = 1.0f;                // > 0
   std::span<const int32_t> penalised;  // distinct ids, ascending (those outside the row: none)
+  // Also the token the device chose at the last greedy reduction, unless listed: the
+  // step's own token, queued before the host read it (Backend::StepValues).
+  bool penalise_chosen = false;
 };
 
 }  // namespace moe

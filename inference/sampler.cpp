@@ -130,15 +130,28 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 }
 
 LogitsReduction Sampler::reduction(std::span<const int32_t> history, std::span<const int32_t> more) {
+  return reductionWith(history, more, 0);
+}
+
+LogitsReduction Sampler::reductionOfChosen(std::span<const int32_t> history, std::span<const int32_t> more) {
+  return reductionWith(history, more, 1);
+}
+
+// The window of the last repeat_last_n tokens ends with the `unknown` ones; the host
+// lists the distinct ids of the rest of it.
+LogitsReduction Sampler::reductionWith(std::span<const int32_t> history, std::span<const int32_t> more,
+                                       size_t unknown) {
   LogitsReduction r;
   r.k = params_.temperature <= 0.0f ? 1 : params_.top_k > 0 ? params_.top_k + 1 : 0;
   r.penalty = params_.repeat_penalty;
   penalised_.clear();
   const int last_n = params_.repeat_last_n;
   if (r.penalty != 1.0f && last_n != 0) {
-    const size_t total = history.size() + more.size();
+    const size_t known = history.size() + more.size();
+    const size_t total = known + unknown;
     const size_t n = last_n < 0 ? total : std::min(total, size_t(last_n));
-    for (size_t i = total - n; i < total; ++i) {
+    r.penalise_chosen = unknown > 0 && n > 0;
+    for (size_t i = total - n; i < known; ++i) {
       const int32_t tok = i < history.size() ? history[i] : more[i - history.size()];
       if (tok >= 0) penalised_.push_back(tok);
     }

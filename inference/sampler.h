@@ -33,6 +33,9 @@ class Sampler {
   // when every entry is needed (top_k off). The penalty is over `history` then `more`
   // (the tokens the step runs). The span it holds stays valid until the next call.
   LogitsReduction reduction(std::span<const int32_t> history, std::span<const int32_t> more);
+  // The same for a step whose token (after `history` then `more`) the host does not
+  // know yet: the device's last greedy choice (LogitsReduction::penalise_chosen).
+  LogitsReduction reductionOfChosen(std::span<const int32_t> history, std::span<const int32_t> more);
   // The token sample(logits, history) would draw, from the row's best entries as the
   // reduction asked for them (best first; the sanitise and penalty already applied).
   int32_t sample(std::span<const LogitCandidate> best);
@@ -50,6 +53,9 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
   std::vector<int32_t> penalised_;
+  // The reduction over history, more and `unknown` tokens the device holds.
+  LogitsReduction reductionWith(std::span<const int32_t> history, std::span<const int32_t> more,
+                                size_t unknown);
 };
 
 }  // namespace moe

@@ -69,6 +69,8 @@ void Transformer::setHostBackend(Backend* host) {
 
 void Transformer::truncate(int n) {
   const int keep = std::clamp(n, 0, n_past_);
+  while (!queued_.empty() && queued_.back().pos >= keep) queued_.pop_back();
+  if (keep != n_past_) chose_on_device_ = false;
   if (cfg_.hasRecurrentLayers() && keep != n_past_) {
     history_.resize(size_t(keep));
     dropSnapshotsAbove(keep);  // the tokens after keep may be replaced
@@ -85,11 +87,15 @@ void Transformer::forward(std::span<const int32_t> tokens, std::vector<float>& l
   forwardTokens(tokens, Output{logits}, all_logits);
 }
 
-bool Transformer::forward(std::span<const int32_t> tokens, const LogitsReduction& reduce,
-                          std::vector<float>& logits, std::vector<LogitCandidate>& best) {
+bool Transformer::reducesTo(const LogitsReduction& reduce) const {
   // Candidates of 8 bytes as large as the row of 4: the row itself.
   const bool smaller = uint64_t(reduce.k) * sizeof(LogitCandidate) < uint64_t(cfg_.n_vocab) * sizeof(float);
-  if (reduce.k <= 0 || reduce.k > backend_.maxLogitCandidates() || !smaller) {
+  return reduce.k > 0 && reduce.k <= backend_.maxLogitCandidates() && smaller;
+}
+
+bool Transformer::forward(std::span<const int32_t> tokens, const LogitsReduction& reduce,
+                          std::vector<float>& logits, std::vector<LogitCandidate>& best) {
+  if (!reducesTo(reduce)) {
     forwardTokens(tokens, Output{logits}, false);
     return false;
   }
@@ -162,47 +168,55 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, const Output& ou
   const int rows = n - first_row;
 
   const LogitsReduction* reduce = wanted && !all_logits ? out.reduce : nullptr;
-  auto reduceLogits = [&] {
-    if (reduce) backend_.reduceLogits(s_->logits, cfg_.n_vocab, *reduce);
-  };
   bool ran = false;
-  if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice()) {
-    const Backend::StepValues step{tokens[0], n_past_, id_, reduce};
-    ran = backend_.replayStep(step);
-    if (!ran && backend_.beginStepCapture(step)) try {
-        computeBatch(tokens, first_row, rows);
-        reduceLogits();
-        backend_.endStepCapture();
-        ran = true;
-      } catch (const StepCaptureFailed& e) {
-        backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op below
-        graphs_off_ = e.for_good;
-      } catch (const DeviceError&) {
-        // A call the device refused while recording (nothing recorded ran either): steps
-        // run op by op from now on, and a fault that is real shows again there.
-        backend_.abortStepCapture();
-        graphs_off_ = true;
-      } catch (...) {
-        backend_.abortStepCapture();
-        throw;
-      }
-  }
+  if (n == 1 && wanted && !graphs_off_ && stepStaysOnTheDevice())
+    ran = runAsGraph({tokens[0], n_past_, id_, reduce, false}, tokens);
   mapped_layers_.clear();
   if (!ran) {
     computeBatch(tokens, first_row, wanted ? rows : 0);
-    reduceLogits();
+    if (reduce) backend_.reduceLogits(s_->logits, cfg_.n_vocab, *reduce);
   }
   n_past_ += n;
-  if (reduce) {
+  chose_on_device_ = reduce && reduce->k == 1;
+  if (reduce && !out.best) {
+    queueCandidates(reduce->k);
+  } else if (reduce) {
     out.best->resize(size_t(reduce->k));
     backend_.readLogitCandidates(*out.best);
   } else if (wanted) {
     backend_.toHost(out.logits.data() + logits_offset, s_->logits, size_t(rows) * cfg_.n_vocab);
   }
   if (!mapped_layers_.empty()) {
-    if (!wanted) backend_.synchronize();  // else the logits' read back waited for the routing's too
+    // Else the logits' read back waited for the routing's too.
+    if (!wanted || (reduce && !out.best)) backend_.synchronize();
     deliverMappedRouting();
   }
+}
+
+// Replays the recorded decode step (one token; its logits reduced where step.reduce is
+// set), or records it and runs the recording; false where neither could be done:
+// nothing of the step ran.
+bool Transformer::runAsGraph(const Backend::StepValues& step, std::span<const int32_t> tokens) {
+  if (backend_.replayStep(step)) return true;
+  if (!backend_.beginStepCapture(step)) return false;
+  try {
+    computeBatch(tokens, 0, 1);
+    if (step.reduce) backend_.reduceLogits(s_->logits, cfg_.n_vocab, *step.reduce);
+    backend_.endStepCapture();
+    return true;
+  } catch (const StepCaptureFailed& e) {
+    backend_.abortStepCapture();  // nothing recorded ran: the step runs op by op (or not at all)
+    graphs_off_ = e.for_good;
+  } catch (const DeviceError&) {
+    // A call the device refused while recording (nothing recorded ran either): steps
+    // run op by op from now on, and a fault that is real shows again there.
+    backend_.abortStepCapture();
+    graphs_off_ = true;
+  } catch (...) {
+    backend_.abortStepCapture();
+    throw;
+  }
+  return false;
 }
 
 void Transformer::deliverMappedRouting() {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -27,8 +28,10 @@ class Cancelled : public std::runtime_error {
 // kMaxBatch tokens; a decode step is a batch of one), reported before its layers.
 struct BatchEvent {
   int first_pos = 0;                // position of tokens[0]
-  std::span<const int32_t> tokens;  // [n_tokens]
+  std::span<const int32_t> tokens;  // [n_tokens]; kChosenOnDevice: a token the host does not know yet
 };
+// The token of a decode step queued before the host read it (Transformer::queueChosenStep).
+inline constexpr int32_t kChosenOnDevice = -1;
 
 // A named intermediate of one forward step, for diffing layer by layer against a
 // reference (tools/reference/moe_reference.py --dump-hidden numbers them alike):
@@ -62,10 +65,34 @@ class Transformer {
   bool forward(std::span<const int32_t> tokens, const LogitsReduction& reduce, std::vector<float>& logits,
                std::vector<LogitCandidate>& best);
   bool reducesLogits() const { return backend_.maxLogitCandidates() > 0; }
+  // Whether forward(tokens, reduce, ...) reduces on the backend (else it reads the row).
+  bool reducesTo(const LogitsReduction& reduce) const;
+
+  // Decoding a step ahead (the Generator's greedy decode, transformer_queued.cpp): a
+  // step is queued with its candidates' copy to the host, and the host reads them
+  // (takeCandidates) once the next step is queued, so the device never waits for it.
+  // Whether queueChosenStep can run here: the backend embeds the token it chose, the
+  // steps are recorded (no observer of the routing or hidden states, every expert in
+  // place), and no layer is recurrent (its state cannot step back past a step whose
+  // token the reply then refuses).
+  bool decodesAhead() const;
+  // Queues the decode step of `token` as forward(tokens, reduce, ...) runs it (reducesTo
+  // must hold) and the copy of its candidates, without waiting. Throws as forward does.
+  void queueStep(int32_t token, const LogitsReduction& reduce);
+  // Queues the decode step of the token the last step's greedy reduction chose on the
+  // device (no other sequence's step on the backend since), which the host has not read
+  // yet (reduce: Sampler::reductionOfChosen, k = 1);
+  // replayed or recorded as one graph. False where it cannot be (decodesAhead, the last
+  // step not greedy, the context full, two steps queued, a recording refused): nothing
+  // was queued. A reply that then ends on that token drops the step with truncate.
+  bool queueChosenStep(const LogitsReduction& reduce);
+  // Waits for the oldest queued step's candidates (k of them).
+  void takeCandidates(std::vector<LogitCandidate>& best);
 
   int nPast() const { return n_past_; }
   int nCtx() const { return n_ctx_; }
-  // Forgets cached positions from n on (keeps the shared prefix of a conversation).
+  // Forgets cached positions from n on (keeps the shared prefix of a conversation), and
+  // the candidates of queued steps there.
   // A model with recurrent layers (qwen35moe) cannot step its state back: after a
   // truncate below nPast() the next forward restores the newest state snapshot at or
   // below the kept length (a prefill of n tokens leaves one at its n - 1st, the end of
@@ -99,12 +126,15 @@ class Transformer {
   struct Output {
     std::vector<float>& logits;
     const LogitsReduction* reduce = nullptr;
-    std::vector<LogitCandidate>* best = nullptr;
+    std::vector<LogitCandidate>* best = nullptr;  // null: the candidates are queued (queueStep)
   };
   void forwardTokens(std::span<const int32_t> tokens, const Output& out, bool all_logits);
   void forwardBatch(std::span<const int32_t> tokens, const Output& out, bool all_logits,
                     size_t logits_offset);
   void computeBatch(std::span<const int32_t> tokens, int first_row, int rows);
+  bool runAsGraph(const Backend::StepValues& step, std::span<const int32_t> tokens);
+  // After a step that ends with `reduce`: its candidates' copy queued (queueStep).
+  void queueCandidates(int k);
   bool stepStaysOnTheDevice() const;
   void attentionBlock(int il, int n);
   void latentAttentionBlock(int il, int n);  // deepseek2 (transformer_mla.cpp)
@@ -211,6 +241,16 @@ class Transformer {
   std::vector<int> mapped_layers_;
   std::vector<std::vector<float>> mapped_routing_;  // [layer]
   std::vector<int32_t> positions_;
+  // Steps whose candidates are queued to the host and not taken yet, oldest first: the
+  // position of the step's token, the backend's slot, k.
+  struct QueuedStep {
+    int pos = 0, slot = 0, k = 0;
+  };
+  std::deque<QueuedStep> queued_;
+  static constexpr size_t kMaxQueued = 2;
+  // The last step ended with a greedy reduction: the backend holds its choice, the token
+  // at n_past_ (queueChosenStep).
+  bool chose_on_device_ = false;
 };
 
 }  // namespace moe

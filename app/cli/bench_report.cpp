@@ -53,10 +53,26 @@ constexpr const char kStandinTimingsNote[] =
 void printWorkPerToken(const CudaWorkCounters& w, int tokens) {
   const double n = tokens > 0 ? tokens : 1;
   std::printf(
-      "{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"stream_syncs\": %.3f, \"bytes_h2d\": %.1f, "
-      "\"bytes_d2h\": %.1f, \"graph_launches\": %.3f}",
-      double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.stream_syncs) / n,
-      double(w.bytes_h2d) / n, double(w.bytes_d2h) / n, double(w.graph_launches) / n);
+      "{\"kernel_launches\": %.3f, \"host_syncs\": %.3f, \"stalling_host_syncs\": %.3f, \"stream_syncs\": "
+      "%.3f, \"bytes_h2d\": %.1f, \"bytes_d2h\": %.1f, \"graph_launches\": %.3f}",
+      double(w.kernel_launches) / n, double(w.host_syncs) / n, double(w.stalling_host_syncs) / n,
+      double(w.stream_syncs) / n, double(w.bytes_h2d) / n, double(w.bytes_d2h) / n,
+      double(w.graph_launches) / n);
+}
+
+// One line: each row's host waits per decode token, and how many of them stalled the
+// device (nothing queued behind them: it idles until the host queues more).
+void printWaitsPerDecodeToken(const std::vector<BenchRow>& rows) {
+  bool any = false;
+  for (const auto& r : rows) {
+    if (!r.decode_work || r.gen.decode_steps <= 0) continue;
+    const double n = r.gen.decode_steps;
+    std::printf("%s %s %.2f/%.2f",
+                any ? "," : "host waits per decode token/of them stalling the device:", r.name.c_str(),
+                double(r.decode_work->host_syncs) / n, double(r.decode_work->stalling_host_syncs) / n);
+    any = true;
+  }
+  if (any) std::printf("\n");
 }
 
 }  // namespace
@@ -125,6 +141,7 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
                                            : "the whole row");
       break;
     }
+  printWaitsPerDecodeToken(rows);
   if (!ctx.timings_meaningful) std::printf("note: %s\n", kStandinTimingsNote);
 }
 

@@ -75,7 +75,8 @@ CudaWorkCounters workBetween(const CudaWorkCounters& a, const CudaWorkCounters& 
           b.bytes_h2d - a.bytes_h2d,
           b.bytes_d2h - a.bytes_d2h,
           b.stream_syncs - a.stream_syncs,
-          b.graph_launches - a.graph_launches};
+          b.graph_launches - a.graph_launches,
+          b.stalling_host_syncs - a.stalling_host_syncs};
 }
 
 // One policy, from an empty cache. `gates` (optional) collects what the gates chose.

@@ -28,7 +28,8 @@ CudaBackend::CudaBackend() {
     int8_mma_ = prop.major * 10 + prop.minor >= cuda::kMinMmaComputeCapability;
     checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     checkCuda(cudaEventCreateWithFlags(&readback_done_, cudaEventDisableTiming), "cudaEventCreate");
-    checkCuda(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming), "cudaEventCreate");
+    for (CandidateSlot& c : candidate_slots_)
+      checkCuda(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming), "cudaEventCreate");
     for (UploadBuffer& b : uploads_)
       checkCuda(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
     checkCublas(cublasCreate(&cublas_), "cublasCreate");
@@ -62,10 +63,11 @@ void CudaBackend::release() noexcept {
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
   if (later_) cudaFreeHost(later_), later_ = nullptr;
-  if (step_host_) cudaFreeHost(step_host_), step_host_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
-  if (step_done_) cudaEventDestroy(step_done_), step_done_ = nullptr;
-  if (penalty_host_) cudaFreeHost(penalty_host_), penalty_host_ = nullptr;
+  for (CandidateSlot& c : candidate_slots_) {
+    if (c.host) cudaFreeHost(c.host), c.host = nullptr;
+    if (c.done) cudaEventDestroy(c.done), c.done = nullptr;
+  }
   for (UploadBuffer& b : uploads_) {
     if (b.ptr) cudaFreeHost(b.ptr), b.ptr = nullptr;
     if (b.done) cudaEventDestroy(b.done), b.done = nullptr;
@@ -127,10 +129,11 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
   reservePenalty(size_t(std::min(n_ctx_, std::max(c.n_vocab, 1))));
   scratch(top_keys_, cuda::topLogitsScratchBytes(c.n_vocab, cuda::kMaxTopLogits), "top logits keys");
   scratch(top_out_, cuda::kMaxTopLogits * sizeof(cuda::TopLogit), "top logits");
+  reserveCandidateSlots();
   // Read backs: the last token's logits, or a batch's routing.
   pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));
   const size_t upload = std::max<size_t>(T * sizeof(int32_t), T * std::max(c.n_rot, 1) * sizeof(float));
-  for (UploadBuffer& b : std::span(uploads_, kUploadRingSized))  // the rest grow on first use
+  for (UploadBuffer& b : std::span(uploads_, kUploadRingSized))
     if (b.bytes < upload) {
       synchronize();
       if (b.ptr) cudaFreeHost(b.ptr);
@@ -139,6 +142,13 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
       b.pending = false;
       b.ptr = cudaHostAllocOrThrow(upload, "pinned upload buffer");
       b.bytes = upload;
+    }
+  // The rest at their least, pinned now: every decode step copies its values through
+  // the ring, and pinning memory mid-decode would cost the step its time.
+  for (UploadBuffer& b : std::span(uploads_ + kUploadRingSized, kUploadRing - kUploadRingSized))
+    if (!b.ptr) {
+      b.ptr = cudaHostAllocOrThrow(kUploadLeastBytes, "pinned upload buffer");
+      b.bytes = kUploadLeastBytes;
     }
 }
 
@@ -359,8 +369,8 @@ void CudaBackend::upload(void* dst, const void* src, size_t bytes, const char* w
     if (b.ptr) cudaFreeHost(b.ptr);
     b.ptr = nullptr;
     b.bytes = 0;
-    b.ptr = cudaHostAllocOrThrow(std::max<size_t>(bytes, 4096), "pinned upload buffer");
-    b.bytes = std::max<size_t>(bytes, 4096);
+    b.ptr = cudaHostAllocOrThrow(std::max(bytes, kUploadLeastBytes), "pinned upload buffer");
+    b.bytes = std::max(bytes, kUploadLeastBytes);
   }
   std::memcpy(b.ptr, src, bytes);
   checkCuda(cudaMemcpyAsync(dst, b.ptr, bytes, cudaMemcpyHostToDevice, stream_), what);

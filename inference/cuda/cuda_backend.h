@@ -107,21 +107,26 @@ class CudaBackend final : public Backend {
                   float* out) override;
   MatmulTraffic matmulTraffic() const override { return traffic_; }
   // Sampling (cuda_backend_sampling.cpp, cuda_sampling.cu): the penalised tokens are
-  // uploaded, or in a recorded step copied by one of its nodes from a pinned buffer the
-  // host fills before each replay; the candidates come back through the read-back
-  // buffer, k x 8 bytes.
+  // uploaded (for a recorded step, before its graph); the candidates, k x 8 bytes, come
+  // back through the read-back buffer, or through one of two pinned slots while the
+  // next step runs. A greedy reduction leaves its argmax where the next step's embed
+  // reads its token (embedsChosenToken).
   int maxLogitCandidates() const override { return cuda::kMaxTopLogits; }
   void reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r) override;
   void readLogitCandidates(std::span<LogitCandidate> out) override;
+  void queueLogitCandidates(int slot) override;
+  void takeLogitCandidates(int slot, std::span<LogitCandidate> out) override;
   // Decode steps as graphs: recorded with cudaStreamCaptureModeThreadLocal, the
-  // step's token and position read from device memory (step_dev_) that the graph's
-  // first node fills from pinned memory, so one recording replays at every position
-  // its attention was planned for (kPlanKeys); a new recording updates the executable
-  // graph in place when it has the same shape (cudaGraphExecUpdate), else a new one.
+  // step's token and position read from device memory (step_dev_), copied there before
+  // each launch (or the token left there by the last greedy reduction), so one
+  // recording replays at every position its attention was planned for (kPlanKeys); a
+  // new recording updates the executable graph in place when it has the same shape
+  // (cudaGraphExecUpdate), else a new one.
   bool beginStepCapture(const StepValues& v) override;
   void endStepCapture() override;
   void abortStepCapture() noexcept override;
   bool replayStep(const StepValues& v) override;
+  bool embedsChosenToken() const override { return true; }
   // A decode's attention is planned for its keys rounded up to a multiple of this
   // (at most the context), whether it is recorded or not: the positions of one
   // 256-key span replay one recording, and a step's bits do not depend on whether
@@ -173,7 +178,7 @@ class CudaBackend final : public Backend {
   // The step's values on the device and the rope table of every position up to n_ctx.
   void reserveStepState(const ModelConfig& c, int n_ctx);
   void reserveStepValues();
-  void waitForStepValues();
+  void uploadStepValues(const StepValues& v);
   // While a step records: its position on the device, after checking that the host's
   // value (`pos`) is the step's (else the recording is refused).
   const int32_t* recordedPosition(int pos, int n_tokens, const char* what);
@@ -233,7 +238,8 @@ class CudaBackend final : public Backend {
   // Enough for a few decode steps that upload per layer (a mapped decode's expert
   // tables) before the first buffer comes round: the host runs ahead without waiting.
   static constexpr int kUploadRing = 256;
-  static constexpr int kUploadRingSized = 4;  // sized by reserveScratch for a batch's positions
+  static constexpr int kUploadRingSized = 4;         // sized by reserveScratch for a batch's positions
+  static constexpr size_t kUploadLeastBytes = 4096;  // the others, pinned by reserveScratch
   static constexpr size_t kCublasWorkspaceBytes = size_t{4} << 20;
   UploadBuffer uploads_[kUploadRing];
   int next_upload_ = 0;
@@ -244,10 +250,9 @@ class CudaBackend final : public Backend {
   cudaGraphExec_t step_graph_ = nullptr;
   bool graphs_failed_ = false;
   uint64_t step_graph_launches_ = 0;
-  // The recorded step: its values ({token, pos}: pinned, then on the device), whose
-  // sequence it is, the keys its attention was planned for, and the buffer generation
-  // it read (any scratch or pinned buffer replaced since: it records anew).
-  int32_t* step_host_ = nullptr;
+  // The recorded step: its values ({token, pos} on the device), whose sequence it is,
+  // the keys its attention was planned for, and the buffer generation it read (any
+  // scratch buffer replaced since: it records anew).
   Scratch step_dev_;
   StepValues step_;
   int step_plan_keys_ = 0;
@@ -255,28 +260,34 @@ class CudaBackend final : public Backend {
     bool valid = false;
     uint64_t owner = 0, buffers = 0;
     int plan_keys = 0;
-    int reduce_k = 0, reduce_ids = 0;  // its reduceLogits: k, and the penalised ids its copy carries
+    int reduce_k = 0;  // its reduceLogits' k
   };
   RecordedStep recorded_;
   uint64_t buffers_generation_ = 0;
-  int upload_refusals_ = 0;          // recordings refused for an upload (a third: steps stop recording)
-  cudaEvent_t step_done_ = nullptr;  // after the last recorded or replayed step: step_host_ is free
-  // Sampling: the penalised tokens ({count, the penalty's bits, ids}) on the device
-  // and, for recorded steps, in pinned memory (room for penalty_ids_ ids in both; the
-  // last step's graph has read the pinned copy once step_done_ has completed); the
-  // first pass's keys; the candidates; the k of the last reduction; while a step
-  // records, the ids its copy carries.
-  int32_t* penalty_host_ = nullptr;
+  int upload_refusals_ = 0;  // recordings refused for an upload (a third: steps stop recording)
+  // Sampling: the penalised tokens (cuda::kPenaltyHeader, then room for penalty_ids_
+  // ids) on the device; the first pass's keys; the candidates; the k of the last
+  // reduction; while a step records, the k its reduction must have.
   size_t penalty_ids_ = 0;
   Scratch penalty_dev_, top_keys_, top_out_;
   int top_k_ = 0;
-  int step_reduce_k_ = 0, step_reduce_ids_ = 0;
+  int step_reduce_k_ = 0;
   void reservePenalty(size_t ids);
-  // r's tokens as the kernels read them: {count, the penalty's bits, ids}.
+  static size_t penaltyIds(const LogitsReduction& r);
+  // r's tokens as the kernels read them (cuda::launchTopLogits).
   std::vector<int32_t> penaltyValues(const LogitsReduction& r) const;
-  // The ids a recorded step's copy carries for r: room for some more than r has.
-  int recordedPenaltyIds(const LogitsReduction& r) const;
-  void writeStepPenalty(const LogitsReduction& r);
+  void uploadPenalty(const LogitsReduction& r);
+  // Pinned slots the candidates are queued to (queueLogitCandidates): the host reads
+  // one step's while the next step runs. `done`: recorded after the slot's last copy.
+  struct CandidateSlot {
+    LogitCandidate* host = nullptr;
+    cudaEvent_t done = nullptr;
+    int k = 0;
+  };
+  static constexpr int kCandidateSlots = 2;
+  CandidateSlot candidate_slots_[kCandidateSlots];
+  CandidateSlot& candidateSlot(int slot);
+  void reserveCandidateSlots();
   int n_ctx_ = 0;  // the longest context reserveScratch was given
   // cos/sin of every position up to rope_all_rows_ for one set of rope parameters
   Scratch rope_all_;

@@ -54,13 +54,14 @@ void CudaBackend::embed(const WeightView& table, const int32_t* tokens, int n_to
                         float* out) {  // table: [n_vocab][dim]; out: [n_tokens][dim]
   checkDeviceWeight(table, "embed");
   if (n_tokens <= 0) return;
-  for (int t = 0; t < n_tokens; ++t)
+  const bool chosen = capturing_ && step_.token_chosen_on_device;  // the host does not know it
+  for (int t = 0; t < n_tokens && !chosen; ++t)
     if (tokens[t] < 0 || tokens[t] >= table.rows)
       throw std::out_of_range("cuda backend: embed: token id " + std::to_string(tokens[t]) + " outside [0, " +
                               std::to_string(table.rows) + ")");
   const int32_t* dev_tokens = nullptr;
   if (capturing_) {  // a recorded step's token, read on the device
-    if (n_tokens != 1 || tokens[0] != step_.token) {
+    if (n_tokens != 1 || (!chosen && tokens[0] != step_.token)) {
       graphs_failed_ = true;
       throw StepCaptureFailed("a recorded step embeds its own token");
     }

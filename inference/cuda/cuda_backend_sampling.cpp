@@ -1,6 +1,7 @@
 // CudaBackend: the sampler's first steps and a logits row's best entries on the device
 // (Backend::reduceLogits, cuda_sampling.cu): the penalised tokens go in, k candidates
-// of 8 bytes come back instead of the row.
+// of 8 bytes come back instead of the row, waited for at once (readLogitCandidates) or
+// through one of two pinned slots while the next step runs (queue/takeLogitCandidates).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -18,32 +19,30 @@ static_assert(sizeof(LogitCandidate) == sizeof(cuda::TopLogit) && offsetof(Logit
               "the kernels write LogitCandidate's layout");
 
 void CudaBackend::reservePenalty(size_t ids) {
-  if (penalty_host_ && penalty_ids_ >= ids) return;
-  refuseWhileCapturing("cuda backend: room for the penalised tokens");
+  if (penalty_dev_.ptr && penalty_ids_ >= ids) return;
   const size_t room = std::max<size_t>(ids, 256);
-  synchronize();  // a queued step may still copy the old pinned buffer
-  if (penalty_host_) cudaFreeHost(penalty_host_);
-  penalty_host_ = nullptr;
-  penalty_ids_ = 0;
-  penalty_host_ =
-      static_cast<int32_t*>(cudaHostAllocOrThrow((2 + room) * sizeof(int32_t), "pinned penalised tokens"));
-  scratch(penalty_dev_, (2 + room) * sizeof(int32_t), "penalised tokens");
+  scratch(penalty_dev_, (cuda::kPenaltyHeader + room) * sizeof(int32_t), "penalised tokens");
   penalty_ids_ = room;
-  ++buffers_generation_;  // a recorded step copies from the old pinned buffer
+}
+
+size_t CudaBackend::penaltyIds(const LogitsReduction& r) {
+  return r.penalty != 1.0f ? r.penalised.size() : 0;
 }
 
 std::vector<int32_t> CudaBackend::penaltyValues(const LogitsReduction& r) const {
-  const size_t count = r.penalty != 1.0f ? r.penalised.size() : 0;
-  std::vector<int32_t> v(2 + count);
+  const size_t count = penaltyIds(r);
+  std::vector<int32_t> v(cuda::kPenaltyHeader + count);
   v[0] = static_cast<int32_t>(count);
   std::memcpy(&v[1], &r.penalty, sizeof(float));
-  std::copy_n(r.penalised.begin(), count, v.begin() + 2);
+  v[2] = r.penalise_chosen && r.penalty != 1.0f ? 1 : 0;
+  std::copy_n(r.penalised.begin(), count, v.begin() + cuda::kPenaltyHeader);
   return v;
 }
 
-int CudaBackend::recordedPenaltyIds(const LogitsReduction& r) const {
-  const size_t count = r.penalty != 1.0f ? r.penalised.size() : 0;
-  return static_cast<int>(std::min(penalty_ids_, std::max<size_t>(64, (count + 63) / 64 * 64)));
+void CudaBackend::uploadPenalty(const LogitsReduction& r) {
+  reservePenalty(penaltyIds(r));
+  const std::vector<int32_t> values = penaltyValues(r);
+  upload(penalty_dev_.ptr, values.data(), values.size() * sizeof(int32_t), "cuda backend: penalised tokens");
 }
 
 void CudaBackend::reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r) {
@@ -53,24 +52,18 @@ void CudaBackend::reduceLogits(const float* logits, int n_vocab, const LogitsRed
                                 std::to_string(n_vocab));
   void* keys = scratch(top_keys_, cuda::topLogitsScratchBytes(n_vocab, r.k), "top logits keys");
   void* out = scratch(top_out_, size_t(r.k) * sizeof(cuda::TopLogit), "top logits");
-  const std::vector<int32_t> values = penaltyValues(r);
+  auto* chosen = static_cast<int32_t*>(scratch(step_dev_, 2 * sizeof(int32_t), "step values"));
   if (capturing_) {
-    // The recorded step's copy, from the pinned buffer the host fills before each launch.
-    if (r.k != step_reduce_k_ || values.size() - 2 > size_t(step_reduce_ids_)) {
+    // A recorded step's penalised tokens were uploaded before it (uploadStepValues).
+    if (r.k != step_reduce_k_) {
       graphs_failed_ = true;
       throw StepCaptureFailed("a recorded step reduces its logits as its values say");
     }
-    checkCuda(
-        cudaMemcpyAsync(penalty_dev_.ptr, penalty_host_, (2 + size_t(step_reduce_ids_)) * sizeof(int32_t),
-                        cudaMemcpyHostToDevice, stream_),
-        "cuda backend: penalised tokens");
   } else {
-    reservePenalty(values.size() - 2);
-    upload(penalty_dev_.ptr, values.data(), values.size() * sizeof(int32_t),
-           "cuda backend: penalised tokens");
+    uploadPenalty(r);
   }
   cuda::launchTopLogits(logits, n_vocab, static_cast<const int32_t*>(penalty_dev_.ptr), r.k, keys,
-                        static_cast<cuda::TopLogit*>(out), stream_);
+                        static_cast<cuda::TopLogit*>(out), chosen, stream_);
   top_k_ = r.k;
 }
 
@@ -79,6 +72,44 @@ void CudaBackend::readLogitCandidates(std::span<LogitCandidate> out) {
     throw std::invalid_argument("cuda backend: readLogitCandidates: " + std::to_string(out.size()) +
                                 " entries asked of a reduction to " + std::to_string(top_k_));
   readBack(out.data(), top_out_.ptr, out.size() * sizeof(LogitCandidate));
+}
+
+CudaBackend::CandidateSlot& CudaBackend::candidateSlot(int slot) {
+  if (slot < 0 || slot >= kCandidateSlots)
+    throw std::invalid_argument("cuda backend: candidate slot " + std::to_string(slot) + " (0.." +
+                                std::to_string(kCandidateSlots - 1) + ")");
+  return candidate_slots_[slot];
+}
+
+void CudaBackend::reserveCandidateSlots() {
+  for (CandidateSlot& s : candidate_slots_)
+    if (!s.host)
+      s.host = static_cast<LogitCandidate*>(
+          cudaHostAllocOrThrow(cuda::kMaxTopLogits * sizeof(LogitCandidate), "pinned candidates"));
+}
+
+// The copy lands behind everything queued so far; the host waits for it (its event),
+// not for the steps queued after it.
+void CudaBackend::queueLogitCandidates(int slot) {
+  refuseWhileCapturing("cuda backend: candidates to the host");
+  CandidateSlot& s = candidateSlot(slot);
+  reserveCandidateSlots();
+  if (top_k_ < 1) throw std::logic_error("cuda backend: queueLogitCandidates before any reduceLogits");
+  checkCuda(cudaMemcpyAsync(s.host, top_out_.ptr, size_t(top_k_) * sizeof(LogitCandidate),
+                            cudaMemcpyDeviceToHost, stream_),
+            "cuda backend: candidates to the host");
+  checkCuda(cudaEventRecord(s.done, stream_), "cuda backend: candidates: cudaEventRecord");
+  s.k = top_k_;
+}
+
+void CudaBackend::takeLogitCandidates(int slot, std::span<LogitCandidate> out) {
+  refuseWhileCapturing("cuda backend: candidates from the host's slot");
+  CandidateSlot& s = candidateSlot(slot);
+  if (out.size() > size_t(s.k))
+    throw std::invalid_argument("cuda backend: takeLogitCandidates: " + std::to_string(out.size()) +
+                                " entries asked of a slot holding " + std::to_string(s.k));
+  checkCuda(cudaEventSynchronize(s.done), "cuda backend: candidates: wait");
+  std::memcpy(out.data(), s.host, out.size() * sizeof(LogitCandidate));
 }
 
 }  // namespace moe

@@ -1,6 +1,7 @@
 // CudaBackend: a decode step recorded once as a CUDA graph and replayed at later
 // positions (Backend::beginStepCapture, replayStep): the step's token and position in
-// device memory, the rope table of every position, the decode attention's plan.
+// device memory (copied there before each launch, or the token left there by the last
+// greedy reduction), the rope table of every position, the decode attention's plan.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -22,11 +23,7 @@ void CudaBackend::refuseWhileCapturing(const char* what) {
   throw StepCaptureFailed(std::string("a recorded step cannot wait for the device: ") + what);
 }
 
-void CudaBackend::reserveStepValues() {
-  if (!step_host_)
-    step_host_ = static_cast<int32_t*>(cudaHostAllocOrThrow(2 * sizeof(int32_t), "step values"));
-  scratch(step_dev_, 2 * sizeof(int32_t), "step values");
-}
+void CudaBackend::reserveStepValues() { scratch(step_dev_, 2 * sizeof(int32_t), "step values"); }
 
 void CudaBackend::reserveStepState(const ModelConfig& c, int n_ctx) {
   reserveStepValues();
@@ -70,46 +67,31 @@ const int32_t* CudaBackend::recordedPosition(int pos, int n_tokens, const char* 
   return static_cast<const int32_t*>(step_dev_.ptr) + 1;
 }
 
-// The last step's graph has read step_host_ (in practice long ago: its logits were
-// read back since).
-void CudaBackend::waitForStepValues() {
-  const cudaError_t done = cudaEventQuery(step_done_);
-  if (done == cudaErrorNotReady)
-    checkCuda(cudaEventSynchronize(step_done_), "cuda backend: the last step's values");
-  else
-    checkCuda(done, "cuda backend: the last step's values");
-}
-
-// A step that ends with reduceLogits: its penalised tokens in pinned memory, where the
-// graph's copy reads them (once the last step's graph is done with them).
-void CudaBackend::writeStepPenalty(const LogitsReduction& r) {
-  const std::vector<int32_t> values = penaltyValues(r);
-  std::copy(values.begin(), values.end(), penalty_host_);
+// A step's values, queued as plain copies before its graph through the upload ring (a
+// pinned buffer per copy), so the host may queue the next step before this one has
+// run: the token and position, or where the device chose the token (the last greedy
+// reduction wrote it in place), the position alone; then its penalised tokens.
+void CudaBackend::uploadStepValues(const StepValues& v) {
+  auto* dev = static_cast<int32_t*>(step_dev_.ptr);
+  if (v.token_chosen_on_device) {
+    upload(dev + 1, &v.pos, sizeof(int32_t), "cuda backend: step position");
+  } else {
+    const int32_t values[2] = {v.token, v.pos};
+    upload(dev, values, sizeof values, "cuda backend: step values");
+  }
+  if (v.reduce) uploadPenalty(*v.reduce);
 }
 
 bool CudaBackend::beginStepCapture(const StepValues& v) {
   if (graphs_failed_ || capturing_ || v.pos < 0) return false;
   reserveStepValues();
-  if (v.reduce) reservePenalty(penaltyValues(*v.reduce).size() - 2);
-  waitForStepValues();
-  step_host_[0] = v.token;
-  step_host_[1] = v.pos;
+  uploadStepValues(v);
   step_ = v;
   step_.reduce = nullptr;  // the caller's, valid during the call only
   step_reduce_k_ = v.reduce ? v.reduce->k : 0;
-  step_reduce_ids_ = v.reduce ? recordedPenaltyIds(*v.reduce) : 0;
-  if (v.reduce) writeStepPenalty(*v.reduce);
   step_plan_keys_ = planKeys(v.pos, 1);
   checkCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
-  // The graph's first node: the step's values, read from pinned memory when it runs.
-  const cudaError_t copied =
-      cudaMemcpyAsync(step_dev_.ptr, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_);
-  if (copied != cudaSuccess) {
-    abortStepCapture();
-    graphs_failed_ = true;
-    return false;
-  }
   return true;
 }
 
@@ -145,26 +127,19 @@ void CudaBackend::endStepCapture() {
     throw StepCaptureFailed("cuda backend: instantiating the step's graph failed");
   }
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
-  checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
   ++step_graph_launches_;
-  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_, step_reduce_k_, step_reduce_ids_};
+  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_, step_reduce_k_};
 }
 
 bool CudaBackend::replayStep(const StepValues& v) {
   if (!recorded_.valid || graphs_failed_ || capturing_ || !step_graph_ || v.owner != recorded_.owner ||
       recorded_.buffers != buffers_generation_ || v.pos < 0 || planKeys(v.pos, 1) != recorded_.plan_keys ||
       v.pos >= rope_all_rows_ || (v.reduce ? v.reduce->k : 0) != recorded_.reduce_k ||
-      (v.reduce && penaltyValues(*v.reduce).size() - 2 > size_t(recorded_.reduce_ids)))
+      (v.reduce && penaltyIds(*v.reduce) > penalty_ids_))  // a larger buffer: recorded anew
     return false;
-  waitForStepValues();
-  step_host_[0] = v.token;
-  step_host_[1] = v.pos;
-  if (v.reduce) {
-    writeStepPenalty(*v.reduce);
-    top_k_ = recorded_.reduce_k;
-  }
+  uploadStepValues(v);
+  if (v.reduce) top_k_ = recorded_.reduce_k;
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
-  checkCuda(cudaEventRecord(step_done_, stream_), "cudaEventRecord");
   ++step_graph_launches_;
   return true;
 }

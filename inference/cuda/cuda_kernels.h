@@ -261,11 +261,16 @@ struct TopLogit {
   int32_t id;
 };
 size_t topLogitsScratchBytes(int n_vocab, int k);
-// logits: [n_vocab]; penalty: [2 + count] ints: count, the penalty's float bits, then
-// `count` distinct token ids (ids outside the row: none); k in 1..kMaxTopLogits;
-// scratch: topLogitsScratchBytes; out: [k].
+// The penalised tokens as the kernels read them: count, the penalty's float bits,
+// whether the token at `chosen` is penalised too (unless listed), then `count` distinct
+// token ids (ids outside the row: none).
+inline constexpr int kPenaltyHeader = 3;
+// logits: [n_vocab]; penalty: [kPenaltyHeader + count] ints; k in 1..kMaxTopLogits;
+// scratch: topLogitsScratchBytes; out: [k]. chosen (device memory, or null): the token
+// the penalty's third int adds, and where k = 1 writes the argmax's id (0 where the row
+// has none), the token the next step embeds.
 void launchTopLogits(const float* logits, int n_vocab, const int32_t* penalty, int k, void* scratch,
-                     TopLogit* out, cudaStream_t stream);
+                     TopLogit* out, int32_t* chosen, cudaStream_t stream);
 
 // An empty kernel: launching it proves the binary holds code this device can run.
 void launchProbe(cudaStream_t stream);

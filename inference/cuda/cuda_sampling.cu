@@ -9,7 +9,10 @@
 //   pass 2, one block: the blocks' m = blocks x k keys, the first kMerge sorted, then a
 //     tile at a time beside the best k so far, the best k kept; written out as (value,
 //     id). One sort while m <= kMerge (gpt-oss's 201,088 entries at k = 41: 99 x 41).
-// k = 1 (greedy) takes block minimum reductions in both passes instead of sorts.
+// k = 1 (greedy) takes block minimum reductions in both passes instead of sorts, and
+// writes the argmax's id where the next step's embed reads its token, so that step can
+// be queued before the host has read it; that step's penalty then names the token
+// where it lies (`chosen`), not in the list.
 // Reads the row once; pass 2 reads blocks x k keys (8 bytes each).
 #include <cfloat>
 #include <cstdint>
@@ -85,23 +88,30 @@ __device__ void bitonicSort(uint64_t* keys) {
 
 // Block b: entries [b * kTopLogitsChunk, ..) of the row; its best k keys, best first,
 // to out[b][0..k) (k = 1: out[b]).
-__global__ void chunkBestKernel(const float* logits, int n_vocab, const int32_t* penalty, int k,
-                                uint64_t* out) {
+__global__ void chunkBestKernel(const float* logits, int n_vocab, const int32_t* penalty,
+                                const int32_t* chosen, int k, uint64_t* out) {
   __shared__ uint64_t keys[kTopLogitsChunk];
   __shared__ uint64_t warp_min[kChunkThreads / 32];
+  __shared__ int chosen_listed;
   const int lo = static_cast<int>(blockIdx.x) * kTopLogitsChunk;
   const int n = n_vocab - lo < kTopLogitsChunk ? n_vocab - lo : kTopLogitsChunk;
   for (int i = threadIdx.x; i < kTopLogitsChunk; i += kChunkThreads)
     keys[i] = i < n ? keyOf(sanitised(logits[lo + i]), lo + i) : kNoKey;
+  if (threadIdx.x == 0) chosen_listed = 0;
   __syncthreads();
   // The penalty after the sanitise, once per token (the ids are distinct: no two
-  // threads write one key).
+  // threads write one key; the chosen token only where no listed id is it).
   const int count = penalty[0];
   const float by = __int_as_float(penalty[1]);
+  const int extra = penalty[2] && chosen ? *chosen : -1;
   for (int j = threadIdx.x; j < count; j += kChunkThreads) {
-    const int id = penalty[2 + j];
+    const int id = penalty[kPenaltyHeader + j];
+    if (id == extra) chosen_listed = 1;
     if (id >= lo && id - lo < n) keys[id - lo] = keyOf(penalised(sanitised(logits[id]), by), id);
   }
+  __syncthreads();
+  if (threadIdx.x == 0 && !chosen_listed && extra >= lo && extra - lo < n)
+    keys[extra - lo] = keyOf(penalised(sanitised(logits[extra]), by), extra);
   __syncthreads();
   if (k == 1) {
     uint64_t best = kNoKey;
@@ -114,15 +124,21 @@ __global__ void chunkBestKernel(const float* logits, int n_vocab, const int32_t*
   for (int j = threadIdx.x; j < k; j += kChunkThreads) out[static_cast<size_t>(blockIdx.x) * k + j] = keys[j];
 }
 
-// One block: the best k of in[0, m), best first, as (value, id).
-__global__ void mergeBestKernel(const uint64_t* in, int m, int k, TopLogit* out) {
+// One block: the best k of in[0, m), best first, as (value, id); k = 1 also to *chosen.
+__global__ void mergeBestKernel(const uint64_t* in, int m, int k, TopLogit* out, int32_t* chosen) {
   __shared__ uint64_t keys[kMerge];
   __shared__ uint64_t warp_min[kMergeThreads / 32];
   if (k == 1) {
     uint64_t best = kNoKey;
     for (int i = threadIdx.x; i < m; i += kMergeThreads) best = smaller(best, in[i]);
     best = blockMin<kMergeThreads>(best, warp_min);
-    if (threadIdx.x == 0) out[0] = entryOf(best);
+    if (threadIdx.x == 0) {
+      const TopLogit e = entryOf(best);
+      out[0] = e;
+      // A row without a token (the host's sampler refuses it): a step already queued
+      // on it embeds a valid row, and its result is dropped.
+      if (chosen) *chosen = e.id >= 0 ? e.id : 0;
+    }
     return;
   }
   // The first kMerge keys, then each further tile beside the best k so far.
@@ -148,15 +164,15 @@ size_t topLogitsScratchBytes(int n_vocab, int k) {
 }
 
 void launchTopLogits(const float* logits, int n_vocab, const int32_t* penalty, int k, void* scratch,
-                     TopLogit* out, cudaStream_t stream) {
+                     TopLogit* out, int32_t* chosen, cudaStream_t stream) {
   if (n_vocab <= 0 || k <= 0) return;
   const int blocks = chunks(n_vocab);
   auto* keys = static_cast<uint64_t*>(scratch);
   launchKernel(chunkBestKernel, static_cast<unsigned>(blocks), kChunkThreads, 0, stream, logits, n_vocab,
-               penalty, k, keys);
+               penalty, static_cast<const int32_t*>(chosen), k, keys);
   checkLaunch("top logits kernel (chunks)");
   launchKernel(mergeBestKernel, 1, kMergeThreads, 0, stream, static_cast<const uint64_t*>(keys), blocks * k,
-               k, out);
+               k, out, chosen);
   checkLaunch("top logits kernel (merge)");
 }
 

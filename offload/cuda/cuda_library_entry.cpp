@@ -76,6 +76,7 @@ void workCounters(CudaWorkCounters* out) {
   out->bytes_d2h = d.all.bytes_d2h;
   out->stream_syncs = d.all.stream_syncs + d.device_syncs;
   out->graph_launches = d.all.graph_launches;
+  out->stalling_host_syncs = d.all.stalling_host_syncs + d.device_syncs;
 }
 constexpr auto kWorkCounters = workCounters;
 #else

@@ -97,10 +97,26 @@ Stream& Device::stream(cudaStream_t s) {
   return *default_stream_;
 }
 
-void Device::countHostSync(Stream* s) {
-  std::lock_guard lock(mu);
-  if (s && (streams.count(s) || s == default_stream_.get()))
+void Device::countHostSync(Stream* s, uint64_t waits_for) {
+  bool stalling = false;
+  {
+    std::lock_guard lock(mu);
+    if (!s || (!streams.count(s) && s != default_stream_.get())) return;
     s->counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
+    stalling = waits_for == 0 || s->queuedSoFar() == waits_for;
+    if (stalling) s->counts.stalling_host_syncs.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::function<void(bool)> observer;
+  {
+    std::lock_guard lock(observer_mu);
+    observer = host_wait_observer;
+  }
+  if (observer) observer(stalling);
+}
+
+void Device::countStreamSync(Stream& s) {
+  s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
+  countHostSync(&s, 0);
 }
 
 void Device::synchronizeAll() {
@@ -426,6 +442,12 @@ void setDeviceCount(int count) {
   Device& d = device();
   std::lock_guard lock(d.mu);
   d.device_count = count;
+}
+
+void setHostWaitObserver(std::function<void(bool stalling)> observer) {
+  Device& d = device();
+  std::lock_guard lock(d.observer_mu);
+  d.host_wait_observer = std::move(observer);
 }
 
 void setCopyLatencyMicros(int us) { device().copy_latency_us = us; }

@@ -49,8 +49,11 @@ class Stream {
   void enqueue(std::function<void()> op);
   // An operation that runs even after a fault: an event's completion, so that a
   // recover()ed device has no event left waiting for work that was dropped (while
-  // the fault stands, every wait returns the error anyway).
-  void enqueueMarker(std::function<void()> op);
+  // the fault stands, every wait returns the error anyway). Returns its place in the
+  // stream's queue (queuedSoFar() once queued); 0 when recorded into a graph.
+  uint64_t enqueueMarker(std::function<void()> op);
+  // Operations queued so far (not those recorded): what was queued after a record.
+  uint64_t queuedSoFar();
   void synchronize();  // until every queued operation has run
   bool idle();
   // Until the stream has run all it can: it is idle, or it waits for an event that
@@ -60,7 +63,8 @@ class Stream {
 
   struct Counts {
     std::atomic<uint64_t> kernel_launches{0}, host_syncs{0}, stream_syncs{0}, wrong_device_ops{0},
-        bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0}, copies{0}, graph_launches{0}, captured_kernels{0};
+        bytes_h2d{0}, bytes_d2h{0}, bytes_d2d{0}, copies{0}, graph_launches{0}, captured_kernels{0},
+        stalling_host_syncs{0};
   } counts;
   // The graph being recorded (cudaStreamBeginCapture), or null. Set and read by the
   // capturing thread only.
@@ -80,6 +84,7 @@ class Stream {
     bool marker = false;
   };
   std::deque<Op> queue_;
+  uint64_t queued_ = 0;  // operations ever queued
   bool busy_ = false, stopping_ = false, waiting_for_event_ = false;
   std::thread thread_;
 };
@@ -92,6 +97,7 @@ struct EventState {
   std::chrono::steady_clock::time_point completed_at;
   Stream* last_stream = nullptr;
   const CapturedGraph* capture = nullptr;  // the capture the last record was made in, if any
+  uint64_t queued_at = 0;                  // the last record's place in its stream's queue (0: in a capture)
 };
 
 class Device {
@@ -125,8 +131,15 @@ class Device {
   void setSticky(cudaError_t error, const std::string& detail);
 
   Stream& stream(cudaStream_t s);  // 0: the default stream
-  // Counts a host wait on s, if s is still a live stream (an event's last stream may be gone).
-  void countHostSync(Stream* s);
+  // Counts a host wait on s, if s is still a live stream (an event's last stream may be
+  // gone), for the operation queued at place `waits_for` (0: for all of them): stalling
+  // where nothing was queued after it, so the device has nothing left to do until the
+  // host queues more. Reports it to the host-wait observer.
+  void countHostSync(Stream* s, uint64_t waits_for);
+  // A wait for everything queued on s (a stream synchronise, a synchronous copy).
+  void countStreamSync(Stream& s);
+  std::mutex observer_mu;
+  std::function<void(bool stalling)> host_wait_observer;  // cudastandin::setHostWaitObserver
   void synchronizeAll();
 
  private:

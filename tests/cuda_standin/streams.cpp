@@ -51,20 +51,29 @@ void Stream::enqueue(std::function<void()> op) {
   {
     std::lock_guard lock(mu_);
     queue_.push_back({std::move(op), false});
+    ++queued_;
   }
   work_cv_.notify_one();
 }
 
-void Stream::enqueueMarker(std::function<void()> op) {
+uint64_t Stream::enqueueMarker(std::function<void()> op) {
   if (capture) {
     capture->ops.push_back(std::move(op));
-    return;
+    return 0;
   }
+  uint64_t place = 0;
   {
     std::lock_guard lock(mu_);
     queue_.push_back({std::move(op), true});
+    place = ++queued_;
   }
   work_cv_.notify_one();
+  return place;
+}
+
+uint64_t Stream::queuedSoFar() {
+  std::lock_guard lock(mu_);
+  return queued_;
 }
 
 void Stream::synchronize() {
@@ -129,6 +138,7 @@ StreamCounters Stream::snapshot() const {
   c.copies = counts.copies.load();
   c.graph_launches = counts.graph_launches.load();
   c.captured_kernels = counts.captured_kernels.load();
+  c.stalling_host_syncs = counts.stalling_host_syncs.load();
   return c;
 }
 
@@ -210,8 +220,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Stream& s = device().stream(stream);
   if (s.capture) return s.breakCapture("cudaStreamSynchronize on a capturing stream");
   if (const cudaError_t e = forbiddenWhileCapturing("cudaStreamSynchronize")) return e;
-  s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
-  s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
+  device().countStreamSync(s);
   s.synchronize();
   return fail(sticky());
 }
@@ -271,7 +280,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     state->last_stream = &s;
     state->capture = s.capture.get();
   }
-  s.enqueueMarker([state, number] {
+  const uint64_t place = s.enqueueMarker([state, number] {
     releaseDeviceMemoryIfStreamIdle();  // before a host waiting for the event goes on
     Device& dev = device();
     std::lock_guard lock(dev.event_mu);
@@ -281,6 +290,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     }
     dev.event_cv.notify_all();
   });
+  std::lock_guard lock(d.event_mu);
+  if (state->recorded == number) state->queued_at = place;
   return cudaSuccess;
 }
 
@@ -295,11 +306,18 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = forbiddenWhileCapturing("cudaEventSynchronize")) return e;
   Device& d = device();
+  const std::shared_ptr<EventState> state = event->state;
+  uint64_t number = 0, queued_at = 0;
+  Stream* stream = nullptr;
+  {
+    std::lock_guard lock(d.event_mu);
+    number = state->recorded;
+    queued_at = state->queued_at;
+    stream = state->last_stream;
+  }
+  d.countHostSync(stream, queued_at);
   std::unique_lock lock(d.event_mu);
-  EventState& e = *event->state;
-  d.countHostSync(e.last_stream);
-  const uint64_t number = e.recorded;
-  d.event_cv.wait(lock, [&] { return e.completed >= number || sticky() != cudaSuccess; });
+  d.event_cv.wait(lock, [&] { return state->completed >= number || sticky() != cudaSuccess; });
   return fail(sticky());
 }
 
@@ -420,8 +438,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     std::memmove(dst, src, bytes);
   });
   if (to == Side::Pageable && kind == cudaMemcpyDeviceToHost) {  // returns once the copy has completed
-    s.counts.host_syncs.fetch_add(1, std::memory_order_relaxed);
-    s.counts.stream_syncs.fetch_add(1, std::memory_order_relaxed);
+    d.countStreamSync(s);
     s.synchronize();
     return fail(sticky());
   }

@@ -459,3 +459,28 @@ TEST(Sampler, candidatesGiveTheRowsToken) {
   const std::vector<moe::LogitCandidate> none = {{-kInf, 0}};
   ASSERT_THROW(greedy.sample(none), std::domain_error);
 }
+
+// A step queued before the host read its token (the device's greedy choice): the host
+// lists the rest of the penalty's window, and the token joins it, unless listed.
+TEST(Sampler, aChosenTokensReductionListsTheRestOfTheWindow) {
+  const std::vector<int32_t> hist = {4, 9, 4, 2, 7, 7, 1}, more = {3};
+  for (float penalty : {1.0f, 1.3f})
+    for (int last_n : {0, 1, 2, 4, 64, -1})
+      for (int32_t chosen : {7, 3, 11}) {
+        SamplerParams p = plain(0.0f);
+        p.repeat_penalty = penalty;
+        p.repeat_last_n = last_n;
+        Sampler s(p);
+        const moe::LogitsReduction ahead = s.reductionOfChosen(hist, more);
+        std::vector<int32_t> got(ahead.penalised.begin(), ahead.penalised.end());
+        ASSERT_EQ(ahead.penalise_chosen, penalty != 1.0f && last_n != 0);
+        if (ahead.penalise_chosen && std::find(got.begin(), got.end(), chosen) == got.end())
+          got.push_back(chosen);
+        std::sort(got.begin(), got.end());
+        std::vector<int32_t> known = more;
+        known.push_back(chosen);
+        const moe::LogitsReduction r = s.reduction(hist, known);
+        ASSERT_EQ(got, std::vector<int32_t>(r.penalised.begin(), r.penalised.end()))
+            << "penalty " << penalty << ", last " << last_n << ", chosen " << chosen;
+      }
+}

@@ -28,6 +28,7 @@ mutations=(
   "read-back-from-device|inference/cuda/cuda_backend.cpp|  checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), \"cuda backend: read back\");|  checkCuda(cudaStreamSynchronize(stream_), \"read back\");  std::memcpy(staging, src, bytes);|cuda_kernels|CudaKernels.memory:CudaKernels.rmsNorm|moechat_cuda_standin test_cuda_kernels"
   "matvec-reads-rows-twice|inference/cuda/cuda_matvec.cu|    rowDot<T, NT>(row, a, idx, nt, acc);|    rowDot<T, NT>(row, a, idx, nt, acc);  rowDot<T, NT>(row, a, idx, nt, acc);|cuda_moe|*decodeReadsTheWeightsOnce*|moechat_cuda_standin test_cuda_moe"
   "delta-rows-lane-order|inference/delta_rule_rows.cpp|    _mm256_store_ps(lanes + 8, hi[r]);|    _mm256_store_ps(lanes + 8, lo[r]);|delta_rule|*everyInstructionSet*|test_delta_rule"
+  "decode-ahead-order|inference/generator.cpp|    ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));|    ahead = false && wanted;|cuda_decode_ahead|*aGreedyResidentDecodeNeverStallsTheDevice*|test_cuda_decode_ahead"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 

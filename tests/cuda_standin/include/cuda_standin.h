@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cuda_runtime.h"
@@ -18,6 +19,11 @@ struct StreamCounters {
   uint64_t captured_kernels = 0;  // kernels and cuBLAS calls recorded while the stream captured
   uint64_t host_syncs = 0;        // host waits: stream/event/device synchronise, synchronous copies
   uint64_t stream_syncs = 0;      // of those, waits for a whole stream (all but event waits)
+  // Of host_syncs, those with nothing queued on the stream after what they wait for: when
+  // one returns the device has nothing to do until the host queues more (a stream wait,
+  // or an event's with no later work queued). A wait on an earlier event while later
+  // work is queued is not stalling: the device runs on through it.
+  uint64_t stalling_host_syncs = 0;
   // Operations queued from a thread bound (cudaSetDevice) to another device than the
   // stream's: on a machine with several GPUs, work the runtime would reject or misplace.
   uint64_t wrong_device_ops = 0;
@@ -32,6 +38,7 @@ struct StreamCounters {
     captured_kernels += o.captured_kernels;
     host_syncs += o.host_syncs;
     stream_syncs += o.stream_syncs;
+    stalling_host_syncs += o.stalling_host_syncs;
     wrong_device_ops += o.wrong_device_ops;
     bytes_h2d += o.bytes_h2d;
     bytes_d2h += o.bytes_d2h;
@@ -56,6 +63,10 @@ StreamCounters counters(cudaStream_t stream);  // 0: the default stream
 // a stream did NOT get past a wait calls this instead of sleeping.
 void waitUntilStreamStalled(cudaStream_t stream);
 DeviceCounters totals();
+// Called on the waiting thread at each host wait host_syncs counts, before it blocks,
+// with whether it is stalling (a test snapshots totals() there: what was queued before
+// the wait returned). Null: none. Set it while no other thread waits on the device.
+void setHostWaitObserver(std::function<void(bool stalling)> observer);
 
 // The simulated device's memory (cudaMemGetInfo, cudaMalloc's limit). Default:
 // 2 GiB, or CUDA_STANDIN_DEVICE_MB from the environment.
