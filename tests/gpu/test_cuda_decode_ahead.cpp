@@ -161,6 +161,8 @@ TEST_F(CudaDecodeAhead, greedyTokensEqualTodaysOrder) {
     const bool recurrent = tiny.model->config().hasRecurrentLayers();
     for (auto [penalty, last_n] : {std::pair{1.3f, 64}, {1.0f, 64}, {1.3f, 1}, {1.3f, -1}}) {
       if (!first && penalty != 1.3f) continue;
+      // Quick (TSan): the threads of a step ahead are the same for every penalty.
+      if (moe::test::gpuTestsQuick() && !(penalty == 1.3f && last_n == 64)) continue;
       ReplySetup s;
       s.params = greedy(14, penalty, last_n);
       expectTodaysReply(*tiny.model, *tiny.resident, s,
@@ -341,6 +343,8 @@ TEST_F(CudaDecodeAhead, aGreedyResidentDecodeNeverStallsTheDevice) {
 // stalls, as today: a model with recurrent layers, steps not recorded (an observer of
 // the routing), experts not all in place (an offload policy's cache), sampled tokens.
 TEST_F(CudaDecodeAhead, todaysOrderWhereNoStepRunsAhead) {
+  if (moe::test::gpuTestsQuick())
+    GTEST_SKIP() << "quick set: today's order runs on the threads cuda_moe and cuda_end_to_end check";
   Tiny tiny("qwen3moe");
   NotAllInPlace cache(*tiny.resident);
   moe::SamplerParams sampled;
