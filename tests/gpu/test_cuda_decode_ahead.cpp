@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
@@ -53,21 +54,8 @@ struct Tiny {
   explicit Tiny(const std::string& arch) : Tiny(moe::synth::buildModel(moe::synth::tinySpec(arch))) {}
 };
 
-// An offload policy's view of the experts: not all in place, so each MoE layer is routed
-// on the host and no step is recorded.
-class NotAllInPlace final : public moe::ExpertSource {
- public:
-  explicit NotAllInPlace(moe::ExpertSource& inner) : inner_(inner) {}
-  std::vector<moe::ExpertRef> acquire(int layer, std::span<const int> experts) override {
-    return inner_.acquire(layer, experts);
-  }
-  void release(int layer) override { inner_.release(layer); }
-  bool allReady() const override { return inner_.allReady(); }
-  bool wantsLayerInput() const override { return false; }
-
- private:
-  moe::ExpertSource& inner_;
-};
+// An offload policy's view of the experts.
+using NotAllInPlace = moe::test::HostRoutedSource;
 
 const std::vector<int32_t> kPrompt = {1, 2, 3, 4, 5, 6, 7, 3, 2};
 

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_fixture.h"
+#include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
@@ -453,21 +454,7 @@ TEST_F(CudaMoe, launchesPerLayerIndependentOfTokensAndTopK) {
 }
 #endif
 
-// A resident source that keeps the routing on the host: the MoE block reads the ids
-// back and computes the experts the host names (the offload policies' path).
-class HostRoutedSource final : public moe::ExpertSource {
- public:
-  explicit HostRoutedSource(moe::ExpertSource& inner) : inner_(inner) {}
-  std::vector<ExpertRef> acquire(int layer, std::span<const int> experts) override {
-    return inner_.acquire(layer, experts);
-  }
-  void release(int layer) override { inner_.release(layer); }
-  bool allReady() const override { return inner_.allReady(); }
-  bool wantsLayerInput() const override { return false; }
-
- private:
-  moe::ExpertSource& inner_;
-};
+using moe::test::HostRoutedSource;
 
 #if MOECHAT_CUDA_STANDIN
 // Every weight resident: a decode step routes and picks its experts on the device,
