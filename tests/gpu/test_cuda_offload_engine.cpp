@@ -85,7 +85,9 @@ class CudaOffloadEngine : public moe::test::GpuTest {
 
 TEST_F(CudaOffloadEngine, policiesMatchCpu) {
   double worst = 0;
+  int arch_index = -1;
   for (const std::string arch : {"qwen3moe", "olmoe", "deepseek"}) {
+    ++arch_index;
     if (moe::test::gpuTestsQuick() && arch != "qwen3moe") continue;  // the same threads for each
     const auto bytes = moe::synth::buildModel(moe::synth::tinySpec(arch)).toBytes();
     auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
@@ -96,13 +98,18 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const int total = moe::OffloadEngine::routedExperts(*gpu_model);
     const double bound = kLogitsBound;
+    int policy_index = -1;
     for (auto policy :
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
+      ++policy_index;
       // Quick: static's threads are reactive-lru's (its pins are decisions on the same thread).
       if (moe::test::gpuTestsQuick() && policy == moe::OffloadPolicy::kStatic) continue;
+      // Paths once: each architecture with one policy, each policy and slot count once.
+      if (moe::test::testsPathsOnce() && policy_index != arch_index) continue;
       for (int n_slots : {3, total / 2}) {
         if (moe::test::gpuTestsQuick() && n_slots != 3)
           continue;  // the most evictions: the most thread traffic
+        if (moe::test::testsPathsOnce() && (n_slots == 3) != (arch_index % 2 == 0)) continue;
         const std::string what =
             moe::test::format("%s %s %d slots", arch.c_str(), moe::policyName(policy), n_slots);
         moe::OffloadConfig oc;
@@ -157,6 +164,9 @@ TEST_F(CudaOffloadEngine, slowCopiesMatchCpu) {
          {moe::OffloadPolicy::kReactiveLru, moe::OffloadPolicy::kStatic, moe::OffloadPolicy::kProactive}) {
       // Quick: the longer latency (kernels run slower under TSan), the policies whose threads differ.
       if (moe::test::gpuTestsQuick() && (latency_us != 2000 || policy == moe::OffloadPolicy::kStatic))
+        continue;
+      // Paths once: each policy once, reactive-lru and proactive at the shorter latency.
+      if (moe::test::testsPathsOnce() && (latency_us == 2000) != (policy == moe::OffloadPolicy::kStatic))
         continue;
       const std::string what =
           moe::test::format("%s, copies %d us late", moe::policyName(policy), latency_us);
