@@ -3,6 +3,7 @@
 // the chat controller and the main window, shown offscreen.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTest>
@@ -27,6 +28,20 @@ inline void settle() {
     QCoreApplication::processEvents();
   }
 }
+
+// Names each stage of a long case in the test's log with the time since the case
+// began, so a case stopped from outside (QtTest's function timeout, CTest's) shows
+// which wait it was in and how long the stages before it took.
+class StepLog {
+ public:
+  StepLog() { clock_.start(); }
+  void operator()(const char* stage) const {
+    qInfo("stage: %s (%lld ms into the case)", stage, static_cast<long long>(clock_.elapsed()));
+  }
+
+ private:
+  QElapsedTimer clock_;
+};
 
 struct GuiApp {
   QTemporaryDir dir;

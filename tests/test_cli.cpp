@@ -443,25 +443,40 @@ class CliTest : public QObject {
   }
 
   void ctrlCEndsAWaitOnAPacedLink() {
-    // A 2 KB/s simulated link: the prompt's experts alone take minutes to cross it.
-    // Ctrl-C must end the reply at once, not after the queued copies' pacing.
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo-random", "--policy", "reactive-lru",
-                                          "--link-gbps", "0.000002", "--paced", "-n", "20"});
-    QVERIFY(p.waitForStarted());
-    QByteArray out;
-    while (!out.contains("Once upon a time") && p.waitForReadyRead(60000)) out += p.readAll();
-    QVERIFY2(out.contains("Once upon a time"), out.constData());
-    // Into the prefill's first copy (12 s on this link): this wait only orders the
-    // signal after the start; on a machine too slow to have started, the signal
-    // lands before the prefill and the test shows less, never a false failure.
-    QTest::qWait(1500);
-    ::kill(pid_t(p.processId()), SIGINT);
-    QVERIFY2(p.waitForFinished(60000), "SIGINT was not honoured during paced copies");
-    out += p.readAll();
-    QCOMPARE(p.exitCode(), 130);
-    QVERIFY2(out.contains("stopped: cancelled"), out.constData());
+    // A 2 KB/s simulated link: the prompt's queued copies need minutes of link time
+    // (the stats' link clock). Ctrl-C while the prefill waits for a copy must end the
+    // reply then, not after the copies' pacing: the copy thread was busy for a small
+    // part of that link time. A signal that landed before the first wait (the stats
+    // count no host wait: a slow start) is sent again, later, in a fresh run.
+    const QRegularExpression stats(
+        "copy busy ([0-9.]+) s, link clock ([0-9.]+) s\\s+compute blocked [0-9.]+ s: "
+        "([0-9]+) host waits");
+    for (int delay_ms = 250;; delay_ms *= 2) {
+      QProcess p;
+      p.setProcessChannelMode(QProcess::MergedChannels);
+      p.start(QStringLiteral(MOECHAT_CLI), {"generate", "--demo-random", "--policy", "reactive-lru",
+                                            "--link-gbps", "0.000002", "--paced", "-n", "20", "--stats"});
+      QVERIFY(p.waitForStarted());
+      QByteArray out;
+      while (!out.contains("Once upon a time") && p.waitForReadyRead(60000)) out += p.readAll();
+      QVERIFY2(out.contains("Once upon a time"), out.constData());
+      QTest::qWait(delay_ms);  // orders the signal after the prefill began; the stats say whether it did
+      ::kill(pid_t(p.processId()), SIGINT);
+      QVERIFY2(p.waitForFinished(300000), "SIGINT was not honoured during paced copies");  // a hang's bound
+      out += p.readAll();
+      QCOMPARE(p.exitCode(), 130);
+      QVERIFY2(out.contains("stopped: cancelled"), out.constData());
+      const auto m = stats.match(QString::fromUtf8(out));
+      QVERIFY2(m.hasMatch(), out.constData());
+      const double copy_busy = m.captured(1).toDouble(), link_clock = m.captured(2).toDouble();
+      if (m.captured(3).toInt() == 0) {
+        QVERIFY2(delay_ms < 32000, "the signal never landed while the prefill waited for a copy");
+        continue;
+      }
+      QVERIFY2(link_clock > 10.0, out.constData());  // at least one expert's copy was queued
+      QVERIFY2(copy_busy < link_clock / 4, out.constData());
+      return;
+    }
   }
 
   void everySubcommandAnswersHelp() {

@@ -449,18 +449,21 @@ class TestGuiPredictorWizard : public QObject {
   // loaded model with the recorded traces chosen, and it trains on them
   // without tracing anything.
   void theRetrainOfferTrainsOnWhatWasRecorded() {
+    const test::StepLog stage;
     test::GuiApp app(std::make_unique<LocalChatEngine>());
     app.settings->setCachePolicy("proactive");
     app.settings->setDataFolder(app.dir.path());
     app.settings->setLearnFromUse(true);
     ModelRegistry registry(*app.db);
     AppWiring wiring(*app.window, *app.settings, registry, *app.db);
+    stage("loading the demo");
     QVERIFY(app.loadDemo());
     SamplingDefaults quick = app.settings->sampling();
     quick.max_tokens = 24;
     app.chat->setSampling(quick);
     for (const char* text : {"Plan a trip to Lisbon.", "Sort a list in C++.", "What is 17 times 23?",
                              "Translate 'good morning' into German.", "Write a haiku about rain."}) {
+      stage(text);
       app.chat->newConversation();
       app.chat->send(text);
       QTRY_VERIFY_WITH_TIMEOUT(!app.chat->busy(), kTimeout);
@@ -469,6 +472,7 @@ class TestGuiPredictorWizard : public QObject {
     QVERIFY(!app.chat->recordedTracesFor(sha).isEmpty());
 
     // The offer itself (its threshold is tested in use_traces) and its button.
+    stage("the retrain offer");
     emit app.chat->retrainSuggested(sha, 5000);
     auto* button = app.window->retrainBar()->findChild<QPushButton*>("retrainButton");
     QTRY_VERIFY(button && button->isVisible());
@@ -476,19 +480,24 @@ class TestGuiPredictorWizard : public QObject {
     PredictorWizard* w = nullptr;
     QTRY_VERIFY((w = app.window->findChild<PredictorWizard*>()) && w->isVisible());
     w->trainOptions.max_epochs = 4;
+    stage("the wizard's model step");
     QCOMPARE(w->model().sha256, sha);
     QTRY_VERIFY_WITH_TIMEOUT(w->button(QWizard::NextButton)->isEnabled(), kTimeout);  // the demo is selected
     clickNext(*w);
+    stage("the source step");
     QCOMPARE(w->currentId(), int(PredictorWizard::SourceStep));
     QTRY_VERIFY(child<QRadioButton>(*w, "recordedRadio")->isChecked());
     QTRY_VERIFY_WITH_TIMEOUT(w->button(QWizard::NextButton)->isEnabled(), kTimeout);
     clickNext(*w);
+    stage("training");
     QCOMPARE(w->currentId(), int(PredictorWizard::TrainStep));  // nothing traced
     QTRY_VERIFY_WITH_TIMEOUT(w->button(QWizard::NextButton)->isEnabled(), kTimeout);
     QCOMPARE(w->trained->trained_on, std::string("traces recorded while chatting"));
     QVERIFY(w->trained->token_count > 0);
     QVERIFY(QDir(app.dir.filePath("traces")).entryList({"*.moetrace"}).isEmpty());
+    stage("closing the wizard");
     w->reject();
+    stage("closing the app");
   }
 };
 
