@@ -1,7 +1,7 @@
 // The layers' include rules, read from the source tree: widgets (ui/) include no
 // engine header (inference/, offload/, models/) and reach the engine only through
 // app/; app/core and the engine include no Qt header; nothing below the desktop
-// program (desktop/) includes it.
+// program (desktop/) includes it; product code includes no test header.
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
@@ -80,6 +80,19 @@ class LayeringTest : public QObject {
     QStringList hits;
     for (const char* folder : {"app/core", "inference", "offload", "runtime", "quant", "synth", "models"})
       hits << includesMatching(folder, qt);
+    QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
+  }
+
+  // Product code never includes test code: the CUDA stand-in's control API, the test
+  // fixtures and helpers (a build on the stand-in gets the stand-in's facts from
+  // tests/cuda_standin/runtime_facts.cpp).
+  void productCodeIncludesNoTestHeader() {
+    const QRegularExpression test_header(
+        "^#include\\s+\"(tests/|cuda_standin\\.h|cuda_standin_device\\.h|gpu_suite\\.h|test_log\\.h)");
+    QStringList hits;
+    for (const char* folder :
+         {"desktop", "ui", "app", "inference", "offload", "runtime", "quant", "synth", "models"})
+      hits << includesMatching(folder, test_header);
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
   }
 };

@@ -10,10 +10,7 @@
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/cuda_library.h"
 #include "offload/cuda/cuda_offload_device.h"
-
-#if MOECHAT_CUDA_STANDIN
-#include "cuda_standin.h"
-#endif
+#include "offload/cuda/cuda_runtime_facts.h"
 
 namespace moe {
 namespace {
@@ -64,36 +61,23 @@ std::shared_ptr<OffloadDevice> makeCudaOffloadDevice(Backend& backend) {
   return std::make_shared<CudaOffloadDevice>(cuda->stream());
 }
 
-#if MOECHAT_CUDA_STANDIN
-constexpr const char kRuntime[] = "CPU stand-in of the CUDA runtime (tests only)";
-constexpr bool kTimingsMeaningful = false;
-
-void workCounters(CudaWorkCounters* out) {
-  const cudastandin::DeviceCounters d = cudastandin::totals();
-  out->kernel_launches = d.all.kernel_launches;
-  out->host_syncs = d.all.host_syncs + d.device_syncs;
-  out->bytes_h2d = d.all.bytes_h2d;
-  out->bytes_d2h = d.all.bytes_d2h;
-  out->stream_syncs = d.all.stream_syncs + d.device_syncs;
-  out->graph_launches = d.all.graph_launches;
-  out->stalling_host_syncs = d.all.stalling_host_syncs + d.device_syncs;
+// Built on first use: the runtime's facts come from the file of the build's runtime.
+const CudaLibraryApi& api() {
+  static const CudaLibraryApi table{kCudaLibraryInterface,
+                                    kCudaLibraryBuildTag,
+                                    cudaRuntimeFacts().name,
+                                    deviceAvailable,
+                                    memoryInfo,
+                                    makeCudaBackend,
+                                    makeCudaOffloadDevice,
+                                    cudaRuntimeFacts().timings_meaningful,
+                                    cudaRuntimeFacts().work_counters};
+  return table;
 }
-constexpr auto kWorkCounters = workCounters;
-#else
-constexpr bool kTimingsMeaningful = true;
-constexpr void (*kWorkCounters)(CudaWorkCounters*) = nullptr;
-#define MOECHAT_STRINGIFY2(x) #x
-#define MOECHAT_STRINGIFY(x) MOECHAT_STRINGIFY2(x)
-constexpr const char kRuntime[] = "CUDA runtime " MOECHAT_STRINGIFY(CUDART_VERSION);
-#endif
-
-const CudaLibraryApi kApi{kCudaLibraryInterface, kCudaLibraryBuildTag, kRuntime,
-                          deviceAvailable,       memoryInfo,           makeCudaBackend,
-                          makeCudaOffloadDevice, kTimingsMeaningful,   kWorkCounters};
 
 }  // namespace
 }  // namespace moe
 
 extern "C" __attribute__((visibility("default"))) const moe::CudaLibraryApi* moechat_cuda_library() {
-  return &moe::kApi;
+  return &moe::api();
 }
