@@ -29,10 +29,12 @@ class FakeChatEngine final : public ChatEngine {
   // back until hold_at changes or the reply is cancelled: a test acts on a reply in
   // progress however slow the machine is.
   std::atomic<int> hold_at{-1};
-  std::string fail_load_with;   // non-empty: load() throws this
-  std::string fail_reply_with;  // non-empty: reply() throws this
-  std::string offload_note;     // what the load reports about the expert cache (the status bar shows it)
-  int left_out = 0;             // the oldest messages each reply reports it left out to fit the context
+  std::string fail_load_with;    // non-empty: load() throws this
+  std::string fail_reply_with;   // non-empty: reply() throws this
+  std::string offload_note;      // what the load reports about the expert cache (the status bar shows it)
+  int left_out = 0;              // the oldest messages each reply reports it left out to fit the context
+  bool thinking_switch = false;  // what the load reports: the template can turn reasoning off
+  std::atomic<int> replies_thinking{0}, replies_not_thinking{0};  // by the options each reply was given
   std::atomic<int> replies{0};
   // Whether the reply in progress was asked to stop (read at once: a stop request
   // sets the flag it polls on the caller's thread).
@@ -59,10 +61,12 @@ class FakeChatEngine final : public ChatEngine {
     info.n_expert_used = 2;
     info.n_ctx = 4096;
     info.offload_note = offload_note;
+    info.thinking_switch = thinking_switch;
     if (progress) progress(1.0, "ready");
     return info;
   }
   bool loaded() const override { return loaded_; }
+  void setChatOptions(const ChatOptions& options) override { thinking_ = options.thinking; }
 
   EngineReplyStats reply(const std::vector<ChatMessage>& messages, const GenerationParams& params,
                          const TextSink& on_text, const std::atomic<bool>& cancel) override {
@@ -71,6 +75,7 @@ class FakeChatEngine final : public ChatEngine {
       last_messages = messages;
     }
     ++replies;
+    ++(thinking_ ? replies_thinking : replies_not_thinking);
     live_cancel_ = &cancel;
     if (!fail_reply_with.empty()) throw std::runtime_error(fail_reply_with);
     EngineReplyStats st;
@@ -141,6 +146,7 @@ class FakeChatEngine final : public ChatEngine {
   }
 
  private:
+  bool thinking_ = true;  // set on the engine thread before each reply
   std::atomic<bool> loaded_{false}, generating_{false};
   std::atomic<const std::atomic<bool>*> live_cancel_{nullptr};  // the flag of the latest reply
   std::atomic<int> prefilled_{0}, generated_{0};

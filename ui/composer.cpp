@@ -4,6 +4,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
 
 namespace moe {
@@ -26,6 +27,15 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   button_ = new QPushButton("Send", this);
   button_->setObjectName("sendButton");
   button_->setMinimumWidth(80);
+  think_ = new QPushButton("Think", this);
+  think_->setObjectName("thinkButton");
+  think_->setCheckable(true);
+  think_->setMinimumWidth(80);
+  think_->hide();
+  connect(think_, &QPushButton::toggled, this, [this](bool on) {
+    describeThinking(on);
+    emit thinkingToggled(on);
+  });
   elsewhere_ = new QLabel(this);
   elsewhere_->setObjectName("answeringElsewhere");
   elsewhere_->setTextFormat(Qt::RichText);
@@ -51,7 +61,12 @@ Composer::Composer(QWidget* parent) : QWidget(parent) {
   auto* h = new QHBoxLayout;
   h->setContentsMargins(0, 0, 0, 0);
   h->addWidget(edit_, 1);
-  h->addWidget(button_);
+  auto* buttons = new QVBoxLayout;
+  buttons->setContentsMargins(0, 0, 0, 0);
+  buttons->addWidget(button_);
+  buttons->addWidget(think_);
+  buttons->addStretch(1);
+  h->addLayout(buttons);
   v->addLayout(h);
   connect(edit_, &ComposerEdit::submit, this, &Composer::trySend);
   connect(button_, &QPushButton::clicked, this, [this] {
@@ -105,5 +120,20 @@ void Composer::setText(const QString& text) {
 }
 
 QString Composer::text() const { return edit_->toPlainText(); }
+
+void Composer::setThinkingSwitch(bool shown, bool on) {
+  {
+    const QSignalBlocker quiet(think_);  // the setting is where `on` came from
+    think_->setChecked(on);
+  }
+  describeThinking(on);
+  think_->setVisible(shown);
+}
+
+void Composer::describeThinking(bool on) {
+  think_->setToolTip(
+      on ? "The model reasons before it answers (shown apart). Click to have it answer at once."
+         : "The model answers at once, without reasoning first. Click to have it reason.");
+}
 
 }  // namespace moe

@@ -46,16 +46,23 @@ class Composer : public QWidget {
   QString text() const;
   ComposerEdit* editor() const { return edit_; }
   QPushButton* button() const { return button_; }
+  // The Think switch, shown for a model whose template can turn its reasoning off
+  // (Qwen3.5/3.6, MiniMax-M2): on, it reasons before it answers; off, it answers at once.
+  void setThinkingSwitch(bool shown, bool on);
+  QPushButton* thinkButton() const { return think_; }
 
  signals:
   void sendRequested(const QString& text);
   void stopRequested();
   void elsewhereLinkActivated(const QString& link);
+  void thinkingToggled(bool on);
 
  private:
   void trySend();
+  void describeThinking(bool on);
   ComposerEdit* edit_;
   QPushButton* button_;
+  QPushButton* think_;
   QLabel* elsewhere_;
   QLabel* edit_banner_;
   bool busy_ = false;

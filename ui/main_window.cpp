@@ -323,6 +323,7 @@ QWidget* MainWindow::buildChatPane() {
     }
   });
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stopShownReply);
+  connect(composer_, &Composer::thinkingToggled, &settings_, &AppSettings::setThinking);
   connect(composer_, &Composer::elsewhereLinkActivated, this, [this](const QString&) {
     if (chat_.busy()) chat_.openConversation(chat_.streamingConversation());
   });

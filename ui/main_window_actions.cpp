@@ -251,6 +251,7 @@ void MainWindow::onModelLoaded(const LoadedModelInfo& info) {
   load_bar_->hide();
   composer_->setEnabled(true);
   composer_->editor()->setFocus();
+  composer_->setThinkingSwitch(info.thinking_switch, settings_.thinking());
   settings_.setLastModelPath(q(info.path));
   reloading_.clear();
   showModelStatus(info);

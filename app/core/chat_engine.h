@@ -47,12 +47,13 @@ struct LoadedModelInfo {
   std::string path;  // empty for the demo model
   std::string name;
   std::string architecture;
-  std::string chat_template;  // family name
-  std::string backend;        // "cpu" / "cuda"
-  std::string policy;         // the caching policy in effect
-  std::string offload_note;   // how the cache is set up, in words
-  std::string predictor;      // "learned", "skip-gate" or "none"; empty when resident
-  std::string model_sha256;   // as given (the demo's computed); empty when unknown
+  std::string chat_template;     // family name
+  bool thinking_switch = false;  // the template can turn the reasoning off (ChatOptions::thinking)
+  std::string backend;           // "cpu" / "cuda"
+  std::string policy;            // the caching policy in effect
+  std::string offload_note;      // how the cache is set up, in words
+  std::string predictor;         // "learned", "skip-gate" or "none"; empty when resident
+  std::string model_sha256;      // as given (the demo's computed); empty when unknown
   bool demo = false;
   int n_layer = 0, n_expert = 0, n_expert_used = 0, n_ctx = 0;
   uint64_t file_bytes = 0;
@@ -135,6 +136,9 @@ class ChatEngine {
   // batches only. Empty: off. Call it on the thread that calls reply(). An
   // engine that cannot record ignores it.
   virtual void setTraceRecording(const std::string& path) { (void)path; }
+  // The template's options for the following replies (whether a model with the
+  // thinking switch reasons first). Call it on the thread that calls reply().
+  virtual void setChatOptions(const ChatOptions& options) { (void)options; }
   // Thread-safe: called from the GUI thread while reply() runs.
   virtual EngineCounters counters() const = 0;
   virtual ExpertResidency residency() const = 0;

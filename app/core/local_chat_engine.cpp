@@ -93,6 +93,7 @@ LoadedModelInfo LocalChatEngine::load(const EngineLoadOptions& opts, const LoadP
   info.name = opts.demo ? "Demo model" : std::filesystem::path(opts.model_path).filename().string();
   info.architecture = cfg.arch_name;
   info.chat_template = chatFamilyName(session->model().chatFamily());
+  info.thinking_switch = chatHasThinkingSwitch(session->model().chatFamily());
   info.backend = session->backend().name();
   info.policy = policyName(session->policy());
   info.offload_note = note;
@@ -136,7 +137,7 @@ std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessag
   const int budget = n_ctx - std::clamp(max_tokens, 1, n_ctx / 2);
   std::vector<ChatMessage> kept = messages;
   for (;;) {
-    auto ids = encodeChat(tok, model.chatFamily(), kept, true);
+    auto ids = encodeChat(tok, model.chatFamily(), kept, true, chat_options_);
     if (static_cast<int>(ids.size()) <= budget) return ids;
     // Drop the oldest turn after the system prompt; the last message always stays.
     const size_t first = (!kept.empty() && kept.front().role == "system") ? 1 : 0;
@@ -158,7 +159,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   if (random_demo_) p.stop_at_end_token = false;
   p.progress = &progress_;
   // gpt-oss, Qwen3.5: the reasoning is shown apart from the answer (app/core/reply_reader.h).
-  const std::unique_ptr<ReplyReader> reader = replyReaderFor(family, p);
+  const std::unique_ptr<ReplyReader> reader = replyReaderFor(family, p, chat_options_);
   TextSink sink = on_text;
   if (reader) {
     sink = [&](std::string_view raw) {

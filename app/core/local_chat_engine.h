@@ -24,6 +24,7 @@ class LocalChatEngine final : public ChatEngine {
   EngineCounters counters() const override;
   ExpertResidency residency() const override;
   void setTraceRecording(const std::string& path) override;
+  void setChatOptions(const ChatOptions& options) override { chat_options_ = options; }
 
   // Where no GPU computes, an expert cache is host memory (a simulation, see
   // app/core/load_plan.h) and the link is simulated at the bandwidth of PCIe 4.0 x16 as
@@ -59,6 +60,7 @@ class LocalChatEngine final : public ChatEngine {
   std::atomic<uint64_t> vram_used_{0}, vram_total_{0};  // sampled on the engine thread
   void sampleDeviceMemory();
   int n_layer_ = 0, n_expert_ = 0;
+  ChatOptions chat_options_;
 };
 
 }  // namespace moe

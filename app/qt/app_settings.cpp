@@ -17,6 +17,7 @@ const char* kDataFolder = "folders/data";
 const char* kTheme = "ui/theme";
 const char* kPerfDetails = "ui/perf_details";
 const char* kLastModel = "models/last";
+const char* kThinking = "chat/thinking";
 const char* kLearnFromUse = "privacy/learn_from_use";
 const char* kRetrainOffered = "privacy/retrain_offered";
 
@@ -137,6 +138,10 @@ void AppSettings::setTheme(const QString& theme) {
 
 bool AppSettings::perfDetails() const { return store_.value(kPerfDetails, false).toBool(); }
 void AppSettings::setPerfDetails(bool shown) { store_.setValue(kPerfDetails, shown); }
+
+bool AppSettings::thinking() const { return store_.value(kThinking, true).toBool(); }
+
+void AppSettings::setThinking(bool on) { store_.setValue(kThinking, on); }
 
 QString AppSettings::lastModelPath() const { return store_.value(kLastModel).toString(); }
 

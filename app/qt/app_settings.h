@@ -67,6 +67,11 @@ class AppSettings : public QObject {
   bool perfDetails() const;
   void setPerfDetails(bool shown);
 
+  // Models whose template has the switch (Qwen3.5/3.6, MiniMax-M2) reason before they
+  // answer; off: they answer at once. On unless the user turns it off.
+  bool thinking() const;
+  void setThinking(bool on);
+
   QString lastModelPath() const;  // empty: the demo model
   void setLastModelPath(const QString& path);
 

@@ -428,7 +428,7 @@ void ChatController::startReply(qint64 alternative_of) {
   p.sampler.min_p = static_cast<float>(s.min_p);
   p.sampler.repeat_penalty = static_cast<float>(s.repeat_penalty);
   p.sampler.seed = seed;
-  engine_.generate(reply_id_, msgs, p, tracePathFor(current_));
+  engine_.generate(reply_id_, msgs, p, settings_.thinking(), tracePathFor(current_));
 }
 
 std::vector<ChatMessage> ChatController::history(qint64 conversation_id) const {

@@ -43,7 +43,7 @@ void InferenceWorker::loadModel(const EngineLoadOptions& opts) {
 }
 
 void InferenceWorker::generate(qint64 reply_id, const std::vector<ChatMessage>& messages,
-                               const GenerationParams& params, const QString& trace_path) {
+                               const GenerationParams& params, bool thinking, const QString& trace_path) {
   current_reply_ = reply_id;
   cancel_ = stop_up_to_.load() >= reply_id;
   QString pending;
@@ -58,6 +58,9 @@ void InferenceWorker::generate(qint64 reply_id, const std::vector<ChatMessage>& 
   try {
     if (!engine_->loaded()) throw std::runtime_error("no model is loaded");
     engine_->setTraceRecording(trace_path.toStdString());
+    ChatOptions options;
+    options.thinking = thinking;
+    engine_->setChatOptions(options);
     const auto stats = engine_->reply(
         messages, params,
         [&](std::string_view s) {
@@ -100,10 +103,11 @@ void EngineHost::loadModel(const EngineLoadOptions& opts) {
 }
 
 void EngineHost::generate(qint64 reply_id, const std::vector<ChatMessage>& messages,
-                          const GenerationParams& params, const QString& trace_path) {
+                          const GenerationParams& params, bool thinking, const QString& trace_path) {
   QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, reply_id),
                             Q_ARG(std::vector<moe::ChatMessage>, messages),
-                            Q_ARG(moe::GenerationParams, params), Q_ARG(QString, trace_path));
+                            Q_ARG(moe::GenerationParams, params), Q_ARG(bool, thinking),
+                            Q_ARG(QString, trace_path));
 }
 
 EngineCounters InferenceWorker::counters() const {

@@ -40,9 +40,11 @@ class InferenceWorker : public QObject {
 
  public slots:
   void loadModel(const moe::EngineLoadOptions& opts);
-  // trace_path: where to record this reply (ChatEngine::setTraceRecording); empty: not recorded.
+  // thinking: ChatOptions::thinking for this reply. trace_path: where to record it
+  // (ChatEngine::setTraceRecording); empty: not recorded.
   void generate(qint64 reply_id, const std::vector<moe::ChatMessage>& messages,
-                const moe::GenerationParams& params, const QString& trace_path = QString());
+                const moe::GenerationParams& params, bool thinking = true,
+                const QString& trace_path = QString());
 
  signals:
   void loadProgress(double fraction, const QString& stage);
@@ -79,7 +81,7 @@ class EngineHost : public QObject {
   // Queued calls into the worker's thread.
   void loadModel(const EngineLoadOptions& opts);
   void generate(qint64 reply_id, const std::vector<ChatMessage>& messages, const GenerationParams& params,
-                const QString& trace_path = QString());
+                bool thinking = true, const QString& trace_path = QString());
   void stop(qint64 reply_id) { worker_->requestStop(reply_id); }
 
  private:

@@ -359,6 +359,8 @@ ChatFamily familyFromArch(const std::string& arch) {
 
 }  // namespace
 
+bool chatHasThinkingSwitch(ChatFamily f) { return f == ChatFamily::Qwen35 || f == ChatFamily::MiniMax; }
+
 const char* chatFamilyName(ChatFamily f) {
   switch (f) {
     case ChatFamily::Mixtral: return "mixtral";

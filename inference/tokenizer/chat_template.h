@@ -52,6 +52,8 @@ struct ChatOptions {
 };
 
 const char* chatFamilyName(ChatFamily f);
+// Whether the family's template has the thinking switch (ChatOptions::thinking).
+bool chatHasThinkingSwitch(ChatFamily f);
 // From general.architecture, refined by tokenizer.chat_template when present.
 ChatFamily chatFamilyFor(const gguf::GgufFile& file);
 // The prompt text for `messages`, ending with the assistant's turn opening when

@@ -119,3 +119,32 @@ TEST_F(LocalChatEngineTest, qwen35ReplyIsShownAsThinking) {
   reply(engine, {{"user", "Hello"}, {"assistant", first}, {"user", "Again"}}, 4, &st);
   EXPECT_GT(st.prompt_tokens, 0);
 }
+
+// The thinking switch off (ChatOptions::thinking, the app's Think button): the prompt
+// closes an empty reasoning block, so the reply is the answer, not a Thinking block,
+// and the prompt holds the closing markup's tokens more. The demo's template has no switch.
+TEST_F(LocalChatEngineTest, qwen35WithThinkingOffAnswersAtOnce) {
+  const moe::test::TempDir dir;
+  const std::string path = dir.file("qwen35moe.gguf");
+  moe::synth::writeModel(moe::synth::tinySpec("qwen35moe"), path);
+  moe::EngineLoadOptions o;
+  o.model_path = path;
+  o.backend = "cpu";
+  o.policy = "resident";
+  o.threads = 1;
+  o.n_ctx = 256;
+  moe::LocalChatEngine engine;
+  EXPECT_TRUE(engine.load(o, {}).thinking_switch);
+  moe::EngineReplyStats thinking, answering;
+  reply(engine, {{"user", "Hello"}}, 4, &thinking);
+  moe::ChatOptions off;
+  off.thinking = false;
+  engine.setChatOptions(off);
+  const std::string answer = reply(engine, {{"user", "Hello"}}, 12, &answering);
+  ASSERT_FALSE(answer.empty());
+  EXPECT_FALSE(answer.starts_with(moe::kThinkingHeader)) << answer;
+  EXPECT_GT(answering.prompt_tokens, thinking.prompt_tokens);
+
+  moe::LocalChatEngine demo_engine;
+  EXPECT_FALSE(demo_engine.load(demo(moe::DemoModel::kTrained), {}).thinking_switch);
+}
