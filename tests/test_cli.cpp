@@ -10,8 +10,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include "engine_fixture.h"
 #include "models/gguf.h"
+#include "support/engine_fixture.h"
 #include "synth/synthetic_model.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <QtTest>
 
 #include "app/core/local_chat_engine.h"
-#include "budget_views.h"
 #include "inference/backend_factory.h"
+#include "support/budget_views.h"
 
 // Last: the stand-in's runtime header defines the CUDA keywords as macros.
 #include "cuda_standin.h"

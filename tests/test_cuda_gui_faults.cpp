@@ -11,8 +11,8 @@
 #include <QTimer>
 
 #include "app/core/local_chat_engine.h"
-#include "gui_fixture.h"
 #include "inference/backend_factory.h"
+#include "support/gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 

@@ -11,9 +11,9 @@
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/file_hasher.h"
-#include "http_test_server.h"
+#include "support/http_test_server.h"
+#include "support/synthetic_gguf.h"
 #include "synth/synthetic_model.h"
-#include "synthetic_gguf.h"
 
 using namespace moe;
 using moe::test::HttpTestServer;

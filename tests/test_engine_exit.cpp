@@ -16,7 +16,7 @@
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 #include "app/qt/inference_worker.h"
-#include "fake_chat_engine.h"
+#include "support/fake_chat_engine.h"
 
 using namespace moe;
 

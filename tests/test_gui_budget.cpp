@@ -8,7 +8,7 @@
 #include <QtTest>
 
 #include "app/core/local_chat_engine.h"
-#include "budget_views.h"
+#include "support/budget_views.h"
 
 using namespace moe;
 

@@ -1,7 +1,7 @@
 // The chat window driven like a user would, with key and mouse events,
 // headless: send, stop, regenerate, edit-and-resend, copy, new chat, search,
 // rename, delete with undo; and what each leaves in the real database. The
-// engine is scripted (tests/fake_chat_engine.h): no model, no GPU.
+// engine is scripted (tests/support/fake_chat_engine.h): no model, no GPU.
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QCheckBox>
@@ -24,8 +24,8 @@
 #include <QToolButton>
 
 #include "app/core/demo_model.h"
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"

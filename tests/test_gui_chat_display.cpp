@@ -16,8 +16,8 @@
 #include <QTextDocument>
 #include <QToolButton>
 
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/code_highlight.h"
 #include "ui/composer.h"

@@ -15,8 +15,8 @@
 #include "app/core/model_registry.h"
 #include "app/qt/download_manager.h"
 #include "app/qt/download_verify.h"
-#include "http_test_server.h"
-#include "synthetic_gguf.h"
+#include "support/http_test_server.h"
+#include "support/synthetic_gguf.h"
 #include "ui/download_list_model.h"
 #include "ui/downloads_view.h"
 

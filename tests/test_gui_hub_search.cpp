@@ -22,8 +22,8 @@
 #include "app/qt/download_manager.h"
 #include "app/qt/download_verify.h"
 #include "app/qt/hub_search.h"
-#include "recorded_http_server.h"
-#include "synthetic_gguf.h"
+#include "support/recorded_http_server.h"
+#include "support/synthetic_gguf.h"
 #include "ui/model_wizard.h"
 #include "ui/model_wizard_hub_page.h"
 

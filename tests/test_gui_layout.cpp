@@ -17,8 +17,8 @@
 #include <QTest>
 
 #include "app/core/model_registry.h"
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/composer.h"
 #include "ui/context_button.h"
 #include "ui/elided_label.h"

@@ -9,7 +9,7 @@
 
 #include "app/core/fit_words.h"
 #include "app/core/local_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/gui_fixture.h"
 #include "ui/composer.h"
 #include "ui/context_button.h"
 

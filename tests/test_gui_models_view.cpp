@@ -21,9 +21,9 @@
 #include "app/core/model_registry.h"
 #include "app/core/predictor_store.h"
 #include "desktop/app_wiring.h"
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
-#include "synthetic_gguf.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
+#include "support/synthetic_gguf.h"
 #include "ui/model_wizard.h"
 #include "ui/models_view.h"
 

@@ -32,7 +32,7 @@
 #include "app/core/predictor_store.h"
 #include "app/core/predictor_training.h"
 #include "desktop/app_wiring.h"
-#include "gui_fixture.h"
+#include "support/gui_fixture.h"
 #include "ui/predictor_wizard.h"
 #include "ui/training_chart.h"
 

@@ -9,8 +9,8 @@
 #include <QSignalSpy>
 #include <QTest>
 
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/conversation_list_model.h"

@@ -20,8 +20,8 @@
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_registry.h"
 #include "desktop/app_wiring.h"
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/composer.h"
 #include "ui/settings_dialog.h"
 

@@ -4,8 +4,8 @@
 #include <QPushButton>
 #include <QTest>
 
-#include "fake_chat_engine.h"
-#include "gui_fixture.h"
+#include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 #include "ui/composer.h"
 
 using namespace moe;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "app/core/harmony_reply.h"
-#include "engine_fixture.h"
 #include "inference/tokenizer/chat_template.h"
+#include "support/engine_fixture.h"
 
 using namespace moe;
 

@@ -10,10 +10,10 @@
 #include "app/core/engine_session.h"
 #include "app/core/local_chat_engine.h"
 #include "app/qt/inference_worker.h"
-#include "demo_predictor.h"
-#include "fake_chat_engine.h"
 #include "inference/backend_factory.h"
 #include "models/gguf.h"
+#include "support/demo_predictor.h"
+#include "support/fake_chat_engine.h"
 #include "synth/synthetic_model.h"
 
 using namespace moe;

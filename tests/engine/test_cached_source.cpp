@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_link.h"
 #include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using namespace moe;

@@ -29,13 +29,13 @@
 #include <utility>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "inference/backend.h"
 #include "inference/cpu/cpu_backend.h"
 #include "inference/cpu/thread_pool.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using moe::AttentionShape;

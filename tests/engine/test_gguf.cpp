@@ -7,7 +7,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "gguf_test_util.h"
+#include "support/gguf_test_util.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
 

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gguf_test_util.h"
+#include "support/gguf_test_util.h"
 
 #include "inference/backend.h"
 #include "inference/model.h"

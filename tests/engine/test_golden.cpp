@@ -21,9 +21,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine_fixture.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/sha256.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using namespace moe;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "offload/host_expert_store.h"
+#include "support/engine_fixture.h"
 
 using namespace moe;
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "models/gguf.h"
+#include "support/engine_fixture.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"

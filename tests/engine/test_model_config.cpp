@@ -6,9 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "engine_fixture.h"
 #include "inference/routing.h"
 #include "quant/quant.h"
+#include "support/engine_fixture.h"
 
 using namespace moe;
 

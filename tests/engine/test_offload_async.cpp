@@ -26,16 +26,16 @@
 #include <thread>
 #include <vector>
 
-#include "engine_fixture.h"
-#include "fake_expert_bytes.h"
 #include "offload/cached_expert_source.h"
 #include "offload/copy_link.h"
 #include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_engine.h"
 #include "offload/transfer_worker.h"
-#include "offload_run.h"
 #include "support/async_host_copy_link.h"
+#include "support/engine_fixture.h"
+#include "support/fake_expert_bytes.h"
+#include "support/offload_run.h"
 #include "support/test_log.h"
 
 using namespace moe;

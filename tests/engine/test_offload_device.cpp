@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
-#include "offload_run.h"
+#include "support/engine_fixture.h"
+#include "support/offload_run.h"
 #include "support/test_log.h"
 
 using namespace moe;

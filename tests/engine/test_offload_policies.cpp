@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "app/core/engine_session.h"
-#include "engine_fixture.h"
 #include "offload/offload_engine.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using namespace moe;

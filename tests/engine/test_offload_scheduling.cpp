@@ -10,12 +10,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "fake_expert_bytes.h"
 #include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
 #include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
+#include "support/fake_expert_bytes.h"
 
 using namespace moe;
 

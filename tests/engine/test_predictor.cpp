@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <map>
 
-#include "engine_fixture.h"
 #include "offload/skip_gate_predictor.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using namespace moe;

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
 #include "quant/quant_repack.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using moe::gguf::TensorType;

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
 #include "quant/quant_dot.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"
 

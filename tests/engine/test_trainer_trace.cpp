@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "models/sha256.h"
 #include "offload/trainer/trace_collector.h"
 #include "quant/quant.h"
+#include "support/engine_fixture.h"
 #include "support/temp_dir.h"
 
 using namespace moe;

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "offload/learned_predictor.h"
 #include "offload/offload_engine.h"
 #include "offload/skip_gate_predictor.h"
@@ -22,6 +21,7 @@
 #include "offload/trainer/eval_predictor.h"
 #include "offload/trainer/trace_collector.h"
 #include "offload/trainer/train_predictor.h"
+#include "support/engine_fixture.h"
 #include "support/temp_dir.h"
 #include "support/test_log.h"
 

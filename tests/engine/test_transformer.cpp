@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "quant/quant.h"
+#include "support/engine_fixture.h"
 #include "support/test_log.h"
 
 using namespace moe;

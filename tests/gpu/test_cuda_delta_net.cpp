@@ -24,10 +24,10 @@
 #include <span>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
+#include "support/engine_fixture.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine_fixture.h"
 #include "inference/backend_factory.h"
+#include "support/engine_fixture.h"
 #include "synth/synthetic_model.h"
 
 TEST(CudaFactory, cpuByName) {

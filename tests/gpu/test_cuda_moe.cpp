@@ -23,7 +23,6 @@
 
 #include <gtest/gtest.h>
 
-#include "engine_fixture.h"
 #include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
@@ -31,6 +30,7 @@
 #include "inference/routing.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
+#include "support/engine_fixture.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"

@@ -16,7 +16,6 @@
 
 #include "app/core/engine_session.h"
 #include "app/core/local_chat_engine.h"
-#include "engine_fixture.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
@@ -24,6 +23,7 @@
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
+#include "support/engine_fixture.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"

@@ -1,6 +1,6 @@
 // Child process for test_persist_kill: the app's ChatController, with its
 // checkpoints and its regenerate, writing a chat answered by the scripted
-// engine (tests/fake_chat_engine.h), and reporting on stdout what the window
+// engine (tests/support/fake_chat_engine.h), and reporting on stdout what the window
 // was given to show, so the test can SIGKILL it mid-reply and compare the
 // database with what the user saw.
 //
@@ -25,7 +25,7 @@
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
 #include "app/qt/inference_worker.h"
-#include "fake_chat_engine.h"
+#include "support/fake_chat_engine.h"
 
 namespace {
 

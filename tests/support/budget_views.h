@@ -18,7 +18,7 @@
 #include "app/core/fit_words.h"
 #include "app/core/model_registry.h"
 #include "desktop/app_wiring.h"
-#include "gui_fixture.h"
+#include "support/gui_fixture.h"
 #include "synth/synthetic_model.h"
 #include "ui/models_view.h"
 #include "ui/settings_dialog.h"

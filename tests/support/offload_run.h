@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine_fixture.h"
 #include "offload/offload_engine.h"
+#include "support/engine_fixture.h"
 
 // host: the Transformer's host backend for CPU-computed experts (null: none).
 inline std::vector<float> runPromptAndDecode(EngineFixture& f, moe::ExpertSource& source,
