@@ -29,6 +29,9 @@ mutations=(
   "matvec-reads-rows-twice|inference/cuda/cuda_matvec.cu|    rowDot<T, NT>(row, a, idx, nt, acc);|    rowDot<T, NT>(row, a, idx, nt, acc);  rowDot<T, NT>(row, a, idx, nt, acc);|cuda_moe|*decodeReadsTheWeightsOnce*|moechat_cuda_standin test_cuda_moe"
   "delta-rows-lane-order|inference/delta_rule_rows.cpp|    _mm256_store_ps(lanes + 8, hi[r]);|    _mm256_store_ps(lanes + 8, lo[r]);|delta_rule|*everyInstructionSet*|test_delta_rule"
   "decode-ahead-order|inference/generator.cpp|    ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));|    ahead = false && wanted;|cuda_decode_ahead|*aGreedyResidentDecodeNeverStallsTheDevice*|test_cuda_decode_ahead"
+  "sampled-ahead-uniform-order|inference/generator.cpp|    ahead = wanted && tf_.queueChosenStep(ending(sampler.reductionOfChosen(cached_, one), 1));|    ahead = wanted && tf_.queueChosenStep(ending(sampler.reductionOfChosen(cached_, one), 0));|cuda_sampled_ahead|*sampledTokensEqualTodaysOrder*|test_cuda_sampled_ahead"
+  "sampled-ahead-order|inference/sampler.h|  bool drawsFromCandidates() const { return params_.temperature > 0.0f && params_.top_k > 0; }|  bool drawsFromCandidates() const { return false; }|cuda_sampled_ahead|*aSampledResidentDecodeNeverStallsTheDevice*|test_cuda_sampled_ahead"
+  "draw-ignores-uniform|inference/cuda/cuda_draw.cu|    const double r = __dmul_rn(values->uniform, total);|    const double r = __dmul_rn(0.5, total);|cuda_sampled_ahead|*theDrawEqualsTheHostsSample*|moechat_cuda_standin test_cuda_sampled_ahead"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 
