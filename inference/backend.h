@@ -292,9 +292,11 @@ class Backend {
   virtual void readLogitCandidates(std::span<LogitCandidate> out);
   // The same entries without waiting: queueLogitCandidates(slot) queues their copy to
   // the host into slot 0 or 1 (the host reads one step's entries while the next step
-  // runs); takeLogitCandidates(slot, out) waits for that slot's last copy only.
+  // runs); takeLogitCandidates(slot, out) waits for that slot's last copy only, and
+  // returns the token that reduction chose on the device (embedsChosenToken): the
+  // argmax (k = 1) or the drawn one (LogitsReduction::draw); -1 for none.
   virtual void queueLogitCandidates(int slot);
-  virtual void takeLogitCandidates(int slot, std::span<LogitCandidate> out);
+  virtual int32_t takeLogitCandidates(int slot, std::span<LogitCandidate> out);
 
   // A decode step's own values: the token it embeds and its position (the KV row it
   // writes, the keys it attends to, its rotation); `owner` names the sequence (a
@@ -306,13 +308,14 @@ class Backend {
     int32_t pos = 0;
     uint64_t owner = 0;
     const LogitsReduction* reduce = nullptr;
-    // The token is the one the last greedy reduction (k = 1) chose, where the device
-    // left it (embedsChosenToken); `token` is not read. Such a step is queued before the
-    // host has read that token, so the device goes on without waiting for the host.
+    // The token is the one the last greedy reduction (k = 1) or draw chose, where the
+    // device left it (embedsChosenToken); `token` is not read. Such a step is queued
+    // before the host has read that token, so the device goes on without waiting for it.
     bool token_chosen_on_device = false;
   };
   // Whether a recorded or replayed step may embed the token the last greedy reduction
-  // chose on the device (StepValues::token_chosen_on_device).
+  // or draw chose on the device (StepValues::token_chosen_on_device), and reduceLogits
+  // draws (LogitsReduction::draw).
   virtual bool embedsChosenToken() const { return false; }
   // A decode step recorded once and replayed as one graph (a device backend: one
   // launch per step instead of one per op). beginStepCapture(v) returns false where the
@@ -435,7 +438,7 @@ inline void Backend::queueLogitCandidates(int) {
   throw std::logic_error(name() + ": queueLogitCandidates needs a backend that reduces logits");
 }
 
-inline void Backend::takeLogitCandidates(int, std::span<LogitCandidate>) {
+inline int32_t Backend::takeLogitCandidates(int, std::span<LogitCandidate>) {
   throw std::logic_error(name() + ": takeLogitCandidates needs a backend that reduces logits");
 }
 

@@ -126,29 +126,43 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt, const Gener
     if (static_cast<int>(cached_.size()) >= tf_.nCtx()) return StopReason::ContextFull;
     return std::nullopt;
   };
-  // Greedy decoding with recorded steps runs a step ahead: the step of the token the
-  // device chose is queued before the host reads that token (Transformer::
-  // queueChosenStep), so the device never waits for the host; a reply that ends on it
-  // drops that step's row. The token after `next` is stepped only where neither
-  // max_tokens nor (checked by the Transformer) the context stops the reply first.
-  const bool pipelined = reduced && params.sampler.temperature <= 0.0f && tf_.decodesAhead();
-  bool ahead = false;  // a queued step embeds `next` already
+  // Decoding with recorded steps runs a step ahead: the step of the token the device
+  // chose (greedy) or drew (sampled: the device finishes the host's draw with the
+  // uniform the host drew for that token, Sampler::withDraw) is queued before the host
+  // reads that token (Transformer::queueChosenStep), so the device never waits for the
+  // host; a reply that ends on it drops that step's row. The token after `next` is
+  // stepped only where neither max_tokens nor (checked by the Transformer) the context
+  // stops the reply first.
+  const bool greedy = params.sampler.temperature <= 0.0f;
+  const bool pipelined = reduced && (greedy || sampler.drawsFromCandidates()) && tf_.decodesAhead();
+  // A step's reduction; sampled, with the draw of the token `ahead` tokens after the
+  // next one the host takes.
+  auto ending = [&](const LogitsReduction& r, size_t ahead_of_next) {
+    return greedy ? r : sampler.withDraw(r, ahead_of_next);
+  };
+  bool ahead = false;        // a queued step embeds `next` already
+  bool drawn_ahead = false;  // `best` and `drawn` are a queued step's: the device drew
+  int32_t drawn = -1;
   auto runStep = [&](int32_t next) {
     const int32_t one[1] = {next};
     if (!pipelined) {
       step(one);
       return;
     }
-    if (!ahead) tf_.queueStep(next, sampler.reduction(cached_, one));
+    if (!ahead) tf_.queueStep(next, ending(sampler.reduction(cached_, one), 0));
     const bool wanted = st.generated_tokens + 1 < params.max_tokens && !(cancel && cancel->load());
-    ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));
-    tf_.takeCandidates(best);
+    ahead = wanted && tf_.queueChosenStep(ending(sampler.reductionOfChosen(cached_, one), 1));
+    drawn = tf_.takeCandidates(best);
+    drawn_ahead = !greedy;
   };
   Clock::time_point decode_start;
   for (;;) {
     int32_t next = 0;
     try {
-      next = reduced ? sampler.sample(best) : sampler.sample(logits, cached_);
+      if (drawn_ahead)
+        next = sampler.takeDrawn(best, drawn);
+      else
+        next = reduced ? sampler.sample(best) : sampler.sample(logits, cached_);
     } catch (...) {
       tf_.truncate(static_cast<int>(cached_.size()));  // the step ahead, if any
       throw;

@@ -1,8 +1,9 @@
 // The generation loop: prefill the prompt in one batch (reusing the cached
 // prefix of the conversation), then decode token by token with the sampler,
-// streaming text, until a limit, an end token, a stop string or a cancel. Greedy
-// decoding with recorded steps runs a step ahead (Transformer::queueChosenStep): the
-// device never waits for the host to read a token.
+// streaming text, until a limit, an end token, a stop string or a cancel. Decoding
+// with recorded steps runs a step ahead (Transformer::queueChosenStep), greedy or
+// sampled with top_k > 0 (the device draws with the host's uniforms): the device never
+// waits for the host to read a token.
 #pragma once
 
 #include <atomic>

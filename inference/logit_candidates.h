@@ -25,6 +25,13 @@ struct LogitsReduction {
   // Also the token the device chose at the last greedy reduction, unless listed: the
   // step's own token, queued before the host read it (Backend::StepValues).
   bool penalise_chosen = false;
+  // The sampler's draw on the device (a sampled decode a step ahead): the backend
+  // finishes Sampler::sample(candidates) over the best k = top_k + 1 entries with the
+  // host's `uniform` for this token, and leaves the token where the next step's embed
+  // reads it (as a greedy reduction does), so the host need not read it first.
+  bool draw = false;
+  double uniform = 0.0;  // in [0, 1), drawn by the host in the order it would have drawn it
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;  // > 0; >= 1: off; <= 0: off
 };
 
 }  // namespace moe

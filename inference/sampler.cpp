@@ -17,12 +17,16 @@
 // - The draw uses a uniform built from the raw 64-bit output of mt19937_64 (whose
 //   sequence the standard fixes), never std::uniform_*_distribution (its algorithm is
 //   implementation-defined), so a seed gives the same tokens on every platform.
+// - A sampled decode a step ahead draws on the device (withDraw, takeDrawn): each token
+//   still takes the next uniform of the stream, drawn here before its step is queued,
+//   so the tokens are sample(candidates)'s for the same seed.
 #include "inference/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <unordered_set>
 
 namespace moe {
@@ -162,13 +166,18 @@ LogitsReduction Sampler::reductionWith(std::span<const int32_t> history, std::sp
   return r;
 }
 
-int32_t Sampler::sample(std::span<const LogitCandidate> best) {
+void Sampler::checkCandidates(std::span<const LogitCandidate> best) const {
   if (best.empty()) throw std::invalid_argument("Sampler::sample: no candidates");
   if (best[0].id < 0 || best[0].value == kNegInf)
     throw std::domain_error("Sampler::sample: every logit is -inf or NaN");
-  if (params_.temperature <= 0.0f) return best[0].id;
+  if (params_.temperature <= 0.0f) return;
   if (params_.top_k <= 0 || best.size() <= size_t(params_.top_k))
     throw std::invalid_argument("Sampler::sample: candidates need top_k > 0 and top_k + 1 of them");
+}
+
+int32_t Sampler::sample(std::span<const LogitCandidate> best) {
+  checkCandidates(best);
+  if (params_.temperature <= 0.0f) return best[0].id;
 
   // The entries after the k best tell only whether a finite one was left out; while
   // none was, the candidates are every finite token, in id order as collectAll has them.
@@ -181,6 +190,37 @@ int32_t Sampler::sample(std::span<const LogitCandidate> best) {
     std::sort(candidates_.begin(), candidates_.end(),
               [](const auto& a, const auto& b) { return a.second < b.second; });
   return draw(k, left_out, best[0].value, {});
+}
+
+double Sampler::nextUniform() {
+  if (drawn_ahead_.empty()) return uniform01(rng_);
+  const double u = drawn_ahead_.front();
+  drawn_ahead_.pop_front();
+  return u;
+}
+
+LogitsReduction Sampler::withDraw(LogitsReduction r, size_t ahead) {
+  if (!drawsFromCandidates())
+    throw std::logic_error("Sampler::withDraw: the draw needs temperature > 0 and top_k > 0");
+  while (drawn_ahead_.size() <= ahead) drawn_ahead_.push_back(uniform01(rng_));
+  r.draw = true;
+  r.uniform = drawn_ahead_[ahead];
+  r.temperature = params_.temperature;
+  r.top_p = params_.top_p;
+  r.min_p = params_.min_p;
+  return r;
+}
+
+int32_t Sampler::takeDrawn(std::span<const LogitCandidate> best, int32_t drawn) {
+  checkCandidates(best);
+  if (drawn_ahead_.empty()) throw std::logic_error("Sampler::takeDrawn: no draw handed out");
+  // The device draws among the top_k best; anything else is a fault, not a sample.
+  const size_t k = std::min(best.size(), size_t(params_.top_k));
+  if (drawn < 0 || std::none_of(best.begin(), best.begin() + std::ptrdiff_t(k),
+                                [drawn](const LogitCandidate& c) { return c.id == drawn; }))
+    throw std::logic_error("Sampler::takeDrawn: token " + std::to_string(drawn) + " is not a candidate");
+  drawn_ahead_.pop_front();
+  return drawn;
 }
 
 int32_t Sampler::draw(size_t k, bool left_out, float x_max_logit, std::span<const float> row) {
@@ -249,7 +289,7 @@ int32_t Sampler::draw(size_t k, bool left_out, float x_max_logit, std::span<cons
     double total = 0.0;  // candidates_ may be permuted, but every finite logit is kept
     for (size_t i = 0; i < row.size(); ++i)
       if (row[i] != kNegInf) total += std::exp((double(row[i]) - x_max) * inv_t);
-    const double r = uniform01(rng_) * total;
+    const double r = nextUniform() * total;
     double cum = 0.0;
     int32_t last = candidates_[0].second;
     for (size_t i = 0; i < row.size(); ++i) {
@@ -264,7 +304,7 @@ int32_t Sampler::draw(size_t k, bool left_out, float x_max_logit, std::span<cons
             [](const auto& a, const auto& b) { return a.second < b.second; });
   double total = 0.0;
   for (size_t i = 0; i < kept; ++i) total += weight(i);
-  const double r = uniform01(rng_) * total;
+  const double r = nextUniform() * total;
   double cum = 0.0;
   for (size_t i = 0; i < kept; ++i) {
     cum += weight(i);

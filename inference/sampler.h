@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <span>
 #include <vector>
@@ -41,6 +42,20 @@ class Sampler {
   int32_t sample(std::span<const LogitCandidate> best);
   const SamplerParams& params() const { return params_; }
 
+  // A sampled decode a step ahead (the Generator): the device finishes the draw over
+  // the candidates (LogitsReduction::draw), with the uniform sample(candidates) would
+  // have drawn for that token, so a seed gives the same tokens. Whether the draw can
+  // run there: temperature > 0 and top_k > 0 (the candidates' path; else the row).
+  bool drawsFromCandidates() const { return params_.temperature > 0.0f && params_.top_k > 0; }
+  // r with the draw of a token not taken yet: `ahead` tokens after the next one. Its
+  // uniform is drawn from the seeded stream on first use and kept until takeDrawn, so a
+  // step that was then not queued leaves it to the next.
+  LogitsReduction withDraw(LogitsReduction r, size_t ahead);
+  // The token the device drew for the next token (`drawn`, from best: the candidates
+  // of its reduction), checked as sample(best) checks them (it throws alike); the
+  // uniform of that draw is spent.
+  int32_t takeDrawn(std::span<const LogitCandidate> best, int32_t drawn);
+
  private:
   void collectAll(std::span<const float> logits);
   bool collectTopK(std::span<const float> logits, size_t k);
@@ -49,8 +64,14 @@ class Sampler {
   // (walked in id order when nothing is cut) or empty.
   int32_t draw(size_t k, bool left_out, float x_max_logit, std::span<const float> row);
 
+  // The uniform of the next draw: the oldest one withDraw handed out, else a new one.
+  double nextUniform();
+  // Checks sample(best) makes before its draw.
+  void checkCandidates(std::span<const LogitCandidate> best) const;
+
   SamplerParams params_;
   std::mt19937_64 rng_;
+  std::deque<double> drawn_ahead_;  // uniforms handed to the device, oldest first
   std::vector<std::pair<float, int32_t>> candidates_;
   std::vector<int32_t> penalised_;
   // The reduction over history, more and `unknown` tokens the device holds.

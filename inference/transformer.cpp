@@ -177,7 +177,7 @@ void Transformer::forwardBatch(std::span<const int32_t> tokens, const Output& ou
     if (reduce) backend_.reduceLogits(s_->logits, cfg_.n_vocab, *reduce);
   }
   n_past_ += n;
-  chose_on_device_ = reduce && reduce->k == 1;
+  chose_on_device_ = reduce && (reduce->k == 1 || reduce->draw);
   if (reduce && !out.best) {
     queueCandidates(reduce->k);
   } else if (reduce) {

@@ -68,9 +68,10 @@ class Transformer {
   // Whether forward(tokens, reduce, ...) reduces on the backend (else it reads the row).
   bool reducesTo(const LogitsReduction& reduce) const;
 
-  // Decoding a step ahead (the Generator's greedy decode, transformer_queued.cpp): a
-  // step is queued with its candidates' copy to the host, and the host reads them
-  // (takeCandidates) once the next step is queued, so the device never waits for it.
+  // Decoding a step ahead (the Generator's greedy or sampled decode,
+  // transformer_queued.cpp): a step is queued with its candidates' copy to the host,
+  // and the host reads them (takeCandidates) once the next step is queued, so the
+  // device never waits for it.
   // Whether queueChosenStep can run here: the backend embeds the token it chose, the
   // steps are recorded (no observer of the routing or hidden states, every expert in
   // place), and no layer is recurrent (its state cannot step back past a step whose
@@ -79,15 +80,17 @@ class Transformer {
   // Queues the decode step of `token` as forward(tokens, reduce, ...) runs it (reducesTo
   // must hold) and the copy of its candidates, without waiting. Throws as forward does.
   void queueStep(int32_t token, const LogitsReduction& reduce);
-  // Queues the decode step of the token the last step's greedy reduction chose on the
-  // device (no other sequence's step on the backend since), which the host has not read
-  // yet (reduce: Sampler::reductionOfChosen, k = 1);
-  // replayed or recorded as one graph. False where it cannot be (decodesAhead, the last
-  // step not greedy, the context full, two steps queued, a recording refused): nothing
-  // was queued. A reply that then ends on that token drops the step with truncate.
+  // Queues the decode step of the token the last step's greedy reduction chose, or its
+  // draw drew, on the device (no other sequence's step on the backend since), which the
+  // host has not read yet (reduce: Sampler::reductionOfChosen, greedy (k = 1) or with a
+  // draw: Sampler::withDraw); replayed or recorded as one graph. False where it cannot
+  // be (decodesAhead, the last step neither greedy nor drawn, the context full, two
+  // steps queued, a recording refused): nothing was queued. A reply that then ends on
+  // that token drops the step with truncate.
   bool queueChosenStep(const LogitsReduction& reduce);
-  // Waits for the oldest queued step's candidates (k of them).
-  void takeCandidates(std::vector<LogitCandidate>& best);
+  // Waits for the oldest queued step's candidates (k of them); returns the token its
+  // reduction chose on the device (Backend::takeLogitCandidates), -1 for none.
+  int32_t takeCandidates(std::vector<LogitCandidate>& best);
 
   int nPast() const { return n_past_; }
   int nCtx() const { return n_ctx_; }
@@ -248,8 +251,8 @@ class Transformer {
   };
   std::deque<QueuedStep> queued_;
   static constexpr size_t kMaxQueued = 2;
-  // The last step ended with a greedy reduction: the backend holds its choice, the token
-  // at n_past_ (queueChosenStep).
+  // The last step ended with a greedy reduction or a draw: the backend holds its choice,
+  // the token at n_past_ (queueChosenStep).
   bool chose_on_device_ = false;
 };
 

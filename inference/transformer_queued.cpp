@@ -1,6 +1,7 @@
 // Transformer: decode steps queued with their candidates' copy to the host, read once
-// the next step is queued (the Generator's greedy decode): the next step embeds the
-// token the device chose, so the device runs on while the host reads and checks it.
+// the next step is queued (the Generator's greedy or sampled decode): the next step
+// embeds the token the device chose or drew, so the device runs on while the host
+// reads and checks it.
 #include <stdexcept>
 
 #include "inference/transformer.h"
@@ -21,7 +22,7 @@ void Transformer::queueStep(int32_t token, const LogitsReduction& reduce) {
 }
 
 bool Transformer::queueChosenStep(const LogitsReduction& reduce) {
-  if (!chose_on_device_ || reduce.k != 1 || !reducesTo(reduce) || n_past_ >= n_ctx_ ||
+  if (!chose_on_device_ || !(reduce.k == 1 || reduce.draw) || !reducesTo(reduce) || n_past_ >= n_ctx_ ||
       queued_.size() >= kMaxQueued || !decodesAhead())
     return false;
   const int32_t token = kChosenOnDevice;
@@ -47,12 +48,12 @@ void Transformer::queueCandidates(int k) {
   queued_.push_back({n_past_ - 1, slot, k});
 }
 
-void Transformer::takeCandidates(std::vector<LogitCandidate>& best) {
+int32_t Transformer::takeCandidates(std::vector<LogitCandidate>& best) {
   if (queued_.empty()) throw std::logic_error("Transformer::takeCandidates: no step queued");
   const QueuedStep q = queued_.front();
   queued_.pop_front();
   best.resize(size_t(q.k));
-  backend_.takeLogitCandidates(q.slot, best);
+  return backend_.takeLogitCandidates(q.slot, best);
 }
 
 }  // namespace moe

@@ -133,6 +133,7 @@ void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx)
         ctx.predictor.c_str(), ctx.cache_slots, pro_hit, lru_hit, pro_hit - lru_hit);
   std::printf("CPU cost of one expert (1 token): %.3f ms; all policies generated identical tokens\n",
               ctx.cpu_expert_ms);
+  std::printf("decoding: %s\n", ctx.decoding.c_str());
   for (const auto& r : rows)
     if (r.gen.decode_steps > 0) {
       std::printf("logits read by the sampler per decode token: %.0f bytes (%s)\n",
@@ -159,7 +160,8 @@ void printBenchJson(const std::vector<BenchRow>& rows, const BenchContext& ctx) 
       ctx.paced ? "true" : "false", (unsigned long long)ctx.bound_bytes, boundSeconds(ctx), ctx.cpu_expert_ms,
       ctx.predictor.c_str(), ctx.timings_meaningful ? "true" : "false");
   if (!ctx.timings_meaningful) std::printf(" \"timings_note\": \"%s\",", kStandinTimingsNote);
-  std::printf(" \"routing\": \"%s\",", jsonEscaped(ctx.routing).c_str());
+  std::printf(" \"routing\": \"%s\", \"decoding\": \"%s\",", jsonEscaped(ctx.routing).c_str(),
+              jsonEscaped(ctx.decoding).c_str());
   auto simulated = [&](const char* name, const std::optional<DemandResult>& d) {
     if (!d) return;
     std::printf(" \"%s\": {\"uses\": %llu, \"hits\": %llu, \"hit_rate\": %.4f, \"bytes\": %llu},", name,

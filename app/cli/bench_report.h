@@ -45,7 +45,8 @@ struct BenchContext {
   std::optional<DemandResult> belady, lru_per_layer;
   double cpu_expert_ms = 0;  // measured CPU cost of one expert, one token
   std::string predictor;
-  bool timings_meaningful = true;  // false on the CPU stand-in of the CUDA runtime
+  bool timings_meaningful = true;   // false on the CPU stand-in of the CUDA runtime
+  std::string decoding = "greedy";  // or "sampled: temperature ..., seed ..."
 };
 
 void printBenchTable(const std::vector<BenchRow>& rows, const BenchContext& ctx);

@@ -48,6 +48,7 @@ struct BenchSetup {
   LinkOptions link;
   CpuExpertCost cpu_cost;
   std::vector<int32_t> prompt;
+  GenerationParams gen;  // decode_tokens, greedy unless a sampling option was given
   int decode_tokens;
   bool verbose;
   std::shared_ptr<LearnedPredictor> learned;   // --predictor: the proactive-learned row
@@ -61,11 +62,26 @@ struct GateLog {
   std::vector<ExpertRequest> requests;  // per gate, its distinct experts
 };
 
-GenerationParams greedy(int n) {
+// Greedy, or with any sampling option (--temp, --top-k, ...) the app's chain with
+// those changed: `--temp 0.8` alone is the app's default sampling.
+GenerationParams decoding(const Args& args, int n, std::string& name) {
   GenerationParams p;
   p.max_tokens = n;
-  p.sampler.temperature = 0;
   p.stop_at_end_token = false;
+  const std::set<std::string> options = samplingValueOptions();
+  if (std::none_of(options.begin(), options.end(), [&](const std::string& o) { return args.value(o); })) {
+    p.sampler.temperature = 0;
+    name = "greedy";
+    return p;
+  }
+  p.sampler = samplerParams(args);
+  const SamplerParams& sp = p.sampler;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "sampled: temperature %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, seed %llu",
+                double(sp.temperature), sp.top_k, double(sp.top_p), double(sp.min_p),
+                double(sp.repeat_penalty), sp.repeat_last_n, (unsigned long long)sp.seed);
+  name = sp.temperature <= 0 ? "greedy" : text;
   return p;
 }
 
@@ -133,7 +149,7 @@ BenchRow runRow(BenchRow row, const BenchSetup& s, GateLog* gates) {
     if (counted) readCudaWorkCounters(&at_decode);
   });
   Generator g(s.model, t);
-  row.gen = g.generate(s.prompt, greedy(s.decode_tokens), nullptr);
+  row.gen = g.generate(s.prompt, s.gen, nullptr);
   row.tokens.assign(g.cachedTokens().begin() + s.prompt.size(), g.cachedTokens().end());
   engine.waitIdle();
   const Backend::MatmulTraffic traffic_at_end = backend.matmulTraffic();
@@ -257,6 +273,7 @@ int runBench(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
   if (std::find(argv.begin(), argv.end(), "--sampler") != argv.end()) return runBenchSampler(argv);
   auto vo = modelValueOptions();
+  vo.merge(samplingValueOptions());
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",
              "--preset", "--quant", "--cache-dir", "--predictor", "--prompt", "--cpu-expert-ms",
              "--routing-trace", "--trace-start", "--eviction", "--routing", "--history-stride",
@@ -352,13 +369,16 @@ int runBench(const std::vector<std::string>& argv) {
   history.admission = args.doubleOr("--admission", history.admission);
   if (history.stride < 1 || history.admission < 0)
     throw UsageError("--history-stride must be >= 1 and --admission >= 0");
-  const BenchSetup setup{
-      *model,  compute, store,  slots, link, cost, prompt, decode_tokens, args.flag("--verbose"),
-      learned, replay,  history};
+  std::string decoding_name;
+  const GenerationParams gen = decoding(args, decode_tokens, decoding_name);
+  const BenchSetup setup{*model,  compute, store,  slots,         link,
+                         cost,    prompt,  gen,    decode_tokens, args.flag("--verbose"),
+                         learned, replay,  history};
   const double link_bps = device ? device->linkBytesPerSecond() : link.bytes_per_second;
 
-  std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, greedy\n",
-               c.model_name.c_str(), slots, total, 100.0 * slots / total, int(prompt.size()), decode_tokens);
+  std::fprintf(stderr, "bench: %s, %d of %d experts cached (%.0f%%), prompt %d + decode %d tokens, %s\n",
+               c.model_name.c_str(), slots, total, 100.0 * slots / total, int(prompt.size()), decode_tokens,
+               decoding_name.c_str());
   if (device)
     std::fprintf(stderr, "bench: compute %s; link: measured pinned host->device %.1f GB/s\n",
                  backend.name().c_str(), link_bps / 1e9);
@@ -418,6 +438,7 @@ int runBench(const std::vector<std::string>& argv) {
   }
   ctx.cpu_expert_ms = cost.seconds_1 * 1e3;
   ctx.predictor = replay ? "history" : "skip-gate";
+  ctx.decoding = decoding_name;
   if (device) ctx.timings_meaningful = cudaLibrary()->timings_meaningful;
   if (args.flag("--json"))
     printBenchJson(rows, ctx);

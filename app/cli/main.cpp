@@ -50,6 +50,7 @@ const CommandHelp kCommands[] = {
         [--prompt-tokens N | --prompt TEXT] [--decode-tokens N] [--link-gbps G] [--virtual-link]
         [--policies a,b,...] [--ablate] [--no-<switch>]... [--predictor P] [--cpu-expert-ms A,B]
         [--routing-trace TRACE [--trace-start N] | --routing realistic] [--history] [--eviction R[,R...]]
+        [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
         [--json] [--verbose]
       every caching policy side by side at one cache budget (CPU compute, simulated
       link, paced unless --virtual-link; --backend cuda: the GPU and its real link);
@@ -66,7 +67,9 @@ const CommandHelp kCommands[] = {
       --history adds a proactive-history row: prefetching predicted from routing
       history alone (layer-to-layer and token-to-token, learned as it runs);
       --eviction runs every caching row with each rule named (layer-lru, shared-lru,
-      layer-frequency, shared-frequency); with several, a row's name ends in /rule
+      layer-frequency, shared-frequency); with several, a row's name ends in /rule;
+      decodes greedily unless a sampling option is given (--temp 0.8: the app's default
+      chain), every row with the same seed
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
         [--rows R] [--cols C] [--batch B] [--set-mb M] [--bw-mb M] [--no-repack] [--json]
         [--backend cpu|cuda]

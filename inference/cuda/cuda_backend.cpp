@@ -128,7 +128,7 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
   // Sampling on the device: a context's distinct tokens, the largest k's keys.
   reservePenalty(size_t(std::min(n_ctx_, std::max(c.n_vocab, 1))));
   scratch(top_keys_, cuda::topLogitsScratchBytes(c.n_vocab, cuda::kMaxTopLogits), "top logits keys");
-  scratch(top_out_, cuda::kMaxTopLogits * sizeof(cuda::TopLogit), "top logits");
+  scratch(top_out_, (cuda::kMaxTopLogits + 1) * sizeof(cuda::TopLogit), "top logits");  // and a drawn entry
   reserveCandidateSlots();
   // Read backs: the last token's logits, or a batch's routing.
   pinned(std::max<size_t>(size_t(c.n_vocab) * sizeof(float), 2 * T * K * sizeof(int32_t)));

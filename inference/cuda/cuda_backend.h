@@ -110,12 +110,13 @@ class CudaBackend final : public Backend {
   // uploaded (for a recorded step, before its graph); the candidates, k x 8 bytes, come
   // back through the read-back buffer, or through one of two pinned slots while the
   // next step runs. A greedy reduction leaves its argmax where the next step's embed
-  // reads its token (embedsChosenToken).
+  // reads its token (embedsChosenToken), and a reduction that draws (LogitsReduction::
+  // draw, cuda_draw.cu) its drawn token.
   int maxLogitCandidates() const override { return cuda::kMaxTopLogits; }
   void reduceLogits(const float* logits, int n_vocab, const LogitsReduction& r) override;
   void readLogitCandidates(std::span<LogitCandidate> out) override;
   void queueLogitCandidates(int slot) override;
-  void takeLogitCandidates(int slot, std::span<LogitCandidate> out) override;
+  int32_t takeLogitCandidates(int slot, std::span<LogitCandidate> out) override;
   // Decode steps as graphs: recorded with cudaStreamCaptureModeThreadLocal, the
   // step's token and position read from device memory (step_dev_), copied there before
   // each launch (or the token left there by the last greedy reduction), so one
@@ -260,18 +261,22 @@ class CudaBackend final : public Backend {
     bool valid = false;
     uint64_t owner = 0, buffers = 0;
     int plan_keys = 0;
-    int reduce_k = 0;  // its reduceLogits' k
+    int reduce_k = 0;    // its reduceLogits' k
+    bool draws = false;  // and whether that reduction draws
   };
   RecordedStep recorded_;
   uint64_t buffers_generation_ = 0;
   int upload_refusals_ = 0;  // recordings refused for an upload (a third: steps stop recording)
-  // Sampling: the penalised tokens (cuda::kPenaltyHeader, then room for penalty_ids_
-  // ids) on the device; the first pass's keys; the candidates; the k of the last
-  // reduction; while a step records, the k its reduction must have.
+  // Sampling: the sampling values (cuda::SamplingValues, then room for penalty_ids_
+  // ids) on the device; the first pass's keys; the candidates and the drawn entry; the
+  // k of the last reduction and whether it drew; while a step records, what its
+  // reduction must be.
   size_t penalty_ids_ = 0;
   Scratch penalty_dev_, top_keys_, top_out_;
   int top_k_ = 0;
+  bool top_draws_ = false;
   int step_reduce_k_ = 0;
+  bool step_draws_ = false;
   void reservePenalty(size_t ids);
   static size_t penaltyIds(const LogitsReduction& r);
   // r's tokens as the kernels read them (cuda::launchTopLogits).
@@ -280,9 +285,10 @@ class CudaBackend final : public Backend {
   // Pinned slots the candidates are queued to (queueLogitCandidates): the host reads
   // one step's while the next step runs. `done`: recorded after the slot's last copy.
   struct CandidateSlot {
-    LogitCandidate* host = nullptr;
+    LogitCandidate* host = nullptr;  // [kMaxTopLogits + 1]: the candidates, then the drawn entry
     cudaEvent_t done = nullptr;
     int k = 0;
+    bool drew = false;
   };
   static constexpr int kCandidateSlots = 2;
   CandidateSlot candidate_slots_[kCandidateSlots];

@@ -1,7 +1,7 @@
 // CudaBackend: a decode step recorded once as a CUDA graph and replayed at later
 // positions (Backend::beginStepCapture, replayStep): the step's token and position in
 // device memory (copied there before each launch, or the token left there by the last
-// greedy reduction), the rope table of every position, the decode attention's plan.
+// greedy reduction or a draw), the rope table of every position, the decode attention's plan.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -70,7 +70,8 @@ const int32_t* CudaBackend::recordedPosition(int pos, int n_tokens, const char* 
 // A step's values, queued as plain copies before its graph through the upload ring (a
 // pinned buffer per copy), so the host may queue the next step before this one has
 // run: the token and position, or where the device chose the token (the last greedy
-// reduction wrote it in place), the position alone; then its penalised tokens.
+// reduction or the draw wrote it in place), the position alone; then its sampling
+// values (penalised tokens, the draw's uniform).
 void CudaBackend::uploadStepValues(const StepValues& v) {
   auto* dev = static_cast<int32_t*>(step_dev_.ptr);
   if (v.token_chosen_on_device) {
@@ -89,6 +90,7 @@ bool CudaBackend::beginStepCapture(const StepValues& v) {
   step_ = v;
   step_.reduce = nullptr;  // the caller's, valid during the call only
   step_reduce_k_ = v.reduce ? v.reduce->k : 0;
+  step_draws_ = v.reduce && v.reduce->draw;
   step_plan_keys_ = planKeys(v.pos, 1);
   checkCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   capturing_ = true;
@@ -128,17 +130,21 @@ void CudaBackend::endStepCapture() {
   }
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
   ++step_graph_launches_;
-  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_, step_reduce_k_};
+  recorded_ = {true, step_.owner, buffers_generation_, step_plan_keys_, step_reduce_k_, step_draws_};
 }
 
 bool CudaBackend::replayStep(const StepValues& v) {
   if (!recorded_.valid || graphs_failed_ || capturing_ || !step_graph_ || v.owner != recorded_.owner ||
       recorded_.buffers != buffers_generation_ || v.pos < 0 || planKeys(v.pos, 1) != recorded_.plan_keys ||
       v.pos >= rope_all_rows_ || (v.reduce ? v.reduce->k : 0) != recorded_.reduce_k ||
+      (v.reduce && v.reduce->draw) != recorded_.draws ||
       (v.reduce && penaltyIds(*v.reduce) > penalty_ids_))  // a larger buffer: recorded anew
     return false;
   uploadStepValues(v);
-  if (v.reduce) top_k_ = recorded_.reduce_k;
+  if (v.reduce) {
+    top_k_ = recorded_.reduce_k;
+    top_draws_ = recorded_.draws;
+  }
   checkCuda(cudaGraphLaunch(step_graph_, stream_), "cudaGraphLaunch");
   ++step_graph_launches_;
   return true;

@@ -261,16 +261,34 @@ struct TopLogit {
   int32_t id;
 };
 size_t topLogitsScratchBytes(int n_vocab, int k);
-// The penalised tokens as the kernels read them: count, the penalty's float bits,
-// whether the token at `chosen` is penalised too (unless listed), then `count` distinct
-// token ids (ids outside the row: none).
-inline constexpr int kPenaltyHeader = 3;
-// logits: [n_vocab]; penalty: [kPenaltyHeader + count] ints; k in 1..kMaxTopLogits;
+// A step's sampling values as the kernels read them, uploaded before each step: the
+// penalty's, then the draw's (launchDrawCandidate); `count` distinct token ids follow
+// (ids outside the row: none).
+struct SamplingValues {
+  int32_t count;            // penalised ids after this header
+  float penalty;            // > 0
+  int32_t penalise_chosen;  // 1: the token at `chosen` is penalised too, unless listed
+  int32_t unused;
+  double uniform;          // in [0, 1): the host's, for this token
+  double inv_temperature;  // 1.0 / double(temperature), as the host's sampler has it
+  float top_p;             // >= 1: off
+  float min_p;             // <= 0: off
+};
+inline constexpr int kPenaltyHeader = sizeof(SamplingValues) / sizeof(int32_t);  // the ids' first int
+static_assert(sizeof(SamplingValues) == 40 && sizeof(SamplingValues) % sizeof(double) == 0,
+              "the ids follow the header; a buffer of these stays aligned");
+// logits: [n_vocab]; values: the header and its count ids; k in 1..kMaxTopLogits;
 // scratch: topLogitsScratchBytes; out: [k]. chosen (device memory, or null): the token
-// the penalty's third int adds, and where k = 1 writes the argmax's id (0 where the row
-// has none), the token the next step embeds.
-void launchTopLogits(const float* logits, int n_vocab, const int32_t* penalty, int k, void* scratch,
+// penalise_chosen adds, and where k = 1 writes the argmax's id (0 where the row has
+// none), the token the next step embeds.
+void launchTopLogits(const float* logits, int n_vocab, const SamplingValues* values, int k, void* scratch,
                      TopLogit* out, int32_t* chosen, cudaStream_t stream);
+// The host sampler's draw (Sampler::sample(candidates)) over best[0, k), k = top_k + 1
+// entries as launchTopLogits wrote them, with values' uniform, temperature, top_p and
+// min_p (cuda_draw.cu): the token to *chosen, where the next step's embed reads it (0
+// where the row has none), and its entry to *drawn ({-inf, -1} then). One block.
+void launchDrawCandidate(const TopLogit* best, int k, const SamplingValues* values, int32_t* chosen,
+                         TopLogit* drawn, cudaStream_t stream);
 
 // An empty kernel: launching it proves the binary holds code this device can run.
 void launchProbe(cudaStream_t stream);

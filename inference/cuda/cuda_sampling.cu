@@ -12,7 +12,8 @@
 // k = 1 (greedy) takes block minimum reductions in both passes instead of sorts, and
 // writes the argmax's id where the next step's embed reads its token, so that step can
 // be queued before the host has read it; that step's penalty then names the token
-// where it lies (`chosen`), not in the list.
+// where it lies (`chosen`), not in the list. A sampled step queued ahead draws its token
+// from the k entries after this (cuda_draw.cu), into the same place.
 // Reads the row once; pass 2 reads blocks x k keys (8 bytes each).
 #include <cfloat>
 #include <cstdint>
@@ -88,7 +89,7 @@ __device__ void bitonicSort(uint64_t* keys) {
 
 // Block b: entries [b * kTopLogitsChunk, ..) of the row; its best k keys, best first,
 // to out[b][0..k) (k = 1: out[b]).
-__global__ void chunkBestKernel(const float* logits, int n_vocab, const int32_t* penalty,
+__global__ void chunkBestKernel(const float* logits, int n_vocab, const SamplingValues* values,
                                 const int32_t* chosen, int k, uint64_t* out) {
   __shared__ uint64_t keys[kTopLogitsChunk];
   __shared__ uint64_t warp_min[kChunkThreads / 32];
@@ -101,11 +102,12 @@ __global__ void chunkBestKernel(const float* logits, int n_vocab, const int32_t*
   __syncthreads();
   // The penalty after the sanitise, once per token (the ids are distinct: no two
   // threads write one key; the chosen token only where no listed id is it).
-  const int count = penalty[0];
-  const float by = __int_as_float(penalty[1]);
-  const int extra = penalty[2] && chosen ? *chosen : -1;
+  const int count = values->count;
+  const float by = values->penalty;
+  const int extra = values->penalise_chosen && chosen ? *chosen : -1;
+  const auto* ids = reinterpret_cast<const int32_t*>(values + 1);
   for (int j = threadIdx.x; j < count; j += kChunkThreads) {
-    const int id = penalty[kPenaltyHeader + j];
+    const int id = ids[j];
     if (id == extra) chosen_listed = 1;
     if (id >= lo && id - lo < n) keys[id - lo] = keyOf(penalised(sanitised(logits[id]), by), id);
   }
@@ -163,13 +165,13 @@ size_t topLogitsScratchBytes(int n_vocab, int k) {
   return static_cast<size_t>(chunks(n_vocab)) * static_cast<size_t>(k) * sizeof(uint64_t);
 }
 
-void launchTopLogits(const float* logits, int n_vocab, const int32_t* penalty, int k, void* scratch,
+void launchTopLogits(const float* logits, int n_vocab, const SamplingValues* values, int k, void* scratch,
                      TopLogit* out, int32_t* chosen, cudaStream_t stream) {
   if (n_vocab <= 0 || k <= 0) return;
   const int blocks = chunks(n_vocab);
   auto* keys = static_cast<uint64_t*>(scratch);
   launchKernel(chunkBestKernel, static_cast<unsigned>(blocks), kChunkThreads, 0, stream, logits, n_vocab,
-               penalty, static_cast<const int32_t*>(chosen), k, keys);
+               values, static_cast<const int32_t*>(chosen), k, keys);
   checkLaunch("top logits kernel (chunks)");
   launchKernel(mergeBestKernel, 1, kMergeThreads, 0, stream, static_cast<const uint64_t*>(keys), blocks * k,
                k, out, chosen);

@@ -13,8 +13,8 @@
 #       names (the CPU stand-in): every policy row has its device work per prefill
 #       token and per decode token and the prefill's matmul bytes, resident's decode
 #       is one graph launch and one wait per token (the argmax, 8 bytes read back),
-#       none stalling the device but the last token's, every row samples from the
-#       device's argmax, and the timings
+#       none stalling the device but the last token's (also with the app's default
+#       sampling, `--temp 0.8`), every row samples from the device's argmax, and the timings
 #       are labelled as not meaningful; `bench --kernels --backend cuda` on a small
 #       shape gives a row per type asked for, labelled the same way.
 set -uo pipefail
@@ -82,6 +82,19 @@ bench)
   sampling=$(grep -c '"sampling": {"on_device": true, "logits_bytes_per_decode_token": 8.0}' <<<"$json")
   [ "$sampling" -eq "$rows" ] || fail "$sampling of $rows rows sample from the device's argmax"
   echo "ok: resident decode is one graph launch and one wait per token (the argmax, 8 bytes)"
+  # The app's default sampling (--temp 0.8): the device draws with the host's uniforms,
+  # so the next step is queued before each wait as greedy's is; the best top_k + 1 = 41
+  # candidates and the drawn entry come back (336 bytes); every row the same tokens.
+  sampled=$("$cli" bench --demo-random --backend cuda --json --prompt-tokens 16 --decode-tokens 6 --temp 0.8 \
+    --policies resident,reactive-lru) || fail "bench --temp 0.8 exit $?"
+  grep -q '"decoding": "sampled: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05' <<<"$sampled" ||
+    fail "bench --temp 0.8: not the app's default chain"
+  resident=$(grep -o '{"policy": "resident".*' <<<"$sampled" | grep -o '"per_decode_token": {[^}]*}' | head -1)
+  grep -q '"kernel_launches": 0.000, "host_syncs": 1.000, "stalling_host_syncs": 0.200, "stream_syncs": 0.000' <<<"$resident" ||
+    fail "sampled resident decode: expected 1 host wait per token of which 0.2 stalling: $resident"
+  grep -q '"bytes_d2h": 336.0,.*"graph_launches": 1.000' <<<"$resident" ||
+    fail "sampled resident decode: expected 336 bytes read back and 1 graph launch: $resident"
+  echo "ok: sampled resident decode is one graph launch and one wait per token, not stalling"
   kern=$("$cli" bench --kernels --backend cuda --rows 64 --cols 256 --batch 3 --set-mb 1 --bw-mb 1 \
     --types Q8_0,Q4_K,MXFP4 --json) || fail "bench --kernels exit $?"
   echo "$kern"

@@ -6,23 +6,22 @@
 // the tiny models of several architectures and every way a reply ends. On the stand-in
 // the steady state's host waits never leave the device idle (stalling_host_syncs), and
 // step n + 1's graph launch is counted before the wait for token n; models with
-// recurrent layers, steps that are not recorded, experts not all in place and sampled
-// decoding keep today's order: every wait stalls.
+// recurrent layers, steps that are not recorded, experts not all in place and sampling
+// from the whole row (top_k off) keep today's order: every wait stalls. (Sampled
+// decoding with top_k > 0 runs a step ahead too: test_cuda_sampled_ahead.cpp.)
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "gpu/decode_ahead_replies.h"
 #include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/transformer.h"
-#include "models/gguf.h"
-#include "offload/resident_expert_source.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"
@@ -35,67 +34,28 @@
 
 using moe::LogitCandidate;
 using moe::LogitsReduction;
+using moe::test::Reply;
+using moe::test::ReplySetup;
 
 namespace {
 
 std::unique_ptr<moe::Backend> gpu_;  // made in CudaDecodeAhead::SetUpTestSuite
 
-// A tiny model on the device with its experts resident.
-struct Tiny {
-  std::unique_ptr<moe::Model> model;
-  std::vector<std::vector<moe::ExpertWeights>> table;
-  std::unique_ptr<moe::ResidentExpertSource> resident;
-  explicit Tiny(const moe::gguf::GgufWriter& w) {
-    const auto bytes = w.toBytes();
-    model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
-    table = moe::prepareExperts(*gpu_, model->hostExperts());
-    resident = std::make_unique<moe::ResidentExpertSource>(table);
-  }
-  explicit Tiny(const std::string& arch) : Tiny(moe::synth::buildModel(moe::synth::tinySpec(arch))) {}
+struct Tiny : moe::test::Tiny {
+  explicit Tiny(const std::string& arch) : moe::test::Tiny(*gpu_, arch) {}
+  explicit Tiny(const moe::gguf::GgufWriter& w) : moe::test::Tiny(*gpu_, w) {}
 };
 
 // An offload policy's view of the experts.
 using NotAllInPlace = moe::test::HostRoutedSource;
 
-const std::vector<int32_t> kPrompt = {1, 2, 3, 4, 5, 6, 7, 3, 2};
-
-struct Reply {
-  std::vector<int32_t> tokens;  // generated and cached
-  moe::GenerationStats stats;
-  int n_past = 0;
-  bool ahead = false;        // the Transformer could decode ahead
-  std::vector<float> probe;  // one more step's logits over what the reply left cached
-};
-
-struct ReplySetup {
-  moe::GenerationParams params;
-  int n_ctx = 96;
-  bool todays_order = false;  // a routing observer: every step on the host's path
-  int cancel_after = 0;       // > 0: cancel once that many pieces of text went out
-};
-
 Reply reply(const moe::Model& model, moe::ExpertSource& experts, const ReplySetup& s) {
-  moe::Transformer t(model, *gpu_, experts, s.n_ctx);
-  if (s.todays_order) t.setRoutingObserver([](const moe::RoutingEvent&) {});
-  moe::Generator g(model, t);
-  std::atomic<bool> cancel{false};
-  int pieces = 0;
-  Reply r;
-  r.ahead = t.decodesAhead();
-  r.stats = g.generate(
-      kPrompt, s.params, [&](std::string_view) { cancel = s.cancel_after > 0 && ++pieces >= s.cancel_after; },
-      &cancel);
-  r.tokens.assign(g.cachedTokens().begin() + std::ptrdiff_t(kPrompt.size()), g.cachedTokens().end());
-  r.n_past = t.nPast();
-  t.setCancelFlag(nullptr);
-  // The rows the reply left: a step after them (or, in a full context, over all but the last).
-  int32_t probe = 5;
-  if (t.nPast() >= t.nCtx()) {
-    probe = g.cachedTokens().back();
-    t.truncate(t.nPast() - 1);
-  }
-  t.forward(std::span(&probe, 1), r.probe);
-  return r;
+  return moe::test::reply(*gpu_, model, experts, s);
+}
+
+Reply expectTodaysReply(const moe::Model& model, moe::ExpertSource& experts, const ReplySetup& s,
+                        const std::string& what, bool ahead = true) {
+  return moe::test::expectTodaysReply(*gpu_, model, experts, s, what, ahead);
 }
 
 moe::GenerationParams greedy(int max_tokens, float penalty, int last_n) {
@@ -106,26 +66,6 @@ moe::GenerationParams greedy(int max_tokens, float penalty, int last_n) {
   p.sampler.repeat_penalty = penalty;
   p.sampler.repeat_last_n = last_n;
   return p;
-}
-
-// The same reply decoded ahead and in today's order; returns the one decoded ahead.
-Reply expectTodaysReply(const moe::Model& model, moe::ExpertSource& experts, ReplySetup s,
-                        const std::string& what, bool ahead = true) {
-  s.todays_order = false;
-  const Reply got = reply(model, experts, s);
-  s.todays_order = true;
-  const Reply want = reply(model, experts, s);
-  moe::test::info("%s: %zu tokens, %s, nPast %d", what.c_str(), got.tokens.size(),
-                  moe::stopReasonName(got.stats.reason), got.n_past);
-  EXPECT_EQ(got.ahead, ahead) << what;
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  EXPECT_EQ(got.stats.reason, want.stats.reason) << what;
-  EXPECT_EQ(got.stats.generated_tokens, want.stats.generated_tokens) << what;
-  EXPECT_EQ(got.stats.decode_steps, want.stats.decode_steps) << what;
-  EXPECT_EQ(got.stats.decode_logits_bytes, want.stats.decode_logits_bytes) << what;
-  EXPECT_EQ(got.n_past, want.n_past) << what;
-  EXPECT_TRUE(got.probe == want.probe) << what << ": the cached rows differ";
-  return got;
 }
 
 class CudaDecodeAhead : public moe::test::GpuTest {
@@ -185,7 +125,7 @@ TEST_F(CudaDecodeAhead, aReplyThatEndsLeavesTheCacheAsToday) {
   EXPECT_EQ(expectTodaysReply(*tiny.model, *tiny.resident, cancel, "cancel").stats.reason,
             moe::StopReason::Cancelled);
   ReplySetup full = plain;
-  full.n_ctx = int(kPrompt.size()) + 6;
+  full.n_ctx = int(moe::test::kAheadPrompt.size()) + 6;
   EXPECT_EQ(expectTodaysReply(*tiny.model, *tiny.resident, full, "context full").stats.reason,
             moe::StopReason::ContextFull);
 
@@ -238,55 +178,11 @@ TEST_F(CudaDecodeAhead, theChosenTokenIsPenalisedOnce) {
 #if MOECHAT_CUDA_STANDIN
 namespace {
 
-// The decode of one reply as the stand-in saw it: each host wait after the first decode
-// step began (whether it stalled, the graph launches counted when it was made) and the
-// totals over the decode.
-struct DecodeWaits {
-  std::vector<bool> stalling;
-  std::vector<uint64_t> launches_at;  // since the decode began
-  cudastandin::StreamCounters work;
-  uint64_t pinned_bytes = 0;  // host memory pinned over the decode
-  int steps = 0;
-};
+using moe::test::DecodeWaits;
 
 DecodeWaits watchDecode(const moe::Model& model, moe::ExpertSource& experts, const moe::SamplerParams& sp,
                         int max_tokens, bool observe_routing = false) {
-  moe::Transformer t(model, *gpu_, experts, 96);
-  if (observe_routing) t.setRoutingObserver([](const moe::RoutingEvent&) {});
-  DecodeWaits w;
-  bool decoding = false;
-  cudastandin::StreamCounters at_decode;
-  uint64_t pinned_at_decode = 0;
-  t.setBatchObserver([&](const moe::BatchEvent& ev) {
-    if (decoding || ev.first_pos < int(kPrompt.size())) return;
-    decoding = true;
-    const cudastandin::DeviceCounters now = cudastandin::totals();
-    at_decode = now.all;
-    pinned_at_decode = now.pinned_bytes;
-  });
-  cudastandin::setHostWaitObserver([&](bool stalling) {
-    if (!decoding) return;
-    w.stalling.push_back(stalling);
-    w.launches_at.push_back(cudastandin::totals().all.graph_launches - at_decode.graph_launches);
-  });
-  moe::Generator g(model, t);
-  moe::GenerationParams p;
-  p.max_tokens = max_tokens;
-  p.sampler = sp;
-  p.stop_at_end_token = false;
-  const moe::GenerationStats st = g.generate(kPrompt, p, nullptr);
-  cudastandin::setHostWaitObserver(nullptr);
-  const cudastandin::DeviceCounters totals = cudastandin::totals();
-  const cudastandin::StreamCounters end = totals.all;
-  w.pinned_bytes = totals.pinned_bytes - pinned_at_decode;
-  w.work = end;
-  w.work.kernel_launches -= at_decode.kernel_launches;
-  w.work.graph_launches -= at_decode.graph_launches;
-  w.work.host_syncs -= at_decode.host_syncs;
-  w.work.stalling_host_syncs -= at_decode.stalling_host_syncs;
-  w.work.stream_syncs -= at_decode.stream_syncs;
-  w.steps = st.decode_steps;
-  return w;
+  return moe::test::watchDecode(*gpu_, model, experts, sp, max_tokens, observe_routing);
 }
 
 moe::SamplerParams greedySampler() {
@@ -305,31 +201,13 @@ TEST_F(CudaDecodeAhead, aGreedyResidentDecodeNeverStallsTheDevice) {
   Tiny tiny("qwen3moe");
   const int tokens = 16;
   const DecodeWaits w = watchDecode(*tiny.model, *tiny.resident, greedySampler(), tokens);
-  const double n = w.steps;
-  moe::test::info(
-      "greedy resident decode, %d steps: per token %.3f graph launches, %.3f kernel launches, %.3f host "
-      "waits, %.3f of them stalling, %.3f stream waits",
-      w.steps, double(w.work.graph_launches) / n, double(w.work.kernel_launches) / n,
-      double(w.work.host_syncs) / n, double(w.work.stalling_host_syncs) / n, double(w.work.stream_syncs) / n);
-  ASSERT_EQ(w.steps, tokens - 1);
-  ASSERT_EQ(w.work.graph_launches, uint64_t(w.steps));
-  ASSERT_EQ(w.work.kernel_launches, uint64_t(0));
-  ASSERT_EQ(w.work.stream_syncs, uint64_t(0));
-  ASSERT_EQ(w.work.host_syncs, uint64_t(w.steps));  // token 1 .. tokens - 1
-  ASSERT_EQ(w.pinned_bytes, uint64_t(0)) << "host memory pinned during the decode";
-  ASSERT_EQ(w.stalling.size(), size_t(w.steps));
-  for (size_t i = 0; i + 1 < w.stalling.size(); ++i) {
-    // Wait i reads token i + 1, the choice of step i + 1; step i + 2 embeds it.
-    EXPECT_FALSE(w.stalling[i]) << "the wait for token " << i + 1 << " stalled the device";
-    EXPECT_EQ(w.launches_at[i], uint64_t(i + 2)) << "the wait for token " << i + 1;
-  }
-  EXPECT_TRUE(w.stalling.back()) << "the last token: nothing follows it";
-  EXPECT_EQ(w.work.stalling_host_syncs, uint64_t(1));
+  moe::test::expectNoStallAhead(w, tokens, "greedy resident decode");
 }
 
 // Where the next step cannot be queued before the host reads its token, every wait
 // stalls, as today: a model with recurrent layers, steps not recorded (an observer of
-// the routing), experts not all in place (an offload policy's cache), sampled tokens.
+// the routing), experts not all in place (an offload policy's cache), tokens sampled
+// from the whole row (top_k off: no draw over candidates on the device).
 TEST_F(CudaDecodeAhead, todaysOrderWhereNoStepRunsAhead) {
   if (moe::test::gpuTestsQuick())
     GTEST_SKIP() << "quick set: today's order runs on the threads cuda_moe and cuda_end_to_end check";
@@ -337,6 +215,7 @@ TEST_F(CudaDecodeAhead, todaysOrderWhereNoStepRunsAhead) {
   NotAllInPlace cache(*tiny.resident);
   moe::SamplerParams sampled;
   sampled.temperature = 1.2f;
+  sampled.top_k = 0;
   sampled.seed = 5;
   struct Case {
     const char* name;
@@ -350,7 +229,7 @@ TEST_F(CudaDecodeAhead, todaysOrderWhereNoStepRunsAhead) {
        {Case{"recurrent layers", *recurrent.model, *recurrent.resident, greedySampler(), false},
         Case{"routing observed", *tiny.model, *tiny.resident, greedySampler(), true},
         Case{"experts not all in place", *tiny.model, cache, greedySampler(), false},
-        Case{"sampled", *tiny.model, *tiny.resident, sampled, false}}) {
+        Case{"sampled from the row", *tiny.model, *tiny.resident, sampled, false}}) {
     const DecodeWaits w = watchDecode(c.model, c.experts, c.sp, 8, c.observe);
     moe::test::info("%s: %d steps, %llu host waits, %llu stalling", c.name, w.steps,
                     (unsigned long long)w.work.host_syncs, (unsigned long long)w.work.stalling_host_syncs);

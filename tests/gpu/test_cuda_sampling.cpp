@@ -5,8 +5,9 @@
 // k from 1 (the argmax) to the limit. Then whole generations: greedy and seeded
 // sampled tokens of a CUDA generation that reads back only the candidates equal the
 // tokens of the whole row read back and sampled on the host, recorded as one graph per
-// step or op by op, and a decode token reads back at most k x 8 bytes. (Greedy
-// decoding runs a step ahead there: test_cuda_decode_ahead.cpp.)
+// step or op by op, and a decode token reads back at most k x 8 bytes. (Decoding
+// runs a step ahead on the graph path, greedy and sampled: test_cuda_decode_ahead.cpp,
+// test_cuda_sampled_ahead.cpp.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -28,7 +28,10 @@ mutations=(
   "read-back-from-device|inference/cuda/cuda_backend.cpp|  checkCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_), \"cuda backend: read back\");|  checkCuda(cudaStreamSynchronize(stream_), \"read back\");  std::memcpy(staging, src, bytes);|cuda_kernels|CudaKernels.memory:CudaKernels.rmsNorm|moechat_cuda_standin test_cuda_kernels"
   "matvec-reads-rows-twice|inference/cuda/cuda_matvec.cu|    rowDot<T, NT>(row, a, idx, nt, acc);|    rowDot<T, NT>(row, a, idx, nt, acc);  rowDot<T, NT>(row, a, idx, nt, acc);|cuda_moe|*decodeReadsTheWeightsOnce*|moechat_cuda_standin test_cuda_moe"
   "delta-rows-lane-order|inference/delta_rule_rows.cpp|    _mm256_store_ps(lanes + 8, hi[r]);|    _mm256_store_ps(lanes + 8, lo[r]);|delta_rule|*everyInstructionSet*|test_delta_rule"
-  "decode-ahead-order|inference/generator.cpp|    ahead = wanted && tf_.queueChosenStep(sampler.reductionOfChosen(cached_, one));|    ahead = false && wanted;|cuda_decode_ahead|*aGreedyResidentDecodeNeverStallsTheDevice*|test_cuda_decode_ahead"
+  "decode-ahead-order|inference/generator.cpp|    ahead = wanted && tf_.queueChosenStep(ending(sampler.reductionOfChosen(cached_, one), 1));|    ahead = false && wanted;|cuda_decode_ahead|*aGreedyResidentDecodeNeverStallsTheDevice*|test_cuda_decode_ahead"
+  "sampled-ahead-uniform-order|inference/sampler.cpp|  r.uniform = drawn_ahead_[ahead];|  r.uniform = drawn_ahead_.front();|cuda_sampled_ahead|*sampledTokensEqualTodaysOrder*|test_cuda_sampled_ahead"
+  "sampled-ahead-order|inference/sampler.h|  bool drawsFromCandidates() const { return params_.temperature > 0.0f && params_.top_k > 0; }|  bool drawsFromCandidates() const { return false; }|cuda_sampled_ahead|*aSampledResidentDecodeNeverStallsTheDevice*|test_cuda_sampled_ahead"
+  "draw-ignores-uniform|inference/cuda/cuda_draw.cu|    const double r = __dmul_rn(values->uniform, total);|    const double r = __dmul_rn(0.5, total);|cuda_sampled_ahead|*theDrawEqualsTheHostsSample*|moechat_cuda_standin test_cuda_sampled_ahead"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 

@@ -159,13 +159,16 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
                                           width, file, line);
 }
 
-// Correctly rounded single operations. The stand-in's CUDA sources are compiled
+// Correctly rounded single and double operations. The stand-in's CUDA sources are compiled
 // with -ffp-contract=off, so these are never fused into an FMA.
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 
 inline float __uint_as_float(unsigned int bits) {
   float f;
