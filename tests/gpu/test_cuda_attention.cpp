@@ -29,12 +29,12 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "quant/quant.h"
 #include "support/engine_fixture.h"
+#include "support/gpu_errors.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 

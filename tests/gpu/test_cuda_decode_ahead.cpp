@@ -16,13 +16,13 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/decode_ahead_replies.h"
-#include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/transformer.h"
+#include "support/decode_ahead_replies.h"
 #include "support/gpu_suite.h"
+#include "support/host_routed_source.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"
 

@@ -39,13 +39,13 @@
 #include <tuple>
 #include <vector>
 
-#include "gpu/gpu_errors.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "quant/quant.h"
 #include "support/engine_fixture.h"
+#include "support/gpu_errors.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"

@@ -23,7 +23,6 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/host_routed_source.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/cpu/cpu_backend.h"
@@ -32,6 +31,7 @@
 #include "quant/quant.h"
 #include "support/engine_fixture.h"
 #include "support/gpu_suite.h"
+#include "support/host_routed_source.h"
 #include "support/test_log.h"
 #include "synth/synthetic_model.h"
 

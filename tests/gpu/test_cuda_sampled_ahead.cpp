@@ -24,11 +24,11 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/decode_ahead_replies.h"
 #include "inference/backend.h"
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/sampler.h"
+#include "support/decode_ahead_replies.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
 
