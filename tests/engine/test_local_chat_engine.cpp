@@ -31,6 +31,18 @@ moe::EngineLoadOptions demo(moe::DemoModel which, int n_ctx = 512) {
   return o;
 }
 
+// The tiny qwen35moe written into dir, on the CPU with every expert in place.
+moe::EngineLoadOptions tinyQwen35(const moe::test::TempDir& dir) {
+  moe::EngineLoadOptions o;
+  o.model_path = dir.file("qwen35moe.gguf");
+  moe::synth::writeModel(moe::synth::tinySpec("qwen35moe"), o.model_path);
+  o.backend = "cpu";
+  o.policy = "resident";
+  o.threads = 1;
+  o.n_ctx = 256;
+  return o;
+}
+
 moe::GenerationParams greedy(int max_tokens) {
   moe::GenerationParams p;
   p.max_tokens = max_tokens;
@@ -100,16 +112,8 @@ TEST_F(LocalChatEngineTest, historyThatDoesNotFitIsLeftOutAndCounted) {
 // the earlier reply without it.
 TEST_F(LocalChatEngineTest, qwen35ReplyIsShownAsThinking) {
   const moe::test::TempDir dir;
-  const std::string path = dir.file("qwen35moe.gguf");
-  moe::synth::writeModel(moe::synth::tinySpec("qwen35moe"), path);
-  moe::EngineLoadOptions o;
-  o.model_path = path;
-  o.backend = "cpu";
-  o.policy = "resident";
-  o.threads = 1;
-  o.n_ctx = 256;
   moe::LocalChatEngine engine;
-  const moe::LoadedModelInfo info = engine.load(o, {});
+  const moe::LoadedModelInfo info = engine.load(tinyQwen35(dir), {});
   EXPECT_EQ(info.chat_template, "qwen35");
   moe::EngineReplyStats st;
   const std::string first = reply(engine, {{"user", "Hello"}}, 12, &st);
@@ -125,16 +129,8 @@ TEST_F(LocalChatEngineTest, qwen35ReplyIsShownAsThinking) {
 // and the prompt holds the closing markup's tokens more. The demo's template has no switch.
 TEST_F(LocalChatEngineTest, qwen35WithThinkingOffAnswersAtOnce) {
   const moe::test::TempDir dir;
-  const std::string path = dir.file("qwen35moe.gguf");
-  moe::synth::writeModel(moe::synth::tinySpec("qwen35moe"), path);
-  moe::EngineLoadOptions o;
-  o.model_path = path;
-  o.backend = "cpu";
-  o.policy = "resident";
-  o.threads = 1;
-  o.n_ctx = 256;
   moe::LocalChatEngine engine;
-  EXPECT_TRUE(engine.load(o, {}).thinking_switch);
+  EXPECT_TRUE(engine.load(tinyQwen35(dir), {}).thinking_switch);
   moe::EngineReplyStats thinking, answering;
   reply(engine, {{"user", "Hello"}}, 4, &thinking);
   moe::ChatOptions off;
