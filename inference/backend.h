@@ -106,6 +106,19 @@ class Backend {
   virtual void reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx) {
     (void)c, (void)max_tokens, (void)n_ctx;
   }
+  // The rope a layer turns q and k by: pair i of n_rot turns by pos * base^(-2i/n_rot),
+  // YaRN-scaled where yarn is active, divided by factors[i] where there are factors.
+  struct RopeParams {
+    int n_rot = 0;
+    float base = 0.0f;
+    RopeYarn yarn;                   // factor 1: none
+    std::span<const float> factors;  // [n_rot / 2] host memory, or empty
+  };
+  // Readies, for each of `ropes` (every rope the model's layers turn by), what a
+  // recorded decode step's rope reads at positions below n_ctx (a device backend: a
+  // cos/sin table of every position, built once). Call after reserveScratch. Default:
+  // nothing.
+  virtual void reserveRopes(std::span<const RopeParams> ropes, int n_ctx) { (void)ropes, (void)n_ctx; }
   // Frees what prepareWeight made for `prepared` (nothing where it kept the view).
   virtual void releaseWeight(const WeightView& prepared) { (void)prepared; }
 

@@ -43,6 +43,7 @@ Transformer::Transformer(const Model& model, Backend& backend, ExpertSource& exp
   }
   s_ = std::make_unique<Scratch>(backend_, cfg_, kMaxBatch);
   backend_.reserveScratch(cfg_, kMaxBatch, n_ctx);
+  backend_.reserveRopes(layerRopes(), n_ctx);
 }
 
 Transformer::~Transformer() {
@@ -277,8 +278,6 @@ void Transformer::computeBatch(std::span<const int32_t> tokens, int first_row, i
 // states or the routing, and every MoE layer routes and picks its experts on the
 // backend (moeBlockOnDevice).
 bool Transformer::stepStaysOnTheDevice() const {
-  // gemma4's global layers upload their rope table (frequency factors) every step.
-  if (cfg_.isGemma4() && !model_.weights().rope_freqs.empty()) return false;
   if (!backend_.computesMoe() || host_ || on_routing_ || on_hidden_ || replay_) return false;
   for (int il = 0; il < cfg_.n_layer; ++il)
     if (cfg_.isMoeLayer(il) && experts_.everyExpert(il).empty()) return false;
@@ -345,6 +344,22 @@ void Transformer::normInput(const float* weight, int n) {
   else
     backend_.rmsNorm(s_->x, weight, s_->xn, n, cfg_.n_embd, cfg_.rms_eps);
   pending_residual_ = nullptr;
+}
+
+std::vector<Backend::RopeParams> Transformer::layerRopes() const {
+  std::vector<Backend::RopeParams> ropes;
+  for (int il = 0; il < cfg_.n_layer; ++il) {
+    // Transformer::rope's and ropePair's (which has no YaRN: it runs when none is active).
+    const Backend::RopeParams r = cfg_.isGemma4()
+                                      ? gemma4Rope(il)
+                                      : Backend::RopeParams{cfg_.n_rot, cfg_.rope_freq_base, cfg_.yarn, {}};
+    const bool known = std::any_of(ropes.begin(), ropes.end(), [&](const Backend::RopeParams& o) {
+      return o.n_rot == r.n_rot && o.base == r.base && o.factors.data() == r.factors.data() &&
+             o.yarn.active() == r.yarn.active();
+    });
+    if (!known) ropes.push_back(r);
+  }
+  return ropes;
 }
 
 void Transformer::rope(float* x, int n, int n_heads) {

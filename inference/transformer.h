@@ -139,6 +139,8 @@ class Transformer {
   // After a step that ends with `reduce`: its candidates' copy queued (queueStep).
   void queueCandidates(int k);
   bool stepStaysOnTheDevice() const;
+  // Every rope the layers turn q and k by, each once (Backend::reserveRopes).
+  std::vector<Backend::RopeParams> layerRopes() const;
   void attentionBlock(int il, int n);
   void latentAttentionBlock(int il, int n);  // deepseek2 (transformer_mla.cpp)
   // qwen35moe (transformer_delta.cpp): full attention gated by sigmoid(gate), and the
@@ -149,6 +151,7 @@ class Transformer {
   void gemma4Layer(int il, int n);
   void gemma4Attention(int il, int n);
   void gemma4Ffn(int il, int n);
+  Backend::RopeParams gemma4Rope(int il) const;
   // The MoE block's input into s_->xn and the router's input (s_->xn, or gemma4's own).
   const float* moeInputs(int il, int n);
   void resetRecurrentState();

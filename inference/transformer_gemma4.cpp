@@ -28,15 +28,15 @@ void Transformer::gemma4Attention(int il, int n) {
   const auto& w = model_.weights();
   const auto& L = w.layers[il];
   const int E = cfg_.n_embd, H = cfg_.n_head, hd = cfg_.headDimOf(il), nkv = cfg_.nHeadKvOf(il);
-  const int KV = nkv * hd, rot = cfg_.nRotOf(il);
-  const float base = cfg_.ropeBaseOf(il), eps = cfg_.rms_eps;
-  const bool global = cfg_.windowOf(il) == 0;
-  const float* factors = global && !w.rope_freqs.empty() ? w.rope_freqs.data() : nullptr;
+  const int KV = nkv * hd;
+  const float eps = cfg_.rms_eps;
+  const Backend::RopeParams r = gemma4Rope(il);
   auto rotate = [&](float* x, int heads) {
-    if (factors)
-      backend_.ropeFactors(x, n, heads, hd, rot, positions_.data(), base, cfg_.rope_style, factors);
+    if (!r.factors.empty())
+      backend_.ropeFactors(x, n, heads, hd, r.n_rot, positions_.data(), r.base, cfg_.rope_style,
+                           r.factors.data());
     else
-      backend_.rope(x, n, heads, hd, rot, positions_.data(), base, cfg_.rope_style);
+      backend_.rope(x, n, heads, hd, r.n_rot, positions_.data(), r.base, cfg_.rope_style);
   };
 
   backend_.rmsNorm(s_->x, L.attn_norm, s_->xn, n, E, eps);
@@ -64,6 +64,14 @@ void Transformer::gemma4Attention(int il, int n) {
   backend_.matmul(L.wo, s_->attn, s_->out, n);
   backend_.rmsNorm(s_->out, L.attn_post_norm, s_->out, n, E, eps);
   backend_.add(s_->x, s_->out, size_t(n) * E);
+}
+
+// A sliding layer's rope, or a global layer's with the file's frequency factors.
+Backend::RopeParams Transformer::gemma4Rope(int il) const {
+  const auto& freqs = model_.weights().rope_freqs;
+  Backend::RopeParams r{cfg_.nRotOf(il), cfg_.ropeBaseOf(il), {}, {}};
+  if (cfg_.windowOf(il) == 0 && !freqs.empty()) r.factors = freqs;
+  return r;
 }
 
 void Transformer::gemma4Ffn(int il, int n) {

@@ -59,8 +59,12 @@ void CudaBackend::release() noexcept {
   for (auto& [dev, bytes] : weights_) cudaFree(dev);
   weights_.clear();
   for (Scratch* s : {&tokens_, &rope_cs_, &tile_, &act_, &moe_x_act_, &moe_plan_, &moe_h_act_, &attn_,
-                     &layer_experts_, &step_dev_, &rope_all_, &penalty_dev_, &top_keys_, &top_out_})
+                     &layer_experts_, &step_dev_, &penalty_dev_, &top_keys_, &top_out_})
     if (s->ptr) cudaFree(s->ptr), s->ptr = nullptr;
+  for (PositionRope& r : rope_all_)
+    if (r.table.ptr) cudaFree(r.table.ptr), r.table.ptr = nullptr;
+  rope_all_.clear();
+  rope_all_rows_ = 0;
   if (pinned_) cudaFreeHost(pinned_), pinned_ = nullptr;
   if (later_) cudaFreeHost(later_), later_ = nullptr;
   if (readback_done_) cudaEventDestroy(readback_done_), readback_done_ = nullptr;
@@ -122,7 +126,7 @@ void CudaBackend::reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx
     if (tile) scratch(tile_, tile, "matmul dequantisation tile");
   }
   n_ctx_ = std::max(n_ctx_, n_ctx);
-  reserveStepState(c, n_ctx);
+  reserveStepValues();
   const size_t partials = cuda::attentionScratchBytesUpTo(n_ctx, c.n_head, c.n_head_kv, c.head_dim);
   if (partials) scratch(attn_, partials, "attention partials");
   // Sampling on the device: a context's distinct tokens, the largest k's keys.
@@ -390,6 +394,17 @@ void CudaBackend::addRmsNorm(float* x, const float* delta, const float* weight, 
   cuda::launchAddRmsNorm(x, delta, weight, y, n_rows, dim, eps, stream_);
 }
 
+// While a step records: the table of every position of this rope (reserveRopes).
+const float* CudaBackend::recordedRope(int n_rot, float freq_base, const RopeYarn* yarn,
+                                       const float* factors) {
+  const float* table = positionRope(n_rot, freq_base, yarn, factors);
+  if (!table || step_.pos >= rope_all_rows_) {
+    graphs_failed_ = true;
+    throw StepCaptureFailed("a recorded step rotates by rope parameters it has no table of");
+  }
+  return table;
+}
+
 // cos/sin of every (token, pair) as the CPU backend's rope computes them
 // (ropeAngles), uploaded once per distinct positions vector and rope parameters
 // (q and k of every layer of a step share it).
@@ -400,17 +415,7 @@ const float* CudaBackend::ropeTable(const int32_t* positions, int n_tokens, int 
   *first_row = nullptr;
   if (capturing_) {
     *first_row = recordedPosition(positions[0], n_tokens, "rope");
-    const bool same_rope =
-        rope_all_n_rot_ == n_rot && rope_all_base_ == freq_base && rope_all_yarn_ == bool(yarn) &&
-        (!yarn ||
-         (key.factor == rope_all_yarn_key_.factor && key.orig_ctx == rope_all_yarn_key_.orig_ctx &&
-          key.beta_fast == rope_all_yarn_key_.beta_fast && key.beta_slow == rope_all_yarn_key_.beta_slow &&
-          key.attn_factor == rope_all_yarn_key_.attn_factor));
-    if (!same_rope || step_.pos >= rope_all_rows_) {
-      graphs_failed_ = true;
-      throw StepCaptureFailed("a recorded step rotates by rope parameters it has no table of");
-    }
-    return static_cast<const float*>(rope_all_.ptr);
+    return recordedRope(n_rot, freq_base, yarn, nullptr);
   }
   const bool same =
       rope_n_rot_ == n_rot && rope_base_ == freq_base && rope_yarn_ == bool(yarn) &&
@@ -469,6 +474,13 @@ void CudaBackend::ropeFactors(float* x, int n_tokens, int n_heads, int head_dim,
     throw std::invalid_argument("cuda backend: rope: n_rot " + std::to_string(n_rot) +
                                 " must be even and in (0, head_dim = " + std::to_string(head_dim) + "]");
   if (n_tokens <= 0 || n_heads <= 0) return;
+  if (capturing_) {  // the table of every position, at the step's row
+    const int32_t* row = recordedPosition(positions[0], n_tokens, "rope");
+    cuda::launchRope(x, n_heads, nullptr, 0, n_tokens, head_dim, n_rot,
+                     recordedRope(n_rot, freq_base, nullptr, factors), style == RopeStyle::Neox, stream_,
+                     row);
+    return;
+  }
   const size_t n = static_cast<size_t>(n_tokens) * n_rot;
   rope_factors_host_.resize(n);
   for (int t = 0; t < n_tokens; ++t)

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   // Every device scratch buffer at its largest for this shape, and the pinned read-back
   // and upload buffers (not the F16/BF16 dequantisation tile, sized by the weights).
   void reserveScratch(const ModelConfig& c, int max_tokens, int n_ctx) override;
+  void reserveRopes(std::span<const RopeParams> ropes, int n_ctx) override;
 
   void embed(const WeightView& table, const int32_t* tokens, int n_tokens, float* out) override;
   void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
@@ -91,8 +92,8 @@ class CudaBackend final : public Backend {
   void gatedRmsNorm(const float* x, const float* weight, const float* gate, float* y, int n_rows, int dim,
                     float eps) override;
   void sigmoidGate(float* x, const float* gate, size_t n) override;
-  // gemma4's ops (cuda_elementwise.cu; ropeFactors uploads its table each call, so a
-  // recorded step cannot hold it).
+  // gemma4's ops (cuda_elementwise.cu; ropeFactors uploads its table each call, and
+  // while a step records reads the table of every position reserveRopes made).
   void geglu(const float* gate, const float* up, float* out, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   void softcap(float* x, float cap, size_t n) override;
@@ -176,8 +177,6 @@ class CudaBackend final : public Backend {
   // position and, in *first_row, where on the device the step's row number is.
   const float* ropeTable(const int32_t* positions, int n_tokens, int n_rot, float freq_base,
                          const RopeYarn* yarn, const int32_t** first_row);
-  // The step's values on the device and the rope table of every position up to n_ctx.
-  void reserveStepState(const ModelConfig& c, int n_ctx);
   void reserveStepValues();
   void uploadStepValues(const StepValues& v);
   // While a step records: its position on the device, after checking that the host's
@@ -295,12 +294,21 @@ class CudaBackend final : public Backend {
   CandidateSlot& candidateSlot(int slot);
   void reserveCandidateSlots();
   int n_ctx_ = 0;  // the longest context reserveScratch was given
-  // cos/sin of every position up to rope_all_rows_ for one set of rope parameters
-  Scratch rope_all_;
-  int rope_all_rows_ = 0, rope_all_n_rot_ = 0;
-  float rope_all_base_ = 0.0f;
-  bool rope_all_yarn_ = false;
-  RopeYarn rope_all_yarn_key_;
+  // cos/sin of every position up to rope_all_rows_, one table per rope the model's
+  // layers turn by (reserveRopes): what a recorded step's rope reads at its position.
+  struct PositionRope {
+    int n_rot = 0;
+    float base = 0.0f;
+    RopeYarn yarn;               // factor 1: none
+    std::vector<float> factors;  // [n_rot / 2], or empty
+    Scratch table;               // [rope_all_rows_][n_rot]
+  };
+  std::vector<PositionRope> rope_all_;
+  int rope_all_rows_ = 0;
+  // The table of this rope (yarn, factors: null for none), or null where none was reserved.
+  const float* positionRope(int n_rot, float base, const RopeYarn* yarn, const float* factors) const;
+  // positionRope while a step records; none, or a position past it, refuses the recording.
+  const float* recordedRope(int n_rot, float freq_base, const RopeYarn* yarn, const float* factors);
   void* cublas_workspace_ = nullptr;
   // Throws StepCaptureFailed when the stream records: `what` would wait for the device.
   void refuseWhileCapturing(const char* what);

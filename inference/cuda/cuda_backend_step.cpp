@@ -25,31 +25,61 @@ void CudaBackend::refuseWhileCapturing(const char* what) {
 
 void CudaBackend::reserveStepValues() { scratch(step_dev_, 2 * sizeof(int32_t), "step values"); }
 
-void CudaBackend::reserveStepState(const ModelConfig& c, int n_ctx) {
-  reserveStepValues();
-  if (c.n_rot <= 0 || n_ctx <= 0) return;
-  const RopeYarn* yarn = c.yarn.active() ? &c.yarn : nullptr;
-  const RopeYarn key = yarn ? *yarn : RopeYarn{};
-  const bool same =
-      rope_all_n_rot_ == c.n_rot && rope_all_base_ == c.rope_freq_base && rope_all_yarn_ == bool(yarn) &&
-      (!yarn ||
-       (key.factor == rope_all_yarn_key_.factor && key.orig_ctx == rope_all_yarn_key_.orig_ctx &&
-        key.beta_fast == rope_all_yarn_key_.beta_fast && key.beta_slow == rope_all_yarn_key_.beta_slow &&
-        key.attn_factor == rope_all_yarn_key_.attn_factor));
-  if (same && rope_all_rows_ >= n_ctx) return;
-  std::vector<float> table(size_t(n_ctx) * c.n_rot);
-  for (int p = 0; p < n_ctx; ++p)
-    ropeAngles(p, c.n_rot, c.rope_freq_base, yarn, table.data() + size_t(p) * c.n_rot);
-  void* dev = scratch(rope_all_, table.size() * sizeof(float), "rope table of every position");
+namespace {
+
+bool sameYarn(const RopeYarn& a, const RopeYarn& b) {
+  if (a.active() != b.active()) return false;
+  return !a.active() || (a.factor == b.factor && a.orig_ctx == b.orig_ctx && a.beta_fast == b.beta_fast &&
+                         a.beta_slow == b.beta_slow && a.attn_factor == b.attn_factor);
+}
+
+}  // namespace
+
+const float* CudaBackend::positionRope(int n_rot, float base, const RopeYarn* yarn,
+                                       const float* factors) const {
+  const RopeYarn none;
+  for (const PositionRope& r : rope_all_)
+    if (r.n_rot == n_rot && r.base == base && sameYarn(r.yarn, yarn ? *yarn : none) &&
+        r.factors.empty() == !factors &&
+        (!factors || std::equal(r.factors.begin(), r.factors.end(), factors)))
+      return static_cast<const float*>(r.table.ptr);
+  return nullptr;
+}
+
+// Built on the host by the op-by-op path's own functions, so a recorded step's angles
+// are the bits an unrecorded one uploads. Every table has rope_all_rows_ rows: a longer
+// context rebuilds them all.
+void CudaBackend::reserveRopes(std::span<const RopeParams> ropes, int n_ctx) {
+  if (n_ctx <= 0) return;
+  bool missing = n_ctx > rope_all_rows_;
+  for (const RopeParams& p : ropes) {
+    if (p.n_rot <= 0 || p.n_rot % 2 != 0 ||
+        (!p.factors.empty() && (p.factors.size() != size_t(p.n_rot / 2) || p.yarn.active())))
+      throw std::invalid_argument("cuda backend: reserveRopes: n_rot " + std::to_string(p.n_rot) +
+                                  " must be even and > 0, with n_rot / 2 factors and no YaRN");
+    const RopeYarn* yarn = p.yarn.active() ? &p.yarn : nullptr;
+    if (positionRope(p.n_rot, p.base, yarn, p.factors.empty() ? nullptr : p.factors.data())) continue;
+    rope_all_.push_back({p.n_rot, p.base, p.yarn, {p.factors.begin(), p.factors.end()}, {}});
+    missing = true;
+  }
+  if (!missing) return;
+  const int rows = std::max(n_ctx, rope_all_rows_);
   synchronize();  // queued steps may read the old rows
   rope_all_rows_ = 0;
-  checkCuda(cudaMemcpy(dev, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice),
-            "rope table upload");
-  rope_all_rows_ = n_ctx;
-  rope_all_n_rot_ = c.n_rot;
-  rope_all_base_ = c.rope_freq_base;
-  rope_all_yarn_ = bool(yarn);
-  rope_all_yarn_key_ = key;
+  for (PositionRope& r : rope_all_) {
+    std::vector<float> table(size_t(rows) * r.n_rot);
+    for (int p = 0; p < rows; ++p) {
+      float* cs = table.data() + size_t(p) * r.n_rot;
+      if (!r.factors.empty())
+        ropeAnglesWithFactors(p, r.n_rot, r.base, r.factors.data(), cs);
+      else
+        ropeAngles(p, r.n_rot, r.base, r.yarn.active() ? &r.yarn : nullptr, cs);
+    }
+    void* dev = scratch(r.table, table.size() * sizeof(float), "rope table of every position");
+    checkCuda(cudaMemcpy(dev, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "rope table upload");
+  }
+  rope_all_rows_ = rows;
   ++buffers_generation_;
 }
 
