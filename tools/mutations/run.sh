@@ -32,6 +32,7 @@ mutations=(
   "sampled-ahead-uniform-order|inference/sampler.cpp|  r.uniform = drawn_ahead_[ahead];|  r.uniform = drawn_ahead_.front();|cuda_sampled_ahead|*sampledTokensEqualTodaysOrder*|test_cuda_sampled_ahead"
   "sampled-ahead-order|inference/sampler.h|  bool drawsFromCandidates() const { return params_.temperature > 0.0f && params_.top_k > 0; }|  bool drawsFromCandidates() const { return false; }|cuda_sampled_ahead|*aSampledResidentDecodeNeverStallsTheDevice*|test_cuda_sampled_ahead"
   "draw-ignores-uniform|inference/cuda/cuda_draw.cu|    const double r = __dmul_rn(values->uniform, total);|    const double r = __dmul_rn(0.5, total);|cuda_sampled_ahead|*theDrawEqualsTheHostsSample*|moechat_cuda_standin test_cuda_sampled_ahead"
+  "rope-factors-table-without-factors|inference/cuda/cuda_backend_step.cpp|        ropeAnglesWithFactors(p, r.n_rot, r.base, r.factors.data(), cs);|        ropeAngles(p, r.n_rot, r.base, nullptr, cs);|cuda_decode_graph|*everyArchitectureDecodesAsOneGraph*|moechat_cuda_standin test_cuda_decode_graph"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 
