@@ -394,17 +394,6 @@ void CudaBackend::addRmsNorm(float* x, const float* delta, const float* weight, 
   cuda::launchAddRmsNorm(x, delta, weight, y, n_rows, dim, eps, stream_);
 }
 
-// While a step records: the table of every position of this rope (reserveRopes).
-const float* CudaBackend::recordedRope(int n_rot, float freq_base, const RopeYarn* yarn,
-                                       const float* factors) {
-  const float* table = positionRope(n_rot, freq_base, yarn, factors);
-  if (!table || step_.pos >= rope_all_rows_) {
-    graphs_failed_ = true;
-    throw StepCaptureFailed("a recorded step rotates by rope parameters it has no table of");
-  }
-  return table;
-}
-
 // cos/sin of every (token, pair) as the CPU backend's rope computes them
 // (ropeAngles), uploaded once per distinct positions vector and rope parameters
 // (q and k of every layer of a step share it).

@@ -37,6 +37,9 @@ bool sameYarn(const RopeYarn& a, const RopeYarn& b) {
 
 const float* CudaBackend::positionRope(int n_rot, float base, const RopeYarn* yarn,
                                        const float* factors) const {
+  // A table's YaRN is an active one (reserveRopes); ropeYarn's angles at factor 1 are
+  // still not plain rope's (its attn_factor).
+  if (yarn && !yarn->active()) return nullptr;
   const RopeYarn none;
   for (const PositionRope& r : rope_all_)
     if (r.n_rot == n_rot && r.base == base && sameYarn(r.yarn, yarn ? *yarn : none) &&
@@ -46,25 +49,56 @@ const float* CudaBackend::positionRope(int n_rot, float base, const RopeYarn* ya
   return nullptr;
 }
 
-// Built on the host by the op-by-op path's own functions, so a recorded step's angles
-// are the bits an unrecorded one uploads. Every table has rope_all_rows_ rows: a longer
-// context rebuilds them all.
+// While a step records: the table of every position of this rope (reserveRopes).
+const float* CudaBackend::recordedRope(int n_rot, float freq_base, const RopeYarn* yarn,
+                                       const float* factors) {
+  const float* table = positionRope(n_rot, freq_base, yarn, factors);
+  if (!table || step_.pos >= rope_all_rows_) {
+    graphs_failed_ = true;
+    throw StepCaptureFailed("a recorded step rotates by rope parameters it has no table of");
+  }
+  return table;
+}
+
+// The tables are exactly `ropes`' (another model's are freed, as its recording would
+// be made anew), built on the host by the op-by-op path's own functions, so a recorded
+// step's angles are the bits an unrecorded one uploads. Every table has rope_all_rows_
+// rows: a longer context rebuilds them all. A rope no table can serve (odd dims,
+// factors of another count, or with YaRN) gets none: its steps run op by op.
 void CudaBackend::reserveRopes(std::span<const RopeParams> ropes, int n_ctx) {
   if (n_ctx <= 0) return;
-  bool missing = n_ctx > rope_all_rows_;
+  std::vector<PositionRope> kept;
+  bool changed = n_ctx > rope_all_rows_;
   for (const RopeParams& p : ropes) {
     if (p.n_rot <= 0 || p.n_rot % 2 != 0 ||
         (!p.factors.empty() && (p.factors.size() != size_t(p.n_rot / 2) || p.yarn.active())))
-      throw std::invalid_argument("cuda backend: reserveRopes: n_rot " + std::to_string(p.n_rot) +
-                                  " must be even and > 0, with n_rot / 2 factors and no YaRN");
+      continue;
     const RopeYarn* yarn = p.yarn.active() ? &p.yarn : nullptr;
-    if (positionRope(p.n_rot, p.base, yarn, p.factors.empty() ? nullptr : p.factors.data())) continue;
-    rope_all_.push_back({p.n_rot, p.base, p.yarn, {p.factors.begin(), p.factors.end()}, {}});
-    missing = true;
+    const float* factors = p.factors.empty() ? nullptr : p.factors.data();
+    const float* table = positionRope(p.n_rot, p.base, yarn, factors);
+    auto old = std::find_if(rope_all_.begin(), rope_all_.end(),
+                            [&](const PositionRope& r) { return table && r.table.ptr == table; });
+    if (old != rope_all_.end()) {
+      kept.push_back(std::move(*old));
+      rope_all_.erase(old);
+    } else if (std::none_of(kept.begin(), kept.end(), [&](const PositionRope& r) {
+                 return r.n_rot == p.n_rot && r.base == p.base && sameYarn(r.yarn, p.yarn) &&
+                        std::equal(r.factors.begin(), r.factors.end(), p.factors.begin(), p.factors.end());
+               })) {
+      kept.push_back({p.n_rot, p.base, p.yarn, {p.factors.begin(), p.factors.end()}, {}});
+      changed = true;
+    }
   }
-  if (!missing) return;
+  changed = changed || !rope_all_.empty();
+  if (!changed) {
+    rope_all_ = std::move(kept);
+    return;
+  }
   const int rows = std::max(n_ctx, rope_all_rows_);
-  synchronize();  // queued steps may read the old rows
+  synchronize();                     // queued steps may read the old rows
+  for (PositionRope& r : rope_all_)  // no longer wanted
+    if (r.table.ptr) checkCuda(cudaFree(r.table.ptr), "cudaFree (rope table)");
+  rope_all_ = std::move(kept);
   rope_all_rows_ = 0;
   for (PositionRope& r : rope_all_) {
     std::vector<float> table(size_t(rows) * r.n_rot);
