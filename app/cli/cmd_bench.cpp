@@ -387,18 +387,19 @@ int runBench(const std::vector<std::string>& argv) {
                  link.paced ? " (paced)" : " (virtual clock)");
   if (model->isSynthetic()) std::fprintf(stderr, "%s\n", kDemoNotice);
 
-  // Warm-up (page cache, allocators, first kernel launches); its figures are dropped.
-  runRow(device ? rows.front() : makeRow("resident", OffloadPolicy::kResident), setup, nullptr);
   // The experts the gates chose (every row generates the same tokens) are collected on
   // a row whose routing the host sees anyway: observing resident's would bring its
-  // routing back to the host.
+  // routing back to the host and its decode step off the device. With resident rows
+  // only, they are collected in the warm-up, whose figures are dropped.
   GateLog gates;
   const auto observed = std::find_if(rows.begin(), rows.end(),
                                      [](const BenchRow& r) { return r.policy != OffloadPolicy::kResident; });
+  // Warm-up (page cache, allocators, first kernel launches).
+  runRow(device ? rows.front() : makeRow("resident", OffloadPolicy::kResident), setup,
+         observed == rows.end() ? &gates : nullptr);
   for (auto& r : rows) {
     std::fprintf(stderr, "bench: running %s\n", r.name.c_str());
-    const bool observe = &r == (observed != rows.end() ? &*observed : &rows.front());
-    r = runRow(r, setup, observe ? &gates : nullptr);
+    r = runRow(r, setup, observed != rows.end() && &r == &*observed ? &gates : nullptr);
   }
   for (const auto& r : rows) {
     if (r.tokens == rows.front().tokens) continue;
