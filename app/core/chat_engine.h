@@ -100,11 +100,13 @@ struct EngineCounters {
   uint64_t ram_resident_bytes = 0;  // this process's resident memory (EngineHost fills it in)
 };
 
-// Which experts sit in fast memory, per layer: state[layer * n_expert + e] is
-// 0 absent, 1 loading, 2 ready.
+// Where an expert is, for the heat map: not in fast memory, being copied there, ready.
+enum class ExpertPlace : uint8_t { kAbsent, kLoading, kReady };
+
+// Which experts sit in fast memory: state[layer * n_expert + e].
 struct ExpertResidency {
   int n_layer = 0, n_expert = 0;
-  std::vector<uint8_t> state;
+  std::vector<ExpertPlace> state;
 };
 
 // A reply stopped because the GPU failed, and the engine reloaded the model on

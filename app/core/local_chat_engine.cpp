@@ -262,16 +262,17 @@ ExpertResidency LocalChatEngine::residency() const {
   r.n_expert = n_expert_;
   const ExpertCache* cache = session_->offload().cache();
   if (!cache) {  // resident: every expert is where the model file maps it
-    r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 2);
+    r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kReady);
     return r;
   }
-  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 0);
+  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kAbsent);
   for (int i = 0; i < cache->slotCount(); ++i) {
     const SlotInfo s = cache->info(i);
     if (s.state == SlotState::kEmpty || s.layer < 0 || s.layer >= n_layer_ || s.expert < 0 ||
         s.expert >= n_expert_)
       continue;
-    r.state[static_cast<size_t>(s.layer) * n_expert_ + s.expert] = s.state == SlotState::kReady ? 2 : 1;
+    r.state[static_cast<size_t>(s.layer) * n_expert_ + s.expert] =
+        s.state == SlotState::kReady ? ExpertPlace::kReady : ExpertPlace::kLoading;
   }
   return r;
 }

@@ -11,6 +11,7 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/reply_reader.h"
+#include "support/greedy_params.h"
 #include "support/temp_dir.h"
 #include "synth/synthetic_model.h"
 
@@ -43,12 +44,7 @@ moe::EngineLoadOptions tinyQwen35(const moe::test::TempDir& dir) {
   return o;
 }
 
-moe::GenerationParams greedy(int max_tokens) {
-  moe::GenerationParams p;
-  p.max_tokens = max_tokens;
-  p.sampler.temperature = 0;
-  return p;
-}
+using moe::test::greedy;
 
 class LocalChatEngineTest : public ::testing::Test {
  protected:
