@@ -15,7 +15,7 @@ void ChatTokenCache::forEachRun(ChatFamily family, const std::vector<ChatMessage
     const int32_t bos = tokenizer_.bos();
     visit(std::span<const int32_t>(&bos, 1));
   }
-  for (PromptRun& run : tokenizer_.runs(pieces)) {
+  for (const PromptRun& run : tokenizer_.runs(pieces)) {
     if (run.marker >= 0)
       visit(std::span<const int32_t>(&run.marker, 1));
     else
@@ -23,9 +23,10 @@ void ChatTokenCache::forEachRun(ChatFamily family, const std::vector<ChatMessage
   }
 }
 
-const std::vector<int32_t>& ChatTokenCache::idsOf(PromptRun& run) {
+const std::vector<int32_t>& ChatTokenCache::idsOf(const PromptRun& run) {
   RunMap& map = runs_[run.at_text_start ? 1 : 0];
-  auto it = map.find(std::string_view(run.text));
+  const std::string_view key = run.text;  // the whole text: an edit anywhere in it is another run
+  auto it = map.find(key);
   if (it != map.end()) {
     ++counters_.runs_reused;
     counters_.bytes_reused += run.text.size();
@@ -34,7 +35,7 @@ const std::vector<int32_t>& ChatTokenCache::idsOf(PromptRun& run) {
     tokenizer_.encodeRun(run.text, run.at_text_start, entry.ids);
     ++counters_.runs_encoded;
     counters_.bytes_encoded += run.text.size();
-    it = map.emplace(std::move(run.text), std::move(entry)).first;
+    it = map.emplace(std::string(key), std::move(entry)).first;
   }
   it->second.used = round_;
   return it->second.ids;

@@ -89,7 +89,7 @@ class ChatTokenCache {
   template <typename Visit>
   void forEachRun(ChatFamily family, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                   const ChatOptions& options, Visit&& visit);
-  const std::vector<int32_t>& idsOf(PromptRun& run);
+  const std::vector<int32_t>& idsOf(const PromptRun& run);
 
   const Tokenizer& tokenizer_;
   RunMap runs_[2];  // by at_text_start: sentencepiece encodes a run that begins the text apart
