@@ -5,6 +5,7 @@
 // runs of text and their bytes passed to the tokenizer, and the time of each way
 // (microseconds, one pass; a rough figure). The ids are checked equal on the way.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
