@@ -32,6 +32,14 @@ mutations=(
   "sampled-ahead-uniform-order|inference/sampler.cpp|  r.uniform = drawn_ahead_[ahead];|  r.uniform = drawn_ahead_.front();|cuda_sampled_ahead|*sampledTokensEqualTodaysOrder*|test_cuda_sampled_ahead"
   "sampled-ahead-order|inference/sampler.h|  bool drawsFromCandidates() const { return params_.temperature > 0.0f && params_.top_k > 0; }|  bool drawsFromCandidates() const { return false; }|cuda_sampled_ahead|*aSampledResidentDecodeNeverStallsTheDevice*|test_cuda_sampled_ahead"
   "draw-ignores-uniform|inference/cuda/cuda_draw.cu|    const double r = __dmul_rn(values->uniform, total);|    const double r = __dmul_rn(0.5, total);|cuda_sampled_ahead|*theDrawEqualsTheHostsSample*|moechat_cuda_standin test_cuda_sampled_ahead"
+  "chat-tokens-key-prefix|inference/tokenizer/chat_tokens.cpp|  const std::string_view key = run.text;|  const std::string_view key = std::string_view(run.text).substr(0, 40);|chat_tokens|*ChatTokens.idsEqualTheWholeHistorysOverAConversation/chatml_bpe|test_chat_tokens"
+  "chat-tokens-ignore-options|inference/tokenizer/chat_tokens.cpp|  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt, options);|  const ChatPrompt prompt = chatPrompt(family, messages, add_generation_prompt, {});|chat_tokens|*ChatTokens.idsEqualTheWholeHistorysOverAConversation/qwen35_bpe|test_chat_tokens"
+  "chat-tokens-one-map|inference/tokenizer/chat_tokens.cpp|  RunMap& map = runs_[run.at_text_start ? 1 : 0];|  RunMap& map = runs_[0];|chat_tokens|*ChatTokens.aRunThatBeginsThePromptIsKeptApart/deepseek_spm|test_chat_tokens"
+  "chat-tokens-forget-nothing|inference/tokenizer/chat_tokens.cpp|return run.second.used < round_;|return false;|chat_tokens|*ChatTokens.forgetUnusedKeepsTheLastPromptsRuns/chatml_bpe|test_chat_tokens"
+  "chat-tokens-fit-drops-system|inference/tokenizer/chat_tokens.cpp|    const size_t first = (!kept->empty() && kept->front().role == \"system\") ? 1 : 0;|    const size_t first = 0;|chat_tokens|*ChatTokens.fittingLeavesOutWhatTheWholeHistoryLoopDid/chatml_bpe|test_chat_tokens"
+  "chat-tokens-fit-boundary|inference/tokenizer/chat_tokens.cpp|  while (count(family, *kept, true, options) > budget) {|  while (count(family, *kept, true, options) >= budget) {|chat_tokens|*ChatTokens.fittingLeavesOutWhatTheWholeHistoryLoopDid/chatml_bpe|test_chat_tokens"
+  "engine-forgets-the-chat|app/core/local_chat_engine.cpp|  cache.forgetUnused();  // keeps|  cache.clear();  // keeps|local_chat_engine|*aFollowUpReplyTokenisesOnlyTheNewText|test_local_chat_engine"
+  "engine-ignores-chat-options|app/core/local_chat_engine.cpp|messages, chat_options_,|messages, {},|local_chat_engine|*qwen35WithThinkingOffAnswersAtOnce|test_local_chat_engine"
   "nan-router-logits-rank-first|inference/routing.cpp|    if (std::isnan(c)) c = -std::numeric_limits<double>::infinity();|    (void)c;|model_config|*nanRouterLogits*|test_model_config"
 )
 
