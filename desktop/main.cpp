@@ -13,13 +13,11 @@
 #include <cstdlib>
 
 #include "app/core/app_database.h"
-#include "app/core/conversation_store.h"
 #include "app/core/database_startup.h"
 #include "app/core/local_chat_engine.h"
 #include "app/core/model_registry.h"
 #include "app/qt/app_settings.h"
-#include "app/qt/chat_controller.h"
-#include "app/qt/inference_worker.h"
+#include "app/qt/chat_app.h"
 #include "app/qt/instance_lock.h"
 #include "desktop/app_wiring.h"
 #include "ui/main_window.h"
@@ -116,13 +114,11 @@ int run(int argc, char** argv) {
     return 1;
   }
   std::optional<moe::AppDatabase>& db = opened.db;
-  moe::ConversationStore store(*db);
   const auto recovered = opened.recovered_replies;
   moe::ModelRegistry registry(*db);
 
-  moe::EngineHost engine(std::make_unique<moe::LocalChatEngine>());
-  moe::ChatController chat(store, engine, settings);
-  moe::MainWindow window(settings, store, chat, engine);
+  moe::ChatApp chat_app(*db, settings, std::make_unique<moe::LocalChatEngine>());
+  moe::MainWindow window(settings, chat_app.store(), chat_app.chat(), chat_app.engine());
   moe::AppWiring wiring(window, settings, registry, *db);
   if (!opened.read_only_original.empty())
     window.setReadOnly(
@@ -147,7 +143,7 @@ int run(int argc, char** argv) {
   const int rc = app.exec();
   // Quitting: the controller saves a streaming reply as stopped, the engine thread
   // stops and is joined, and the model's memory is left to the exit (seconds saved).
-  engine.leaveEngineToExit();
+  chat_app.engine().leaveEngineToExit();
   return rc;
 }
 

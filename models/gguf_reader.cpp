@@ -27,100 +27,12 @@
 #include <unordered_set>
 
 #include "models/gguf.h"
+#include "models/gguf_cursor.h"
+#include "models/gguf_metadata_parser.h"
 
 namespace moe::gguf {
 
 namespace {
-
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-// Names the field being read, for error messages only. Built from views so that the hot
-// path (a 150k-entry string array) creates no strings; the text is formed on failure.
-struct Field {
-  const char* what;
-  std::string_view name = {};  // key or tensor name, quoted when present
-  const char* suffix = "";
-  int64_t index = -1;  // metadata entry / tensor number, when known
-
-  std::string describe() const {
-    std::string s = what;
-    if (index >= 0) s += " " + std::to_string(index);
-    if (!name.empty()) s += " " + quoted(name);
-    return s + suffix;
-  }
-};
-
-// Bounds-checked little-endian reader over [base, base + size).
-class Cursor {
- public:
-  Cursor(const uint8_t* base, uint64_t size) : base_(base), size_(size) {}
-
-  uint64_t pos() const { return pos_; }
-  uint64_t remaining() const { return size_ - pos_; }
-
-  // Throws unless n more bytes exist.
-  void need(uint64_t n, const Field& f, const char* extra = "") const {
-    if (n > remaining()) {
-      throw GgufError("truncated file: " + f.describe() + extra + " needs " + std::to_string(n) +
-                      " bytes at offset " + std::to_string(pos_) + ", only " + std::to_string(remaining()) +
-                      " left");
-    }
-  }
-
-  template <typename T>
-  T read(const Field& f) {
-    need(sizeof(T), f);
-    T v;
-    std::memcpy(&v, base_ + pos_, sizeof(T));  // GGUF is little-endian, as are our targets
-    pos_ += sizeof(T);
-    return v;
-  }
-
-  std::string readString(const Field& f) {
-    uint64_t len = 0;
-    if (remaining() >= sizeof len) {
-      std::memcpy(&len, base_ + pos_, sizeof len);
-      pos_ += sizeof len;
-    } else {
-      need(sizeof len, f, " length");
-    }
-    if (len > remaining()) {
-      need(len, f, (" (" + std::to_string(len) + " bytes)").c_str());
-    }
-    std::string s(reinterpret_cast<const char*>(base_ + pos_), len);
-    pos_ += len;
-    return s;
-  }
-
- private:
-  const uint8_t* base_;
-  uint64_t size_;
-  uint64_t pos_ = 0;
-};
-
-static_assert(std::endian::native == std::endian::little, "the GGUF reader assumes a little-endian host");
-
-// Smallest encoding of one value of type t: used to bound counts before allocating.
-uint64_t minEncodedSize(ValueType t) {
-  switch (t) {
-    case ValueType::U8:
-    case ValueType::I8:
-    case ValueType::Bool: return 1;
-    case ValueType::U16:
-    case ValueType::I16: return 2;
-    case ValueType::U32:
-    case ValueType::I32:
-    case ValueType::F32: return 4;
-    case ValueType::U64:
-    case ValueType::I64:
-    case ValueType::F64: return 8;
-    case ValueType::String: return 8;  // u64 length, empty string
-    case ValueType::Array: return 12;  // u32 element type + u64 count, no elements
-  }
-  return 1;
-}
-
-bool isKnownValueType(uint32_t id) { return id <= static_cast<uint32_t>(ValueType::F64); }
 
 bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -132,88 +44,6 @@ std::optional<uint64_t> alignUp(uint64_t v, uint64_t a) {
   if (v > std::numeric_limits<uint64_t>::max() - add) return std::nullopt;
   return v + add;
 }
-
-// Parses the metadata section. `key` in every message says where a problem is.
-class MetadataParser {
- public:
-  explicit MetadataParser(Cursor& c) : c_(c) {}
-
-  Value readValue(ValueType type, const std::string& key, uint32_t depth) {
-    Value v;
-    v.type = type;
-    switch (type) {
-      case ValueType::U8: v.data = uint64_t{c_.read<uint8_t>(valueOf(key))}; break;
-      case ValueType::U16: v.data = uint64_t{c_.read<uint16_t>(valueOf(key))}; break;
-      case ValueType::U32: v.data = uint64_t{c_.read<uint32_t>(valueOf(key))}; break;
-      case ValueType::U64: v.data = c_.read<uint64_t>(valueOf(key)); break;
-      case ValueType::I8: v.data = int64_t{c_.read<int8_t>(valueOf(key))}; break;
-      case ValueType::I16: v.data = int64_t{c_.read<int16_t>(valueOf(key))}; break;
-      case ValueType::I32: v.data = int64_t{c_.read<int32_t>(valueOf(key))}; break;
-      case ValueType::I64: v.data = c_.read<int64_t>(valueOf(key)); break;
-      case ValueType::F32: v.data = double{c_.read<float>(valueOf(key))}; break;
-      case ValueType::F64: v.data = c_.read<double>(valueOf(key)); break;
-      case ValueType::Bool: v.data = readBool(key); break;
-      case ValueType::String: v.data = c_.readString(valueOf(key)); break;
-      case ValueType::Array: readArray(v, key, depth); break;
-    }
-    return v;
-  }
-
-  ValueType readType(const std::string& key, const char* role) {
-    const uint64_t at = c_.pos();
-    const uint32_t id = c_.read<uint32_t>(Field{"value of key", key, " type"});
-    if (!isKnownValueType(id)) {
-      throw GgufError("key " + quoted(key) + ": unknown " + role + " " + std::to_string(id) + " at offset " +
-                      std::to_string(at));
-    }
-    return static_cast<ValueType>(id);
-  }
-
- private:
-  static Field valueOf(const std::string& key) { return Field{"value of key", key}; }
-
-  bool readBool(const std::string& key) {
-    const uint64_t at = c_.pos();
-    const uint8_t b = c_.read<uint8_t>(valueOf(key));
-    if (b > 1) {
-      throw GgufError("key " + quoted(key) + ": bool byte " + std::to_string(b) + " at offset " +
-                      std::to_string(at) + " is neither 0 nor 1");
-    }
-    return b == 1;
-  }
-
-  void readArray(Value& v, const std::string& key, uint32_t depth) {
-    if (depth >= kMaxArrayDepth) {
-      throw GgufError("key " + quoted(key) + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth) +
-                      " at offset " + std::to_string(c_.pos()));
-    }
-    v.array_type = readType(key, "array element type");
-    const uint64_t count = c_.read<uint64_t>(Field{"value of key", key, " array count"});
-    checkArrayCount(key, v.array_type, count);
-    std::vector<Value> elems;
-    elems.reserve(count);  // bounded by checkArrayCount
-    for (uint64_t i = 0; i < count; ++i) elems.push_back(readValue(v.array_type, key, depth + 1));
-    v.data = std::move(elems);
-  }
-
-  // A hostile count must not make us reserve memory the file cannot back.
-  void checkArrayCount(const std::string& key, ValueType elem, uint64_t count) {
-    const uint64_t min = minEncodedSize(elem);
-    if (count > c_.remaining() / min) {
-      throw GgufError("key " + quoted(key) + ": array of " + std::to_string(count) + " " +
-                      valueTypeName(elem) + " elements at offset " + std::to_string(c_.pos()) +
-                      " cannot fit in the " + std::to_string(c_.remaining()) + " bytes left");
-    }
-    total_elements_ += count;
-    if (total_elements_ > kMaxMetadataElements) {
-      throw GgufError("key " + quoted(key) + ": metadata arrays hold more than " +
-                      std::to_string(kMaxMetadataElements) + " elements in all");
-    }
-  }
-
-  Cursor& c_;
-  uint64_t total_elements_ = 0;
-};
 
 // A tensor info needs at least: name length u64, n_dims u32, one dim u64, type u32, offset u64.
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;

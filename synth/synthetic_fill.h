@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "models/gguf.h"
 #include "synth/synthetic_model.h"
@@ -26,6 +27,20 @@ struct InitSpec {
 std::function<void(std::span<uint8_t>)> makeFill(uint64_t seed, const std::string& name,
                                                  gguf::TensorType type, uint64_t ne0, uint64_t n_rows,
                                                  InitSpec init);
+
+// Adds an architecture's tensors to a file being written, each filled from the spec's
+// seed and the tensor's name (makeFill).
+struct TensorWriter {
+  const SyntheticSpec& s;
+  gguf::GgufWriter& w;
+
+  static std::string blk(int l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
+  void tensor(const std::string& name, std::vector<uint64_t> dims, gguf::TensorType type, InitSpec init);
+  // {fan_in, fan_out, ...}: N(0, gain^2 / fan_in), as the generator's other matrices.
+  void matrix(const std::string& name, std::vector<uint64_t> dims, gguf::TensorType type, double gain = 1.0);
+  // Weights near one (uniform in [0.9, 1.1]).
+  void norm(const std::string& name, uint64_t n);
+};
 
 // qwen35moe: layer l's attention tensors (a gated delta-net layer or a full-attention
 // layer with the joint query + gate projection) and the file's qwen35moe keys.

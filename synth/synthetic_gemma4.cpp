@@ -14,23 +14,9 @@ namespace {
 
 using gguf::TensorType;
 
-struct Writer {
-  const SyntheticSpec& s;
-  gguf::GgufWriter& w;
-
-  std::string blk(int l, const char* what) const { return "blk." + std::to_string(l) + "." + what; }
-  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type, InitSpec init) {
-    uint64_t rows = 1;
-    for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
-    auto fill = makeFill(s.seed, name, type, dims[0], rows, init);
-    w.addTensorGenerated(name, std::move(dims), type, std::move(fill));
-  }
-  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type, double gain = 1.0) {
-    const double sigma = gain / std::sqrt(double(dims[0]));
-    tensor(name, std::move(dims), type, {Init::Normal, sigma});
-  }
-  // Gemma 4's norms are stored as the weights they multiply by (no +1 in the converter).
-  void norm(const std::string& name, uint64_t n) { tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0}); }
+// Gemma 4's norms are stored as the weights they multiply by (no +1 in the converter):
+// TensorWriter::norm's weights near one.
+struct Gemma4Writer : TensorWriter {
   // q and k norms of head size hd weighted ~hd^-1/4 each: Gemma 4 does not scale q.k, and
   // with unit weights q.k of RMS-normed heads would spread as sqrt(hd) (a softmax so
   // peaked that float rounding moves it); this gives the spread of a 1/sqrt(hd)-scaled
@@ -49,7 +35,7 @@ bool gemma4Global(const SyntheticSpec& s, int l) {
 }
 
 void addGemma4Layer(const SyntheticSpec& s, gguf::GgufWriter& w, int l) {
-  Writer wr{s, w};
+  Gemma4Writer wr{{s, w}};
   const bool global = gemma4Global(s, l);
   const uint64_t d = uint64_t(s.n_embd), hd = uint64_t(global ? s.head_dim_full : s.head_dim);
   const uint64_t kv = uint64_t(global ? s.n_head_kv_full : s.n_head_kv);

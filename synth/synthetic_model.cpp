@@ -115,6 +115,26 @@ std::function<void(std::span<uint8_t>)> detail::makeFill(uint64_t seed, const st
   };
 }
 
+// dims ne0 first; every row has ne0 elements.
+void detail::TensorWriter::tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type,
+                                  InitSpec init) {
+  uint64_t rows = 1;
+  for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
+  auto fill = makeFill(s.seed, name, type, dims[0], rows, init);
+  w.addTensorGenerated(name, std::move(dims), type, std::move(fill));
+}
+
+void detail::TensorWriter::matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type,
+                                  double gain) {
+  const double sigma = gain / std::sqrt(double(dims[0]));
+  tensor(name, std::move(dims), type, {Init::Normal, sigma});
+}
+
+// Norm weights are 1-D and F32 in llama.cpp files.
+void detail::TensorWriter::norm(const std::string& name, uint64_t n) {
+  tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0});
+}
+
 namespace {
 
 // deepseek2's per-head W_UK (qk_nope x kv_lora) and W_UV (v x kv_lora) come from one
@@ -157,67 +177,51 @@ std::function<void(std::span<uint8_t>)> makeMlaFill(uint64_t seed, int layer, Ml
 
 // ---- tensors ---------------------------------------------------------------------
 
-class ModelBuilder {
+class ModelBuilder : detail::TensorWriter {
  public:
-  ModelBuilder(const SyntheticSpec& spec, gguf::GgufWriter& w) : s_(spec), w_(w) {}
-
-  // dims ne0 first; every row has ne0 elements.
-  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type, InitSpec init) {
-    uint64_t rows = 1;
-    for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
-    auto fill = makeFill(s_.seed, name, type, dims[0], rows, init);
-    w_.addTensorGenerated(name, std::move(dims), type, std::move(fill));
-  }
-  // A matrix {fan_in, fan_out(, n_expert)}: N(0, gain^2 / fan_in).
-  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type, double gain = 1.0) {
-    const double sigma = gain / std::sqrt(double(dims[0]));
-    tensor(name, std::move(dims), type, {Init::Normal, sigma});
-  }
-  // Norm weights are 1-D and F32 in llama.cpp files.
-  void norm(const std::string& name, uint64_t n) { tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0}); }
+  ModelBuilder(const SyntheticSpec& spec, gguf::GgufWriter& writer) : TensorWriter{spec, writer} {}
 
   void build(uint64_t n_vocab) {
-    const uint64_t d = uint64_t(s_.n_embd);
+    const uint64_t d = uint64_t(s.n_embd);
     // Embeddings ~N(0, 1). Tied output: ~N(0, 1/n_embd) instead, as output.weight would
     // be; with unit-size embeddings the logit of the input token itself (|e|^2 = n_embd)
     // would dominate and every model would just echo its input. The first RMS norm
     // makes the layers blind to that scale.
-    const double embd_sigma = s_.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
-    tensor("token_embd.weight", {d, n_vocab}, s_.weight_type,
+    const double embd_sigma = s.tied_output ? 1.0 / std::sqrt(double(d)) : 1.0;
+    tensor("token_embd.weight", {d, n_vocab}, s.weight_type,
            {Init::Normal, embd_sigma});  // [n_vocab][n_embd]
-    if (s_.arch == "gemma4") detail::addGemma4Globals(s_, w_);
-    for (int l = 0; l < s_.n_layer + s_.n_nextn; ++l) {
-      if (s_.arch == "gemma4")
-        detail::addGemma4Layer(s_, w_, l);
+    if (s.arch == "gemma4") detail::addGemma4Globals(s, w);
+    for (int l = 0; l < s.n_layer + s.n_nextn; ++l) {
+      if (s.arch == "gemma4")
+        detail::addGemma4Layer(s, w, l);
       else
         layer(l);
     }
     norm("output_norm.weight", d);
-    if (!s_.tied_output) matrix("output.weight", {d, n_vocab}, s_.weight_type);  // [n_vocab][n_embd]
+    if (!s.tied_output) matrix("output.weight", {d, n_vocab}, s.weight_type);  // [n_vocab][n_embd]
   }
 
  private:
-  std::string blk(int l, const char* what) const { return "blk." + std::to_string(l) + "." + what; }
   // Projections into the residual stream: 1/sqrt(2 n_layer) keeps its sum O(1).
-  double residualGain() const { return 1.0 / std::sqrt(2.0 * s_.n_layer); }
+  double residualGain() const { return 1.0 / std::sqrt(2.0 * s.n_layer); }
 
   void layer(int l) {
     attention(l);
     // glm4moe and gpt-oss name the FFN's input norm after its place (HF post_attention_layernorm).
-    const bool post_attention_name = s_.arch == "glm4moe" || s_.arch == "gpt-oss" || s_.arch == "qwen35moe";
-    norm(blk(l, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), uint64_t(s_.n_embd));
-    if (l < s_.n_leading_dense)
+    const bool post_attention_name = s.arch == "glm4moe" || s.arch == "gpt-oss" || s.arch == "qwen35moe";
+    norm(blk(l, post_attention_name ? "post_attention_norm.weight" : "ffn_norm.weight"), uint64_t(s.n_embd));
+    if (l < s.n_leading_dense)
       denseFfn(l);
     else
       moeFfn(l);
-    if (l >= s_.n_layer) nextn(l);
+    if (l >= s.n_layer) nextn(l);
   }
 
   // A glm4moe next-token-prediction layer's own tensors (GLM-4.5's layout; engines
   // that do not speculate load them and skip the layer).
   void nextn(int l) {
-    const uint64_t d = uint64_t(s_.n_embd);
-    matrix(blk(l, "nextn.eh_proj.weight"), {2 * d, d}, s_.weight_type);
+    const uint64_t d = uint64_t(s.n_embd);
+    matrix(blk(l, "nextn.eh_proj.weight"), {2 * d, d}, s.weight_type);
     norm(blk(l, "nextn.enorm.weight"), d);
     norm(blk(l, "nextn.hnorm.weight"), d);
     norm(blk(l, "nextn.shared_head_norm.weight"), d);
@@ -227,12 +231,12 @@ class ModelBuilder {
   // and its norm, W_UK / W_UV in the layout the spec asks for (F16: per element, so
   // both layouts hold the same values), the output projection.
   void latentAttention(int l) {
-    const uint64_t d = uint64_t(s_.n_embd), H = uint64_t(s_.n_head), R = uint64_t(s_.n_rot);
-    const uint64_t C = uint64_t(s_.kv_lora), V = uint64_t(s_.v_head_dim), N = uint64_t(s_.head_dim) - R;
-    const TensorType wt = s_.weight_type;
+    const uint64_t d = uint64_t(s.n_embd), H = uint64_t(s.n_head), R = uint64_t(s.n_rot);
+    const uint64_t C = uint64_t(s.kv_lora), V = uint64_t(s.v_head_dim), N = uint64_t(s.head_dim) - R;
+    const TensorType wt = s.weight_type;
     norm(blk(l, "attn_norm.weight"), d);
-    if (s_.q_lora > 0) {
-      const uint64_t ql = uint64_t(s_.q_lora);
+    if (s.q_lora > 0) {
+      const uint64_t ql = uint64_t(s.q_lora);
       matrix(blk(l, "attn_q_a.weight"), {d, ql}, wt);
       norm(blk(l, "attn_q_a_norm.weight"), ql);
       matrix(blk(l, "attn_q_b.weight"), {ql, H * (N + R)}, wt);
@@ -242,44 +246,44 @@ class ModelBuilder {
     matrix(blk(l, "attn_kv_a_mqa.weight"), {d, C + R}, wt);
     norm(blk(l, "attn_kv_a_norm.weight"), C);
     const TensorType f16 = TensorType::F16;
-    if (s_.mla_split) {
-      w_.addTensorGenerated(blk(l, "attn_k_b.weight"), {N, C, H}, f16,
-                            makeMlaFill(s_.seed, l, MlaPart::KB, f16, H, N, V, C));
-      w_.addTensorGenerated(blk(l, "attn_v_b.weight"), {C, V, H}, f16,
-                            makeMlaFill(s_.seed, l, MlaPart::VB, f16, H, N, V, C));
+    if (s.mla_split) {
+      w.addTensorGenerated(blk(l, "attn_k_b.weight"), {N, C, H}, f16,
+                           makeMlaFill(s.seed, l, MlaPart::KB, f16, H, N, V, C));
+      w.addTensorGenerated(blk(l, "attn_v_b.weight"), {C, V, H}, f16,
+                           makeMlaFill(s.seed, l, MlaPart::VB, f16, H, N, V, C));
     } else {
-      w_.addTensorGenerated(blk(l, "attn_kv_b.weight"), {C, H * (N + V)}, f16,
-                            makeMlaFill(s_.seed, l, MlaPart::KvB, f16, H, N, V, C));
+      w.addTensorGenerated(blk(l, "attn_kv_b.weight"), {C, H * (N + V)}, f16,
+                           makeMlaFill(s.seed, l, MlaPart::KvB, f16, H, N, V, C));
     }
     matrix(blk(l, "attn_output.weight"), {H * V, d}, wt, residualGain());
   }
 
   void attention(int l) {
-    if (s_.arch == "deepseek2") return latentAttention(l);
-    if (s_.arch == "qwen35moe") return detail::addQwen35Attention(s_, w_, l);
-    const uint64_t d = uint64_t(s_.n_embd), hd = uint64_t(s_.head_dim);
-    const uint64_t q_w = uint64_t(s_.n_head) * hd, kv_w = uint64_t(s_.n_head_kv) * hd;
-    const TensorType wt = s_.weight_type;
+    if (s.arch == "deepseek2") return latentAttention(l);
+    if (s.arch == "qwen35moe") return detail::addQwen35Attention(s, w, l);
+    const uint64_t d = uint64_t(s.n_embd), hd = uint64_t(s.head_dim);
+    const uint64_t q_w = uint64_t(s.n_head) * hd, kv_w = uint64_t(s.n_head_kv) * hd;
+    const TensorType wt = s.weight_type;
     norm(blk(l, "attn_norm.weight"), d);
     matrix(blk(l, "attn_q.weight"), {d, q_w}, wt);                       // [n_head*head_dim][n_embd]
     matrix(blk(l, "attn_k.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
     matrix(blk(l, "attn_v.weight"), {d, kv_w}, wt);                      // [n_head_kv*head_dim][n_embd]
     matrix(blk(l, "attn_output.weight"), {q_w, d}, wt, residualGain());  // [n_embd][n_head*head_dim]
-    if (s_.arch == "gpt-oss") {  // biases on every projection, a sink logit per head
+    if (s.arch == "gpt-oss") {  // biases on every projection, a sink logit per head
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "attn_output.bias"), {d}, TensorType::F32, small);
-      tensor(blk(l, "attn_sinks.weight"), {uint64_t(s_.n_head)}, TensorType::F32, {Init::Normal, 1.0});
+      tensor(blk(l, "attn_sinks.weight"), {uint64_t(s.n_head)}, TensorType::F32, {Init::Normal, 1.0});
     }
-    if (s_.qkv_bias) {  // Qwen2 family; 1-D, F32
+    if (s.qkv_bias) {  // Qwen2 family; 1-D, F32
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "attn_q.bias"), {q_w}, TensorType::F32, small);
       tensor(blk(l, "attn_k.bias"), {kv_w}, TensorType::F32, small);
       tensor(blk(l, "attn_v.bias"), {kv_w}, TensorType::F32, small);
     }
-    if (s_.arch == "qwen3moe") {  // per head: one {head_dim} weight shared by all heads
+    if (s.arch == "qwen3moe") {  // per head: one {head_dim} weight shared by all heads
       norm(blk(l, "attn_q_norm.weight"), hd);
       norm(blk(l, "attn_k_norm.weight"), hd);
-    } else if (s_.arch == "olmoe" || s_.arch == "minimax-m2") {  // over the whole q / k projection
+    } else if (s.arch == "olmoe" || s.arch == "minimax-m2") {  // over the whole q / k projection
       norm(blk(l, "attn_q_norm.weight"), q_w);
       norm(blk(l, "attn_k_norm.weight"), kv_w);
     }
@@ -287,44 +291,41 @@ class ModelBuilder {
 
   // deepseek leading dense layers: one SwiGLU of width n_ff.
   void denseFfn(int l) {
-    const uint64_t d = uint64_t(s_.n_embd), ff = uint64_t(s_.n_ff);
-    matrix(blk(l, "ffn_gate.weight"), {d, ff}, s_.weight_type);                  // [n_ff][n_embd]
-    matrix(blk(l, "ffn_up.weight"), {d, ff}, s_.weight_type);                    // [n_ff][n_embd]
-    matrix(blk(l, "ffn_down.weight"), {ff, d}, s_.weight_type, residualGain());  // [n_embd][n_ff]
+    const uint64_t d = uint64_t(s.n_embd), ff = uint64_t(s.n_ff);
+    matrix(blk(l, "ffn_gate.weight"), {d, ff}, s.weight_type);                  // [n_ff][n_embd]
+    matrix(blk(l, "ffn_up.weight"), {d, ff}, s.weight_type);                    // [n_ff][n_embd]
+    matrix(blk(l, "ffn_down.weight"), {ff, d}, s.weight_type, residualGain());  // [n_embd][n_ff]
   }
 
   void moeFfn(int l) {
-    const uint64_t d = uint64_t(s_.n_embd), ff = uint64_t(s_.n_ff_exp), ne = uint64_t(s_.n_expert);
-    const TensorType et = s_.expert_type;
+    const uint64_t d = uint64_t(s.n_embd), ff = uint64_t(s.n_ff_exp), ne = uint64_t(s.n_expert);
+    const TensorType et = s.expert_type;
     // Router F32: llama.cpp's converter writes ffn_gate_inp as F32 and its quantizer
     // leaves it alone (it is tiny, and routing is sensitive to its precision).
     matrix(blk(l, "ffn_gate_inp.weight"), {d, ne}, TensorType::F32, 2.0);  // [n_expert][n_embd]
     matrix(blk(l, "ffn_gate_exps.weight"), {d, ff, ne}, et);               // [n_expert][n_ff_exp][n_embd]
     matrix(blk(l, "ffn_up_exps.weight"), {d, ff, ne}, et);                 // [n_expert][n_ff_exp][n_embd]
-    matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, s_.expertDownType(),
-           residualGain());      // [n_expert][n_embd][n_ff_exp]
-    if (s_.arch == "gpt-oss") {  // biases of the router and of every expert's projections, F32
+    matrix(blk(l, "ffn_down_exps.weight"), {ff, d, ne}, s.expertDownType(),
+           residualGain());     // [n_expert][n_embd][n_ff_exp]
+    if (s.arch == "gpt-oss") {  // biases of the router and of every expert's projections, F32
       const InitSpec small{Init::Normal, 0.1};
       tensor(blk(l, "ffn_gate_inp.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
       tensor(blk(l, "ffn_gate_exps.bias"), {ff, ne}, TensorType::F32, small);
       tensor(blk(l, "ffn_up_exps.bias"), {ff, ne}, TensorType::F32, small);
       tensor(blk(l, "ffn_down_exps.bias"), {d, ne}, TensorType::F32, small);
     }
-    if (s_.arch == "glm4moe" || s_.arch == "minimax-m2" ||
-        s_.selection_bias)  // the selection bias of the router, {n_expert}, F32
+    if (s.arch == "glm4moe" || s.arch == "minimax-m2" ||
+        s.selection_bias)  // the selection bias of the router, {n_expert}, F32
       tensor(blk(l, "exp_probs_b.bias"), {ne}, TensorType::F32, {Init::Normal, 0.5});
-    if (s_.n_expert_shared <= 0) return;
-    const uint64_t sh = uint64_t(s_.n_ff_shexp);
-    if (s_.arch == "qwen2moe" || s_.arch == "qwen35moe")  // the shared expert's sigmoid gate, {n_embd}, F32
+    if (s.n_expert_shared <= 0) return;
+    const uint64_t sh = uint64_t(s.n_ff_shexp);
+    if (s.arch == "qwen2moe" || s.arch == "qwen35moe")  // the shared expert's sigmoid gate, {n_embd}, F32
       tensor(blk(l, "ffn_gate_inp_shexp.weight"), {d}, TensorType::F32,
              {Init::Normal, 1.0 / std::sqrt(double(d))});
-    matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s_.weight_type);                  // [n_ff_shexp][n_embd]
-    matrix(blk(l, "ffn_up_shexp.weight"), {d, sh}, s_.weight_type);                    // [n_ff_shexp][n_embd]
-    matrix(blk(l, "ffn_down_shexp.weight"), {sh, d}, s_.weight_type, residualGain());  // [n_embd][n_ff_shexp]
+    matrix(blk(l, "ffn_gate_shexp.weight"), {d, sh}, s.weight_type);                  // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_up_shexp.weight"), {d, sh}, s.weight_type);                    // [n_ff_shexp][n_embd]
+    matrix(blk(l, "ffn_down_shexp.weight"), {sh, d}, s.weight_type, residualGain());  // [n_embd][n_ff_shexp]
   }
-
-  const SyntheticSpec& s_;
-  gguf::GgufWriter& w_;
 };
 
 // ---- metadata --------------------------------------------------------------------

@@ -13,23 +13,7 @@ namespace {
 
 using gguf::TensorType;
 
-struct Writer {
-  const SyntheticSpec& s;
-  gguf::GgufWriter& w;
-
-  std::string blk(int l, const char* what) const { return "blk." + std::to_string(l) + "." + what; }
-  void tensor(const std::string& name, std::vector<uint64_t> dims, TensorType type, InitSpec init) {
-    uint64_t rows = 1;
-    for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
-    auto fill = makeFill(s.seed, name, type, dims[0], rows, init);
-    w.addTensorGenerated(name, std::move(dims), type, std::move(fill));
-  }
-  // {fan_in, fan_out}: N(0, gain^2 / fan_in), as the generator's other matrices.
-  void matrix(const std::string& name, std::vector<uint64_t> dims, TensorType type, double gain = 1.0) {
-    const double sigma = gain / std::sqrt(double(dims[0]));
-    tensor(name, std::move(dims), type, {Init::Normal, sigma});
-  }
-  void norm(const std::string& name, uint64_t n) { tensor(name, {n}, TensorType::F32, {Init::NearOne, 0.0}); }
+struct Qwen35Writer : TensorWriter {
   double residualGain() const { return 1.0 / std::sqrt(2.0 * s.n_layer); }
 
   // A gated delta-net layer: attn_qkv {n_embd, 2 key + value}, attn_gate (z) {n_embd,
@@ -74,7 +58,7 @@ bool qwen35Recurrent(const SyntheticSpec& s, int l) {
 }
 
 void addQwen35Attention(const SyntheticSpec& s, gguf::GgufWriter& w, int l) {
-  Writer wr{s, w};
+  Qwen35Writer wr{{s, w}};
   wr.norm(wr.blk(l, "attn_norm.weight"), uint64_t(s.n_embd));
   if (qwen35Recurrent(s, l))
     wr.deltaNet(l);

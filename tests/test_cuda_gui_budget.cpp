@@ -28,14 +28,10 @@ class CudaGuiBudgetTest : public QObject {
   void cleanup() { cudastandin::recover(); }
 
   void autoAndThreeBudgetsLoadWhatTheDialogShows() {
-    test::GuiApp app(std::make_unique<LocalChatEngine>());
-    app.settings->setCachePolicy("proactive");
-    app.settings->setModelsFolder(app.dir.path());
-    ModelRegistry registry(*app.db);
-    AppWiring wiring(*app.window, *app.settings, registry, *app.db);
-    const QString path = app.dir.filePath("budget.gguf");
-    test::writeBudgetModel(path.toStdString());
-    QVERIFY(test::loadModelFile(app, path));
+    test::BudgetApp budget;
+    QVERIFY(budget.open());
+    test::GuiApp& app = budget.app;
+    AppWiring& wiring = *budget.wiring;
     QVERIFY(QString::fromStdString(app.chat->model()->backend).startsWith("cuda"));
     const DeviceMemory first = app.chat->model()->device;
     const LoadPlan at_two_gib = app.chat->model()->plan;
@@ -50,7 +46,7 @@ class CudaGuiBudgetTest : public QObject {
     const uint64_t expert = at_two_gib.fit.expert_bytes;
     cudastandin::setDeviceBytes(
         size_t(overhead + kAutoVramMarginBytes + at_two_gib.fit.fixedBytes() + 30 * expert + expert / 2));
-    QVERIFY(test::loadModelFile(app, path));
+    QVERIFY(test::loadModelFile(app, budget.path));
     QCOMPARE(app.chat->model()->device.total_bytes - app.chat->model()->device.free_bytes, overhead);
 
     test::ShownAndLoaded r = test::applyBudget(app, std::nullopt);

@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QLabel>
 #include <QMessageBox>
+#include <QSignalSpy>
 #include <QTest>
 #include <QTimer>
 
@@ -29,17 +30,13 @@ void send(test::GuiApp& app, const QString& text) {
   QTest::keyClick(edit, Qt::Key_Return);
 }
 
-// Sends text and waits until its reply has ended (complete, stopped or failed).
+// Sends text and waits for its reply to end (complete, stopped or failed: the
+// controller saves it, then says so); true when the chat then holds messages_after.
 bool sendAndWait(test::GuiApp& app, const QString& text, size_t messages_after) {
+  QSignalSpy finished(app.chat, &ChatController::replyFinished);
   send(app, text);
-  QDeadlineTimer deadline(120000);
-  while (!deadline.hasExpired()) {
-    QTest::qWait(20);
-    if (app.chat->current() != 0 && !app.chat->busy() &&
-        app.store->messages(app.chat->current()).size() == messages_after)
-      return true;
-  }
-  return false;
+  if (finished.isEmpty() && !finished.wait(120000)) return false;
+  return app.chat->current() != 0 && app.store->messages(app.chat->current()).size() == messages_after;
 }
 
 }  // namespace
@@ -80,7 +77,7 @@ class CudaGuiFaultsTest : public QObject {
     // the fault falls mid-reply whatever the prediction thread's timing does to the
     // amount of device work.
     bool armed = false;
-    const auto arm = connect(app.chat.get(), &ChatController::replyText, [&] {
+    const auto arm = connect(app.chat, &ChatController::replyText, [&] {
       if (armed) return;
       armed = true;
       if (kind == "kernel")
@@ -88,9 +85,12 @@ class CudaGuiFaultsTest : public QObject {
       else
         cudastandin::failCopyAt(1);
     });
+    // The engine reports the failed reply, then the model it reloaded on the CPU.
+    QSignalSpy reloaded(app.chat, &ChatController::modelLoaded);
     QVERIFY(sendAndWait(app, "Hello", 4));
     disconnect(arm);
     QVERIFY(armed);
+    QVERIFY(!reloaded.isEmpty() || reloaded.wait(60000));
     auto msgs = app.store->messages(conversation);
     const Message failed = msgs[3];
     QCOMPARE(failed.state, MessageState::Error);

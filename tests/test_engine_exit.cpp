@@ -4,19 +4,15 @@
 // reclaim when the process exits, instead of being freed piece by piece while
 // the process lingers. Without leaveEngineToExit() the engine is destroyed as
 // before (the control case).
-#include <QSettings>
 #include <QSignalSpy>
-#include <QTemporaryDir>
 #include <QtTest>
 #include <atomic>
 #include <memory>
 
-#include "app/core/app_database.h"
 #include "app/core/conversation_store.h"
-#include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
-#include "app/qt/inference_worker.h"
 #include "support/fake_chat_engine.h"
+#include "support/gui_fixture.h"
 
 using namespace moe;
 
@@ -55,33 +51,18 @@ class WatchedEngine final : public ChatEngine {
   test::FakeChatEngine inner_;
 };
 
-struct App {
-  QTemporaryDir dir;
-  std::optional<AppDatabase> db;
-  std::unique_ptr<ConversationStore> store;
-  std::unique_ptr<QSettings> ini;
-  std::unique_ptr<AppSettings> settings;
-  std::unique_ptr<EngineHost> engine;
-  std::unique_ptr<ChatController> chat;
-
-  explicit App(Watch& w) {
-    db.emplace(AppDatabase::open(dir.filePath("moechat.db").toStdString()));
-    store = std::make_unique<ConversationStore>(*db);
-    ini = std::make_unique<QSettings>(dir.filePath("moechat.ini"), QSettings::IniFormat);
-    settings = std::make_unique<AppSettings>(*ini);
-    engine = std::make_unique<EngineHost>(std::make_unique<WatchedEngine>(w));
-    chat = std::make_unique<ChatController>(*store, *engine, *settings);
-  }
+struct App : test::HeadlessApp {
+  explicit App(Watch& w) : HeadlessApp(std::make_unique<WatchedEngine>(w)) {}
 
   // Loads, sends a message and waits until some of the reply has streamed.
   bool streaming() {
-    QSignalSpy loaded(chat.get(), &ChatController::modelLoaded);
+    QSignalSpy loaded(chat, &ChatController::modelLoaded);
     EngineLoadOptions o;
     o.demo = true;
     chat->loadModel(o);
     if (!loaded.wait(10000)) return false;
     if (!chat->send("tell me everything")) return false;
-    QSignalSpy text(chat.get(), &ChatController::replyText);
+    QSignalSpy text(chat, &ChatController::replyText);
     return text.wait(10000);
   }
 
@@ -89,9 +70,8 @@ struct App {
   void quit(bool leave_engine) {
     if (leave_engine) engine->leaveEngineToExit();
     const qint64 conversation = chat->current();
-    chat.reset();
-    engine.reset();
-    last = store->messages(conversation);
+    HeadlessApp::quit();
+    last = ConversationStore(*db).messages(conversation);
   }
   std::vector<Message> last;
 };

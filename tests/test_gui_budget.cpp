@@ -38,14 +38,10 @@ class GuiBudgetTest : public QObject {
   // A model file under auto and three budgets: the dialog's slots, the engine's, the
   // models view's cell and the status bar's note agree each time.
   void autoAndThreeBudgetsLoadWhatTheDialogShows() {
-    test::GuiApp app(std::make_unique<LocalChatEngine>());
-    app.settings->setCachePolicy("proactive");
-    app.settings->setModelsFolder(app.dir.path());
-    ModelRegistry registry(*app.db);
-    AppWiring wiring(*app.window, *app.settings, registry, *app.db);
-    const QString path = app.dir.filePath("budget.gguf");
-    test::writeBudgetModel(path.toStdString());
-    QVERIFY(test::loadModelFile(app, path));
+    test::BudgetApp budget;
+    QVERIFY(budget.open());
+    test::GuiApp& app = budget.app;
+    AppWiring& wiring = *budget.wiring;
 
     // Auto: the CPU computes every expert; nothing is cached, in any view.
     test::ShownAndLoaded r = test::applyBudget(app, std::nullopt);

@@ -587,10 +587,8 @@ class GuiChatTest : public QObject {
     const qint64 reply = f.chat().streamingReply();
     QTRY_VERIFY(f.w().chatView()->bubbleFor(reply) &&
                 !f.w().chatView()->bubbleFor(reply)->item().text.isEmpty());
-    auto& store = f.store();
-    f.app->window.reset();
-    f.app->chat.reset();  // what quitting the app does
-    const auto m = store.message(reply);
+    f.app->quit();
+    const auto m = ConversationStore(*f.app->db).message(reply);
     QCOMPARE(m->state, MessageState::Stopped);
     QVERIFY(!m->text.empty());
   }

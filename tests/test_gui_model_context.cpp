@@ -57,7 +57,7 @@ class GuiModelContext : public QObject {
 
     const int target = button->choices().front();  // the shortest
     QVERIFY2(target != before.n_ctx, qPrintable(QString::number(target)));
-    QSignalSpy loadedSpy(app.chat.get(), &ChatController::modelLoaded);
+    QSignalSpy loadedSpy(app.chat, &ChatController::modelLoaded);
     actionFor(button, target)->trigger();
     QVERIFY(loadedSpy.wait(60000));
 
@@ -73,7 +73,7 @@ class GuiModelContext : public QObject {
     QVERIFY(actionFor(button, target)->isChecked());
 
     // A message longer than the context says where the setting is.
-    QSignalSpy errors(app.chat.get(), &ChatController::error);
+    QSignalSpy errors(app.chat, &ChatController::error);
     QString longer;
     for (int i = 0; i < 300; ++i) longer += "many more words ";
     QVERIFY(app.chat->send(longer));

@@ -206,7 +206,8 @@ class GuiPerfStripTest : public QObject {
     ExpertResidency r;
     r.n_layer = 2;
     r.n_expert = 3;
-    r.state = {2, 0, 1, 0, 2, 2};
+    using enum ExpertPlace;
+    r.state = {kReady, kAbsent, kLoading, kAbsent, kReady, kReady};
     ExpertHeatMap map([&] { return r; });
     map.resize(300, 200);
     map.refresh();

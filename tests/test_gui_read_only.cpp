@@ -37,7 +37,7 @@ class GuiReadOnlyTest : public QObject {
     const QString why =
         "Read-only: moechat may not write /somewhere/moechat.db, so you are reading a copy of it.";
     w.setReadOnly(why);
-    QSignalSpy errors(app.chat.get(), &ChatController::error);
+    QSignalSpy errors(app.chat, &ChatController::error);
 
     // What the user sees: the reason above the chat and in the message field.
     QVERIFY(w.noticeBar()->isVisible());
@@ -52,7 +52,7 @@ class GuiReadOnlyTest : public QObject {
 
     // Typing and Enter send nothing. Sending is synchronous (the message is written
     // and the reply begun before Enter returns), so what Enter did is seen at once.
-    QSignalSpy busy(app.chat.get(), &ChatController::busyChanged);
+    QSignalSpy busy(app.chat, &ChatController::busyChanged);
     edit->setFocus();
     QTest::keyClicks(edit, "one more");
     QTest::keyClick(edit, Qt::Key_Return);

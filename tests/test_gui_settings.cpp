@@ -18,6 +18,7 @@
 #include "app/core/model_shape.h"
 #include "app/qt/app_settings.h"
 #include "app/qt/chat_controller.h"
+#include "app/qt/sampling_json.h"
 #include "ui/settings_dialog.h"
 
 using namespace moe;

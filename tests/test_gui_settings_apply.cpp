@@ -64,10 +64,10 @@ class GuiSettingsApplyTest : public QObject {
     QVERIFY2(before.offload.misses > 0, "half the experts cached: the first reply misses some");
 
     QStringList reloading;  // what the status bar said when the reload began: the model's place, the message
-    connect(app.chat.get(), &ChatController::modelReloading, app.window.get(), [&](const QString&) {
+    connect(app.chat, &ChatController::modelReloading, app.window.get(), [&](const QString&) {
       reloading << statusText(app) << app.window->statusBar()->currentMessage();
     });
-    QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+    QSignalSpy loaded(app.chat, &ChatController::modelLoaded);
     {
       auto dlg = app.window->makeSettingsDialog();
       auto* settings = qobject_cast<SettingsDialog*>(dlg.get());
@@ -109,7 +109,7 @@ class GuiSettingsApplyTest : public QObject {
     test::GuiApp app(std::make_unique<LocalChatEngine>());
     QVERIFY(app.loadDemo());
     const int before = app.chat->model()->n_ctx;
-    QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+    QSignalSpy loaded(app.chat, &ChatController::modelLoaded);
     {
       auto dlg = app.window->makeSettingsDialog();
       auto* settings = qobject_cast<SettingsDialog*>(dlg.get());
@@ -131,7 +131,7 @@ class GuiSettingsApplyTest : public QObject {
     QCOMPARE(app.chat->model()->n_ctx, AppSettings::kMinContextLength);
     QVERIFY(before > AppSettings::kMinContextLength);
 
-    QSignalSpy errors(app.chat.get(), &ChatController::error);
+    QSignalSpy errors(app.chat, &ChatController::error);
     QString longer;
     for (int i = 0; i < 200; ++i) longer += "many more words ";
     QVERIFY(sendAndWait(app, longer));
@@ -158,13 +158,13 @@ class GuiSettingsApplyTest : public QObject {
     QVERIFY(app.loadDemo());
 
     QStringList events;
-    connect(app.chat.get(), &ChatController::replyFinished, app.window.get(),
+    connect(app.chat, &ChatController::replyFinished, app.window.get(),
             [&](const Message& m) { events << "finished:" + QString::fromStdString(toString(m.state)); });
-    connect(app.chat.get(), &ChatController::reloadScheduled, app.window.get(),
+    connect(app.chat, &ChatController::reloadScheduled, app.window.get(),
             [&](const QString& what) { events << "scheduled:" + what; });
-    connect(app.chat.get(), &ChatController::modelReloading, app.window.get(),
+    connect(app.chat, &ChatController::modelReloading, app.window.get(),
             [&](const QString& what) { events << "reloading:" + what; });
-    connect(app.chat.get(), &ChatController::modelLoaded, app.window.get(),
+    connect(app.chat, &ChatController::modelLoaded, app.window.get(),
             [&](const LoadedModelInfo& info) { events << "loaded:" + QString::fromStdString(info.policy); });
 
     auto* edit = app.window->composer()->editor();
@@ -215,7 +215,7 @@ class GuiSettingsApplyTest : public QObject {
     QTest::keyClick(edit, Qt::Key_Return);
     QTRY_VERIFY(app.chat->busy());
     const qint64 reply = app.chat->streamingReply();
-    QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+    QSignalSpy loaded(app.chat, &ChatController::modelLoaded);
     app.settings->setVramBudgetBytes(8'000'000'000);
     QTRY_VERIFY(app.chat->reloadPending());
     QTRY_VERIFY(app.store->message(reply) && !app.store->message(reply)->text.empty());  // some text streamed
@@ -237,7 +237,7 @@ class GuiSettingsApplyTest : public QObject {
     test::GuiApp app(std::move(engine));
     app.settings->setCachePolicy("proactive");
     QVERIFY(app.loadDemo());
-    QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);
+    QSignalSpy reloading(app.chat, &ChatController::modelReloading);
     app.settings->setVramBudgetBytes(10'500'000'000);
     app.settings->setCachePolicy("static");
     QTRY_COMPARE(reloading.count(), 1);
@@ -280,7 +280,7 @@ class GuiSettingsApplyTest : public QObject {
     QTest::keyClick(edit, Qt::Key_Return);
     QTRY_VERIFY(app.chat->busy());
     const qint64 reply = app.chat->streamingReply();
-    QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);
+    QSignalSpy reloading(app.chat, &ChatController::modelReloading);
     app.window->reloadModel("its new predictor");
     QVERIFY(app.chat->reloadPending());
     QVERIFY2(statusText(app).contains("Demo model reloads with its new predictor when this reply ends"),
@@ -301,7 +301,7 @@ class GuiSettingsApplyTest : public QObject {
 
   void noModelNoReload() {
     test::GuiApp app(std::make_unique<test::FakeChatEngine>());
-    QSignalSpy reloading(app.chat.get(), &ChatController::modelReloading);
+    QSignalSpy reloading(app.chat, &ChatController::modelReloading);
     app.settings->setVramBudgetBytes(8'000'000'000);
     test::settle();
     QCOMPARE(reloading.count(), 0);

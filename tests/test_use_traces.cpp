@@ -27,6 +27,7 @@
 #include "app/qt/inference_worker.h"
 #include "offload/trainer/trace_file.h"
 #include "offload/trainer/train_predictor.h"
+#include "support/gui_fixture.h"
 #include "ui/main_window.h"
 #include "ui/settings_dialog.h"
 
@@ -37,34 +38,16 @@ namespace {
 
 constexpr int kTimeoutMs = 120000;
 
-// The app without its window: database, settings, engine thread, controller.
-struct App {
-  QTemporaryDir dir;
-  std::optional<AppDatabase> db;
-  std::unique_ptr<ConversationStore> store;
-  std::unique_ptr<QSettings> ini;
-  std::unique_ptr<AppSettings> settings;
-  std::unique_ptr<EngineHost> engine;
-  std::unique_ptr<ChatController> chat;
+// The app without its window, on the real demo-model engine.
+struct App : test::HeadlessApp {
   std::unique_ptr<QSignalSpy> finished;  // InferenceWorker::replyFinished
 
-  App() {
-    db.emplace(AppDatabase::open(dir.filePath("moechat.db").toStdString()));
-    store = std::make_unique<ConversationStore>(*db);
-    ini = std::make_unique<QSettings>(dir.filePath("moechat.ini"), QSettings::IniFormat);
-    settings = std::make_unique<AppSettings>(*ini);
-    settings->setDataFolder(dir.path());
-    engine = std::make_unique<EngineHost>(std::make_unique<LocalChatEngine>());
-    chat = std::make_unique<ChatController>(*store, *engine, *settings);
+  App() : HeadlessApp(std::make_unique<LocalChatEngine>()) {
     finished = std::make_unique<QSignalSpy>(engine->worker(), &InferenceWorker::replyFinished);
     SamplingDefaults s;
     s.max_tokens = 12;
     s.temperature = 0;
     settings->setSampling(s);
-  }
-  ~App() {
-    chat.reset();
-    engine.reset();  // joins the engine thread before the store goes
   }
   bool loadDemo() {
     EngineLoadOptions o;
@@ -268,7 +251,7 @@ class UseTracesTest : public QObject {
     MainWindow window(*app.settings, *app.store, *app.chat, *app.engine);
     QString launched;
     window.setRetrainLauncher([&](const QString& sha) { launched = sha; });
-    QSignalSpy offered(app.chat.get(), &ChatController::retrainSuggested);
+    QSignalSpy offered(app.chat, &ChatController::retrainSuggested);
     const std::string sha = app.chat->model()->model_sha256;
     app.chat->newConversation();
     QVERIFY(app.reply("First"));

@@ -14,18 +14,14 @@
 #include "models/gguf.h"
 #include "support/demo_predictor.h"
 #include "support/fake_chat_engine.h"
+#include "support/greedy_params.h"
 #include "synth/synthetic_model.h"
 
 using namespace moe;
 
 namespace {
 
-GenerationParams greedy(int n) {
-  GenerationParams p;
-  p.max_tokens = n;
-  p.sampler.temperature = 0;
-  return p;
-}
+using test::greedy;
 
 EngineLoadOptions demo() {
   EngineLoadOptions o;
@@ -105,7 +101,8 @@ class WorkerEngineTest : public QObject {
     // The cache holds half the experts: the map shows some, never more than that.
     const auto r = host.worker()->residency();
     QCOMPARE(r.n_layer * r.n_expert, info.n_layer * info.n_expert);
-    const auto shown = std::count_if(r.state.begin(), r.state.end(), [](uint8_t s) { return s != 0; });
+    const auto shown = std::count_if(r.state.begin(), r.state.end(),
+                                     [](ExpertPlace s) { return s != ExpertPlace::kAbsent; });
     QVERIFY(shown > 0);
     QVERIFY(shown <= static_cast<long>(r.state.size()) / 2 + 2);
   }

@@ -21,7 +21,7 @@ void ExpertHeatMap::refresh() {
 }
 
 int ExpertHeatMap::readyCount() const {
-  return static_cast<int>(std::count(r_.state.begin(), r_.state.end(), uint8_t{2}));
+  return static_cast<int>(std::count(r_.state.begin(), r_.state.end(), ExpertPlace::kReady));
 }
 
 QRectF ExpertHeatMap::cellRect(int layer, int expert) const {
@@ -43,8 +43,8 @@ void ExpertHeatMap::paintEvent(QPaintEvent*) {
                             QColor(0x2e, 0x9d, 0x5b)};
   for (int l = 0; l < r_.n_layer; ++l)
     for (int e = 0; e < r_.n_expert; ++e) {
-      const uint8_t s = r_.state[static_cast<size_t>(l) * r_.n_expert + e];
-      p.fillRect(cellRect(l, e), colors[std::min<int>(s, 2)]);
+      const auto s = r_.state[static_cast<size_t>(l) * r_.n_expert + e];
+      p.fillRect(cellRect(l, e), colors[static_cast<int>(s)]);
     }
 }
 
@@ -56,10 +56,10 @@ bool ExpertHeatMap::event(QEvent* e) {
     const int layer = std::clamp(
         static_cast<int>((help->pos().y() - 1) * r_.n_layer / std::max(1, height() - 2)), 0, r_.n_layer - 1);
     static const char* names[3] = {"not cached", "loading", "ready"};
-    const uint8_t s = r_.state[static_cast<size_t>(layer) * r_.n_expert + expert];
+    const auto s = r_.state[static_cast<size_t>(layer) * r_.n_expert + expert];
     QToolTip::showText(
         help->globalPos(),
-        QString("layer %1, expert %2: %3").arg(layer).arg(expert).arg(names[std::min<int>(s, 2)]), this);
+        QString("layer %1, expert %2: %3").arg(layer).arg(expert).arg(names[static_cast<int>(s)]), this);
     return true;
   }
   return QWidget::event(e);

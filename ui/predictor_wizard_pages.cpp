@@ -328,7 +328,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
   layout->addStretch();
 
   connect(cancel_, &QPushButton::clicked, this, [this] {
-    if (!running_) return;
+    if (!run_.running()) return;
     wizard_.trainer().cancel();
     cancel_->setEnabled(false);
     eta_->setText("Stopping after the current prompt…");
@@ -336,7 +336,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
   connect(resume_, &QPushButton::clicked, this, &TracePage::start);
   auto& t = wizard_.trainer();
   connect(&t, &PredictorTrainer::traceProgress, this, [this](const TraceProgress& p) {
-    if (!running_ || stale_) return;
+    if (!run_.showsProgress()) return;
     progress_->setRange(0, std::max(1, p.prompts_total));
     progress_->setValue(p.prompts_done);
     status_->setText(QString("Traced %1 of %2 prompts (%3 tokens in %4 s this run).")
@@ -349,12 +349,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
                                       : QString("Time left: %1").arg(secondsText(p.eta_seconds)));
   });
   connect(&t, &PredictorTrainer::traceFinished, this, [this](const TraceRunResult& r) {
-    if (stale_) {
-      --stale_;
-      return;
-    }
-    if (!running_) return;
-    running_ = false;
+    if (!run_.end()) return;
     cancel_->setEnabled(false);
     const int total = int(wizard_.prompts.size());
     const int on_disk = r.prompts_traced + r.prompts_skipped;
@@ -379,12 +374,7 @@ TracePage::TracePage(PredictorWizard& wizard) : wizard_(wizard) {
     emit completeChanged();
   });
   connect(&t, &PredictorTrainer::failed, this, [this](const QString& reason) {
-    if (stale_) {
-      --stale_;
-      return;
-    }
-    if (!running_) return;
-    running_ = false;
+    if (!run_.end()) return;
     cancel_->setEnabled(false);
     eta_->setText("Tracing failed: " + reason);
     resume_->setText("Try again");
@@ -401,8 +391,7 @@ void TracePage::initializePage() {
 }
 
 void TracePage::start() {
-  if (running_) return;
-  running_ = true;
+  if (!run_.start()) return;
   done_ = false;
   resume_->hide();
   resume_->setText("Resume");
@@ -413,10 +402,8 @@ void TracePage::start() {
 }
 
 void TracePage::cleanupPage() {
-  if (!running_) return;
+  if (!run_.leave()) return;
   wizard_.trainer().cancel();  // Back: stop; what is on disk stays for a resume
-  running_ = false;
-  ++stale_;  // its traceFinished (or failed) is not for the next run
 }
 
 }  // namespace moe

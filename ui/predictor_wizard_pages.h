@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/qt/predictor_trainer.h"
+#include "ui/trainer_run.h"
 
 class QButtonGroup;
 class QLabel;
@@ -81,8 +82,8 @@ class TracePage : public QWizardPage {
   QProgressBar* progress_;
   QLabel *status_, *eta_;
   QPushButton *cancel_, *resume_;
-  bool running_ = false, done_ = false;
-  int stale_ = 0;  // runs left by Back whose last signal is still to come
+  TrainerRun run_;
+  bool done_ = false;
 };
 
 // Training: the live chart, one progress bar per layer, cancel / train again.
@@ -106,8 +107,8 @@ class TrainPage : public QWizardPage {
   std::vector<std::pair<int, QProgressBar*>> layer_bars_;
   QLabel* status_;
   QPushButton *cancel_, *retry_;
-  bool running_ = false, done_ = false;
-  int stale_ = 0;  // runs left by Back whose last signal is still to come
+  TrainerRun run_;
+  bool done_ = false;
 };
 
 // The evaluation table (per layer and overall, learned and every baseline) and

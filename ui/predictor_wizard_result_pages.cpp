@@ -60,7 +60,7 @@ TrainPage::TrainPage(PredictorWizard& wizard) : wizard_(wizard) {
   layout->addLayout(buttons);
 
   connect(cancel_, &QPushButton::clicked, this, [this] {
-    if (!running_) return;
+    if (!run_.running()) return;
     wizard_.trainer().cancel();
     cancel_->setEnabled(false);
     status_->setText("Stopping…");
@@ -68,16 +68,11 @@ TrainPage::TrainPage(PredictorWizard& wizard) : wizard_(wizard) {
   connect(retry_, &QPushButton::clicked, this, &TrainPage::start);
   auto& t = wizard_.trainer();
   connect(&t, &PredictorTrainer::trainProgress, this, [this](const TrainProgress& p) {
-    if (running_ && !stale_) onProgress(p);
+    if (run_.showsProgress()) onProgress(p);
   });
   connect(&t, &PredictorTrainer::evaluated, this,
           [this](const EvalReport& report, std::shared_ptr<const PredictorSet> set) {
-            if (stale_) {
-              --stale_;
-              return;
-            }
-            if (!running_) return;
-            running_ = false;
+            if (!run_.end()) return;
             cancel_->setEnabled(false);
             wizard_.trained = std::move(set);
             wizard_.report = report;
@@ -90,12 +85,7 @@ TrainPage::TrainPage(PredictorWizard& wizard) : wizard_(wizard) {
             emit completeChanged();
           });
   connect(&t, &PredictorTrainer::failed, this, [this](const QString& reason) {
-    if (stale_) {
-      --stale_;
-      return;
-    }
-    if (!running_) return;
-    running_ = false;
+    if (!run_.end()) return;
     cancel_->setEnabled(false);
     status_->setText("Training stopped: " + reason);
     retry_->show();
@@ -105,8 +95,7 @@ TrainPage::TrainPage(PredictorWizard& wizard) : wizard_(wizard) {
 void TrainPage::initializePage() { start(); }
 
 void TrainPage::start() {
-  if (running_) return;
-  running_ = true;
+  if (!run_.start()) return;
   done_ = false;
   wizard_.trained.reset();
   chart_->clear();
@@ -156,10 +145,8 @@ void TrainPage::onProgress(const TrainProgress& p) {
 }
 
 void TrainPage::cleanupPage() {
-  if (!running_) return;
+  if (!run_.leave()) return;
   wizard_.trainer().cancel();
-  running_ = false;
-  ++stale_;
 }
 
 // ---- evaluation ----

@@ -272,6 +272,7 @@ SessionOptions benchModel(const Args& args) {
 int runBench(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--kernels") != argv.end()) return runBenchKernels(argv);
   if (std::find(argv.begin(), argv.end(), "--sampler") != argv.end()) return runBenchSampler(argv);
+  if (std::find(argv.begin(), argv.end(), "--chat-tokens") != argv.end()) return runBenchChatTokens(argv);
   auto vo = modelValueOptions();
   vo.merge(samplingValueOptions());
   vo.insert({"--cache-share", "--cache-mb", "--prompt-tokens", "--decode-tokens", "--link-gbps", "--policies",

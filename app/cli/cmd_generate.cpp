@@ -158,7 +158,6 @@ int runChat(const std::vector<std::string>& argv) {
   announceModel(model);
   GenerationParams params = generationParams(args, session);
   for (auto& s : chatStopStrings(model.chatFamily())) params.stop_strings.push_back(s);
-  const auto& tok = model.tokenizer();
 
   std::vector<ChatMessage> history;
   if (auto sys = args.value("--system")) history.push_back({"system", *sys});
@@ -175,7 +174,9 @@ int runChat(const std::vector<std::string>& argv) {
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const auto ids = encodeChat(tok, model.chatFamily(), history, true, chatOptions(args));
+    // Only the text new since the last reply is tokenised (inference/tokenizer/chat_tokens.h).
+    const auto ids = session.chatTokens().encode(model.chatFamily(), history, true, chatOptions(args));
+    session.chatTokens().forgetUnused();
     std::string reply;
     GenerationStats st;
     const auto reader = replyReaderFor(model.chatFamily(), params, chatOptions(args));

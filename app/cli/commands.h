@@ -13,8 +13,9 @@ int runChat(const std::vector<std::string>& args);
 int runGenModel(const std::vector<std::string>& args);
 int runLogits(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
-int runBenchKernels(const std::vector<std::string>& args);  // bench --kernels
-int runBenchSampler(const std::vector<std::string>& args);  // bench --sampler
+int runBenchKernels(const std::vector<std::string>& args);     // bench --kernels
+int runBenchSampler(const std::vector<std::string>& args);     // bench --sampler
+int runBenchChatTokens(const std::vector<std::string>& args);  // bench --chat-tokens
 int runTrace(const std::vector<std::string>& args);
 int runTrain(const std::vector<std::string>& args);
 int runEvalPredictor(const std::vector<std::string>& args);

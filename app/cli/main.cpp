@@ -79,6 +79,11 @@ const CommandHelp kCommands[] = {
   bench --sampler [--vocab N] [--calls N] [--json]
       the token sampler alone (greedy, the default chain, top-p alone) per token,
       beside the time to copy the logits once
+  bench --chat-tokens [FILE] [--turns N] [--budget TOKENS] [--message-bytes N]
+        [--reply-bytes N] [--json]
+      the tokenizer's work per reply over a conversation (FILE's tokenizer and chat
+      template; the trained demo without one): the whole history encoded each
+      time against the runs of text kept from the last reply
 )",
      true},
     {"gen-model",

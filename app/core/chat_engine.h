@@ -73,8 +73,11 @@ struct EngineReplyStats {
   double ttft_ms = 0;
   double prefill_tps = 0;
   double decode_tps = 0;
-  std::string stop_reason;    // stopReasonName()
-  int dropped_messages = 0;   // the oldest messages left out so the prompt and the reply fit the context
+  std::string stop_reason;   // stopReasonName()
+  int dropped_messages = 0;  // the oldest messages left out so the prompt and the reply fit the context
+  // Bytes of prompt text the tokenizer encoded for this reply: the text new since the
+  // last reply (the rest is kept tokenised, inference/tokenizer/chat_tokens.h).
+  int64_t tokenized_bytes = 0;
   int64_t traced_tokens = 0;  // written to the trace file (setTraceRecording); 0 when off or cut
   std::string trace_error;    // why recording failed (the reply went on); empty when fine
 };
@@ -100,11 +103,13 @@ struct EngineCounters {
   uint64_t ram_resident_bytes = 0;  // this process's resident memory (EngineHost fills it in)
 };
 
-// Which experts sit in fast memory, per layer: state[layer * n_expert + e] is
-// 0 absent, 1 loading, 2 ready.
+// Where an expert is, for the heat map: not in fast memory, being copied there, ready.
+enum class ExpertPlace : uint8_t { kAbsent, kLoading, kReady };
+
+// Which experts sit in fast memory: state[layer * n_expert + e].
 struct ExpertResidency {
   int n_layer = 0, n_expert = 0;
-  std::vector<uint8_t> state;
+  std::vector<ExpertPlace> state;
 };
 
 // A reply stopped because the GPU failed, and the engine reloaded the model on

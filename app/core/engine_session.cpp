@@ -39,6 +39,7 @@ EngineSession::EngineSession(const SessionOptions& opts)
   compute_ = std::make_unique<Compute>(ComputeOptions{opts.device, opts.threads, opts.kv_f16});
   device_ = sessionDevice(opts, *compute_);  // before the weights take their share
   model_ = Model::load(openModelFile(opts), compute_->backend());
+  chat_tokens_ = std::make_unique<ChatTokenCache>(model_->tokenizer());
   plan_ = resolveLoadPlan({opts.budget, opts.policy, opts.n_ctx, opts.demo}, shapeOf(*model_), device_);
   if (!plan_.loads()) throw std::invalid_argument(plan_.error);
   const int n_ctx = plan_.n_ctx;

@@ -20,6 +20,7 @@
 #include "inference/backend_factory.h"
 #include "inference/generator.h"
 #include "inference/model.h"
+#include "inference/tokenizer/chat_tokens.h"
 #include "inference/transformer.h"
 #include "offload/offload_engine.h"
 #include "offload/trainer/trace_recorder.h"
@@ -78,6 +79,9 @@ class EngineSession {
   Model& model() { return *model_; }
   Transformer& transformer() { return *transformer_; }
   Generator& generator() { return *generator_; }
+  // The conversation's tokenised text, kept from one reply to the next for this
+  // model's tokenizer (a load makes a new session, so a new cache).
+  ChatTokenCache& chatTokens() { return *chat_tokens_; }
   Backend& backend() { return compute_->backend(); }
   bool isDemo() const { return demo_; }
   // The built-in random-weight demo: it reaches the end token only by chance, so its
@@ -129,6 +133,7 @@ class EngineSession {
   TraceOutcome last_trace_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Generator> generator_;
+  std::unique_ptr<ChatTokenCache> chat_tokens_;
   DeviceMemory device_;
   LoadPlan plan_;
 };

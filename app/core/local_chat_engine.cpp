@@ -129,22 +129,18 @@ void LocalChatEngine::sampleDeviceMemory() {
 bool LocalChatEngine::loaded() const { return loaded_; }
 
 std::vector<int32_t> LocalChatEngine::promptFitting(const std::vector<ChatMessage>& messages, int max_tokens,
-                                                    int* dropped) const {
-  auto& model = session_->model();
-  const auto& tok = model.tokenizer();
+                                                    int* dropped, uint64_t* tokenized_bytes) {
   const int n_ctx = session_->transformer().nCtx();
   // Leave room for the reply: its token limit, but at most half the context.
-  const int budget = n_ctx - std::clamp(max_tokens, 1, n_ctx / 2);
-  std::vector<ChatMessage> kept = messages;
-  for (;;) {
-    auto ids = encodeChat(tok, model.chatFamily(), kept, true, chat_options_);
-    if (static_cast<int>(ids.size()) <= budget) return ids;
-    // Drop the oldest turn after the system prompt; the last message always stays.
-    const size_t first = (!kept.empty() && kept.front().role == "system") ? 1 : 0;
-    if (kept.size() - first <= 1) return ids;  // too long on its own: the generator says so
-    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(first));
-    ++*dropped;
-  }
+  const int budget = n_ctx - std::clamp(max_tokens, 1, std::max(n_ctx / 2, 1));
+  ChatTokenCache& cache = session_->chatTokens();
+  const uint64_t encoded_before = cache.counters().bytes_encoded;
+  ChatTokenCache::Fitted fitted = cache.fit(session_->model().chatFamily(), messages, chat_options_,
+                                            static_cast<size_t>(std::max(budget, 0)));
+  cache.forgetUnused();  // keeps this conversation's runs, drops an edited message's old text
+  *dropped = fitted.dropped;
+  *tokenized_bytes = cache.counters().bytes_encoded - encoded_before;
+  return std::move(fitted.ids);
 }
 
 EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages,
@@ -167,7 +163,8 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
     };
   }
   int dropped = 0;
-  const auto ids = promptFitting(messages, p.max_tokens, &dropped);
+  uint64_t tokenized_bytes = 0;
+  const auto ids = promptFitting(messages, p.max_tokens, &dropped, &tokenized_bytes);
   GenerationStats st;
   try {
     st = session_->generate(ids, p, sink, &cancel);
@@ -200,6 +197,7 @@ EngineReplyStats LocalChatEngine::reply(const std::vector<ChatMessage>& messages
   r.decode_tps = st.decodeTokensPerSecond();
   r.stop_reason = stopReasonName(st.reason);
   r.dropped_messages = dropped;
+  r.tokenized_bytes = static_cast<int64_t>(tokenized_bytes);
   r.traced_tokens = session_->lastTrace().tokens;
   r.trace_error = session_->lastTrace().error;
   return r;
@@ -262,16 +260,17 @@ ExpertResidency LocalChatEngine::residency() const {
   r.n_expert = n_expert_;
   const ExpertCache* cache = session_->offload().cache();
   if (!cache) {  // resident: every expert is where the model file maps it
-    r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 2);
+    r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kReady);
     return r;
   }
-  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, 0);
+  r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kAbsent);
   for (int i = 0; i < cache->slotCount(); ++i) {
     const SlotInfo s = cache->info(i);
     if (s.state == SlotState::kEmpty || s.layer < 0 || s.layer >= n_layer_ || s.expert < 0 ||
         s.expert >= n_expert_)
       continue;
-    r.state[static_cast<size_t>(s.layer) * n_expert_ + s.expert] = s.state == SlotState::kReady ? 2 : 1;
+    r.state[static_cast<size_t>(s.layer) * n_expert_ + s.expert] =
+        s.state == SlotState::kReady ? ExpertPlace::kReady : ExpertPlace::kLoading;
   }
   return r;
 }

@@ -41,9 +41,10 @@ class LocalChatEngine final : public ChatEngine {
   static void attachPredictor(const EngineLoadOptions& opts, SessionOptions* so, std::string* note);
   // The chat's tokens, its oldest messages after the system prompt left out (counted
   // in *dropped; never the system prompt or the last message) until the prompt and
-  // max_tokens of reply fit the context.
-  std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens,
-                                     int* dropped) const;
+  // max_tokens of reply fit the context. Only text new since the last reply is
+  // tokenised (the session's ChatTokenCache); *tokenized_bytes counts it.
+  std::vector<int32_t> promptFitting(const std::vector<ChatMessage>& messages, int max_tokens, int* dropped,
+                                     uint64_t* tokenized_bytes);
   // After a device error: the model again, on the CPU. Throws DeviceFallback
   // (or, when the CPU cannot load it either, a runtime_error saying both).
   [[noreturn]] void fallBackToCpu(const DeviceError& e);

@@ -188,10 +188,4 @@ class ChatController : public QObject {
   QString read_only_why_;
 };
 
-// JSON <-> sampling settings of a conversation ("{}" = use the defaults).
-std::optional<SamplingDefaults> samplingFromJson(const std::string& json);
-std::string samplingToJson(const SamplingDefaults& s);
-// The sampling a reply was written with, as stored beside it: samplingToJson's plus the seed.
-std::string replySamplingJson(const SamplingDefaults& s, uint64_t seed);
-
 }  // namespace moe

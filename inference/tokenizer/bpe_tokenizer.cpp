@@ -370,8 +370,7 @@ void BpeTokenizer::appendWord(std::string_view word, std::vector<int32_t>& out) 
   cache_.emplace(std::move(key), std::move(ids));
 }
 
-void BpeTokenizer::appendPlainText(std::string_view run, bool /*at_text_start*/,
-                                   std::vector<int32_t>& out) const {
+void BpeTokenizer::encodeRun(std::string_view run, bool /*at_text_start*/, std::vector<int32_t>& out) const {
   for (auto word : pre_->split(run)) appendWord(word, out);
 }
 

@@ -66,9 +66,8 @@ class BpeTokenizer : public TokenizerCommon {
   const PreTokenizer& preTokenizer() const { return *pre_; }
   size_t mergeCount() const { return merges_.size(); }
 
- protected:
   // No dummy prefix: every run is encoded the same wherever it starts.
-  void appendPlainText(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
+  void encodeRun(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
 
  private:
   struct Merge {

@@ -67,8 +67,8 @@ Gemma4Tokenizer::Gemma4Tokenizer(const VocabData& vocab) {
 
 std::string Gemma4Tokenizer::tokenBytes(int32_t id) const { return token_bytes_.at(size_t(id)); }
 
-void Gemma4Tokenizer::appendPlainText(std::string_view run, bool /*at_text_start*/,
-                                      std::vector<int32_t>& out) const {
+void Gemma4Tokenizer::encodeRun(std::string_view run, bool /*at_text_start*/,
+                                std::vector<int32_t>& out) const {
   std::string escaped;
   escaped.reserve(run.size() + run.size() / 2);
   for (char c : run) {

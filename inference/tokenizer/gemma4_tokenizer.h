@@ -32,8 +32,7 @@ class Gemma4Tokenizer : public TokenizerCommon {
   std::string tokenBytes(int32_t id) const override;
   size_t mergeCount() const { return ranks_.size(); }
 
- protected:
-  void appendPlainText(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
+  void encodeRun(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
 
  private:
   void appendRun(std::string_view run, std::vector<int32_t>& out) const;  // one escaped run

@@ -149,8 +149,7 @@ void SpmTokenizer::appendIds(std::string_view text, const sentencepiece::Sentenc
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
-void SpmTokenizer::appendPlainText(std::string_view run, bool at_text_start,
-                                   std::vector<int32_t>& out) const {
+void SpmTokenizer::encodeRun(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const {
   const auto& later = without_prefix_ ? *without_prefix_ : *with_prefix_;
   appendIds(run, at_text_start ? *with_prefix_ : later, out);
 }

@@ -36,14 +36,13 @@ class SpmTokenizer : public TokenizerCommon {
   // The serialized sentencepiece ModelProto for `vocab` (exposed for tests).
   static std::string buildModelProto(const VocabData& vocab, bool add_dummy_prefix);
 
- protected:
   // Only a run that starts at byte 0 of the text gets the dummy-prefix space;
   // text after a marker does not (so "<s>[INST]" gives "[" not "▁["). This
   // follows llama.cpp's original SPM path; later llama.cpp versions also prefix
   // a fragment that follows a special token (as Hugging Face's legacy Llama
   // tokenizer does). User-defined pieces are matched by sentencepiece itself
   // even in plain text.
-  void appendPlainText(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
+  void encodeRun(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const override;
 
  private:
   void appendIds(std::string_view text, const sentencepiece::SentencePieceProcessor& sp,

@@ -80,15 +80,28 @@ std::vector<SpecialTokenMatcher::Fragment> SpecialTokenMatcher::split(std::strin
   return out;
 }
 
-// ---- TokenizerCommon ----
+// ---- Tokenizer ----
 
-std::vector<int32_t> TokenizerCommon::encodePieces(std::span<const TextPiece> pieces, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encodePieces(std::span<const TextPiece> pieces, bool add_bos) const {
   std::vector<int32_t> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
+  for (const PromptRun& r : runs(pieces)) {
+    if (r.marker >= 0)
+      out.push_back(r.marker);
+    else
+      encodeRun(r.text, r.at_text_start, out);
+  }
+  return out;
+}
+
+// ---- TokenizerCommon ----
+
+std::vector<PromptRun> TokenizerCommon::runs(std::span<const TextPiece> pieces) const {
+  std::vector<PromptRun> out;
   std::string run;  // plain text since the last marker, across pieces
   size_t run_start = 0, offset = 0;
   auto flushRun = [&] {
-    if (!run.empty()) appendPlainText(run, run_start == 0, out);
+    if (!run.empty()) out.push_back({std::move(run), -1, run_start == 0});
     run.clear();
   };
   auto addPlain = [&](std::string_view text) {
@@ -107,7 +120,7 @@ std::vector<int32_t> TokenizerCommon::encodePieces(std::span<const TextPiece> pi
         continue;
       }
       flushRun();
-      out.push_back(fragment.id);
+      out.push_back({std::string(), fragment.id, false});
       offset += fragment.text.size();
     }
   }

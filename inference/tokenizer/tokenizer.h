@@ -38,6 +38,14 @@ struct TextPiece {
   bool markers = false;
 };
 
+// One stretch of a prompt as the tokenizer cuts it: a marker token, or the run of
+// plain text between two markers.
+struct PromptRun {
+  std::string text;            // the plain text (marker < 0)
+  int32_t marker = -1;         // the marker's id, or -1 for a run of text
+  bool at_text_start = false;  // the run begins the whole text (sentencepiece's dummy prefix)
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -45,8 +53,15 @@ class Tokenizer {
   // Encodes the concatenation of `pieces`: the text between two marker ids is
   // encoded as one run, wherever the pieces' borders fall, so a prompt split
   // into pieces gives the ids of the same text encoded whole. Adds BOS first when
-  // add_bos is true and the vocabulary has one.
-  virtual std::vector<int32_t> encodePieces(std::span<const TextPiece> pieces, bool add_bos) const = 0;
+  // add_bos is true and the vocabulary has one. It is runs() with each run encoded
+  // by encodeRun(), in order.
+  std::vector<int32_t> encodePieces(std::span<const TextPiece> pieces, bool add_bos) const;
+  // The concatenation of `pieces` cut at its markers (found in marker pieces only).
+  virtual std::vector<PromptRun> runs(std::span<const TextPiece> pieces) const = 0;
+  // Appends the ids of one run of plain text. A run's ids depend on its text and on
+  // at_text_start only, never on the runs around it: the contract ChatTokenCache
+  // (chat_tokens.h) relies on to keep a run's ids from one prompt to the next.
+  virtual void encodeRun(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const = 0;
   // Encodes text. With parse_special, control and user-defined token texts in
   // `text` become their ids; otherwise they are plain text. Text a person typed
   // or pasted, or a model wrote, is never parsed for them (see encodeChat).

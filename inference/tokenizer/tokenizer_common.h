@@ -34,13 +34,9 @@ class SpecialTokenMatcher {
 // Fields both tokenizer kinds fill from VocabData the same way.
 class TokenizerCommon : public Tokenizer {
  public:
-  std::vector<int32_t> encodePieces(std::span<const TextPiece> pieces, bool add_bos) const override;
+  std::vector<PromptRun> runs(std::span<const TextPiece> pieces) const override;
 
  protected:
-  // Encodes a run of plain text; `at_text_start` when the run begins the whole
-  // text (sentencepiece's dummy prefix goes only there).
-  virtual void appendPlainText(std::string_view run, bool at_text_start, std::vector<int32_t>& out) const = 0;
-
   // Validates lengths and ids (TokenizerError) and fills pieces, types, special
   // ids, end-of-generation ids and the special-token matcher.
   void loadCommon(const VocabData& vocab);

@@ -11,6 +11,7 @@
 #include "app/core/think_reply.h"
 #include "inference/tokenizer/chat_template.h"
 #include "inference/tokenizer/tokenizer.h"
+#include "support/chat_vocab.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
 #include "synth/synthetic_model.h"
@@ -20,50 +21,10 @@ using namespace moe;
 
 namespace {
 
-const std::string kDeepSeekEos =
-    "<\xEF\xBD\x9C"
-    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-
-// Each family's markers, as the models' published templates and vocabularies spell them.
-std::vector<std::string> markersOf(ChatFamily family) {
-  switch (family) {
-    case ChatFamily::Mixtral: return {"[INST]", "[/INST]", "<s>", "</s>"};
-    case ChatFamily::ChatML: return {"<|im_start|>", "<|im_end|>", "<|endoftext|>"};
-    case ChatFamily::DeepSeek: return {kDeepSeekEos};
-    case ChatFamily::Olmoe: return {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"};
-    case ChatFamily::Glm:
-      return {"[gMASK]",       "<sop>",           "<|system|>",   "<|user|>",
-              "<|assistant|>", "<|observation|>", "<|endoftext|>"};
-    case ChatFamily::Harmony:
-      return {"<|start|>",  "<|message|>", "<|end|>",      "<|channel|>",
-              "<|return|>", "<|call|>",    "<|constrain|>"};
-    // Qwen3.5's vocabulary: <think> and </think> are user-defined tokens, which the
-    // tokenizer treats as markers as it does control tokens.
-    case ChatFamily::Qwen35: return {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"};
-    // MiniMax-M2's vocabulary: its BOS, the turn opener and closer, the reasoning block.
-    case ChatFamily::MiniMax: return {"]~!b[", "]~b]", "[e~[", "<think>", "</think>"};
-    case ChatFamily::Gemma4: return {"<|turn>", "<turn|>", "<|channel>", "<channel|>"};
-  }
-  return {};
-}
-
-const std::vector<ChatFamily> kFamilies = {ChatFamily::Mixtral, ChatFamily::ChatML,  ChatFamily::DeepSeek,
-                                           ChatFamily::Olmoe,   ChatFamily::Glm,     ChatFamily::Harmony,
-                                           ChatFamily::Qwen35,  ChatFamily::MiniMax, ChatFamily::Gemma4};
-
-// A vocabulary of the given kind with every family's markers as control tokens.
-std::unique_ptr<Tokenizer> tokenizerWithEveryMarker(bool sentencepiece) {
-  VocabData v = sentencepiece ? buildSpmVocab(512) : buildGpt2Vocab(400, "qwen2");
-  for (ChatFamily f : kFamilies) {
-    for (const auto& m : markersOf(f)) {
-      if (std::find(v.tokens.begin(), v.tokens.end(), m) != v.tokens.end()) continue;
-      v.tokens.push_back(m);
-      v.token_types.push_back(static_cast<int32_t>(TokenType::Control));
-      if (!v.scores.empty()) v.scores.push_back(0.0f);
-    }
-  }
-  return Tokenizer::fromVocab(v);
-}
+using test::kDeepSeekEos;
+using test::markersOf;
+using test::tokenizerWithEveryMarker;
+const std::vector<ChatFamily>& kFamilies = test::kChatFamilies;
 
 std::string everyMarker(ChatFamily family) {
   std::string out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/core/engine_session.h"
+#include "support/greedy_params.h"
 
 using namespace moe;
 
@@ -21,13 +22,7 @@ SessionOptions demo(int n_ctx = 256) {
   return o;
 }
 
-GenerationParams greedy(int n) {
-  GenerationParams p;
-  p.max_tokens = n;
-  p.sampler.temperature = 0;
-  p.stop_at_end_token = false;
-  return p;
-}
+using test::greedyToTheLimit;
 
 std::vector<int32_t> prompt(EngineSession& s, const std::string& text) {
   const auto& tok = s.model().tokenizer();
@@ -40,8 +35,8 @@ TEST(Generation, streamsExactlyMaxTokens) {
   EngineSession s(demo());
   ASSERT_TRUE(s.isDemo());
   int pieces = 0;
-  const auto st =
-      s.generator().generate(prompt(s, "Hello world"), greedy(20), [&](std::string_view) { ++pieces; });
+  const auto st = s.generator().generate(prompt(s, "Hello world"), greedyToTheLimit(20),
+                                         [&](std::string_view) { ++pieces; });
   ASSERT_EQ(st.generated_tokens, 20);
   ASSERT_EQ(st.decode_steps, 19);  // the last sampled token is not fed back
   ASSERT_EQ(st.reason, StopReason::Length);
@@ -53,7 +48,7 @@ TEST(Generation, streamsExactlyMaxTokens) {
 TEST(Generation, greedyIsDeterministicAndSeedsMatter) {
   auto run = [](uint64_t seed, float temp) {
     EngineSession s(demo());
-    auto p = greedy(16);
+    auto p = greedyToTheLimit(16);
     p.sampler.temperature = temp;
     p.sampler.seed = seed;
     std::string out;
@@ -69,14 +64,16 @@ TEST(Generation, secondTurnReusesPrefixAndMatchesFreshRun) {
   EngineSession chat(demo());
   std::string first;
   const auto p1 = prompt(chat, "one two three");
-  chat.generator().generate(p1, greedy(6), [&](std::string_view t) { first += t; });
+  chat.generator().generate(p1, greedyToTheLimit(6), [&](std::string_view t) { first += t; });
   // Turn two: the whole history plus more text, as a chat template renders it.
   const auto p2 = prompt(chat, "one two three four five six");
   std::string reused_out, fresh_out;
-  const auto st = chat.generator().generate(p2, greedy(8), [&](std::string_view t) { reused_out += t; });
+  const auto st =
+      chat.generator().generate(p2, greedyToTheLimit(8), [&](std::string_view t) { reused_out += t; });
   ASSERT_TRUE(st.reused_tokens > 0);
   EngineSession fresh(demo());
-  const auto st2 = fresh.generator().generate(p2, greedy(8), [&](std::string_view t) { fresh_out += t; });
+  const auto st2 =
+      fresh.generator().generate(p2, greedyToTheLimit(8), [&](std::string_view t) { fresh_out += t; });
   ASSERT_EQ(st2.reused_tokens, 0);
   ASSERT_EQ(reused_out, fresh_out);
 }
@@ -84,7 +81,7 @@ TEST(Generation, secondTurnReusesPrefixAndMatchesFreshRun) {
 TEST(Generation, stopStringEndsTheReply) {
   EngineSession s(demo());
   std::string free_text;
-  s.generator().generate(prompt(s, "abc"), greedy(24), [&](std::string_view t) { free_text += t; });
+  s.generator().generate(prompt(s, "abc"), greedyToTheLimit(24), [&](std::string_view t) { free_text += t; });
   ASSERT_TRUE(free_text.size() > 4);
   // Stop on a piece of what the model will say: the reply ends before it.
   // (ASCII, so it cannot be part of a U+FFFD that stands for invalid bytes.)
@@ -95,7 +92,7 @@ TEST(Generation, stopStringEndsTheReply) {
   ASSERT_TRUE(at + 1 < free_text.size());
   const std::string stop = free_text.substr(at, 2);
   s.generator().reset();
-  auto p = greedy(24);
+  auto p = greedyToTheLimit(24);
   p.stop_strings = {stop};
   std::string cut;
   const auto st = s.generator().generate(prompt(s, "abc"), p, [&](std::string_view t) { cut += t; });
@@ -108,7 +105,7 @@ TEST(Generation, cancelStops) {
   std::atomic<bool> cancel{false};
   int pieces = 0;
   const auto st = s.generator().generate(
-      prompt(s, "abc"), greedy(50),
+      prompt(s, "abc"), greedyToTheLimit(50),
       [&](std::string_view) {
         if (++pieces == 3) cancel.store(true);
       },
@@ -129,20 +126,20 @@ TEST(Generation, recurrentModelRegeneratesAfterACancelledReply) {
   std::vector<int32_t> whole, again;
   {
     EngineSession s(o);
-    s.generator().generate(p, greedy(12), [](std::string_view) {});
+    s.generator().generate(p, greedyToTheLimit(12), [](std::string_view) {});
     whole = s.generator().cachedTokens();
   }
   EngineSession s(o);
   std::atomic<bool> cancel{false};
   int pieces = 0;
   const auto cut = s.generator().generate(
-      p, greedy(12),
+      p, greedyToTheLimit(12),
       [&](std::string_view) {
         if (++pieces == 4) cancel.store(true);
       },
       &cancel);
   ASSERT_EQ(cut.reason, StopReason::Cancelled);
-  const auto st = s.generator().generate(p, greedy(12), [](std::string_view) {});
+  const auto st = s.generator().generate(p, greedyToTheLimit(12), [](std::string_view) {});
   ASSERT_EQ(st.reused_tokens, int(p.size()) - 1);    // all but the prompt's last token
   ASSERT_EQ(s.transformer().recomputedTokens(), 0);  // restored, not run again
   ASSERT_EQ(s.generator().cachedTokens(), whole);
@@ -150,12 +147,12 @@ TEST(Generation, recurrentModelRegeneratesAfterACancelledReply) {
 
 TEST(Generation, badPrompts) {
   EngineSession s(demo(32));
-  ASSERT_THROW(s.generator().generate({}, greedy(4), nullptr), std::invalid_argument);
+  ASSERT_THROW(s.generator().generate({}, greedyToTheLimit(4), nullptr), std::invalid_argument);
   std::vector<int32_t> longp(40, 5);
-  ASSERT_THROW(s.generator().generate(longp, greedy(4), nullptr), std::length_error);
+  ASSERT_THROW(s.generator().generate(longp, greedyToTheLimit(4), nullptr), std::length_error);
   // A prompt that fits but leaves little room stops at the context, not past it.
   std::vector<int32_t> nearly(28, 5);
-  const auto st = s.generator().generate(nearly, greedy(100), nullptr);
+  const auto st = s.generator().generate(nearly, greedyToTheLimit(100), nullptr);
   ASSERT_EQ(st.reason, StopReason::ContextFull);
   ASSERT_EQ(s.transformer().nPast(), 32);
 }

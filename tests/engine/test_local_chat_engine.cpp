@@ -11,6 +11,7 @@
 
 #include "app/core/local_chat_engine.h"
 #include "app/core/reply_reader.h"
+#include "support/greedy_params.h"
 #include "support/temp_dir.h"
 #include "synth/synthetic_model.h"
 
@@ -43,12 +44,7 @@ moe::EngineLoadOptions tinyQwen35(const moe::test::TempDir& dir) {
   return o;
 }
 
-moe::GenerationParams greedy(int max_tokens) {
-  moe::GenerationParams p;
-  p.max_tokens = max_tokens;
-  p.sampler.temperature = 0;
-  return p;
-}
+using moe::test::greedy;
 
 class LocalChatEngineTest : public ::testing::Test {
  protected:
@@ -102,6 +98,45 @@ TEST_F(LocalChatEngineTest, historyThatDoesNotFitIsLeftOutAndCounted) {
   EXPECT_GT(st.completion_tokens, 0);
   reply(engine, {chat.front(), chat.back()}, 64, &st);
   EXPECT_EQ(st.dropped_messages, 0);
+}
+
+// The engine keeps the conversation's tokenised text (inference/tokenizer/chat_tokens.h):
+// a follow-up reply tokenises what is new since the last one, a regenerated reply (the
+// same history again) nothing, an edited message its turn again, and after a load
+// (another tokenizer, maybe) the whole conversation.
+TEST_F(LocalChatEngineTest, aFollowUpReplyTokenisesOnlyTheNewText) {
+  moe::LocalChatEngine engine;
+  engine.load(demo(moe::DemoModel::kTrained), {});
+  std::vector<ChatMessage> chat = {{"system", "You tell short stories."},
+                                   {"user", "Tell me a story about an old farmer."}};
+  auto all_text = [&] {  // the messages' bytes, every one of them in the prompt
+    int64_t n = 0;
+    for (const auto& m : chat) n += static_cast<int64_t>(m.content.size());
+    return n;
+  };
+  moe::EngineReplyStats st;
+  for (const char* next : {"And his dog?", "What happened at the river?", "How did it end?"}) {
+    chat.push_back({"assistant", reply(engine, chat, 8, &st)});
+    chat.push_back({"user", next});
+  }
+  reply(engine, chat, 8, &st);
+  // The demo's template is Mixtral's, its "[INST]", "[/INST]" and "</s>" tokens of the
+  // vocabulary: the last reply and the new question are the only new runs of text.
+  const size_t fresh = chat[chat.size() - 2].content.size() + chat.back().content.size();
+  EXPECT_GT(st.tokenized_bytes, 0);
+  EXPECT_LE(st.tokenized_bytes, static_cast<int64_t>(fresh) + 8);
+  EXPECT_LT(st.tokenized_bytes, all_text() / 2);
+
+  reply(engine, chat, 8, &st);  // regenerated
+  EXPECT_EQ(st.tokenized_bytes, 0);
+  chat[3].content = "A new question about the weather?";  // an edit of an earlier message
+  reply(engine, chat, 8, &st);
+  EXPECT_GE(st.tokenized_bytes, static_cast<int64_t>(chat[3].content.size()));
+  EXPECT_LT(st.tokenized_bytes, all_text() / 2);
+
+  engine.load(demo(moe::DemoModel::kTrained), {});
+  reply(engine, chat, 8, &st);
+  EXPECT_GE(st.tokenized_bytes, all_text());
 }
 
 }  // namespace

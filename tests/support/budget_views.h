@@ -16,6 +16,7 @@
 #include <string>
 
 #include "app/core/fit_words.h"
+#include "app/core/local_chat_engine.h"
 #include "app/core/model_registry.h"
 #include "desktop/app_wiring.h"
 #include "support/gui_fixture.h"
@@ -64,7 +65,7 @@ inline ShownAndLoaded applyBudget(GuiApp& app, std::optional<double> gb) {
   r.shown = settings->shownPlan();
   r.fit_text = settings->fitText();
   const bool reloads = settings->budgetBytes() != app.settings->vramBudgetBytes();
-  QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+  QSignalSpy loaded(app.chat, &ChatController::modelLoaded);
   settings->accept();
   if (reloads) {
     QDeadlineTimer deadline(120000);
@@ -79,7 +80,7 @@ inline ShownAndLoaded applyBudget(GuiApp& app, std::optional<double> gb) {
 
 // Loads the model at `path` and waits for it.
 inline bool loadModelFile(GuiApp& app, const QString& path) {
-  QSignalSpy loaded(app.chat.get(), &ChatController::modelLoaded);
+  QSignalSpy loaded(app.chat, &ChatController::modelLoaded);
   app.window->loadModel({QFileInfo(path).fileName(), path, QString()});
   QDeadlineTimer deadline(120000);
   while (loaded.count() == 0 && !deadline.hasExpired()) QTest::qWait(20);
@@ -105,5 +106,23 @@ inline std::vector<double> threeBudgetsGb(const LoadPlan& loaded) {
                   100);
   return out;
 }
+
+// The app on the real engine, wired as the desktop program wires it, under the
+// proactive policy, with the budget model in its models folder, loaded.
+struct BudgetApp {
+  GuiApp app{std::make_unique<LocalChatEngine>()};
+  ModelRegistry registry{*app.db};
+  std::unique_ptr<AppWiring> wiring;
+  QString path = app.dir.filePath("budget.gguf");
+
+  // False when the model did not load.
+  bool open() {
+    app.settings->setCachePolicy("proactive");
+    app.settings->setModelsFolder(app.dir.path());
+    wiring = std::make_unique<AppWiring>(*app.window, *app.settings, registry, *app.db);
+    writeBudgetModel(path.toStdString());
+    return loadModelFile(app, path);
+  }
+};
 
 }  // namespace moe::test

@@ -139,9 +139,9 @@ class FakeChatEngine final : public ChatEngine {
     ExpertResidency r;
     r.n_layer = 4;
     r.n_expert = 8;
-    r.state.assign(32, 0);
-    for (size_t i = 0; i < r.state.size(); i += 3) r.state[i] = 2;
-    r.state[1] = 1;
+    r.state.assign(32, ExpertPlace::kAbsent);
+    for (size_t i = 0; i < r.state.size(); i += 3) r.state[i] = ExpertPlace::kReady;
+    r.state[1] = ExpertPlace::kLoading;
     return r;
   }
 
