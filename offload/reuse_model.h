@@ -31,7 +31,7 @@ class ReuseModel {
   static constexpr int kSlowBuckets = 6;       // the same count with kSlowDecay
   static constexpr double kSlowDecay = 0.995;
 
-  explicit ReuseModel(int horizon = 4);
+  explicit ReuseModel(int horizon = 1);
   int horizon() const { return horizon_; }
 
   // The gate of `layer` chose `experts`.

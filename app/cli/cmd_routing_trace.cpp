@@ -211,7 +211,7 @@ int simulate(const std::vector<std::string>& argv) {
   if (args.positionals().size() != 1)
     throw UsageError(
         "routing-trace simulate TRACE [--budgets 0.25,0.5,0.75] [--admission 0,1] [--stride 2] [--guesses 8] "
-        "[--eviction shared-frequency] [--horizon 4] [--hints] [--bypass] [--sources 0] [--popularity] "
+        "[--eviction shared-frequency] [--horizon 1] [--hints] [--bypass] [--sources 0] [--popularity] "
         "[--max-tokens N] [--json]");
   RoutingTrace t = loadRoutingTrace(args.positionals()[0]);
   if (int n = args.intOr("--max-tokens", 0); n > 0) t.truncate(n);
