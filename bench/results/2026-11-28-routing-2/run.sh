@@ -14,7 +14,8 @@ HELDOUT=${HELDOUT:-/tmp/heldout.mrt}
 # naive-Bayes score over the latest 3 gates with the popularity bucket, admission swept.
 NEW="--stride 1 --eviction shared-reuse --horizon 1 --sources 3 --popularity --admission 2.6,3,3.5,4,4.5"
 $CLI routing-trace simulate "$HELDIN" $NEW --json > "$OUT/simulate-heldin-reuse.json"
-# (The held-in run above used the binary of commit caf6888, where --popularity was on by default.)
+# (The held-in run above used a binary built just before commit caf6888, whose predictor had the
+# popularity bucket on by default: the same computation as --popularity here.)
 # Held-out, once, after the design was frozen: the same, and the earlier design
 # (shared-frequency, mean transition score) at the same admissions for the frontier.
 $CLI routing-trace simulate "$HELDOUT" $NEW --json > "$OUT/simulate-heldout-reuse.json"
