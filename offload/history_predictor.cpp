@@ -1,6 +1,7 @@
 #include "offload/history_predictor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace moe {
@@ -16,22 +17,36 @@ int recencyBucket(int64_t tokens_ago) {
   if (tokens_ago <= 64) return 5;
   return 6;
 }
+
+// A request at every gate is worth 1 / (1 - kPopularityDecay) = 20.
+int popularityBucket(double requests) {
+  static constexpr double kBounds[HistoryPredictor::kPopularityBuckets - 1] = {0.5, 1.5, 3, 6, 10};
+  return int(std::upper_bound(std::begin(kBounds), std::end(kBounds), requests) - std::begin(kBounds));
+}
 }  // namespace
 
-HistoryPredictor::HistoryPredictor(int n_layer, int n_expert)
+HistoryPredictor::HistoryPredictor(int n_layer, int n_expert, bool popularity, int sources)
     : n_layer_(n_layer),
       n_expert_(n_expert),
       pairs_(size_t(std::max(n_layer, 0)) * kMaxDistance),
       sources_(size_t(std::max(n_layer, 0)) * kMaxDistance),
-      calibration_(kMaxDistance, std::vector<Cell>(size_t(kScoreBuckets) * kRecencyBuckets)),
+      calibration_(kMaxDistance,
+                   std::vector<Cell>(size_t(kScoreBuckets) * kRecencyBuckets * kPopularityBuckets)),
       latest_(size_t(std::max(n_layer, 0))),
       gates_(size_t(std::max(n_layer, 0)), 0),
-      chosen_at_(size_t(std::max(n_layer, 0))) {
+      chosen_at_(size_t(std::max(n_layer, 0))),
+      popularity_(popularity),
+      sources_n_(sources),
+      chosen_total_(size_t(std::max(n_layer, 0))),
+      requests_(size_t(std::max(n_layer, 0))),
+      scale_(size_t(std::max(n_layer, 0)), 1.0) {
   if (n_layer <= 0 || n_expert <= 0)
     throw std::invalid_argument("HistoryPredictor: needs layers and experts");
   for (auto& c : pairs_) c.assign(size_t(n_expert) * size_t(n_expert), 0.0f);
   for (auto& s : sources_) s.assign(size_t(n_expert), 0.0f);
   for (auto& c : chosen_at_) c.assign(size_t(n_expert), 0);
+  for (auto& r : requests_) r.assign(size_t(n_expert), 0.0);
+  for (auto& r : chosen_total_) r.assign(size_t(n_expert), 0.0);
 }
 
 int HistoryPredictor::distance(int src, int target) const {
@@ -40,22 +55,44 @@ int HistoryPredictor::distance(int src, int target) const {
 }
 
 // The transition score (the mean over src's latest experts a of P(b | a), in
-// [0, 1]) and how many tokens ago the target last chose b.
+// [0, 1], or the naive-Bayes log odds over the latest gates), how many tokens ago
+// the target last chose b and (optionally) how often it chose it lately.
 int HistoryPredictor::cellOf(int src, int d, int target, int b) const {
-  const size_t table = size_t(src) * kMaxDistance + size_t(d - 1);
-  const std::vector<float>& pair = pairs_[table];
-  const std::vector<float>& from = sources_[table];
-  const std::vector<int>& given = latest_[size_t(src)];
-  float score = 0;
-  for (int a : given) {
-    const float n = from[size_t(a)];
-    if (n > 0) score += pair[size_t(a) * size_t(n_expert_) + size_t(b)] / (n + 1.0f);
+  int s = 0;
+  if (sources_n_ <= 0) {
+    const size_t table = size_t(src) * kMaxDistance + size_t(d - 1);
+    const std::vector<float>& pair = pairs_[table];
+    const std::vector<float>& from = sources_[table];
+    const std::vector<int>& given = latest_[size_t(src)];
+    float score = 0;
+    for (int a : given) {
+      const float n = from[size_t(a)];
+      if (n > 0) score += pair[size_t(a) * size_t(n_expert_) + size_t(b)] / (n + 1.0f);
+    }
+    if (!given.empty()) score /= float(given.size());
+    s = std::min(kMeanScoreBuckets - 1, int(score * kMeanScoreBuckets));
+  } else {
+    // Naive Bayes over the latest gates: each expert a of a gate j positions before
+    // the target multiplies b's odds by P(b | a) / P(b).
+    const double gates = double(std::max<int64_t>(gates_[size_t(target)], 1));
+    const double base = (chosen_total_[size_t(target)][size_t(b)] + prior_) / (gates + 1.0);
+    double score = 0;
+    for (int j = 0; j < sources_n_ && d + j <= kMaxDistance && d + j < n_layer_; ++j) {
+      const int from_layer = ((src - j) % n_layer_ + n_layer_) % n_layer_;
+      const size_t table = size_t(from_layer) * kMaxDistance + size_t(d + j - 1);
+      for (int a : latest_[size_t(from_layer)]) {
+        const double n = sources_[table][size_t(a)];
+        const double p = (pairs_[table][size_t(a) * size_t(n_expert_) + size_t(b)] + base) / (n + 1.0);
+        score += std::log(p / base);
+      }
+    }
+    s = std::clamp(int(std::floor((score + 6.0) * 2.0)), 0, kScoreBuckets - 1);
   }
-  if (!given.empty()) score /= float(given.size());
-  const int s = std::min(kScoreBuckets - 1, int(score * kScoreBuckets));
   const int64_t last = chosen_at_[size_t(target)][size_t(b)];
   const int r = recencyBucket(last > 0 ? gates_[size_t(target)] - last + 1 : 0);
-  return s * kRecencyBuckets + r;
+  const int p =
+      popularity_ ? popularityBucket(requests_[size_t(target)][size_t(b)] / scale_[size_t(target)]) : 0;
+  return (s * kRecencyBuckets + r) * kPopularityBuckets + p;
 }
 
 float HistoryPredictor::probability(int d, int cell) const {
@@ -97,6 +134,16 @@ void HistoryPredictor::observe(const RoutingEvent& ev) {
   prior_ = double(now.size()) / double(n_expert_);
   const int64_t gate = ++gates_[size_t(l)];
   for (int e : now) chosen_at_[size_t(l)][size_t(e)] = gate;
+  double& scale = scale_[size_t(l)];
+  scale /= kPopularityDecay;
+  if (scale > 1e100) {  // rescale before the weights overflow
+    for (double& r : requests_[size_t(l)]) r /= scale;
+    scale = 1.0;
+  }
+  for (int e : now) {
+    requests_[size_t(l)][size_t(e)] += scale;
+    chosen_total_[size_t(l)][size_t(e)] += 1;
+  }
   last_layer_ = l;
 }
 

@@ -9,8 +9,9 @@
 //    name ~55% of the next layer's);
 //  - how many tokens ago the target layer last chose b (adjacent tokens share 43%
 //    of their experts there, and a reply keeps returning to a working set);
-//  - a calibration table: for each distance, each bucket of the transition score
-//    and each recency bucket, how often an expert in that cell was chosen. Every
+//  - a calibration table: for each distance, each bucket of the transition score,
+//    each recency bucket (and optionally each popularity bucket), how often an
+//    expert in that cell was chosen. Every
 //    gate updates it for all the layer's experts, so a guess's probability is
 //    measured, not assumed, and the prefetcher can weigh it against what an
 //    eviction would lose (PrefetchOptions::admission, offload/prefetcher.h).
@@ -30,10 +31,18 @@ namespace moe {
 class HistoryPredictor final : public ExpertPredictor {
  public:
   static constexpr int kMaxDistance = 4;
-  static constexpr int kScoreBuckets = 16;   // transition score in [0, 1], evenly
+  static constexpr int kScoreBuckets = 24;  // transition score, evenly (see cellOf; the mean: 16)
+  static constexpr int kMeanScoreBuckets = 16;
   static constexpr int kRecencyBuckets = 7;  // chosen 1, 2, 3-4, 5-8, 9-16, 17-64 tokens ago, or not
+  // the target layer's decayed request count of the expert (popularity), or 1 bucket without it
+  static constexpr int kPopularityBuckets = 6;
+  static constexpr double kPopularityDecay = 0.95;  // per gate of the layer
 
-  HistoryPredictor(int n_layer, int n_expert);
+  // sources: 0 scores b by the mean over the latest gate's experts a of P(b | a);
+  // n >= 1 by the sum of log(P(b | a) / P(b)) over the experts of the latest n gates
+  // (naive Bayes: sharper on real routing, docs/offload.md). popularity: the
+  // calibration cell also has the target's decayed request count of b.
+  HistoryPredictor(int n_layer, int n_expert, bool popularity = false, int sources = 0);
   std::string name() const override { return "history"; }
   std::vector<int> predict(int layer, int target_layer, std::span<const float> hidden, int n_tokens,
                            int budget) override;
@@ -58,12 +67,18 @@ class HistoryPredictor final : public ExpertPredictor {
   std::vector<std::vector<float>> pairs_;
   // [src * kMaxDistance + d - 1][a]: how often a at src was followed d positions later
   std::vector<std::vector<float>> sources_;
-  std::vector<std::vector<Cell>> calibration_;  // [d - 1][score bucket * kRecencyBuckets + recency bucket]
+  // [d - 1][(score bucket * kRecencyBuckets + recency bucket) * kPopularityBuckets + popularity bucket]
+  std::vector<std::vector<Cell>> calibration_;
   // [layer] its latest gate's choice (this token's up to last_layer_, the token before's past it).
   std::vector<std::vector<int>> latest_;
   std::vector<int64_t> gates_;  // [layer] gates observed
   std::vector<std::vector<int64_t>>
       chosen_at_;  // [layer][expert] the gate (1-based) that last chose it; 0: never
+  const bool popularity_;
+  const int sources_n_;
+  std::vector<std::vector<double>> chosen_total_;  // [layer][expert] gates that chose it
+  std::vector<std::vector<double>> requests_;      // [layer][expert] decayed requests, in units of 1 / scale_
+  std::vector<double> scale_;                      // [layer] a request at its latest gate counts this
   int last_layer_ = -1;
   double prior_ = 0;  // experts a gate chooses over the layer's experts
 };

@@ -1,7 +1,6 @@
 #include "offload/prefetcher.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace moe {
 
@@ -34,14 +33,12 @@ void Prefetcher::waitIdle() {
 
 void Prefetcher::pushPrediction(int target, const std::vector<ExpertGuess>& guesses) {
   std::vector<int> experts;
-  std::vector<double> max_victim_worth;
+  std::vector<float> probabilities;
   for (const ExpertGuess& g : guesses) {
     experts.push_back(g.expert);
-    max_victim_worth.push_back(admission_ > 0
-                                   ? g.probability / (admission_ * (1.0 - SlotTable::kFrequencyDecay))
-                                   : std::numeric_limits<double>::infinity());
+    probabilities.push_back(g.probability);
   }
-  worker_.pushPredicted(target, experts, max_victim_worth);
+  worker_.pushPredicted(target, experts, probabilities, admission_);
   metrics_.predicted.fetch_add(experts.size(), std::memory_order_relaxed);
   predicted_.at(target) = std::move(experts);
 }

@@ -32,8 +32,9 @@ struct PrefetchOptions {
   // a > 0 admits a guess of probability p only when the victim's worth (its decayed
   // request count, SlotTable::worthOf, about its per-gate request rate q over
   // 1 - decay) is at most p / (a x (1 - decay)), i.e. when p >= a x q: a prefetch
-  // must be likelier to be used than what it displaces. Predictors without
-  // probabilities give p = 1.
+  // must be likelier to be used than what it displaces. Under the shared-reuse
+  // rule the victim's worth is already a probability v, and p >= a x v
+  // (SlotTable::admissionBound). Predictors without probabilities give p = 1.
   double admission = 0;
 };
 

@@ -20,25 +20,27 @@ const char* evictionName(Eviction e) {
     case Eviction::kSharedLru: return "shared-lru";
     case Eviction::kLayerFrequency: return "layer-frequency";
     case Eviction::kSharedFrequency: return "shared-frequency";
+    case Eviction::kSharedReuse: return "shared-reuse";
   }
   return "?";
 }
 
 Eviction parseEviction(const std::string& name) {
-  for (Eviction e :
-       {Eviction::kLayerLru, Eviction::kSharedLru, Eviction::kLayerFrequency, Eviction::kSharedFrequency})
+  for (Eviction e : {Eviction::kLayerLru, Eviction::kSharedLru, Eviction::kLayerFrequency,
+                     Eviction::kSharedFrequency, Eviction::kSharedReuse})
     if (name == evictionName(e)) return e;
   throw std::invalid_argument("unknown eviction rule '" + name +
-                              "' (layer-lru, shared-lru, layer-frequency, shared-frequency)");
+                              "' (layer-lru, shared-lru, layer-frequency, shared-frequency, shared-reuse)");
 }
 
 bool byFrequency(Eviction e) { return e == Eviction::kLayerFrequency || e == Eviction::kSharedFrequency; }
+bool byWorth(Eviction e) { return byFrequency(e) || e == Eviction::kSharedReuse; }
 
 int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, int layer_share,
                const VictimRule& rule) {
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i].state == SlotState::kEmpty && !slots[i].staging) return static_cast<int>(i);
-  const bool by_worth = byFrequency(rule.eviction) && rule.worth.size() == slots.size();
+  const bool by_worth = byWorth(rule.eviction) && rule.worth.size() == slots.size();
   // Whether slot a should go before slot b.
   auto before = [&](size_t a, size_t b) {
     if (by_worth && rule.worth[a] != rule.worth[b]) return rule.worth[a] < rule.worth[b];
@@ -54,7 +56,8 @@ int pickVictim(std::span<const SlotInfo> slots, int layer, int computing_layer, 
     if (slots[i].layer == layer && (own_victim < 0 || before(i, size_t(own_victim))))
       own_victim = static_cast<int>(i);
   }
-  const bool shared = rule.eviction == Eviction::kSharedLru || rule.eviction == Eviction::kSharedFrequency;
+  const bool shared = rule.eviction == Eviction::kSharedLru || rule.eviction == Eviction::kSharedFrequency ||
+                      rule.eviction == Eviction::kSharedReuse;
   return (!shared && own >= layer_share && own_victim >= 0) ? own_victim : any_victim;
 }
 
@@ -77,7 +80,7 @@ int SlotTable::reserve(int layer, int expert, bool predicted, double max_victim_
     return slot;
   }
   VictimRule rule{eviction_, {}};
-  if (byFrequency(eviction_)) {
+  if (byWorth(eviction_)) {
     worth_.resize(slots_.size());
     for (size_t i = 0; i < slots_.size(); ++i) worth_[i] = worthOf(slots_[i].layer, slots_[i].expert);
     rule.worth = worth_;
@@ -105,6 +108,7 @@ int SlotTable::reserve(int layer, int expert, bool predicted, double max_victim_
 
 void SlotTable::countGate(int layer, std::span<const int> experts) {
   if (layer < 0) return;
+  if (eviction_ == Eviction::kSharedReuse) reuse_.observe(layer, experts);
   for (SlotInfo& s : slots_)
     if (s.layer == layer) s.awaiting_gate = false;
   if (size_t(layer) >= requests_.size()) {
@@ -127,9 +131,16 @@ void SlotTable::countGate(int layer, std::span<const int> experts) {
 
 // In units of one request at the layer's latest gate, so that layers compare.
 double SlotTable::worthOf(int layer, int expert) const {
+  if (eviction_ == Eviction::kSharedReuse) return reuse_.value(layer, expert);
   if (layer < 0 || size_t(layer) >= requests_.size() || expert < 0) return 0.0;
   const std::vector<double>& counts = requests_[size_t(layer)];
   return size_t(expert) < counts.size() ? counts[size_t(expert)] / gate_scale_[size_t(layer)] : 0.0;
+}
+
+double SlotTable::admissionBound(double probability, double admission) const {
+  if (admission <= 0) return std::numeric_limits<double>::infinity();
+  const double per_gate = eviction_ == Eviction::kSharedReuse ? 1.0 : 1.0 - kFrequencyDecay;
+  return probability / (admission * per_gate);
 }
 
 SlotState SlotTable::markChunkDone(int slot) {

@@ -19,7 +19,10 @@
 //    whose expert its layer's gates asked for least, each request weighted by
 //    kFrequencyDecay per later gate of that layer (ties: the least recent);
 //  - kSharedFrequency: the least-asked-for slot whatever the layer (the weights
-//    are counted in requests at each layer's latest gate, so layers compare).
+//    are counted in requests at each layer's latest gate, so layers compare);
+//  - kSharedReuse: the slot whose expert is least likely to be asked for within
+//    the next few gates of its layer (offload/reuse_model.h: recency and frequency
+//    calibrated on the routing served, or a predictor's hint for a layer about to run).
 // Real routing keeps returning to a layer's favourite experts, which recency alone
 // forgets (docs/offload.md, "Real routing").
 // Recency is a logical clock bumped on reserve and on use.
@@ -38,12 +41,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "offload/reuse_model.h"
+
 namespace moe {
 
 enum class SlotState : uint8_t { kEmpty, kLoading, kReady };
 
-enum class Eviction : uint8_t { kLayerLru, kSharedLru, kLayerFrequency, kSharedFrequency };
-// "layer-lru", "shared-lru", "layer-frequency", "shared-frequency"
+enum class Eviction : uint8_t { kLayerLru, kSharedLru, kLayerFrequency, kSharedFrequency, kSharedReuse };
+// "layer-lru", "shared-lru", "layer-frequency", "shared-frequency", "shared-reuse"
 const char* evictionName(Eviction e);
 // Throws std::invalid_argument naming the valid rules.
 Eviction parseEviction(const std::string& name);
@@ -65,11 +70,11 @@ struct SlotInfo {
   bool free_when_done = false;  // dropped while a copy into it is in flight: freed when it lands
 };
 
-// How pickVictim ranks the evictable slots: the rule, and for the frequency rules
-// each slot's weight (its expert's decayed request count).
+// How pickVictim ranks the evictable slots: the rule, and for the frequency and
+// reuse rules each slot's weight (its expert's decayed request count, or its value).
 struct VictimRule {
   Eviction eviction = Eviction::kLayerLru;
-  std::span<const double> worth;  // [slots], read by the frequency rules only
+  std::span<const double> worth;  // [slots], read by the frequency and reuse rules only
 };
 
 // The slot reserve() takes for `layer`, or -1 when none can be evicted.
@@ -98,13 +103,19 @@ class SlotTable {
   // The slot of (layer, expert) if present (touched); else a fresh LOADING slot
   // (chunks_done 0) from pickVictim; -1 when nothing can be evicted, or when the
   // victim holds an expert worth more than `max_victim_worth` (a prefetch's
-  // admission: see worthOf).
+  // admission: see worthOf and admissionBound).
   int reserve(int layer, int expert, bool predicted,
               double max_victim_worth = std::numeric_limits<double>::infinity());
-  // The decayed request count of (layer, expert), in requests at its layer's latest
-  // gate: an expert its layer asks for with probability q per gate is worth about
-  // q / (1 - kFrequencyDecay). Counted whatever the eviction rule.
+  // What eviction ranks (layer, expert) by: under kSharedReuse its ReuseModel value
+  // (a probability); otherwise its decayed request count, in requests at its layer's
+  // latest gate: an expert its layer asks for with probability q per gate is worth
+  // about q / (1 - kFrequencyDecay). Counted whatever the eviction rule.
   double worthOf(int layer, int expert) const;
+  // The most a victim may be worth for a guess of `probability` to evict it, with
+  // admission ratio `admission` (0: any): p >= admission x the victim's per-gate
+  // request rate (frequency rules), or p >= admission x its value (kSharedReuse).
+  double admissionBound(double probability, double admission) const;
+  ReuseModel& reuse() { return reuse_; }
   // One more chunk copied; READY after the last. Returns the new state.
   SlotState markChunkDone(int slot);
   void markReady(int slot);  // all chunks at once (whole-expert copies)
@@ -148,7 +159,8 @@ class SlotTable {
   // 1 / kFrequencyDecay per gate), so older ones weigh less without a pass per gate.
   std::vector<std::vector<double>> requests_;
   std::vector<double> gate_scale_;
-  std::vector<double> worth_;  // pickVictim's per-slot view of requests_
+  std::vector<double> worth_;  // pickVictim's per-slot view of worthOf
+  ReuseModel reuse_;
   uint64_t clock_ = 0;
   uint64_t evictions_ = 0;
 };

@@ -55,7 +55,7 @@ void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int firs
 }
 
 void TransferWorker::pushPredicted(int layer, std::span<const int> experts,
-                                   std::span<const double> max_victim_worth) {
+                                   std::span<const float> probabilities, double admission) {
   {
     std::lock_guard<std::mutex> lock(cache_.mutex());
     for (size_t i = 0; i < experts.size(); ++i) {
@@ -64,8 +64,8 @@ void TransferWorker::pushPredicted(int layer, std::span<const int> experts,
         table_.touch(slot);
         continue;
       }
-      const double admit =
-          i < max_victim_worth.size() ? max_victim_worth[i] : std::numeric_limits<double>::infinity();
+      const double admit = i < probabilities.size() ? table_.admissionBound(probabilities[i], admission)
+                                                    : std::numeric_limits<double>::infinity();
       int slot = table_.reserve(layer, e, /*predicted=*/true, admit);
       if (slot < 0) {
         metrics_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);

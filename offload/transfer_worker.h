@@ -113,9 +113,11 @@ class TransferWorker {
 
   // Low priority: each expert not resident/loading gets a slot (evicting per the
   // cache's rule; skipped when nothing is evictable) and its chunks queued.
-  // max_victim_worth (empty, or one per expert): a prefetch's admission, a victim
-  // worth more than that is kept and the prefetch skipped (SlotTable::reserve).
-  void pushPredicted(int layer, std::span<const int> experts, std::span<const double> max_victim_worth = {});
+  // probabilities (empty, or one per expert) and admission > 0: a prefetch's
+  // admission, a victim worth more than SlotTable::admissionBound is kept and the
+  // prefetch skipped (SlotTable::reserve).
+  void pushPredicted(int layer, std::span<const int> experts, std::span<const float> probabilities = {},
+                     double admission = 0);
   // The gate of `layer` chose `experts`: makes `layer` the computing layer, drops
   // its queued low chunks (re-queued high for chosen experts, slot freed for the
   // others), queues missing experts high, pins the chosen slots, returns the order.

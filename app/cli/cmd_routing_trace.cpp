@@ -204,12 +204,15 @@ std::vector<double> parseList(const std::string& list, const char* flag) {
 // experts per use) of the history predictor with each admission ratio, beside
 // per-layer LRU, the slot table's demand cache and Belady.
 int simulate(const std::vector<std::string>& argv) {
-  const Args args(argv, {"--budgets", "--max-tokens", "--admission", "--stride", "--guesses", "--eviction"},
-                  {"--json"});
+  const Args args(argv,
+                  {"--budgets", "--max-tokens", "--admission", "--stride", "--guesses", "--eviction",
+                   "--horizon", "--sources"},
+                  {"--json", "--hints", "--bypass", "--popularity"});
   if (args.positionals().size() != 1)
     throw UsageError(
         "routing-trace simulate TRACE [--budgets 0.25,0.5,0.75] [--admission 0,1] [--stride 2] [--guesses 8] "
-        "[--eviction shared-frequency] [--max-tokens N] [--json]");
+        "[--eviction shared-frequency] [--horizon 1] [--hints] [--bypass] [--sources 0] [--popularity] "
+        "[--max-tokens N] [--json]");
   RoutingTrace t = loadRoutingTrace(args.positionals()[0]);
   if (int n = args.intOr("--max-tokens", 0); n > 0) t.truncate(n);
   const std::vector<double> shares = parseShares(args.valueOr("--budgets", "0.25,0.5,0.75"));
@@ -222,7 +225,12 @@ int simulate(const std::vector<std::string>& argv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (o.stride < 1 || o.budget < 1) throw UsageError("--stride and --guesses must be >= 1");
+  o.reuse_horizon = args.intOr("--horizon", o.reuse_horizon);
+  o.hints = args.flag("--hints");
+  o.bypass = args.flag("--bypass");
+  const bool popularity = args.flag("--popularity");
+  if (o.stride < 1 || o.budget < 1 || o.reuse_horizon < 1)
+    throw UsageError("--stride, --guesses and --horizon must be >= 1");
   const auto requests = decodeRequests(t);
   const int total = t.n_layer * t.n_expert;
   const bool json = args.flag("--json");
@@ -262,7 +270,7 @@ int simulate(const std::vector<std::string>& argv) {
     for (double a : admissions) {
       ProactiveSimOptions oa = o;
       oa.admission = a;
-      HistoryPredictor history(t.n_layer, t.n_expert);
+      HistoryPredictor history(t.n_layer, t.n_expert, popularity, args.intOr("--sources", 0));
       const ProactiveSimResult r = simulateProactive(requests, t.n_layer, slots, &history, oa);
       row(share, "history", a, r.readyRate(), double(r.uses - r.ready + r.prefetch_copies) / uses,
           belady.hitRate(), lru_moved, false);

@@ -67,7 +67,8 @@ const CommandHelp kCommands[] = {
       --history adds a proactive-history row: prefetching predicted from routing
       history alone (layer-to-layer and token-to-token, learned as it runs);
       --eviction runs every caching row with each rule named (layer-lru, shared-lru,
-      layer-frequency, shared-frequency); with several, a row's name ends in /rule;
+      layer-frequency, shared-frequency, shared-reuse); with several, a row's name ends
+      in /rule;
       decodes greedily unless a sampling option is given (--temp 0.8: the app's default
       chain), every row with the same seed
   bench --kernels [--threads N] [--isa portable|avx2|avx512-vnni] [--types Q8_0,Q4_K,...]
@@ -139,7 +140,7 @@ offload:        --policy resident|reactive-lru|static|proactive|cpu-experts
                 --cache-share S (of the routed experts, default 0.5) | --cache-mb M
                 --mapped-decode (GPU: decode reads missed experts in place from pinned RAM;
                   no MoE layer waits for the host to learn its routing)
-                --eviction layer-lru|shared-lru|layer-frequency|shared-frequency
+                --eviction layer-lru|shared-lru|layer-frequency|shared-frequency|shared-reuse
                   (which cached expert a copy replaces; default layer-lru)
                 --link-gbps G (simulated link) [--paced]  --stats (counters at the end)
                 --verbose (each CPU-vs-copy decision)  proactive switches: --no-prefetch

@@ -18,15 +18,20 @@ void prefetch(SlotTable& table, ExpertPredictor& predictor, int layer, int n_lay
     target -= n_layer;
   }
   if (target < 0 || target >= n_layer) return;
-  for (const ExpertGuess& g : predictor.predictScored(layer, target, {}, 1, o.budget)) {
+  std::vector<ExpertGuess> guesses =
+      predictor.predictScored(layer, target, {}, 1, o.hints ? 1 << 20 : o.budget);
+  if (o.hints) {
+    for (const ExpertGuess& g : guesses) table.reuse().hint(target, g.expert, g.probability);
+    if (int(guesses.size()) > o.budget) guesses.resize(size_t(o.budget));
+  }
+  for (const ExpertGuess& g : guesses) {
     guessed[size_t(target)].push_back(g.expert);
     if (const int slot = table.find(target, g.expert); slot >= 0) {
       table.touch(slot);
       continue;
     }
-    const double admit = o.admission > 0 ? g.probability / (o.admission * (1.0 - SlotTable::kFrequencyDecay))
-                                         : std::numeric_limits<double>::infinity();
-    const int slot = table.reserve(target, g.expert, /*predicted=*/true, admit);
+    const int slot =
+        table.reserve(target, g.expert, /*predicted=*/true, table.admissionBound(g.probability, o.admission));
     if (slot < 0) {
       ++out.prefetch_skipped;
       continue;
@@ -44,6 +49,7 @@ ProactiveSimResult simulateProactive(std::span<const ExpertRequest> requests, in
     throw std::invalid_argument("simulated cache: need layers > 0 and slots > 0");
   SlotTable table(slots, n_layer, 1);
   table.setEviction(o.eviction);
+  table.reuse() = ReuseModel(o.reuse_horizon);
   ProactiveSimResult out;
   std::vector<std::vector<int>> guessed(
       static_cast<size_t>(n_layer));  // [layer] the latest prediction's experts
@@ -69,7 +75,9 @@ ProactiveSimResult simulateProactive(std::span<const ExpertRequest> requests, in
         table.touch(slot);
         continue;
       }
-      const int slot = table.reserve(r.layer, e, /*predicted=*/false);
+      const int slot =
+          table.reserve(r.layer, e, /*predicted=*/false,
+                        o.bypass ? table.worthOf(r.layer, e) : std::numeric_limits<double>::infinity());
       if (slot < 0) continue;  // streamed
       table.markReady(slot);
       table.pin(slot);

@@ -25,6 +25,12 @@ struct ProactiveSimOptions {
   int budget = 8;        // guesses per prediction
   double admission = 0;  // PrefetchOptions::admission
   Eviction eviction = Eviction::kSharedFrequency;
+  int reuse_horizon = 1;  // kSharedReuse: ReuseModel's horizon
+  // kSharedReuse: the prediction's probabilities for all its target's experts become
+  // their reuse values until the target's gate (ReuseModel::hint).
+  bool hints = false;
+  // A miss is streamed, not cached, when its expert is worth less than the victim.
+  bool bypass = false;
 };
 
 struct ProactiveSimResult {
