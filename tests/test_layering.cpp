@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QtTest>
 
@@ -94,6 +95,20 @@ class LayeringTest : public QObject {
          {"desktop", "ui", "app", "inference", "offload", "runtime", "quant", "synth", "models"})
       hits << includesMatching(folder, test_header);
     QVERIFY2(hits.isEmpty(), qPrintable(hits.join('\n')));
+  }
+
+  // Every include between the product's folders points down the layers that
+  // docs/ARCHITECTURE.md draws (tools/layers/include_arrows.py counts them from the
+  // tree; it names an arrow that goes up and exits 1).
+  void noIncludeGoesUpALayer() {
+    QProcess count;
+    count.setWorkingDirectory(kRoot);
+    count.start("python3", {"tools/layers/include_arrows.py"});
+    QVERIFY(count.waitForFinished(60000));
+    const QString out = QString::fromUtf8(count.readAllStandardOutput());
+    const QString err = QString::fromUtf8(count.readAllStandardError());
+    QVERIFY2(out.contains("offload         -> inference"), qPrintable(out + err));  // it read the tree
+    QVERIFY2(count.exitStatus() == QProcess::NormalExit && count.exitCode() == 0, qPrintable(out + err));
   }
 };
 

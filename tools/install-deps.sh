@@ -14,6 +14,7 @@ packages=(
   libgtest-dev            # GoogleTest: the engine and GPU tests (tests/engine, tests/gpu)
   wamerican               # the word list the demo model's English is checked against (tests/test_demo_model.cpp)
   strace                  # counts the chat database's syncs per commit (tests/test_persist_kill.cpp)
+  python3                 # counts the include arrows between the layers (tools/layers, tests/test_layering.cpp)
 )
 # Node runs the third-party GGUF parser of the interop test; use the one present.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
