@@ -20,6 +20,16 @@ PEERS = {frozenset({"app/qt", "app/cli"})}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
+
+def tracked_files(patterns):
+    """The files git tracks; exits 2 (the tests' "skipped") outside a git checkout."""
+    try:
+        done = subprocess.run(["git", "ls-files", *patterns], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        print("not a git checkout: the tree's files are not known", file=sys.stderr)
+        sys.exit(2)
+    return done.stdout.split()
+
 def layer_of(path):
     for layer in LAYERS:
         if path == layer or path.startswith(layer + "/"):
@@ -28,8 +38,7 @@ def layer_of(path):
 
 
 def main():
-    files = subprocess.run(["git", "ls-files", "*.cpp", "*.h", "*.cu", "*.cuh", "*.inc"],
-                           capture_output=True, text=True, check=True).stdout.split()
+    files = tracked_files(["*.cpp", "*.h", "*.cu", "*.cuh", "*.inc"])
     arrows = Counter()
     for path in files:
         src = layer_of(path)
