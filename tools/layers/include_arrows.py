@@ -5,10 +5,12 @@ the order of the layers, top to bottom, and exits 1 naming any arrow that goes u
 
 Run from the repository root: python3 tools/layers/include_arrows.py
 """
-import re
-import subprocess
+import os
 import sys
 from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tree import quoted_includes, tracked_files  # noqa: E402 (beside this script)
 
 # Top to bottom; a folder may include only folders below it (and itself).
 # offload/trainer is a library of its own above the runtime: it runs whole models to trace and
@@ -17,18 +19,8 @@ LAYERS = ["desktop", "ui", "app/qt", "app/cli", "app/core", "offload/trainer", "
           "inference", "synth", "quant", "models"]
 # Side by side (neither above the other): no arrow between them in either direction.
 PEERS = {frozenset({"app/qt", "app/cli"})}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
-
-def tracked_files(patterns):
-    """The files git tracks; exits 2 (the tests' "skipped") outside a git checkout."""
-    try:
-        done = subprocess.run(["git", "ls-files", *patterns], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        print("not a git checkout: the tree's files are not known", file=sys.stderr)
-        sys.exit(2)
-    return done.stdout.split()
 
 def layer_of(path):
     for layer in LAYERS:
@@ -44,14 +36,10 @@ def main():
         src = layer_of(path)
         if src is None:
             continue  # tests/, tools/, bench/: not product code
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                m = INCLUDE.match(line)
-                if not m:
-                    continue
-                dst = layer_of(m.group(1))
-                if dst is not None and dst != src:
-                    arrows[(src, dst)] += 1
+        for included in quoted_includes(path):
+            dst = layer_of(included)
+            if dst is not None and dst != src:
+                arrows[(src, dst)] += 1
     up = []
     for (src, dst), n in sorted(arrows.items(), key=lambda a: (LAYERS.index(a[0][0]), LAYERS.index(a[0][1]))):
         wrong = LAYERS.index(dst) < LAYERS.index(src) or frozenset({src, dst}) in PEERS
