@@ -453,6 +453,9 @@ class GuiChatTest : public QObject {
     QVERIFY(f.app->loadDemo());
     f.type("first chat");
     QTRY_VERIFY(f.chat().busy());
+    // A's reply reaches the engine on its own thread after busy() turns true: the
+    // count is read below as "nothing more was sent", so wait for A's to land first.
+    QTRY_COMPARE(f.fake->replies.load(), 1);
     const qint64 a = f.chat().current();
     QVERIFY(f.store().rename(a, "Penguins"));
     f.w().conversationModel()->reload();
@@ -473,6 +476,7 @@ class GuiChatTest : public QObject {
     const int replies = f.fake->replies.load();
     f.type("second chat");
     QCOMPARE(composer->text(), QString("second chat"));  // nothing sent, nothing lost
+    QVERIFY(f.store().messages(f.chat().current()).empty());
     QCOMPARE(f.fake->replies.load(), replies);
     QTest::keyClick(&f.w(), Qt::Key_Escape);
     QTest::mouseClick(composer->button(), Qt::LeftButton);
