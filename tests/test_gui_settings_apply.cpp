@@ -29,15 +29,15 @@ using namespace moe;
 
 namespace {
 
-// Sends text through the composer as a user does and waits for the reply to end.
+// Sends text through the composer as a user does and waits for the reply to end
+// (its replyFinished, however fast or slow the reply).
 bool sendAndWait(test::GuiApp& app, const QString& text, int timeout_ms = 120000) {
+  QSignalSpy finished(app.chat, &ChatController::replyFinished);
   auto* edit = app.window->composer()->editor();
   QTest::keyClicks(edit, text);
   QTest::keyClick(edit, Qt::Key_Return);
-  QDeadlineTimer deadline(timeout_ms);
-  while (!app.chat->busy() && !deadline.hasExpired()) QTest::qWait(5);
-  while (app.chat->busy() && !deadline.hasExpired()) QTest::qWait(10);
-  return !app.chat->busy();
+  if (finished.count() == 0 && !finished.wait(timeout_ms)) return false;
+  return QTest::qWaitFor([&] { return !app.chat->busy(); }, timeout_ms);
 }
 
 QString statusText(test::GuiApp& app) { return app.window->findChild<QLabel*>("modelStatus")->text(); }
