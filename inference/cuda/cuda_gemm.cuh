@@ -2,7 +2,7 @@
 // (cuda_gemm.cu) and the MoE experts (cuda_moe.cu). A block of kGemmThreads
 // computes kGemmRows weight rows x kGemmTokens activation rows. For each chunk of
 // 256 elements it decodes the rows' units into shared memory as signed bytes with
-// their scales (loadUnit, cuda_quant.cuh) and copies the tokens' 8-bit activations
+// their scales (loadUnitFast, cuda_quant.cuh) and copies the tokens' 8-bit activations
 // beside them; then each warp multiplies its 16 rows by the tokens with mma.sync
 // (cuda_mma.cuh), one unit of 32 at a time, and scales each unit's integer dot
 // products into float sums by the same unitValue the matvec uses. Q6_K, Q3_K and
@@ -52,7 +52,7 @@ __device__ __forceinline__ void loadWeightChunk(GemmTiles& tiles, const uint8_t*
     int* dst = reinterpret_cast<int*>(tiles.w + r * kGemmTileStride + 32 * ul);
     GemmUnitScales& sc = tiles.w_scales[r][ul];
     if (row0 + r < rows && u < units) {
-      const Unit un = loadUnit<T>(w + static_cast<size_t>(row0 + r) * row_bytes, u);
+      const Unit un = loadUnitFast<T>(w + static_cast<size_t>(row0 + r) * row_bytes, u);
 #pragma unroll
       for (int i = 0; i < 8; ++i) dst[i] = un.v[i];
       sc = GemmUnitScales{un.d, un.dmin, un.sc0, un.sc1, un.m};
@@ -75,14 +75,18 @@ __device__ __forceinline__ void loadActChunk(GemmTiles& tiles, const ActRows& a,
     float d = 0.0f;
     const int64_t row = act_rows[t];
     if (row >= 0 && u < a.units) {
-      const int* src = reinterpret_cast<const int*>(a.q + row * a.cols + 32 * static_cast<int64_t>(u));
+      const uint8_t* src =
+          reinterpret_cast<const uint8_t*>(a.q + row * a.cols + 32 * static_cast<int64_t>(u));
+      const uint4 lo = ld128(src), hi = ld128(src + 16);
+      reinterpret_cast<uint4*>(dst)[0] = lo;
+      reinterpret_cast<uint4*>(dst)[1] = hi;
+      const int words[8] = {static_cast<int>(lo.x), static_cast<int>(lo.y), static_cast<int>(lo.z),
+                            static_cast<int>(lo.w), static_cast<int>(hi.x), static_cast<int>(hi.y),
+                            static_cast<int>(hi.z), static_cast<int>(hi.w)};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        dst[i] = src[i];
-        if (i < 4)
-          s0 = __dp4a(0x01010101, src[i], s0);
-        else
-          s1 = __dp4a(0x01010101, src[i], s1);
+      for (int i = 0; i < 4; ++i) {
+        s0 = __dp4a(0x01010101, words[i], s0);
+        s1 = __dp4a(0x01010101, words[i + 4], s1);
       }
       d = a.d[row * a.units + u];
     } else {

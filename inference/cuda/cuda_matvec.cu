@@ -10,6 +10,9 @@
 // Bytes: every weight byte is read once per kTokenTile tokens (once per decode
 // step); the activation rows (cols + 8 bytes per 32 elements each) are shared by
 // every row of the block and stay in L1/L2.
+#include <cstdint>
+#include <stdexcept>
+
 #include "inference/cuda/cuda_check.h"
 #include "inference/cuda/cuda_kernels.h"
 #include "inference/cuda/cuda_launch.h"
@@ -130,6 +133,9 @@ ActRows actRows(ElemType weights, const void* act, int64_t cols, int n_rows) {
     a.f = static_cast<const float*>(act);
     return a;
   }
+  // unitDot reads a unit's 32 activation bytes in two 16-byte loads.
+  if (reinterpret_cast<uintptr_t>(act) % 16 != 0 || cols % 32 != 0)
+    throw std::logic_error("quantised activations must start on a 16-byte boundary, in rows of whole units");
   const auto* base = static_cast<const uint8_t*>(act);
   const size_t q_bytes = static_cast<size_t>(n_rows) * cols;
   a.q = reinterpret_cast<const int8_t*>(base);

@@ -36,8 +36,14 @@
 // scales[12], d}; Q4_K 144 {f16 d, dmin; u8 scales[12]; u8 qs[128]}; Q5_K 176 {d, dmin,
 // scales[12], qh[32], qs[128]}; Q6_K 210 {ql[128], qh[64], int8 sc[16], f16 d}; IQ4_XS
 // 136 {d, u16 scales_h, scales_l[4], qs[128]}.
-// Every layout is only 2-byte aligned within a row of an expert slot, so words are
-// assembled from 16-bit loads.
+// Most layouts are only 2-byte aligned within a row, so their words are assembled
+// from 16-bit loads. Q4_K and Q5_K blocks are multiples of 16 bytes: in a row that
+// starts on a 16-byte boundary (as the slabs and uploads place them) a unit is read
+// with 16-byte loads (loadUnitWide), an eighth of the load instructions, the same
+// bytes. Activation rows start on a 32-byte boundary (actRows checks): the GEMM's
+// tile loader reads them 16 bytes at a time. The matvec reads them as words: wider
+// loads there cost 30-60 more registers in downKernel (ptxas, sm_90) for bytes
+// that come from L1.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -226,6 +232,20 @@ __device__ __forceinline__ void scaleMinK4(const uint8_t* s, int k, int& sc, int
   } else {
     sc = (s[k + 4] & 15) | ((s[k - 4] >> 6) << 4);
     m = (s[k + 4] >> 4) | ((s[k] >> 6) << 4);
+  }
+}
+
+// scaleMinK4 on the scale bytes held as three little-endian words (bytes 0..3, 4..7, 8..11).
+__device__ __forceinline__ void scaleMinK4Words(uint32_t s0, uint32_t s4, uint32_t s8, int k, int& sc,
+                                                int& m) {
+  const int shift = 8 * (k & 3);
+  const int a = (s0 >> shift) & 0xff, b = (s4 >> shift) & 0xff, c = (s8 >> shift) & 0xff;
+  if (k < 4) {
+    sc = a & 63;
+    m = b & 63;
+  } else {
+    sc = (c & 15) | ((a >> 6) << 4);
+    m = (c >> 4) | ((b >> 6) << 4);
   }
 }
 
@@ -446,6 +466,62 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
   return un;
 }
 
+// Types whose units loadUnitWide reads (blocks a multiple of 16 bytes).
+__host__ __device__ constexpr bool hasWideUnits(ElemType t) {
+  return t == ElemType::Q4_K || t == ElemType::Q5_K;
+}
+
+// Whether the units of `row` can be read 16 bytes at a time: the same answer for
+// every lane of a warp, so the branch on it never diverges.
+template <ElemType T>
+__device__ __forceinline__ bool wideRow(const uint8_t* row) {
+  if constexpr (hasWideUnits(T)) return (reinterpret_cast<uintptr_t>(row) & 15) == 0;
+  (void)row;
+  return false;
+}
+
+__device__ __forceinline__ uint4 ld128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// loadUnit for a row wideRow accepts: the block's header (d, dmin, the 12 scale
+// bytes) in one load, the unit's 32 quant bytes in two (Q5_K: its high bits in two more).
+template <ElemType T>
+__device__ __forceinline__ Unit loadUnitWide(const uint8_t* row, int u) {
+  static_assert(hasWideUnits(T), "loadUnitWide: a type whose blocks are multiples of 16 bytes");
+#if MOECHAT_CUDA_STANDIN
+  ::cudastandin::countWeightLoad(8 * TypeInfo<T>::kBlockBytes / TypeInfo<T>::kUnitsPerBlock);
+#endif
+  Unit un;
+  const uint8_t* blk = row + static_cast<size_t>(u / 8) * TypeInfo<T>::kBlockBytes;
+  const int j = u % 8;
+  const uint4 head = ld128(blk);
+  un.d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffffu)));
+  un.dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+  int sc = 0;
+  scaleMinK4Words(head.y, head.z, head.w, j, sc, un.m);
+  un.sc0 = un.sc1 = sc;
+  const uint8_t* qs = blk + (T == ElemType::Q5_K ? 48 : 16) + 32 * (j / 2);
+  const uint4 q0 = ld128(qs), q1 = ld128(qs + 16);
+  const uint32_t q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+  const int shift = 4 * (j % 2);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) un.v[i] = static_cast<int>((q[i] >> shift) & 0x0f0f0f0fu);
+  if constexpr (T == ElemType::Q5_K) {
+    const uint4 h0 = ld128(blk + 16), h1 = ld128(blk + 32);
+    const uint32_t qh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) un.v[i] |= static_cast<int>(((qh[i] >> j) & 0x01010101u) << 4);
+  }
+  return un;
+}
+
+// Unit u of a row: 16-byte loads where the row allows them, else 16-bit ones.
+template <ElemType T>
+__device__ __forceinline__ Unit loadUnitFast(const uint8_t* row, int u) {
+  if constexpr (hasWideUnits(T))
+    if (wideRow<T>(row)) return loadUnitWide<T>(row, u);
+  return loadUnit<T>(row, u);
+}
+
 // A unit's value from its integer dot products with the activation's bytes: p0
 // over words 0..3 and p1 over words 4..7, s0 and s1 the sums of those bytes, dx
 // the activation's scale. Only Q6_K (a scale per half) needs the halves apart;
@@ -547,7 +623,7 @@ __device__ __forceinline__ void rowDot(const uint8_t* row, const ActRows& a, con
     }
   } else {
     for (int u = lane; u < a.units; u += 32) {
-      const Unit un = loadUnit<T>(row, u);
+      const Unit un = loadUnitFast<T>(row, u);
 #pragma unroll
       for (int i = 0; i < NT; ++i)
         if (i < nt) acc[i] += unitDot<T>(un, a, rows[i], u);
