@@ -18,7 +18,7 @@ bool sendToCpu(CpuRule& rule, const MissContext& m, GateMisses& g) {
 }  // namespace
 
 StaticPolicy::StaticPolicy(const PolicyContext& c)
-    : pins_(c.store.layers(), c.store.experts(), c.cache, c.worker, c.metrics) {}
+    : pins_(c.store.layers(), c.store.experts(), c.worker, c.metrics) {}
 
 void StaticPolicy::onLayerInput(int, std::span<const float>, int n_tokens) { pins_.onLayerInput(n_tokens); }
 

@@ -22,7 +22,6 @@
 
 #include "inference/expert_source.h"
 #include "offload/cpu_rule.h"
-#include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_metrics.h"
 #include "offload/prefetcher.h"
@@ -34,7 +33,6 @@ namespace moe {
 // What a policy decides with: all references must outlive the policy.
 struct PolicyContext {
   const HostExpertStore& store;
-  ExpertCache& cache;
   TransferWorker& worker;
   OffloadMetrics& metrics;
   int n_expert_used;

@@ -7,11 +7,10 @@
 
 namespace moe {
 
-CachedExpertSource::CachedExpertSource(const HostExpertStore& store, ExpertCache& cache,
-                                       TransferWorker& worker, OffloadMetrics& metrics, int n_expert_used,
+CachedExpertSource::CachedExpertSource(const HostExpertStore& store, TransferWorker& worker,
+                                       OffloadMetrics& metrics, int n_expert_used,
                                        std::unique_ptr<CachePolicy> policy)
     : store_(store),
-      cache_(cache),
       worker_(worker),
       metrics_(metrics),
       n_expert_used_(n_expert_used),
@@ -25,10 +24,10 @@ void CachedExpertSource::onLayerInput(int layer, std::span<const float> hidden, 
 
 std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const int> experts) {
   // Prefill streaming: past its share, a layer's misses go through the staging slots.
-  const int share = cache_.layerShare();
+  const int share = worker_.layerShare();
   const bool streaming =
-      policy_->streamsPastShare() && cache_.stagingCount() > 0 && static_cast<int>(experts.size()) > share;
-  const int allowance = streaming ? std::max(0, share - cache_.residentCount(layer)) : INT_MAX;
+      policy_->streamsPastShare() && worker_.stagingCount() > 0 && static_cast<int>(experts.size()) > share;
+  const int allowance = streaming ? std::max(0, share - worker_.residentCount(layer)) : INT_MAX;
   GateMisses misses;
   misses.allowance = allowance;
   misses.tokens_per_expert = std::max(1, (n_tokens_ * n_expert_used_ + static_cast<int>(experts.size()) - 1) /
@@ -43,7 +42,7 @@ std::vector<ExpertRef> CachedExpertSource::acquire(int layer, std::span<const in
   for (const OrderedExpert& o : order) {
     const bool host = o.residency == Residency::kUnavailable || o.residency == Residency::kHost;
     from_host_.at(o.expert) = host;
-    const uint8_t* base = host ? store_.expertData(layer, o.expert) : cache_.slotData(o.slot);
+    const uint8_t* base = host ? store_.expertData(layer, o.expert) : worker_.slab().slotData(o.slot);
     refs.push_back({o.expert, store_.viewAt(layer, base), o.residency == Residency::kHost,
                     host || o.residency == Residency::kReady});
     host_computed_ += host;
@@ -60,7 +59,7 @@ void CachedExpertSource::waitFor(int layer, const ExpertRef& ref) {
     const TransferWorker::IssueWait w = worker_.waitIssued(layer, ref.expert);
     waited = w.waited;
     if (!w.ready) {
-      copy_wait_->computeWaitsFor(cache_.slotData(w.slot), cache_.slotBytes());
+      copy_wait_->computeWaitsFor(worker_.slab().slotData(w.slot), worker_.slab().slotBytes());
       metrics_.device_waits.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
@@ -83,7 +82,7 @@ std::span<const ExpertWeights> CachedExpertSource::mappedExperts(int layer) {
   map_.resize(size_t(n_expert));
   for (int e = 0; e < n_expert; ++e) {
     const int slot = slots[size_t(e)];
-    const uint8_t* base = slot >= 0 ? cache_.slotData(slot) : store_.expertData(layer, e);
+    const uint8_t* base = slot >= 0 ? worker_.slab().slotData(slot) : store_.expertData(layer, e);
     map_[size_t(e)] = store_.viewAt(layer, base);
   }
   if (size_t(layer) >= mapped_slots_.size()) mapped_slots_.resize(size_t(layer) + 1);

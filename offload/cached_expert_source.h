@@ -1,5 +1,5 @@
 // The ExpertSource of the offload path: turns a gate's choice into a compute order
-// over the slot table (ExpertCache) that the copy queue (TransferWorker) fills from
+// over the slot slab that the copy queue (TransferWorker, the owner of the slot table) fills from
 // the HostExpertStore. Its CachePolicy (offload/cache_policy.h) makes the decisions
 // in which the policies differ: what to prefetch at a layer's input, what to do on
 // a miss, what to do with routing statistics. Shared here:
@@ -16,7 +16,6 @@
 
 #include "inference/expert_source.h"
 #include "offload/cache_policy.h"
-#include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
@@ -26,8 +25,8 @@ namespace moe {
 class CachedExpertSource final : public ExpertSource {
  public:
   // All references must outlive this object. metrics: the worker's. policy null: reactive-lru.
-  CachedExpertSource(const HostExpertStore& store, ExpertCache& cache, TransferWorker& worker,
-                     OffloadMetrics& metrics, int n_expert_used, std::unique_ptr<CachePolicy> policy);
+  CachedExpertSource(const HostExpertStore& store, TransferWorker& worker, OffloadMetrics& metrics,
+                     int n_expert_used, std::unique_ptr<CachePolicy> policy);
 
   void onLayerInput(int layer, std::span<const float> hidden, int n_tokens) override;
   bool wantsLayerInput() const override { return policy_->readsLayerInput(); }
@@ -56,7 +55,6 @@ class CachedExpertSource final : public ExpertSource {
 
  private:
   const HostExpertStore& store_;
-  ExpertCache& cache_;
   TransferWorker& worker_;
   OffloadMetrics& metrics_;
   CopyWait* copy_wait_ = nullptr;

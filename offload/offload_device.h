@@ -11,9 +11,9 @@
 
 #include "inference/backend.h"
 #include "offload/copy_link.h"
-#include "offload/expert_cache.h"
 #include "offload/host_allocator.h"
 #include "offload/slot_fence.h"
+#include "offload/slot_slab.h"
 
 namespace moe {
 

@@ -59,8 +59,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   if (slots > std::max(2, routedExperts(model)))
     throw std::invalid_argument("the expert cache has " + std::to_string(slots) + " slots for " +
                                 std::to_string(routedExperts(model)) + " routed experts");
-  cache_ = std::make_unique<ExpertCache>(slots, store_->expertBytes(), c.n_layer, HostExpertStore::kChunks,
-                                         device ? device->slotMemory() : nullptr);
+  slab_ = std::make_unique<SlotSlab>(slots, store_->expertBytes(), device ? device->slotMemory() : nullptr);
   double link_bw = 0;
   if (device) {
     link_ = &device->copyLink();
@@ -73,10 +72,11 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
   metrics_.link_bytes_per_second.store(link_bw);
 
   const PolicyParts parts = policyParts(config_.policy, config_.switches);
-  if (parts.staging) cache_->setStagingCount(std::min(kStagingSlots, slots));
-  cache_->table().setEviction(config_.eviction.value_or(parts.eviction));
-  worker_ =
-      std::make_unique<TransferWorker>(*cache_, *store_, *link_, metrics_, config_.mode, parts.transfer);
+  SlotTable table(slots, c.n_layer, HostExpertStore::kChunks);
+  if (parts.staging) table.setStagingCount(std::min(kStagingSlots, slots));
+  table.setEviction(config_.eviction.value_or(parts.eviction));
+  worker_ = std::make_unique<TransferWorker>(*slab_, std::move(table), *store_, *link_, metrics_,
+                                             config_.mode, parts.transfer);
   if (device) worker_->setSlotFence(&device->fence());
 
   CpuFallbackOptions cpu_rule;
@@ -87,7 +87,7 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
     config_.cpu_cost = cpu_rule.cost;
     cpu_rule.on_decision = config_.on_cpu_decision;
   }
-  const PolicyContext context{*store_, *cache_, *worker_, metrics_, c.n_expert_used};
+  const PolicyContext context{*store_, *worker_, metrics_, c.n_expert_used};
   std::unique_ptr<CachePolicy> policy;
   switch (config_.policy) {
     case OffloadPolicy::kStatic: policy = std::make_unique<StaticPolicy>(context); break;
@@ -110,8 +110,8 @@ OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig con
     }
     default: break;  // reactive-lru (resident never gets here)
   }
-  cached_ = std::make_unique<CachedExpertSource>(*store_, *cache_, *worker_, metrics_, c.n_expert_used,
-                                                 std::move(policy));
+  cached_ =
+      std::make_unique<CachedExpertSource>(*store_, *worker_, metrics_, c.n_expert_used, std::move(policy));
   if (device) cached_->setCopyWait(device->copyWait());
   if (device && config_.mapped_decode) cached_->setMappedDecode(true);
   source_ = cached_.get();

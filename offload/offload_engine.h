@@ -1,6 +1,6 @@
 // One offloading policy, assembled (offload/policy.h names its parts): host
-// expert store, slot table (ExpertCache, with its staging slots), copy engine
-// (with the optional simulated link), copy queue (TransferWorker), predictor and
+// expert store, slot slab, copy engine (with the optional simulated link), copy
+// queue (TransferWorker: the slot table, with its staging slots), predictor and
 // CachedExpertSource, or, for `resident`, the experts in place. Runtime
 // (runtime/runtime.h) builds one per run.
 #pragma once
@@ -80,7 +80,8 @@ class OffloadEngine {
   const OffloadConfig& config() const { return config_; }
   // Null for `resident`.
   const HostExpertStore* store() const { return store_.get(); }
-  const ExpertCache* cache() const { return cache_.get(); }
+  // Null for `resident`: the copy queue, which owns the slot table.
+  const TransferWorker* worker() const { return worker_.get(); }
   CachedExpertSource* cachedSource() { return cached_.get(); }
   std::string predictorName() const;  // "skip-gate", "none" or the given predictor's name
   void waitIdle();                    // no copy queued or running
@@ -94,7 +95,7 @@ class OffloadEngine {
   OffloadConfig config_;  // holds the device: destroyed after everything that uses it
   OffloadMetrics metrics_;
   std::shared_ptr<const HostExpertStore> store_;
-  std::unique_ptr<ExpertCache> cache_;
+  std::unique_ptr<SlotSlab> slab_;
   std::unique_ptr<HostCopyLink> host_link_;  // the CPU path's copies
   CopyLink* link_ = nullptr;                 // host_link_ or the device's copy engine
   std::unique_ptr<TransferWorker> worker_;

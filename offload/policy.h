@@ -1,5 +1,5 @@
 // The five caching policies on one page. Every policy shares the mechanics: the
-// slot table (SlotTable, in the ExpertCache) says what is where, the copy queue
+// slot table (SlotTable, owned by the copy queue) says what is where, the copy queue
 // (TransferWorker) moves bytes, CachedExpertSource turns a gate's choice into a
 // compute order. What differs is how the copy queue moves an expert, whether the
 // cache keeps staging slots, and a few decisions, made by the policy's own class

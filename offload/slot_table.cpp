@@ -145,14 +145,14 @@ double SlotTable::admissionBound(double probability, double admission) const {
 
 SlotState SlotTable::markChunkDone(int slot) {
   SlotInfo& s = at(slot);
-  if (s.state != SlotState::kLoading) throw std::logic_error("ExpertCache: chunk done on a slot not LOADING");
+  if (s.state != SlotState::kLoading) throw std::logic_error("SlotTable: chunk done on a slot not LOADING");
   if (++s.chunks_done >= chunks_) s.state = SlotState::kReady;
   return s.state;
 }
 
 void SlotTable::markReady(int slot) {
   SlotInfo& s = at(slot);
-  if (s.state != SlotState::kLoading) throw std::logic_error("ExpertCache: ready on a slot not LOADING");
+  if (s.state != SlotState::kLoading) throw std::logic_error("SlotTable: ready on a slot not LOADING");
   s.chunks_done = chunks_;
   s.state = SlotState::kReady;
 }
@@ -172,26 +172,26 @@ void SlotTable::unpinAll() {
 }
 
 void SlotTable::setStagingCount(int n) {
-  if (n < 0 || n > slotCount()) throw std::invalid_argument("ExpertCache: staging count outside 0..slots");
+  if (n < 0 || n > slotCount()) throw std::invalid_argument("SlotTable: staging count outside 0..slots");
   for (int i = 0; i < slotCount(); ++i) {
     const bool staging = i >= slotCount() - n;
     if (staging != slots_[size_t(i)].staging && slots_[size_t(i)].state != SlotState::kEmpty)
-      throw std::logic_error("ExpertCache: staging slots can only change while EMPTY");
+      throw std::logic_error("SlotTable: staging slots can only change while EMPTY");
     slots_[size_t(i)].staging = staging;
   }
   staging_ = n;
 }
 
 int SlotTable::stagingSlot(int i) const {
-  if (i < 0 || i >= staging_) throw std::out_of_range("ExpertCache: no such staging slot");
+  if (i < 0 || i >= staging_) throw std::out_of_range("SlotTable: no such staging slot");
   return slotCount() - staging_ + i;
 }
 
 void SlotTable::loadStaging(int slot, int layer, int expert) {
   SlotInfo& s = at(slot);
   if (!s.staging || s.state != SlotState::kEmpty)
-    throw std::logic_error("ExpertCache: loadStaging needs an EMPTY staging slot");
-  if (index_.count(key(layer, expert))) throw std::logic_error("ExpertCache: expert already cached");
+    throw std::logic_error("SlotTable: loadStaging needs an EMPTY staging slot");
+  if (index_.count(key(layer, expert))) throw std::logic_error("SlotTable: expert already cached");
   s.state = SlotState::kLoading;
   s.layer = layer;
   s.expert = expert;
@@ -203,7 +203,7 @@ void SlotTable::loadStaging(int slot, int layer, int expert) {
 void SlotTable::hold(int slot) {
   SlotInfo& s = at(slot);
   if (s.staging || s.state == SlotState::kEmpty)
-    throw std::logic_error("ExpertCache: hold needs a cache slot in use");
+    throw std::logic_error("SlotTable: hold needs a cache slot in use");
   s.held = true;
 }
 

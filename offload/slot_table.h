@@ -31,7 +31,8 @@
 // reserve(): a layer that needs more experts than its share streams them through
 // these in execution order (loadStaging). Held slots stay until releaseHolds().
 //
-// Not thread-safe: ExpertCache guards it with the one lock of the slot state.
+// Not thread-safe: the copy queue (TransferWorker) owns it and guards it with the
+// one lock of the slot state.
 #pragma once
 
 #include <cstdint>

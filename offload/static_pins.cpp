@@ -5,13 +5,8 @@
 
 namespace moe {
 
-StaticPins::StaticPins(int n_layer, int n_expert, ExpertCache& cache, TransferWorker& worker,
-                       OffloadMetrics& metrics)
-    : n_expert_(n_expert),
-      cache_(cache),
-      worker_(worker),
-      metrics_(metrics),
-      uses_(size_t(n_layer) * size_t(n_expert), 0) {}
+StaticPins::StaticPins(int n_layer, int n_expert, TransferWorker& worker, OffloadMetrics& metrics)
+    : n_expert_(n_expert), worker_(worker), metrics_(metrics), uses_(size_t(n_layer) * size_t(n_expert), 0) {}
 
 void StaticPins::countRouting(int layer, std::span<const int> experts_per_token) {
   if (pinned_) return;
@@ -36,18 +31,19 @@ int StaticPins::pinMostUsed() {
   std::iota(ids.begin(), ids.end(), size_t(0));
   // Most used first; ties by (layer, expert) so the choice is deterministic.
   std::stable_sort(ids.begin(), ids.end(), [&](size_t a, size_t b) { return uses_[a] > uses_[b]; });
-  const size_t capacity = size_t(std::max(0, cache_.slotCount() - cache_.stagingCount()));
+  const size_t capacity = size_t(std::max(0, worker_.slotCount() - worker_.stagingCount()));
   std::vector<size_t> chosen;
   for (size_t id : ids)
     if (uses_[id] > 0 && chosen.size() < capacity) chosen.push_back(id);
   worker_.releaseHolds();
   // Already resident first, so that reserving the others cannot evict them.
+  const SlotTable table = worker_.snapshot();
   int held = 0;
   std::vector<size_t> missing;
   for (size_t id : chosen) {
     const int layer = int(id / n_expert_), expert = int(id % n_expert_);
-    const int slot = cache_.find(layer, expert);
-    if (slot >= 0 && !cache_.info(slot).staging && worker_.hold(layer, expert))
+    const int slot = table.find(layer, expert);
+    if (slot >= 0 && !table.at(slot).staging && worker_.hold(layer, expert))
       ++held;
     else
       missing.push_back(id);

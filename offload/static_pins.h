@@ -8,7 +8,6 @@
 #include <span>
 #include <vector>
 
-#include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
 
@@ -17,7 +16,7 @@ namespace moe {
 class StaticPins {
  public:
   // All references must outlive this object.
-  StaticPins(int n_layer, int n_expert, ExpertCache& cache, TransferWorker& worker, OffloadMetrics& metrics);
+  StaticPins(int n_layer, int n_expert, TransferWorker& worker, OffloadMetrics& metrics);
 
   // The gate's per-token choice (experts_per_token: [n_tokens][k]), a finer count
   // than countGate's one per expert per batch, which it replaces once seen.
@@ -34,7 +33,6 @@ class StaticPins {
 
  private:
   const int n_expert_;
-  ExpertCache& cache_;
   TransferWorker& worker_;
   OffloadMetrics& metrics_;
   std::vector<uint64_t> uses_;  // [n_layer * n_expert] gate choices

@@ -4,28 +4,36 @@
 #include <chrono>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace moe {
 
-TransferWorker::TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyLink& copier,
-                               OffloadMetrics& metrics, TransferMode mode, TransferOptions options)
-    : cache_(cache),
+TransferWorker::TransferWorker(SlotSlab& slab, SlotTable table, const ExpertBytesSource& source,
+                               CopyLink& copier, OffloadMetrics& metrics, TransferMode mode,
+                               TransferOptions options)
+    : slab_(slab),
       source_(source),
       copier_(copier),
       metrics_(metrics),
       mode_(mode),
       options_(options),
-      table_(cache.table()) {
-  if (cache.chunksPerExpert() != ExpertBytesSource::kChunks)
-    throw std::invalid_argument("TransferWorker: cache chunks per expert != ExpertBytesSource::kChunks");
-  if (cache.slotBytes() < source.expertBytes())
+      table_(std::move(table)),
+      staging_count_(table_.stagingCount()),
+      layer_share_(table_.layerShare()) {
+  if (table_.chunksPerExpert() != ExpertBytesSource::kChunks)
+    throw std::invalid_argument("TransferWorker: table chunks per expert != ExpertBytesSource::kChunks");
+  if (table_.slotCount() != slab.slotCount())
+    throw std::invalid_argument("TransferWorker: the table describes " + std::to_string(table_.slotCount()) +
+                                " slots, the slab has " + std::to_string(slab.slotCount()));
+  if (slab.slotBytes() < source.expertBytes())
     throw std::invalid_argument("TransferWorker: cache slots smaller than one expert");
   if (mode_ == TransferMode::kThreaded) thread_ = std::thread([this] { run(); });
 }
 
 TransferWorker::~TransferWorker() {
   {
-    std::lock_guard<std::mutex> lock(cache_.mutex());
+    std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_cv_.notify_all();
@@ -57,7 +65,7 @@ void TransferWorker::queueExpertLocked(int layer, int expert, int slot, int firs
 void TransferWorker::pushPredicted(int layer, std::span<const int> experts,
                                    std::span<const float> probabilities, double admission) {
   {
-    std::lock_guard<std::mutex> lock(cache_.mutex());
+    std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < experts.size(); ++i) {
       const int e = experts[i];
       if (int slot = table_.find(layer, e); slot >= 0) {
@@ -79,7 +87,7 @@ void TransferWorker::pushPredicted(int layer, std::span<const int> experts,
 
 std::vector<int> TransferWorker::mapLayer(int layer, int n_expert) {
   std::vector<int> slots(static_cast<size_t>(std::max(0, n_expert)), -1);
-  std::lock_guard<std::mutex> lock(cache_.mutex());
+  std::lock_guard<std::mutex> lock(mutex_);
   for (int e = 0; e < n_expert; ++e) {
     const int slot = table_.find(layer, e);
     if (slot < 0) continue;
@@ -93,7 +101,7 @@ std::vector<int> TransferWorker::mapLayer(int layer, int n_expert) {
 
 void TransferWorker::learnMappedGate(int layer, std::span<const int> experts, std::span<const int> slots) {
   {
-    std::lock_guard<std::mutex> lock(cache_.mutex());
+    std::lock_guard<std::mutex> lock(mutex_);
     table_.countGate(layer, experts);
     for (int e : experts) {
       metrics_.expert_uses.fetch_add(1, std::memory_order_relaxed);
@@ -119,7 +127,7 @@ void TransferWorker::learnMappedGate(int layer, std::span<const int> experts, st
 
 bool TransferWorker::hold(int layer, int expert) {
   {
-    std::lock_guard<std::mutex> lock(cache_.mutex());
+    std::lock_guard<std::mutex> lock(mutex_);
     if (int slot = table_.find(layer, expert); slot >= 0) {
       if (table_.at(slot).staging) return false;  // streaming now: only a cache slot can be held
       table_.hold(slot);
@@ -134,7 +142,20 @@ bool TransferWorker::hold(int layer, int expert) {
   return true;
 }
 
-void TransferWorker::releaseHolds() { cache_.releaseHolds(); }
+void TransferWorker::releaseHolds() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  table_.releaseHolds();
+}
+
+SlotTable TransferWorker::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return table_;
+}
+
+int TransferWorker::residentCount(int layer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return table_.residentCount(layer);
+}
 
 std::optional<std::pair<ChunkTask, Priority>> TransferWorker::popLocked() {
   if (!high_.empty()) {
@@ -163,7 +184,7 @@ int TransferWorker::inFlightLocked(int slot, bool issued_only) const {
 }
 
 CopyTicket TransferWorker::issueCopy(const ChunkTask& t) {
-  uint8_t* dst = cache_.slotData(t.slot);
+  uint8_t* dst = slab_.slotData(t.slot);
   const uint8_t* src = source_.expertData(t.layer, t.expert);
   if (fence_) fence_->beforeOverwrite(t.slot);
   if (t.chunk < 0) return copier_.copyAsync(dst, src, source_.expertBytes());  // whole expert, no yielding
@@ -231,7 +252,7 @@ StepResult TransferWorker::step() {
   if (mode_ != TransferMode::kManual) throw std::logic_error("TransferWorker::step: manual mode only");
   StepResult r;
   {
-    std::unique_lock<std::mutex> lock(cache_.mutex());
+    std::unique_lock<std::mutex> lock(mutex_);
     if (!in_flight_.empty()) throw std::logic_error("TransferWorker::step: re-entered during a copy");
     if (high_.empty() && low_.empty()) return {};
     issueNextLocked(lock);
@@ -246,7 +267,7 @@ StepResult TransferWorker::step() {
 }
 
 void TransferWorker::run() {
-  std::unique_lock<std::mutex> lock(cache_.mutex());
+  std::unique_lock<std::mutex> lock(mutex_);
   try {
     runLocked(lock);
   } catch (const std::exception&) {
@@ -292,7 +313,7 @@ void TransferWorker::runLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 bool TransferWorker::waitReady(int layer, int expert) {
-  std::unique_lock<std::mutex> lock(cache_.mutex());
+  std::unique_lock<std::mutex> lock(mutex_);
   const bool waited = waitLocked(lock, [&] {  // true when READY, throws when it never will be
     const int slot = table_.find(layer, expert);
     if (slot < 0) throw std::logic_error("TransferWorker::waitReady: expert not in the cache");
@@ -307,7 +328,7 @@ bool TransferWorker::waitReady(int layer, int expert) {
 
 TransferWorker::IssueWait TransferWorker::waitIssued(int layer, int expert) {
   IssueWait w;
-  std::unique_lock<std::mutex> lock(cache_.mutex());
+  std::unique_lock<std::mutex> lock(mutex_);
   w.waited = waitLocked(lock, [&] {
     w.slot = table_.find(layer, expert);
     if (w.slot < 0) throw std::logic_error("TransferWorker::waitIssued: expert not in the cache");
@@ -322,22 +343,22 @@ TransferWorker::IssueWait TransferWorker::waitIssued(int layer, int expert) {
 }
 
 void TransferWorker::waitIdle() {
-  std::unique_lock<std::mutex> lock(cache_.mutex());
+  std::unique_lock<std::mutex> lock(mutex_);
   waitLocked(lock, [&] { return stop_ || (high_.empty() && low_.empty() && in_flight_.empty()); });
 }
 
 size_t TransferWorker::queuedHigh() const {
-  std::lock_guard<std::mutex> lock(cache_.mutex());
+  std::lock_guard<std::mutex> lock(mutex_);
   return high_.size();
 }
 
 size_t TransferWorker::queuedLow() const {
-  std::lock_guard<std::mutex> lock(cache_.mutex());
+  std::lock_guard<std::mutex> lock(mutex_);
   return low_.size();
 }
 
 size_t TransferWorker::queuedLow(int layer) const {
-  std::lock_guard<std::mutex> lock(cache_.mutex());
+  std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<size_t>(
       std::count_if(low_.begin(), low_.end(), [&](const ChunkTask& t) { return t.layer == layer; }));
 }

@@ -1,5 +1,6 @@
-// The transfer worker: feeds the ExpertCache from an ExpertBytesSource through a
-// CopyLink (ProMoE: chunked prefetching, early preemption, reordered inference).
+// The transfer worker, the copy queue: feeds the slot slab from an ExpertBytesSource
+// through a CopyLink (ProMoE: chunked prefetching, early preemption, reordered
+// inference), and owns the SlotTable that says what each slot holds.
 //
 // Tasks are chunks (layer, expert, chunk, slot) in two FIFO queues. The high
 // queue is always drained before the low one; a started chunk always completes,
@@ -31,9 +32,9 @@
 // runs one chunk per step() (deterministic tests; the step waits for its copy),
 // and waitReady() steps until done.
 //
-// Locking: one lock, the cache's (ExpertCache::mutex()), guards the slot table
-// and the queues; the worker takes it once per operation and works on the table
-// directly. Copies run with no lock held.
+// Locking: one lock, the worker's, guards the slot table and the queues; every
+// method takes it once. Copies run with no lock held. Others see the table through
+// snapshot() (a copy) and the few counts below.
 #pragma once
 
 #include <chrono>
@@ -50,9 +51,10 @@
 
 #include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
-#include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/slot_fence.h"
+#include "offload/slot_slab.h"
+#include "offload/slot_table.h"
 
 namespace moe {
 
@@ -104,8 +106,9 @@ using ExecutionOrder = std::vector<OrderedExpert>;
 
 class TransferWorker {
  public:
-  // All references must outlive the worker.
-  TransferWorker(ExpertCache& cache, const ExpertBytesSource& source, CopyLink& copier,
+  // All references must outlive the worker. `table` (its eviction rule and staging
+  // slots set) describes `slab`'s slots, a chunk per ExpertBytesSource::kChunks.
+  TransferWorker(SlotSlab& slab, SlotTable table, const ExpertBytesSource& source, CopyLink& copier,
                  OffloadMetrics& metrics, TransferMode mode, TransferOptions options = {});
   ~TransferWorker();
   TransferWorker(const TransferWorker&) = delete;
@@ -169,6 +172,15 @@ class TransferWorker {
 
   static constexpr size_t kMaxInFlight = 16;  // issued, not yet complete
 
+  // The slot table as it is now (a copy, taken under the lock).
+  SlotTable snapshot() const;
+  int residentCount(int layer) const;  // LOADING + READY slots of the layer (staging not counted)
+  // Fixed for the worker's life.
+  const SlotSlab& slab() const { return slab_; }
+  int slotCount() const { return slab_.slotCount(); }
+  int stagingCount() const { return staging_count_; }
+  int layerShare() const { return layer_share_; }  // (slots - staging) / layers, at least 1
+
   size_t queuedHigh() const;
   size_t queuedLow() const;
   size_t queuedLow(int layer) const;
@@ -193,7 +205,7 @@ class TransferWorker {
   void run();
   void runLocked(std::unique_lock<std::mutex>& lock);  // the worker's loop; throws what a copy throws
 
-  ExpertCache& cache_;
+  SlotSlab& slab_;
   const ExpertBytesSource& source_;
   CopyLink& copier_;
   SlotFence* fence_ = nullptr;
@@ -201,9 +213,11 @@ class TransferWorker {
   const TransferMode mode_;
   const TransferOptions options_;
 
-  // Guarded by cache_.mutex(), the one lock of the slot state: the queues below
-  // and table_ (each slot's state and its copies queued or in flight).
-  SlotTable& table_;
+  // The one lock of the slot state. It guards table_ (each slot's state and its
+  // copies queued or in flight) and everything below it.
+  mutable std::mutex mutex_;
+  SlotTable table_;
+  const int staging_count_, layer_share_;
   std::condition_variable work_cv_, ready_cv_;
   std::deque<ChunkTask> high_, low_;
   struct InFlight {

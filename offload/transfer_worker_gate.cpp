@@ -43,7 +43,7 @@ ExecutionOrder TransferWorker::pushPrecise(int layer, std::span<const int> exper
                                            const MissPolicy& on_miss) {
   ExecutionOrder order;
   {
-    std::lock_guard<std::mutex> lock(cache_.mutex());
+    std::lock_guard<std::mutex> lock(mutex_);
     table_.setComputingLayer(layer);
     table_.countGate(layer, experts);
     // The chosen experts already cached are pinned before any miss takes a slot:
@@ -174,7 +174,7 @@ void TransferWorker::stageLocked(size_t k) {
 
 void TransferWorker::beginCompute(int layer, int expert) {
   {
-    std::unique_lock<std::mutex> lock(cache_.mutex());
+    std::unique_lock<std::mutex> lock(mutex_);
     if (layer != stream_layer_ || expert < 0 || expert >= static_cast<int>(order_position_.size())) return;
     const int position = order_position_[expert];
     const size_t staging = static_cast<size_t>(table_.stagingCount());
@@ -215,7 +215,7 @@ void TransferWorker::clearStreamLocked() {
 }
 
 void TransferWorker::release(int layer) {
-  std::unique_lock<std::mutex> lock(cache_.mutex());
+  std::unique_lock<std::mutex> lock(mutex_);
   if (fence_) fence_->readsQueued();  // the layer's slots become evictable
   if (layer == stream_layer_) {
     waitLocked(lock, [&] {

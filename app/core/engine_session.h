@@ -114,7 +114,7 @@ class EngineSession {
   // Thread-safe; all zeros for the resident policy.
   OffloadSnapshot offloadSnapshot() const { return offload().snapshot(); }
   // Cache slots in use (0 for resident), counted in the cache itself.
-  int cacheSlots() const { return offload().cache() ? offload().cache()->slotCount() : 0; }
+  int cacheSlots() const { return offload().worker() ? offload().worker()->slotCount() : 0; }
   // The plan this session was built from, and the device it was resolved against
   // (on a GPU, its free memory before the model loaded).
   const LoadPlan& plan() const { return plan_; }

@@ -11,8 +11,8 @@
 #include "app/core/model_shape.h"
 #include "inference/backend_factory.h"
 #include "inference/tokenizer/tokenizer.h"
-#include "offload/expert_cache.h"
 #include "offload/learned_predictor.h"
+#include "offload/transfer_worker.h"
 
 namespace moe {
 
@@ -258,14 +258,15 @@ ExpertResidency LocalChatEngine::residency() const {
   if (!session_) return r;
   r.n_layer = n_layer_;
   r.n_expert = n_expert_;
-  const ExpertCache* cache = session_->offload().cache();
-  if (!cache) {  // resident: every expert is where the model file maps it
+  const TransferWorker* worker = session_->offload().worker();
+  if (!worker) {  // resident: every expert is where the model file maps it
     r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kReady);
     return r;
   }
   r.state.assign(static_cast<size_t>(n_layer_) * n_expert_, ExpertPlace::kAbsent);
-  for (int i = 0; i < cache->slotCount(); ++i) {
-    const SlotInfo s = cache->info(i);
+  const SlotTable table = worker->snapshot();
+  for (int i = 0; i < table.slotCount(); ++i) {
+    const SlotInfo& s = table.at(i);
     if (s.state == SlotState::kEmpty || s.layer < 0 || s.layer >= n_layer_ || s.expert < 0 ||
         s.expert >= n_expert_)
       continue;

@@ -6,7 +6,7 @@
 // - by ticket (the CopyLink interface the transfer worker uses): copyAsync()
 //   returns a ticket with its own event; the worker polls it (copyDone) or waits
 //   on it (waitCopy), off the critical path, and marks the chunk done in the
-//   ExpertCache afterwards. copy() is copyAsync + waitCopy.
+//   slot table afterwards. copy() is copyAsync + waitCopy.
 // - by range: the compute side calls streamWaitFor(compute stream, slot range)
 //   before its first kernel that reads the slot: the compute stream (not the
 //   host) waits on the newest copy event into that range, via cudaStreamWaitEvent.
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "offload/copy_link.h"
-#include "offload/expert_cache.h"
+#include "offload/slot_slab.h"
 
 namespace moe {
 
@@ -88,9 +88,8 @@ class CudaCopyLink final : public CopyLink {
 };
 
 // The compute stream waits for every copy into `slot` of `cache` (a slab from CudaSlotMemory).
-inline bool streamWaitForSlot(CudaCopyLink& engine, cudaStream_t compute, const ExpertCache& cache,
-                              int slot) {
-  return engine.streamWaitFor(compute, cache.slotData(slot), cache.slotBytes());
+inline bool streamWaitForSlot(CudaCopyLink& engine, cudaStream_t compute, const SlotSlab& slab, int slot) {
+  return engine.streamWaitFor(compute, slab.slotData(slot), slab.slotBytes());
 }
 
 // Pinned host -> device bandwidth in GB/s (1e9 bytes/s), timed with CUDA events over

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "offload/expert_cache.h"
+#include "offload/slot_slab.h"
 
 namespace moe {
 

@@ -74,17 +74,17 @@ void checkSourceRow(const SourceRow& row) {
   const auto& c = f.model->config();
   HostExpertStore store(*f.model);
   const int n_slots = cache_slots < 0 ? c.n_layer * c.n_expert : cache_slots;
-  ExpertCache cache(n_slots, store.expertBytes(), c.n_layer);
+  SlotSlab slab(n_slots, store.expertBytes());
   HostCopyLink link;
   OffloadMetrics metrics;
-  TransferWorker worker(cache, store, link, metrics, TransferMode::kThreaded,
-                        TransferOptions{chunking, preemption, reordering});
+  TransferWorker worker(slab, SlotTable(n_slots, c.n_layer, ExpertBytesSource::kChunks), store, link, metrics,
+                        TransferMode::kThreaded, TransferOptions{chunking, preemption, reordering});
   SkipGatePredictor skip_gate(*f.model);
   ProactiveParts parts;
   parts.prefetch.predictor = predict ? &skip_gate : nullptr;  // none: reactive
-  CachedExpertSource source(store, cache, worker, metrics, c.n_expert_used,
-                            std::make_unique<ProactivePolicy>(
-                                PolicyContext{store, cache, worker, metrics, c.n_expert_used}, parts));
+  CachedExpertSource source(
+      store, worker, metrics, c.n_expert_used,
+      std::make_unique<ProactivePolicy>(PolicyContext{store, worker, metrics, c.n_expert_used}, parts));
 
   const auto got = run(f, source);
   ASSERT_TRUE(got == expected);  // bit-identical
@@ -173,7 +173,7 @@ void checkEngineRow(const EngineRow& row) {
   ASSERT_EQ(m.ready_hits + m.inflight_hits + m.misses, m.expert_uses);
   ASSERT_TRUE(m.unavailable + m.cpu_computed + m.streamed <= m.misses);
   ASSERT_EQ(engine.cachedSource()->hostComputed(), m.unavailable + m.cpu_computed);
-  if (engine.cache()->stagingCount() > 0) {  // staging always streams
+  if (engine.worker()->stagingCount() > 0) {  // staging always streams
     ASSERT_EQ(m.unavailable, uint64_t(0));
   }
   if (oc.policy == OffloadPolicy::kStatic) {

@@ -28,7 +28,6 @@
 
 #include "offload/cached_expert_source.h"
 #include "offload/copy_link.h"
-#include "offload/expert_cache.h"
 #include "offload/host_expert_store.h"
 #include "offload/offload_engine.h"
 #include "offload/transfer_worker.h"
@@ -61,10 +60,12 @@ std::vector<int> v(std::initializer_list<int> l) { return std::vector<int>(l); }
 
 struct Rig {
   Rig(int n_slots, int layers, int experts, int staging = 0)
-      : source(layers, experts), cache(n_slots, FakeSource::kExpertBytes, layers) {
-    cache.setStagingCount(staging);
+      : source(layers, experts), slab(n_slots, FakeSource::kExpertBytes) {
+    SlotTable table(n_slots, layers, ExpertBytesSource::kChunks);
+    table.setStagingCount(staging);
     copier.hold();
-    worker = std::make_unique<TransferWorker>(cache, source, copier, metrics, TransferMode::kThreaded);
+    worker = std::make_unique<TransferWorker>(slab, std::move(table), source, copier, metrics,
+                                              TransferMode::kThreaded);
   }
   ~Rig() {
     copier.resume();
@@ -74,22 +75,22 @@ struct Rig {
   std::vector<std::pair<int, size_t>> stream() const {
     std::vector<std::pair<int, size_t>> out;
     for (const void* dst : copier.inFlight()) {
-      const size_t at = size_t(static_cast<const uint8_t*>(dst) - cache.slotData(0));
-      out.push_back({int(at / cache.slotBytes()), at % cache.slotBytes()});
+      const size_t at = size_t(static_cast<const uint8_t*>(dst) - slab.slotData(0));
+      out.push_back({int(at / slab.slotBytes()), at % slab.slotBytes()});
     }
     return out;
   }
   bool holds(int layer, int expert) const {
-    const int slot = cache.find(layer, expert);
+    const int slot = worker->snapshot().find(layer, expert);
     if (slot < 0) return false;
     for (int c = 0; c < ExpertBytesSource::kChunks; ++c)
-      if (std::memcmp(cache.slotData(slot) + source.chunkOffset(c),
+      if (std::memcmp(slab.slotData(slot) + source.chunkOffset(c),
                       source.expertData(layer, expert) + source.chunkOffset(c), source.chunkBytes(c)))
         return false;
     return true;
   }
   FakeSource source;
-  ExpertCache cache;
+  SlotSlab slab;
   AsyncHostCopyLink copier;
   OffloadMetrics metrics;
   std::unique_ptr<TransferWorker> worker;
@@ -207,17 +208,17 @@ TEST(OffloadAsync, gateChunksGoOutBackToBack) {
   waitUntil([&] { return r.copier.queued() == uint64_t(6); }, kWaitMs);
   ASSERT_EQ(r.copier.queued(), uint64_t(6));
   ASSERT_EQ(r.copier.copies(), uint64_t(0));  // six in flight, none complete
-  const int s0 = r.cache.find(1, 0), s1 = r.cache.find(1, 1);
+  const int s0 = r.worker->snapshot().find(1, 0), s1 = r.worker->snapshot().find(1, 1);
   const std::vector<std::pair<int, size_t>> want = {{s0, 0}, {s0, 256}, {s0, 512},
                                                     {s1, 0}, {s1, 256}, {s1, 512}};
   ASSERT_EQ(r.stream(), want);
-  ASSERT_EQ(r.cache.info(s0).state, SlotState::kLoading);
-  ASSERT_EQ(r.cache.info(s0).chunks_done, 0);
+  ASSERT_EQ(r.worker->snapshot().at(s0).state, SlotState::kLoading);
+  ASSERT_EQ(r.worker->snapshot().at(s0).chunks_done, 0);
 
   r.copier.release(2);  // expert 0's first two chunks land: still LOADING, 2 done
-  waitUntil([&] { return r.cache.info(s0).chunks_done == 2; }, kWaitMs);
-  ASSERT_EQ(r.cache.info(s0).chunks_done, 2);
-  ASSERT_EQ(r.cache.info(s0).state, SlotState::kLoading);
+  waitUntil([&] { return r.worker->snapshot().at(s0).chunks_done == 2; }, kWaitMs);
+  ASSERT_EQ(r.worker->snapshot().at(s0).chunks_done, 2);
+  ASSERT_EQ(r.worker->snapshot().at(s0).state, SlotState::kLoading);
   r.copier.resume();
   r.worker->waitIdle();
   ASSERT_TRUE(r.holds(1, 0));
@@ -230,7 +231,7 @@ TEST(OffloadAsync, lowChunkGoesAloneAndPreciseWaitsAtMostOneChunk) {
   r.worker->pushPredicted(2, v({5}));
   waitUntil([&] { return r.copier.queued() == uint64_t(1); }, kWaitMs);
   ASSERT_EQ(r.copier.queued(), uint64_t(1));
-  const int low = r.cache.find(2, 5);
+  const int low = r.worker->snapshot().find(2, 5);
   ASSERT_EQ(r.stream(), (std::vector<std::pair<int, size_t>>{{low, 0}}));
   ASSERT_EQ(r.worker->queuedLow(), size_t(2));  // its other chunks wait: the stream is not empty
 
@@ -240,7 +241,7 @@ TEST(OffloadAsync, lowChunkGoesAloneAndPreciseWaitsAtMostOneChunk) {
   ASSERT_EQ(r.copier.copies(), uint64_t(1));
   waitUntil([&] { return r.copier.queued() == uint64_t(4); }, kWaitMs);
   ASSERT_EQ(r.copier.queued(), uint64_t(4));
-  const int high = r.cache.find(1, 0);
+  const int high = r.worker->snapshot().find(1, 0);
   ASSERT_EQ(r.stream(), (std::vector<std::pair<int, size_t>>{{high, 0}, {high, 256}, {high, 512}}));
   ASSERT_EQ(r.worker->queuedLow(), size_t(2));  // no low chunk joined them
 
@@ -250,7 +251,7 @@ TEST(OffloadAsync, lowChunkGoesAloneAndPreciseWaitsAtMostOneChunk) {
   waitUntil([&] { return r.copier.queued() == uint64_t(5); }, kWaitMs);
   ASSERT_EQ(r.copier.queued(), uint64_t(5));
   ASSERT_EQ(r.stream(), (std::vector<std::pair<int, size_t>>{{low, 256}}));
-  ASSERT_EQ(r.cache.info(high).state, SlotState::kReady);
+  ASSERT_EQ(r.worker->snapshot().at(high).state, SlotState::kReady);
   r.copier.resume();
   r.worker->waitIdle();
   ASSERT_TRUE(r.holds(2, 5));
@@ -263,27 +264,28 @@ TEST(OffloadAsync, droppedPredictionFreedWhenItsChunkLands) {
   ASSERT_EQ(r.copier.queued(), uint64_t(1));
   r.worker->pushPrecise(1, v({0}));  // expert 2 not chosen: dropped while its chunk is in flight
   ASSERT_EQ(r.metrics.snapshot().chunks_dropped, uint64_t(2));
-  ASSERT_TRUE(r.cache.find(1, 2) >= 0);  // its chunk still writes into the slot: not free yet
+  ASSERT_TRUE(r.worker->snapshot().find(1, 2) >= 0);  // its chunk still writes into the slot: not free yet
   r.copier.release(1);
-  waitUntil([&] { return r.cache.find(1, 2) == -1; }, kWaitMs);
-  ASSERT_EQ(r.cache.find(1, 2), -1);
+  waitUntil([&] { return r.worker->snapshot().find(1, 2) == -1; }, kWaitMs);
+  ASSERT_EQ(r.worker->snapshot().find(1, 2), -1);
   r.copier.resume();
   r.worker->waitIdle();
   ASSERT_TRUE(r.holds(1, 0));
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker->snapshot().countState(SlotState::kLoading), 0);
 }
 
 TEST(OffloadAsync, computeWaitsOnTheDeviceNotForReady) {
   auto spec = synth::tinySpec("qwen3moe");
   EngineFixture f(spec);
   HostExpertStore store(*f.model);
-  ExpertCache cache(8, store.expertBytes(), f.model->config().n_layer);
+  SlotSlab slab(8, store.expertBytes());
   AsyncHostCopyLink copier;
   copier.hold();
   OffloadMetrics metrics;
-  TransferWorker worker(cache, store, copier, metrics, TransferMode::kThreaded);
+  TransferWorker worker(slab, SlotTable(8, f.model->config().n_layer, ExpertBytesSource::kChunks), store,
+                        copier, metrics, TransferMode::kThreaded);
   ResumeOnExit resume{copier};
-  CachedExpertSource source(store, cache, worker, metrics, f.model->config().n_expert_used, nullptr);
+  CachedExpertSource source(store, worker, metrics, f.model->config().n_expert_used, nullptr);
   RecordingCopyWait device(copier);
   source.setCopyWait(&device);
 
@@ -294,10 +296,11 @@ TEST(OffloadAsync, computeWaitsOnTheDeviceNotForReady) {
   ASSERT_EQ(copier.copies(), uint64_t(0));
   ASSERT_EQ(int(device.waits.size()), 2);
   for (size_t i = 0; i < refs.size(); ++i) {
-    const int slot = cache.find(layer, refs[i].expert);
-    ASSERT_EQ(device.waits[i].dst, static_cast<const void*>(cache.slotData(slot)));
+    const SlotTable table = worker.snapshot();
+    const int slot = table.find(layer, refs[i].expert);
+    ASSERT_EQ(device.waits[i].dst, static_cast<const void*>(slab.slotData(slot)));
     ASSERT_EQ(device.waits[i].copies_queued, 3);  // all three chunks issued, none landed
-    ASSERT_EQ(cache.info(slot).state, SlotState::kLoading);
+    ASSERT_EQ(table.at(slot).state, SlotState::kLoading);
   }
   ASSERT_EQ(metrics.snapshot().device_waits, uint64_t(2));
   source.release(layer);
@@ -319,17 +322,18 @@ TEST(OffloadAsync, asyncPredictionDropsLateResultsAndReplacesWaitingRequests) {
   spec.n_layer = 6;
   EngineFixture f(spec);
   HostExpertStore store(*f.model);
-  ExpertCache cache(32, store.expertBytes(), spec.n_layer);
+  SlotSlab slab(32, store.expertBytes());
   HostCopyLink copier;
   OffloadMetrics metrics;
-  TransferWorker worker(cache, store, copier, metrics, TransferMode::kManual);
+  TransferWorker worker(slab, SlotTable(32, spec.n_layer, ExpertBytesSource::kChunks), store, copier, metrics,
+                        TransferMode::kManual);
   GatedPredictor gated;
   ProactiveParts parts;
   parts.prefetch = {&gated, /*stride=*/2, /*budget=*/0, /*async=*/true};
   const int k = f.model->config().n_expert_used;
   CachedExpertSource source(
-      store, cache, worker, metrics, k,
-      std::make_unique<ProactivePolicy>(PolicyContext{store, cache, worker, metrics, k}, parts));
+      store, worker, metrics, k,
+      std::make_unique<ProactivePolicy>(PolicyContext{store, worker, metrics, k}, parts));
   struct Opener {  // destroyed before the source: its prediction thread is never left blocked
     GatedPredictor& p;
     ~Opener() { p.let(100); }
@@ -375,16 +379,16 @@ TEST(OffloadAsync, stagingSlotReusedOnlyAfterItsCopyLands) {
   // The first streamed expert is computed once its copies are issued (none landed).
   r.worker->beginCompute(0, streamed[0]);
   ASSERT_TRUE(!r.worker->waitIssued(0, streamed[0]).ready);
-  const int recycled = r.cache.find(0, streamed[0]);
+  const int recycled = r.worker->snapshot().find(0, streamed[0]);
   // Computing the second hands the first one's staging slot to the third: that
   // waits for the first one's copy to land.
   auto second = std::async(std::launch::async, [&] { r.worker->beginCompute(0, streamed[1]); });
   // Not fatal: ending the case here would leave `second` blocked on the held copy.
-  EXPECT_EQ(r.cache.find(0, streamed[2]), -1);  // not staged while the slot's copy is held
-  r.copier.release(3 + 3);                      // the copied expert and the first streamed one land
+  EXPECT_EQ(r.worker->snapshot().find(0, streamed[2]), -1);  // not staged while the slot's copy is held
+  r.copier.release(3 + 3);  // the copied expert and the first streamed one land
   ASSERT_EQ(second.wait_for(std::chrono::milliseconds(kWaitMs)), std::future_status::ready);
   second.get();
-  ASSERT_EQ(r.cache.find(0, streamed[2]), recycled);
+  ASSERT_EQ(r.worker->snapshot().find(0, streamed[2]), recycled);
   waitUntil([&] { return r.copier.queued() == uint64_t(12); }, kWaitMs);
   ASSERT_EQ(r.copier.queued(), uint64_t(12));
 
@@ -396,9 +400,9 @@ TEST(OffloadAsync, stagingSlotReusedOnlyAfterItsCopyLands) {
   ASSERT_TRUE(std::find(log.begin() + 9, overwrite, -1) != overwrite);
   r.copier.resume();
   r.worker->release(0);  // waits for the streamed copies still in flight, then frees the staging slots
-  ASSERT_EQ(r.cache.find(0, streamed[2]), -1);
+  ASSERT_EQ(r.worker->snapshot().find(0, streamed[2]), -1);
   r.worker->waitIdle();
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker->snapshot().countState(SlotState::kLoading), 0);
 }
 
 TEST(OffloadAsync, generationBitIdenticalWithAsyncCopies) {

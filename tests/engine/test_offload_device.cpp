@@ -109,8 +109,8 @@ class HostTestDevice final : public OffloadDevice {
 // moment a GPU would queue the expert's kernels).
 class ReadLoggingSource final : public ExpertSource {
  public:
-  ReadLoggingSource(ExpertSource& inner, const ExpertCache& cache, EventLog& log)
-      : inner_(inner), cache_(cache), log_(log) {}
+  ReadLoggingSource(ExpertSource& inner, const SlotSlab& slab, EventLog& log)
+      : inner_(inner), slab_(slab), log_(log) {}
   void onLayerInput(int layer, std::span<const float> hidden, int n) override {
     inner_.onLayerInput(layer, hidden, n);
   }
@@ -121,15 +121,15 @@ class ReadLoggingSource final : public ExpertSource {
   void waitFor(int layer, const ExpertRef& ref) override {
     inner_.waitFor(layer, ref);
     const auto* p = static_cast<const uint8_t*>(ref.weights.gate.data);
-    const uint8_t* slab = cache_.slotData(0);
-    const size_t span = cache_.slotBytes() * size_t(cache_.slotCount());
-    if (p >= slab && p < slab + span) log_.add({Event::kRead, int(size_t(p - slab) / cache_.slotBytes())});
+    const uint8_t* slab = slab_.slotData(0);
+    const size_t span = slab_.slotBytes() * size_t(slab_.slotCount());
+    if (p >= slab && p < slab + span) log_.add({Event::kRead, int(size_t(p - slab) / slab_.slotBytes())});
   }
   void release(int layer) override { inner_.release(layer); }
 
  private:
   ExpertSource& inner_;
-  const ExpertCache& cache_;
+  const SlotSlab& slab_;
   EventLog& log_;
 };
 
@@ -204,12 +204,13 @@ TEST(OffloadDevice, engineUsesTheDeviceAndFencesEveryOverwrite) {
       OffloadConfig oc = plain;
       oc.device = device;
       OffloadEngine engine(*f.model, *f.backend, oc);
-      ReadLoggingSource logged(engine.source(), *engine.cache(), device->log);
+      ReadLoggingSource logged(engine.source(), engine.worker()->slab(), device->log);
       const auto got = runPromptAndDecode(f, logged, engine);
       ASSERT_TRUE(got == want) << what;
 
       ASSERT_EQ(device->allocator->bytes_, engine.store()->totalBytes());
-      ASSERT_EQ(device->slab_bytes, engine.cache()->slotBytes() * size_t(engine.cache()->slotCount()));
+      ASSERT_EQ(device->slab_bytes,
+                engine.worker()->slab().slotBytes() * size_t(engine.worker()->slotCount()));
       const auto snap = engine.snapshot();
       ASSERT_EQ(device->copier.bytesCopied(), snap.bytes_h2d);
       ASSERT_DOUBLE_EQ(snap.link_bytes_per_second, 12.5e9);

@@ -130,7 +130,7 @@ TEST(OffloadPolicies, staticHoldsThePromptsMostUsedExperts) {
   oc.cache_slots = 12;
   oc.mode = TransferMode::kManual;
   OffloadEngine engine(*f.model, *f.backend, oc);
-  ASSERT_EQ(engine.cache()->stagingCount(), 2);
+  ASSERT_EQ(engine.worker()->stagingCount(), 2);
 
   std::vector<uint64_t> uses(size_t(c.n_layer) * c.n_expert, 0);
   OffloadSnapshot after_pin;
@@ -153,8 +153,9 @@ TEST(OffloadPolicies, staticHoldsThePromptsMostUsedExperts) {
     if (i == 0) {
       ASSERT_TRUE(static_policy->pinned());
       after_pin = engine.snapshot();
-      for (int s = 0; s < engine.cache()->slotCount(); ++s)
-        if (SlotInfo info = engine.cache()->info(s); info.held) held.push_back({info.layer, info.expert});
+      const SlotTable table = engine.worker()->snapshot();
+      for (int s = 0; s < table.slotCount(); ++s)
+        if (const SlotInfo& info = table.at(s); info.held) held.push_back({info.layer, info.expert});
     }
   }
   ASSERT_TRUE(all == expected);
@@ -172,10 +173,11 @@ TEST(OffloadPolicies, staticHoldsThePromptsMostUsedExperts) {
 
   // Still held, READY and unmoved at the end; every decode miss since was streamed.
   for (const auto& [layer, expert] : want) {
-    const int slot = engine.cache()->find(layer, expert);
+    const SlotTable table = engine.worker()->snapshot();
+    const int slot = table.find(layer, expert);
     ASSERT_TRUE(slot >= 0);
-    ASSERT_TRUE(engine.cache()->info(slot).held);
-    ASSERT_EQ(engine.cache()->info(slot).state, SlotState::kReady);
+    ASSERT_TRUE(table.at(slot).held);
+    ASSERT_EQ(table.at(slot).state, SlotState::kReady);
   }
   const OffloadSnapshot end = engine.snapshot();
   const uint64_t misses = end.misses - after_pin.misses, streamed = end.streamed - after_pin.streamed;

@@ -1,4 +1,4 @@
-// Offload scheduling (ExpertCache + TransferWorker + HostCopyLink), all in
+// Offload scheduling (SlotSlab + TransferWorker + HostCopyLink), all in
 // MANUAL mode but one: outcomes are checked by event order and byte counts,
 // never by time.
 #include <gtest/gtest.h>
@@ -12,7 +12,6 @@
 
 #include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
-#include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
 #include "support/fake_expert_bytes.h"
@@ -49,10 +48,11 @@ struct Rig {
   Rig(int n_slots, int layers, int experts, TransferOptions opt = {},
       TransferMode mode = TransferMode::kManual)
       : source(layers, experts),
-        cache(n_slots, FakeSource::kExpertBytes, layers),
-        worker(cache, source, copier, metrics, mode, opt) {}
+        slab(n_slots, FakeSource::kExpertBytes),
+        worker(slab, SlotTable(n_slots, layers, ExpertBytesSource::kChunks), source, copier, metrics, mode,
+               opt) {}
   FakeSource source;
-  ExpertCache cache;
+  SlotSlab slab;
   HookedCopyLink copier;
   OffloadMetrics metrics;
   TransferWorker worker;
@@ -64,11 +64,12 @@ struct Rig {
   }
   // The expert's chunks in its slot equal the source's.
   bool chunksMatch(int layer, int expert) const {
-    int slot = cache.find(layer, expert);
-    if (slot < 0 || cache.info(slot).state != SlotState::kReady) return false;
+    const SlotTable table = worker.snapshot();
+    const int slot = table.find(layer, expert);
+    if (slot < 0 || table.at(slot).state != SlotState::kReady) return false;
     for (int c = 0; c < ExpertBytesSource::kChunks; ++c) {
       size_t off = source.chunkOffset(c);
-      if (std::memcmp(cache.slotData(slot) + off, source.expertData(layer, expert) + off,
+      if (std::memcmp(slab.slotData(slot) + off, source.expertData(layer, expert) + off,
                       source.chunkBytes(c)))
         return false;
     }
@@ -118,7 +119,7 @@ TEST(OffloadScheduling, highPushedDuringLowChunkWaitsForAtMostThatChunk) {
   ASSERT_EQ(first.priority, Priority::kLow);
   ASSERT_EQ(first.task.layer, 1);
   ASSERT_EQ(first.bytes, FakeSource::kChunkBytes[0]);  // the started chunk completed
-  ASSERT_EQ(r.cache.info(r.cache.find(1, 0)).chunks_done, 1);
+  ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 0)).chunks_done, 1);
   auto steps = r.drain();
   ASSERT_EQ(steps.size(), size_t(3 + 8));
   for (int i = 0; i < 3; ++i) {
@@ -145,8 +146,8 @@ TEST(OffloadScheduling, earlyPreemptionDropsExactlyThisLayersLowChunks) {
   ASSERT_EQ(r.worker.queuedLow(1), size_t(0));
   ASSERT_EQ(r.worker.queuedLow(2), size_t(6));  // other layers untouched
   ASSERT_EQ(r.worker.queuedHigh(), size_t(2 + 3));
-  ASSERT_EQ(r.cache.find(1, 1), -1);  // dropped experts' slots freed, not left LOADING
-  ASSERT_EQ(r.cache.find(1, 2), -1);
+  ASSERT_EQ(r.worker.snapshot().find(1, 1), -1);  // dropped experts' slots freed, not left LOADING
+  ASSERT_EQ(r.worker.snapshot().find(1, 2), -1);
   auto steps = r.drain();
   ASSERT_EQ(steps.size(), size_t(5 + 6));
   ASSERT_EQ(steps[0].task.expert, 0);
@@ -154,7 +155,7 @@ TEST(OffloadScheduling, earlyPreemptionDropsExactlyThisLayersLowChunks) {
   ASSERT_EQ(steps[1].task.chunk, 2);
   for (int i = 2; i < 5; ++i) ASSERT_EQ(steps[i].task.expert, 3);
   for (int i = 5; i < 11; ++i) ASSERT_EQ(steps[i].task.layer, 2);
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kLoading), 0);
   ASSERT_TRUE(r.chunksMatch(1, 0));
   ASSERT_TRUE(r.chunksMatch(1, 3));
   ASSERT_TRUE(r.chunksMatch(2, 0));
@@ -173,11 +174,11 @@ TEST(OffloadScheduling, preemptedExpertInProgressIsFreedAfterItsChunk) {
   StepResult s = r.worker.step();
   ASSERT_TRUE(s.discarded);
   ASSERT_EQ(r.metrics.snapshot().chunks_dropped, uint64_t(2));
-  ASSERT_EQ(r.cache.find(1, 1), -1);
+  ASSERT_EQ(r.worker.snapshot().find(1, 1), -1);
   auto steps = r.drain();
   ASSERT_EQ(steps.size(), size_t(3));
   ASSERT_TRUE(r.chunksMatch(1, 0));
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kLoading), 0);
 }
 
 TEST(OffloadScheduling, withoutEarlyPreemptionNothingIsDropped) {
@@ -191,7 +192,7 @@ TEST(OffloadScheduling, withoutEarlyPreemptionNothingIsDropped) {
   ASSERT_EQ(r.worker.queuedHigh(), size_t(3));
   ASSERT_EQ(r.metrics.snapshot().chunks_dropped, uint64_t(0));
   r.drain();
-  ASSERT_EQ(r.cache.countState(SlotState::kReady), 3);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kReady), 3);
 }
 
 TEST(OffloadScheduling, reorderingReadyThenInFlightThenNotStarted) {
@@ -204,7 +205,7 @@ TEST(OffloadScheduling, reorderingReadyThenInFlightThenNotStarted) {
     r.worker.pushPredicted(1, v({5}));
     r.worker.step();                    // expert 5: 1 chunk
     r.worker.pushPredicted(1, v({6}));  // expert 6: queued, not started; expert 7 absent
-    ASSERT_EQ(r.cache.info(r.cache.find(1, 5)).chunks_done, 1);
+    ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 5)).chunks_done, 1);
     auto chosen = v({7, 6, 5, 0});
     ExecutionOrder order = r.worker.pushPrecise(1, chosen);
     ASSERT_EQ(order.size(), size_t(4));
@@ -246,8 +247,8 @@ TEST(OffloadScheduling, inFlightOrderedByChunksDone) {
   r.worker.step();
   r.worker.step();  // expert 2 (high): 2 chunks
   r.worker.release(1);
-  ASSERT_EQ(r.cache.info(r.cache.find(1, 1)).chunks_done, 1);
-  ASSERT_EQ(r.cache.info(r.cache.find(1, 2)).chunks_done, 2);
+  ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 1)).chunks_done, 1);
+  ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 2)).chunks_done, 2);
   auto chosen = v({0, 1, 2});
   ExecutionOrder order = r.worker.pushPrecise(1, chosen);
   ASSERT_EQ(order[0].expert, 2);  // in flight, 2 chunks
@@ -265,36 +266,36 @@ TEST(OffloadScheduling, loadingAndComputingSlotsAreNeverEvicted) {
   r.worker.pushPredicted(0, v({0, 1}));
   r.drain();
   r.worker.pushPredicted(1, v({0, 1}));  // LOADING, not stepped
-  ASSERT_EQ(r.cache.countState(SlotState::kReady), 2);
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 2);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kReady), 2);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kLoading), 2);
   auto chosen = v({0, 1});
   r.worker.pushPrecise(0, chosen);  // layer 0 computing, its slots pinned
   r.worker.pushPredicted(1, v({2, 3}));
   ASSERT_EQ(r.metrics.snapshot().prefetch_skipped, uint64_t(2));
-  ASSERT_EQ(r.cache.evictions(), uint64_t(0));
-  ASSERT_EQ(r.cache.find(1, 2), -1);
-  ASSERT_EQ(r.cache.find(1, 3), -1);
+  ASSERT_EQ(r.worker.snapshot().evictions(), uint64_t(0));
+  ASSERT_EQ(r.worker.snapshot().find(1, 2), -1);
+  ASSERT_EQ(r.worker.snapshot().find(1, 3), -1);
   ASSERT_TRUE(r.chunksMatch(0, 0));
   ASSERT_TRUE(r.chunksMatch(0, 1));
-  ASSERT_EQ(r.cache.info(r.cache.find(1, 0)).state, SlotState::kLoading);
-  ASSERT_EQ(r.cache.info(r.cache.find(1, 1)).state, SlotState::kLoading);
+  ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 0)).state, SlotState::kLoading);
+  ASSERT_EQ(r.worker.snapshot().at(r.worker.snapshot().find(1, 1)).state, SlotState::kLoading);
   ASSERT_EQ(r.worker.queuedLow(), size_t(6));
   // Computing layer alone (no pins) also protects.
   r.worker.release(0);
-  r.cache.setComputingLayer(0);
+  r.worker.pushPrecise(0, std::vector<int>{});
   r.worker.pushPredicted(1, v({2}));
-  ASSERT_EQ(r.cache.find(1, 2), -1);
-  ASSERT_EQ(r.cache.evictions(), uint64_t(0));
+  ASSERT_EQ(r.worker.snapshot().find(1, 2), -1);
+  ASSERT_EQ(r.worker.snapshot().evictions(), uint64_t(0));
   // Unprotected: the least-recently-used layer-0 slot goes (layer 1 holds its share but
   // has nothing evictable: all LOADING).
-  r.cache.setComputingLayer(-1);
+  r.worker.release(0);
   r.worker.pushPredicted(1, v({2}));
-  ASSERT_EQ(r.cache.evictions(), uint64_t(1));
-  ASSERT_EQ(r.cache.find(0, 0), -1);
-  ASSERT_TRUE(r.cache.find(0, 1) >= 0);
-  ASSERT_TRUE(r.cache.find(1, 2) >= 0);
+  ASSERT_EQ(r.worker.snapshot().evictions(), uint64_t(1));
+  ASSERT_EQ(r.worker.snapshot().find(0, 0), -1);
+  ASSERT_TRUE(r.worker.snapshot().find(0, 1) >= 0);
+  ASSERT_TRUE(r.worker.snapshot().find(1, 2) >= 0);
   r.drain();
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kLoading), 0);
   for (int e : {0, 1, 2}) ASSERT_TRUE(r.chunksMatch(1, e));
 }
 
@@ -305,19 +306,22 @@ TEST(OffloadScheduling, perLayerLruPrefersOwnLayerAtShare) {
   r.worker.pushPredicted(0, v({1}));
   r.drain();
   // Both layers' gates ran (a prefetch is kept until then), choosing nothing cached.
-  for (int layer : {0, 1}) r.cache.table().countGate(layer, std::vector<int>{});
+  for (int layer : {0, 1}) {
+    r.worker.pushPrecise(layer, std::vector<int>{});
+    r.worker.release(layer);
+  }
   // Layer 1 holds 2 = its share: its own LRU (1,0) goes although (0,0) is older.
   r.worker.pushPredicted(1, v({2}));
-  ASSERT_EQ(r.cache.find(1, 0), -1);
-  ASSERT_TRUE(r.cache.find(0, 0) >= 0);
+  ASSERT_EQ(r.worker.snapshot().find(1, 0), -1);
+  ASSERT_TRUE(r.worker.snapshot().find(0, 0) >= 0);
   r.drain();
   // Touch on use: (0,0) used now, so (0,1) is layer 0's LRU when layer 0 evicts.
   auto chosen = v({0});
   r.worker.pushPrecise(0, chosen);
   r.worker.release(0);
   r.worker.pushPredicted(0, v({2}));
-  ASSERT_EQ(r.cache.find(0, 1), -1);
-  ASSERT_TRUE(r.cache.find(0, 0) >= 0);
+  ASSERT_EQ(r.worker.snapshot().find(0, 1), -1);
+  ASSERT_TRUE(r.worker.snapshot().find(0, 0) >= 0);
 }
 
 TEST(OffloadScheduling, bytesCopiedEqualChunkSums) {
@@ -351,13 +355,13 @@ TEST(OffloadScheduling, withoutChunkingWholeExpertsAreCopied) {
   ASSERT_EQ(s.task.chunk, -1);
   ASSERT_EQ(s.bytes, FakeSource::kExpertBytes);
   ASSERT_TRUE(s.expert_ready);
-  int slot = r.cache.find(1, 0);
-  ASSERT_EQ(std::memcmp(r.cache.slotData(slot), r.source.expertData(1, 0), FakeSource::kExpertBytes), 0);
+  int slot = r.worker.snapshot().find(1, 0);
+  ASSERT_EQ(std::memcmp(r.slab.slotData(slot), r.source.expertData(1, 0), FakeSource::kExpertBytes), 0);
   // Preemption drops whole-expert tasks too, and leaves nothing LOADING.
   auto chosen = v({2});
   r.worker.pushPrecise(1, chosen);
   ASSERT_EQ(r.metrics.snapshot().chunks_dropped, uint64_t(1));
-  ASSERT_EQ(r.cache.find(1, 1), -1);
+  ASSERT_EQ(r.worker.snapshot().find(1, 1), -1);
   r.drain();
   ASSERT_TRUE(r.chunksMatch(1, 2));
   ASSERT_EQ(r.copier.bytesCopied(), uint64_t(2 * FakeSource::kExpertBytes));
@@ -382,7 +386,8 @@ TEST(OffloadScheduling, simulatedLinkVirtualTime) {
   // Through the worker: the link time of a layer's misses.
   Rig r(8, 4, 8);
   HostCopyLink timed(2.0e6);
-  TransferWorker w(r.cache, r.source, timed, r.metrics, TransferMode::kManual);
+  TransferWorker w(r.slab, SlotTable(8, 4, ExpertBytesSource::kChunks), r.source, timed, r.metrics,
+                   TransferMode::kManual);
   auto chosen = v({0, 1});
   w.pushPrecise(2, chosen);
   while (w.step().did_work) {
@@ -416,15 +421,15 @@ TEST(OffloadScheduling, threadedFinalState) {
     r.worker.release(l);
   }
   r.worker.waitIdle();
-  ASSERT_EQ(r.cache.countState(SlotState::kLoading), 0);
+  ASSERT_EQ(r.worker.snapshot().countState(SlotState::kLoading), 0);
   int ready = 0;
   for (int l = 0; l < layers; ++l)
     for (int e = 0; e < experts; ++e)
-      if (r.cache.find(l, e) >= 0) {
+      if (r.worker.snapshot().find(l, e) >= 0) {
         ASSERT_TRUE(r.chunksMatch(l, e));
         ++ready;
       }
-  ASSERT_EQ(ready, r.cache.countState(SlotState::kReady));
+  ASSERT_EQ(ready, r.worker.snapshot().countState(SlotState::kReady));
   ASSERT_TRUE(ready >= layers * 3);
   ASSERT_EQ(r.metrics.snapshot().expert_uses, uint64_t(layers * 3));
 }
@@ -444,9 +449,9 @@ TEST(OffloadScheduling, aGatesMissNeverReplacesAnExpertThatGateChose) {
   r.drain();
   r.worker.release(0);
   ASSERT_EQ(order.size(), size_t(2));
-  EXPECT_EQ(r.metrics.snapshot().misses, uint64_t(3));  // 0, 1, then 2 only
-  EXPECT_EQ(r.cache.evictions(), uint64_t(1));          // 1 made room for 2
+  EXPECT_EQ(r.metrics.snapshot().misses, uint64_t(3));      // 0, 1, then 2 only
+  EXPECT_EQ(r.worker.snapshot().evictions(), uint64_t(1));  // 1 made room for 2
   EXPECT_TRUE(r.chunksMatch(0, 0));
   EXPECT_TRUE(r.chunksMatch(0, 2));
-  EXPECT_LT(r.cache.find(0, 1), 0);
+  EXPECT_LT(r.worker.snapshot().find(0, 1), 0);
 }

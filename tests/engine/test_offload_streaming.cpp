@@ -1,5 +1,5 @@
 // Prefill streaming through staging slots, static holds and per-miss decisions
-// (TransferWorker + ExpertCache in MANUAL mode): checked by event order, slot
+// (TransferWorker + SlotSlab in MANUAL mode): checked by event order, slot
 // contents at compute time and byte counts, never by time.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,6 @@
 
 #include "offload/copy_link.h"
 #include "offload/expert_bytes_source.h"
-#include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
 #include "offload/transfer_worker.h"
 #include "support/fake_expert_bytes.h"
@@ -27,9 +26,9 @@ using FakeSource = test::FakeExpertBytes;
 class LoggingCopyLink final : public CopyLink {
  public:
   LoggingCopyLink(const FakeSource& src, std::vector<std::string>& log) : src_(src), log_(log) {}
-  void setCache(const ExpertCache* c) { cache_ = c; }
+  void setSlab(const SlotSlab* s) { slab_ = s; }
   void copy(void* dst, const void* src, size_t n) override {
-    const size_t slot = size_t(static_cast<uint8_t*>(dst) - cache_->slotData(0)) / cache_->slotBytes();
+    const size_t slot = size_t(static_cast<uint8_t*>(dst) - slab_->slotData(0)) / slab_->slotBytes();
     log_.push_back("copy " + src_.whose(src) + "->" + std::to_string(slot));
     inner_.copy(dst, src, n);
   }
@@ -40,20 +39,22 @@ class LoggingCopyLink final : public CopyLink {
  private:
   const FakeSource& src_;
   std::vector<std::string>& log_;
-  const ExpertCache* cache_ = nullptr;
+  const SlotSlab* slab_ = nullptr;
   HostCopyLink inner_;
 };
 
 struct Rig {
   Rig(int n_slots, int staging, int layers, int experts, TransferOptions opt = {})
-      : source(layers, experts), cache(n_slots, FakeSource::kExpertBytes, layers), copier(source, log) {
-    cache.setStagingCount(staging);
-    copier.setCache(&cache);
-    worker = std::make_unique<TransferWorker>(cache, source, copier, metrics, TransferMode::kManual, opt);
+      : source(layers, experts), slab(n_slots, FakeSource::kExpertBytes), copier(source, log) {
+    SlotTable table(n_slots, layers, ExpertBytesSource::kChunks);
+    table.setStagingCount(staging);
+    copier.setSlab(&slab);
+    worker = std::make_unique<TransferWorker>(slab, std::move(table), source, copier, metrics,
+                                              TransferMode::kManual, opt);
   }
   bool holds(int slot, int layer, int expert) const {
     for (int c = 0; c < ExpertBytesSource::kChunks; ++c)
-      if (std::memcmp(cache.slotData(slot) + source.chunkOffset(c),
+      if (std::memcmp(slab.slotData(slot) + source.chunkOffset(c),
                       source.expertData(layer, expert) + source.chunkOffset(c), source.chunkBytes(c)))
         return false;
     return true;
@@ -76,7 +77,7 @@ struct Rig {
   }
   std::vector<std::string> log;
   FakeSource source;
-  ExpertCache cache;
+  SlotSlab slab;
   LoggingCopyLink copier;
   OffloadMetrics metrics;
   std::unique_ptr<TransferWorker> worker;
@@ -104,7 +105,7 @@ std::vector<std::string> copiesOf(const std::string& expert, int slot) {
 // gate chooses 6: 2 get cache slots, 4 stream through staging slots 4 and 5.
 TEST(OffloadStreaming, prefillStreamsInExecutionOrderThroughStaging) {
   Rig r(6, 2, 2, 8);
-  ASSERT_EQ(r.cache.layerShare(), 2);
+  ASSERT_EQ(r.worker->layerShare(), 2);
   ASSERT_NO_FATAL_FAILURE(r.computeLayer(1, r.worker->pushPrecise(1, v({6, 7}))));
   r.log.clear();
 
@@ -119,7 +120,7 @@ TEST(OffloadStreaming, prefillStreamsInExecutionOrderThroughStaging) {
   }
   // Only the first two streamed experts are loading; 4 and 5 wait for a free staging slot.
   ASSERT_EQ(r.worker->queuedHigh(), size_t(4 * 3));
-  ASSERT_EQ(r.cache.find(0, 4), -1);
+  ASSERT_EQ(r.worker->snapshot().find(0, 4), -1);
 
   r.worker->beginCompute(0, 0);
   r.worker->waitReady(0, 0);
@@ -127,11 +128,11 @@ TEST(OffloadStreaming, prefillStreamsInExecutionOrderThroughStaging) {
   r.worker->waitReady(0, 1);
   r.worker->beginCompute(0, 2);
   r.worker->waitReady(0, 2);
-  ASSERT_EQ(r.cache.find(0, 4), -1);  // staging slot 4 still holds expert 2, being computed
+  ASSERT_EQ(r.worker->snapshot().find(0, 4), -1);  // staging slot 4 still holds expert 2, being computed
   // Expert 3 starts: 2 is done, so its staging slot takes 4, which copies while 3 computes.
   r.worker->beginCompute(0, 3);
-  ASSERT_EQ(r.cache.find(0, 4), 4);
-  ASSERT_EQ(r.cache.find(0, 2), -1);
+  ASSERT_EQ(r.worker->snapshot().find(0, 4), 4);
+  ASSERT_EQ(r.worker->snapshot().find(0, 2), -1);
   r.log.clear();
   r.worker->release(0);
 
@@ -161,10 +162,12 @@ TEST(OffloadStreaming, prefillStreamsInExecutionOrderThroughStaging) {
   // Every expert crossed exactly once (layer 1's two before); layer 1's experts were not evicted.
   ASSERT_EQ(s.metrics.snapshot().bytes_h2d, uint64_t((2 + 6) * FakeSource::kSum));
   ASSERT_EQ(s.metrics.snapshot().streamed, uint64_t(4));
-  ASSERT_TRUE(s.cache.find(1, 6) >= 0 && s.cache.find(1, 7) >= 0);
-  ASSERT_TRUE(s.cache.find(0, 0) >= 0 && s.cache.find(0, 1) >= 0);  // its share stays cached
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(s.cache.info(s.cache.stagingSlot(i)).state, SlotState::kEmpty);
-  ASSERT_EQ(s.cache.evictions(), uint64_t(0));
+  ASSERT_TRUE(s.worker->snapshot().find(1, 6) >= 0 && s.worker->snapshot().find(1, 7) >= 0);
+  ASSERT_TRUE(s.worker->snapshot().find(0, 0) >= 0 &&
+              s.worker->snapshot().find(0, 1) >= 0);  // its share stays cached
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(s.worker->snapshot().at(s.worker->snapshot().stagingSlot(i)).state, SlotState::kEmpty);
+  ASSERT_EQ(s.worker->snapshot().evictions(), uint64_t(0));
 }
 
 // Without streaming the same layer evicts the other layer's experts (LRU thrash)
@@ -176,8 +179,8 @@ TEST(OffloadStreaming, withoutStagingTheLayerThrashes) {
   int unavailable = 0;
   for (const auto& o : order) unavailable += o.residency == Residency::kUnavailable;
   ASSERT_EQ(unavailable, 2);
-  ASSERT_EQ(r.cache.find(1, 6), -1);  // evicted though layer 1 comes next
-  ASSERT_EQ(r.cache.find(1, 7), -1);
+  ASSERT_EQ(r.worker->snapshot().find(1, 6), -1);  // evicted though layer 1 comes next
+  ASSERT_EQ(r.worker->snapshot().find(1, 7), -1);
   ASSERT_NO_FATAL_FAILURE(r.computeLayer(0, order));
 }
 
@@ -206,16 +209,18 @@ TEST(OffloadStreaming, heldSlotsAreNeverEvicted) {
   ASSERT_TRUE(r.worker->hold(0, 1));
   ASSERT_TRUE(r.worker->hold(2, 5));
   r.worker->waitIdle();
-  ASSERT_EQ(r.cache.heldCount(), 2);
+  ASSERT_EQ(r.worker->snapshot().heldCount(), 2);
   // Far more experts than the two free slots, across every layer, predicted and precise.
   for (int layer = 0; layer < 4; ++layer) {
     r.worker->pushPredicted(layer, v({0, 2, 3, 4}));
     ASSERT_NO_FATAL_FAILURE(r.computeLayer(layer, r.worker->pushPrecise(layer, v({6, 7}))));
   }
-  ASSERT_TRUE(r.cache.find(0, 1) >= 0 && r.cache.info(r.cache.find(0, 1)).held);
-  ASSERT_TRUE(r.cache.find(2, 5) >= 0 && r.cache.info(r.cache.find(2, 5)).held);
-  ASSERT_TRUE(r.holds(r.cache.find(0, 1), 0, 1));
-  ASSERT_TRUE(r.cache.evictions() > 0);
+  ASSERT_TRUE(r.worker->snapshot().find(0, 1) >= 0 &&
+              r.worker->snapshot().at(r.worker->snapshot().find(0, 1)).held);
+  ASSERT_TRUE(r.worker->snapshot().find(2, 5) >= 0 &&
+              r.worker->snapshot().at(r.worker->snapshot().find(2, 5)).held);
+  ASSERT_TRUE(r.holds(r.worker->snapshot().find(0, 1), 0, 1));
+  ASSERT_TRUE(r.worker->snapshot().evictions() > 0);
   // Full of held slots, a new expert cannot get one; released, it can.
   ASSERT_TRUE(r.worker->hold(1, 0));
   ASSERT_TRUE(r.worker->hold(1, 2));
@@ -241,14 +246,14 @@ TEST(OffloadStreaming, missPolicySeesQueuedBytesAndHostGoesFirst) {
   ASSERT_EQ(order[0].expert, 5);  // nothing to wait for: computed first
   ASSERT_EQ(order[0].residency, Residency::kHost);
   ASSERT_EQ(order[0].slot, -1);
-  ASSERT_EQ(r.cache.find(0, 5), -1);
+  ASSERT_EQ(r.worker->snapshot().find(0, 5), -1);
   ASSERT_NO_FATAL_FAILURE(r.computeLayer(0, order));
   ASSERT_EQ(r.metrics.snapshot().bytes_h2d, uint64_t(2 * FakeSource::kSum));
   ASSERT_EQ(r.metrics.snapshot().misses, uint64_t(3));
 }
 
 TEST(OffloadStreaming, stagingSlotsAreOutsideReserve) {
-  ExpertCache c(3, 256, 1);
+  SlotTable c(3, 1, ExpertBytesSource::kChunks);
   c.setStagingCount(1);
   ASSERT_EQ(c.stagingSlot(0), 2);
   ASSERT_TRUE(c.reserve(0, 0, false) >= 0);
@@ -258,6 +263,6 @@ TEST(OffloadStreaming, stagingSlotsAreOutsideReserve) {
   ASSERT_EQ(c.find(0, 2), 2);
   ASSERT_THROW(c.loadStaging(2, 0, 3), std::logic_error);
   c.free(2);
-  ASSERT_EQ(c.info(2).state, SlotState::kEmpty);
-  ASSERT_TRUE(c.info(2).staging);  // stays a staging slot
+  ASSERT_EQ(c.at(2).state, SlotState::kEmpty);
+  ASSERT_TRUE(c.at(2).staging);  // stays a staging slot
 }

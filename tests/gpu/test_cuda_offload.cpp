@@ -15,8 +15,8 @@
 
 #include "inference/backend_factory.h"
 #include "offload/expert_bytes_source.h"
-#include "offload/expert_cache.h"
 #include "offload/offload_metrics.h"
+#include "offload/slot_slab.h"
 #include "offload/transfer_worker.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
@@ -130,38 +130,38 @@ TEST_F(CudaOffload, hostRegistration) {
 }
 
 TEST_F(CudaOffload, slotMemory) {
-  moe::ExpertCache cache(4, 1000, 2, 3, std::make_unique<moe::CudaSlotMemory>());
-  ASSERT_EQ(cache.slotBytes(), size_t(1024));  // rounded to 256
+  moe::SlotSlab slab(4, 1000, std::make_unique<moe::CudaSlotMemory>());
+  ASSERT_EQ(slab.slotBytes(), size_t(1024));  // rounded to 256
   for (int s = 0; s < 4; ++s) {
     cudaPointerAttributes attr{};
-    moe::checkCuda(cudaPointerGetAttributes(&attr, cache.slotData(s)), "attributes");
+    moe::checkCuda(cudaPointerGetAttributes(&attr, slab.slotData(s)), "attributes");
     ASSERT_EQ(int(attr.type), int(cudaMemoryTypeDevice));
-    ASSERT_EQ(cache.slotData(s) - cache.slotData(0), ptrdiff_t(s) * 1024);
+    ASSERT_EQ(slab.slotData(s) - slab.slotData(0), ptrdiff_t(s) * 1024);
   }
   const auto bytes = pattern(4 * 1024, 9);
-  moe::checkCuda(cudaMemcpy(cache.slotData(0), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "fill");
-  ASSERT_EQ(readDevice(cache.slotData(0), bytes.size()), bytes);
+  moe::checkCuda(cudaMemcpy(slab.slotData(0), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "fill");
+  ASSERT_EQ(readDevice(slab.slotData(0), bytes.size()), bytes);
   moe::CudaSlotMemory mem;
   ASSERT_THROW((void)mem.allocate(size_t{1} << 50), moe::CudaOutOfMemory);
 }
 
 TEST_F(CudaOffload, copyLinkBytes) {
-  moe::ExpertCache cache(2, 8192, 1, 3, std::make_unique<moe::CudaSlotMemory>());
+  moe::SlotSlab slab(2, 8192, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(8192);
   const auto bytes = pattern(8192, 3);
   std::memcpy(src.p, bytes.data(), 8192);
   moe::CudaCopyLink engine;
   const size_t chunk[3] = {3000, 3000, 2000}, offset[3] = {0, 3072, 6144};
-  for (int c = 0; c < 3; ++c) engine.copy(cache.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
+  for (int c = 0; c < 3; ++c) engine.copy(slab.slotData(1) + offset[c], src.p + offset[c], chunk[c]);
   ASSERT_EQ(engine.bytesCopied(), uint64_t(8000));
   ASSERT_EQ(engine.copies(), uint64_t(3));
   ASSERT_EQ(engine.trackedRanges(), size_t(3));
-  const auto back = readDevice(cache.slotData(1), 8192);
+  const auto back = readDevice(slab.slotData(1), 8192);
   for (int c = 0; c < 3; ++c)
     ASSERT_TRUE(std::memcmp(back.data() + offset[c], bytes.data() + offset[c], chunk[c]) == 0);
-  ASSERT_TRUE(engine.isComplete(cache.slotData(1), 8192));
+  ASSERT_TRUE(engine.isComplete(slab.slotData(1), 8192));
   // The same chunk again replaces its record (no growth per reuse of a slot).
-  engine.copy(cache.slotData(1), src.p, 3000);
+  engine.copy(slab.slotData(1), src.p, 3000);
   ASSERT_EQ(engine.trackedRanges(), size_t(3));
   ASSERT_EQ(engine.bytesCopied(), uint64_t(11000));
   ASSERT_EQ(engine.simulatedSeconds(), 0.0);
@@ -171,7 +171,7 @@ TEST_F(CudaOffload, copyLinkBytes) {
 // stream that streamWaitFor'd the slot must not run its next operation (a
 // device-to-device read of the slot) until the gate opens, and then reads the new bytes.
 TEST_F(CudaOffload, computeStreamWaitsForChunk) {
-  moe::ExpertCache cache(2, 4096, 1, 3, std::make_unique<moe::CudaSlotMemory>());
+  moe::SlotSlab slab(2, 4096, std::make_unique<moe::CudaSlotMemory>());
   Pinned src(4096);
   const auto bytes = pattern(4096, 77);
   std::memcpy(src.p, bytes.data(), 4096);
@@ -184,11 +184,11 @@ TEST_F(CudaOffload, computeStreamWaitsForChunk) {
   moe::checkCuda(cudaMalloc(&consumer, 4096), "malloc");
   {
     StreamGate gate(engine.stream());
-    engine.copyAsync(cache.slotData(0), src.p, 4096);
-    ASSERT_FALSE(engine.isComplete(cache.slotData(0), 4096));
-    ASSERT_FALSE(engine.streamWaitFor(compute, cache.slotData(1), 4096));  // no copy touched slot 1
-    ASSERT_TRUE(moe::streamWaitForSlot(engine, compute, cache, 0));
-    moe::checkCuda(cudaMemcpyAsync(consumer, cache.slotData(0), 4096, cudaMemcpyDeviceToDevice, compute),
+    engine.copyAsync(slab.slotData(0), src.p, 4096);
+    ASSERT_FALSE(engine.isComplete(slab.slotData(0), 4096));
+    ASSERT_FALSE(engine.streamWaitFor(compute, slab.slotData(1), 4096));  // no copy touched slot 1
+    ASSERT_TRUE(moe::streamWaitForSlot(engine, compute, slab, 0));
+    moe::checkCuda(cudaMemcpyAsync(consumer, slab.slotData(0), 4096, cudaMemcpyDeviceToDevice, compute),
                    "read");
     moe::checkCuda(cudaEventRecord(done, compute), "record");
 #if MOECHAT_CUDA_STANDIN
@@ -201,7 +201,7 @@ TEST_F(CudaOffload, computeStreamWaitsForChunk) {
     gate.open();
     moe::checkCuda(cudaStreamSynchronize(compute), "sync");
   }
-  ASSERT_TRUE(engine.isComplete(cache.slotData(0), 4096));
+  ASSERT_TRUE(engine.isComplete(slab.slotData(0), 4096));
   ASSERT_EQ(readDevice(consumer, 4096), bytes);
   cudaFree(consumer);
   cudaEventDestroy(done);
@@ -211,18 +211,18 @@ TEST_F(CudaOffload, computeStreamWaitsForChunk) {
 // The host-side transfer worker, unchanged, over the CUDA slab and copy engine.
 TEST_F(CudaOffload, transferWorkerFillsDeviceCache) {
   PinnedExpertBytes source(2, 4);
-  moe::ExpertCache cache(4, source.expertBytes(), 2, moe::ExpertBytesSource::kChunks,
-                         std::make_unique<moe::CudaSlotMemory>());
+  moe::SlotSlab slab(4, source.expertBytes(), std::make_unique<moe::CudaSlotMemory>());
   moe::CudaCopyLink engine;
   moe::OffloadMetrics metrics;
-  moe::TransferWorker worker(cache, source, engine, metrics, moe::TransferMode::kThreaded);
+  moe::TransferWorker worker(slab, moe::SlotTable(4, 2, moe::ExpertBytesSource::kChunks), source, engine,
+                             metrics, moe::TransferMode::kThreaded);
   const std::vector<int> chosen = {1, 3};
   worker.pushPrecise(1, chosen);
   for (int e : chosen) {
     worker.waitReady(1, e);
-    const int slot = cache.find(1, e);
+    const int slot = worker.snapshot().find(1, e);
     ASSERT_TRUE(slot >= 0);
-    const auto back = readDevice(cache.slotData(slot), source.expertBytes());
+    const auto back = readDevice(slab.slotData(slot), source.expertBytes());
     for (int c = 0; c < moe::ExpertBytesSource::kChunks; ++c)
       ASSERT_TRUE(std::memcmp(back.data() + source.chunkOffset(c),
                               source.expertData(1, e) + source.chunkOffset(c), source.chunkBytes(c)) == 0);
