@@ -36,14 +36,14 @@
 // scales[12], d}; Q4_K 144 {f16 d, dmin; u8 scales[12]; u8 qs[128]}; Q5_K 176 {d, dmin,
 // scales[12], qh[32], qs[128]}; Q6_K 210 {ql[128], qh[64], int8 sc[16], f16 d}; IQ4_XS
 // 136 {d, u16 scales_h, scales_l[4], qs[128]}.
-// Most layouts are only 2-byte aligned within a row, so their words are assembled
-// from 16-bit loads. Q4_K and Q5_K blocks are multiples of 16 bytes: in a row that
-// starts on a 16-byte boundary (as the slabs and uploads place them) a unit is read
-// with 16-byte loads (loadUnitWide), an eighth of the load instructions, the same
-// bytes. Activation rows start on a 32-byte boundary (actRows checks): the GEMM's
-// tile loader reads them 16 bytes at a time. The matvec reads them as words: wider
-// loads there cost 30-60 more registers in downKernel (ptxas, sm_90) for bytes
-// that come from L1.
+// Most layouts are only 2-byte aligned within a row (MXFP4's 1-byte), so a run of
+// words is read with aligned 4-byte loads joined by funnel shifts (loadRun). Q4_K
+// and Q5_K blocks are multiples of 16 bytes: in a row that starts on a 16-byte
+// boundary (as the slabs and uploads place them) a unit is read with 16-byte loads
+// (loadUnitWide), an eighth of the load instructions, the same bytes. Activation rows start on a 32-byte
+// boundary (actRows checks): the GEMM's tile loader reads them 16 bytes at a time. The matvec reads them as
+// words: wider loads there cost 30-60 more registers in downKernel (ptxas, sm_90) for bytes that come from
+// L1.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -71,10 +71,43 @@ struct ActRows {
 __device__ __forceinline__ uint32_t ld16(const uint8_t* p) {
   return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p));
 }
-__device__ __forceinline__ int ld32(const uint8_t* p) {  // p: 2-byte aligned
-  return static_cast<int>(ld16(p) | (ld16(p + 2) << 16));
-}
 __device__ __forceinline__ float f16At(const uint8_t* p) { return __half2float(__ushort_as_half(ld16(p))); }
+
+// The bytes of the aligned word at q that loadRun's last word needs: the first
+// `lead` (0..3) of them, read as they are (kAlign 2: lead is 0 or 2, one 16-bit
+// load), so nothing past the run is read.
+template <int kAlign>
+__device__ __forceinline__ uint32_t runTail(const uint8_t* q, unsigned lead) {
+  if constexpr (kAlign == 2) {
+    return lead ? ld16(q) : 0u;
+  } else {
+    uint32_t t = 0;
+#pragma unroll
+    for (unsigned k = 0; k < 3; ++k)
+      if (k < lead) t |= static_cast<uint32_t>(q[k]) << (8 * k);
+    return t;
+  }
+}
+
+// N consecutive little-endian words from p, which is kAlign-byte aligned (the
+// layouts' blocks are 2- or 1-byte aligned in a row): N aligned 4-byte loads from
+// the word that holds p on, and the run's last bytes (runTail), joined by funnel
+// shifts. Against two 16-bit loads (or four byte loads) a word: N + 1 loads. The
+// first load may read up to three bytes before p, in the same aligned word.
+template <int N, int kAlign>
+__device__ __forceinline__ void loadRun(const uint8_t* p, uint32_t (&w)[N]) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const unsigned lead = static_cast<unsigned>(addr & 3);
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(addr - lead);
+  uint32_t word = __ldg(a);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next =
+        i + 1 < N ? __ldg(a + i + 1) : runTail<kAlign>(reinterpret_cast<const uint8_t*>(a + N), lead);
+    w[i] = __funnelshift_r(word, next, 8 * lead);
+    word = next;
+  }
+}
 
 template <ElemType T>
 struct TypeInfo;
@@ -270,15 +303,14 @@ __device__ __forceinline__ int lookup4(uint32_t idx) {
 
 // The unit's 32 elements from 16 bytes of nibbles in the Q4_0 order (byte j:
 // element j low, j + 16 high), each nibble replaced by the table value.
-template <ElemType T>
+template <ElemType T, int kAlign>
 __device__ __forceinline__ void tableNibbles(const uint8_t* qs, int* v) {
+  uint32_t q[4];
+  loadRun<4, kAlign>(qs, q);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t w = static_cast<uint32_t>(qs[4 * i]) | (static_cast<uint32_t>(qs[4 * i + 1]) << 8) |
-                       (static_cast<uint32_t>(qs[4 * i + 2]) << 16) |
-                       (static_cast<uint32_t>(qs[4 * i + 3]) << 24);
-    v[i] = lookup4<T>(w & 0x0f0f0f0fu);
-    v[i + 4] = lookup4<T>((w >> 4) & 0x0f0f0f0fu);
+    v[i] = lookup4<T>(q[i] & 0x0f0f0f0fu);
+    v[i + 4] = lookup4<T>((q[i] >> 4) & 0x0f0f0f0fu);
   }
 }
 
@@ -366,16 +398,19 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
   const uint8_t* blk = row + static_cast<size_t>(u / TypeInfo<T>::kUnitsPerBlock) * TypeInfo<T>::kBlockBytes;
   if constexpr (T == ElemType::Q8_0) {
     un.d = f16At(blk);
+    uint32_t q[8];
+    loadRun<8, 2>(blk + 2, q);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) un.v[i] = ld32(blk + 2 + 4 * i);
+    for (int i = 0; i < 8; ++i) un.v[i] = static_cast<int>(q[i]);
   } else if constexpr (T == ElemType::Q4_0) {
     un.d = f16At(blk);
     un.bias = 8;
+    uint32_t q[4];
+    loadRun<4, 2>(blk + 2, q);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int w = ld32(blk + 2 + 4 * i);
-      un.v[i] = w & 0x0f0f0f0f;
-      un.v[i + 4] = (w >> 4) & 0x0f0f0f0f;
+      un.v[i] = static_cast<int>(q[i] & 0x0f0f0f0fu);
+      un.v[i + 4] = static_cast<int>((q[i] >> 4) & 0x0f0f0f0fu);
     }
   } else if constexpr (T == ElemType::Q4_K || T == ElemType::Q5_K) {
     const int j = u % 8;
@@ -386,11 +421,15 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
     un.sc0 = un.sc1 = sc;
     const uint8_t* qs = blk + (T == ElemType::Q5_K ? 48 : 16) + 32 * (j / 2);
     const int shift = 4 * (j % 2);
+    uint32_t q[8];
+    loadRun<8, 2>(qs, q);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) un.v[i] = (ld32(qs + 4 * i) >> shift) & 0x0f0f0f0f;
+    for (int i = 0; i < 8; ++i) un.v[i] = static_cast<int>((q[i] >> shift) & 0x0f0f0f0fu);
     if constexpr (T == ElemType::Q5_K) {
+      uint32_t qh[8];
+      loadRun<8, 2>(blk + 16, qh);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) un.v[i] |= ((ld32(blk + 16 + 4 * i) >> j) & 0x01010101) << 4;
+      for (int i = 0; i < 8; ++i) un.v[i] |= static_cast<int>(((qh[i] >> j) & 0x01010101u) << 4);
     }
   } else if constexpr (T == ElemType::Q4_1 || T == ElemType::Q5_1 || T == ElemType::Q5_0) {
     const bool has_m = T != ElemType::Q5_0, has_qh = T != ElemType::Q4_1;
@@ -398,12 +437,18 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
     if (has_m) un.dmin = f16At(blk + 2);
     if (T == ElemType::Q5_0) un.bias = 16;
     const uint8_t* qs = blk + (has_m ? 4 : 2) + (has_qh ? 4 : 0);
-    const uint32_t qh = has_qh ? static_cast<uint32_t>(ld32(blk + (has_m ? 4 : 2))) : 0u;
+    uint32_t qh = 0;
+    if constexpr (T != ElemType::Q4_1) {
+      uint32_t h[1];
+      loadRun<1, 2>(blk + (has_m ? 4 : 2), h);
+      qh = h[0];
+    }
+    uint32_t q[4];
+    loadRun<4, 2>(qs, q);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int w = ld32(qs + 4 * i);
-      un.v[i] = w & 0x0f0f0f0f;
-      un.v[i + 4] = (w >> 4) & 0x0f0f0f0f;
+      un.v[i] = static_cast<int>(q[i] & 0x0f0f0f0fu);
+      un.v[i + 4] = static_cast<int>((q[i] >> 4) & 0x0f0f0f0fu);
       if (has_qh) {  // bits 4i..4i+3 (low nibbles) and 16 + 4i.. (high) as bit 4 of each byte
         const uint32_t lo = (qh >> (4 * i)) & 15u, hi = (qh >> (16 + 4 * i)) & 15u;
         un.v[i] |=
@@ -414,21 +459,23 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
     }
   } else if constexpr (T == ElemType::IQ4_NL) {
     un.d = f16At(blk);
-    tableNibbles<T>(blk + 2, un.v);
+    tableNibbles<T, 2>(blk + 2, un.v);
   } else if constexpr (T == ElemType::MXFP4) {
     un.d = e8m0Half(blk[0]);
-    tableNibbles<T>(blk + 1, un.v);
+    tableNibbles<T, 1>(blk + 1, un.v);
   } else if constexpr (T == ElemType::IQ4_XS) {
     const int k = u % 8;
     un.d = f16At(blk);
     un.sc0 = un.sc1 =
         (((blk[4 + k / 2] >> (4 * (k % 2))) & 15) | (((ld16(blk + 2) >> (2 * k)) & 3) << 4)) - 32;
-    tableNibbles<ElemType::IQ4_NL>(blk + 8 + 16 * k, un.v);
+    tableNibbles<ElemType::IQ4_NL, 2>(blk + 8 + 16 * k, un.v);
   } else if constexpr (T == ElemType::Q2_K || T == ElemType::Q3_K) {
     const int k = u % 8, h = k / 4, g = k % 4;  // elements 128h + 32g + l, l < 32
     const uint8_t* qs = blk + (T == ElemType::Q2_K ? 16 : 32) + 32 * h;
+    uint32_t q[8];
+    loadRun<8, 2>(qs, q);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) un.v[i] = (ld32(qs + 4 * i) >> (2 * g)) & 0x03030303;
+    for (int i = 0; i < 8; ++i) un.v[i] = static_cast<int>((q[i] >> (2 * g)) & 0x03030303u);
     if constexpr (T == ElemType::Q2_K) {
       un.d = f16At(blk + 80);
       un.dmin = f16At(blk + 82);
@@ -438,8 +485,10 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
     } else {
       un.d = f16At(blk + 108);
       un.bias = 4;
+      uint32_t hmask[8];
+      loadRun<8, 2>(blk, hmask);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) un.v[i] |= ((ld32(blk + 4 * i) >> k) & 0x01010101) << 2;  // hmask bit k
+      for (int i = 0; i < 8; ++i) un.v[i] |= static_cast<int>(((hmask[i] >> k) & 0x01010101u) << 2);  // bit k
       const uint8_t* sc = blk + 96;
       auto scale = [sc](int j) {  // scale j (0..15) minus 32
         return (((sc[j % 8] >> (4 * (j / 8))) & 15) | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
@@ -458,10 +507,13 @@ __device__ __forceinline__ Unit loadUnit(const uint8_t* row, int u) {
     un.sc0 = static_cast<int8_t>(blk[192 + 2 * (u % 8)]);
     un.sc1 = static_cast<int8_t>(blk[192 + 2 * (u % 8) + 1]);
     un.bias = 32;
+    uint32_t low[8], high[8];
+    loadRun<8, 2>(ql, low);
+    loadRun<8, 2>(qh, high);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      un.v[i] = ((ld32(ql + 4 * i) >> lo_shift) & 0x0f0f0f0f) |
-                (((ld32(qh + 4 * i) >> hi_shift) & 0x03030303) << 4);
+      un.v[i] = static_cast<int>(((low[i] >> lo_shift) & 0x0f0f0f0fu) |
+                                 (((high[i] >> hi_shift) & 0x03030303u) << 4));
   }
   return un;
 }

@@ -188,6 +188,12 @@ T __ldg(const T* p) {
   return *p;
 }
 
+// The low 32 bits of hi:lo shifted right by shift & 31 (the shf.r.wrap instruction).
+inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift) {
+  const uint64_t both = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<unsigned int>(both >> (shift & 31));
+}
+
 // Four signed bytes of a times four of b, plus c (the dp4a instruction).
 inline int __dp4a(int a, int b, int c) {
   for (int i = 0; i < 4; ++i)
