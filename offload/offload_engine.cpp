@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "inference/backend_factory.h"
 #include "offload/resident_expert_source.h"
 #include "offload/skip_gate_predictor.h"
 
@@ -26,20 +27,9 @@ int OffloadEngine::routedExperts(const Model& model) {
 OffloadEngine::OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config)
     : config_(std::move(config)) {
   if (config_.policy == OffloadPolicy::kResident) {
-    if (cpu.device() == Device::kCpu) {  // a device backend's resident experts are its caller's
-      prepared_.backend = &cpu;
-      for (const auto& row : model.hostExperts()) {
-        auto& out = prepared_.table.emplace_back();
-        for (const ExpertWeights& e : row) {
-          ExpertWeights& p = out.emplace_back();
-          p.gate = cpu.prepareWeight(e.gate);
-          p.up = cpu.prepareWeight(e.up);
-          p.down = cpu.prepareWeight(e.down);
-        }
-      }
-    }
-    resident_ =
-        std::make_unique<ResidentExpertSource>(prepared_.backend ? prepared_.table : model.hostExperts());
+    prepared_.backend = &cpu;
+    prepared_.table = prepareExperts(cpu, model.hostExperts());
+    resident_ = std::make_unique<ResidentExpertSource>(prepared_.table);
     source_ = resident_.get();
     return;
   }

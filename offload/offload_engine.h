@@ -63,9 +63,11 @@ class OffloadEngine {
  public:
   static constexpr int kStagingSlots = 2;
 
-  // cpu: the CPU backend (the model's own on the CPU path; with a device, the one
-  // the Transformer computes on_host experts with), for the cpu-experts cost
-  // measurement. The model must outlive the engine. Throws std::invalid_argument
+  // cpu: for `resident`, the backend the model computes on: every expert is
+  // prepared for it (repacked on the CPU, uploaded to a GPU) and released by it when
+  // the engine ends. For the other policies the CPU backend (the model's own on the
+  // CPU path; with a device, the one the Transformer computes on_host experts with),
+  // for the cpu-experts cost measurement. The model must outlive the engine. Throws std::invalid_argument
   // for fewer than 2 slots or more than the routed experts, HostMemoryError when the store does not fit in
   // RAM.
   OffloadEngine(const Model& model, Backend& cpu, OffloadConfig config);
@@ -101,8 +103,8 @@ class OffloadEngine {
   std::unique_ptr<TransferWorker> worker_;
   std::shared_ptr<ExpertPredictor> predictor_;
   std::unique_ptr<CachedExpertSource> cached_;
-  // Resident on a CPU backend: every expert prepared by it (repacked where it
-  // repacks), released by it at the end.
+  // Resident: every expert prepared by the backend that computes it (repacked on the
+  // CPU, uploaded to a GPU), released by it at the end.
   struct PreparedExperts {
     Backend* backend = nullptr;
     std::vector<std::vector<ExpertWeights>> table;  // [n_layer][n_expert]

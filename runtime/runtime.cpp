@@ -1,7 +1,6 @@
 #include "runtime/runtime.h"
 
 #include "inference/cpu/cpu_backend.h"
-#include "offload/resident_expert_source.h"
 #include "offload/routing/trace_routing.h"
 #include "synth/synthetic_model.h"
 
@@ -50,22 +49,14 @@ Runtime::Runtime(const Model& model, Compute& compute, OffloadConfig config)
     if (!config.device) config.device = compute.offloadDevice();
     host_ = compute.hostBackend();
   }
+  // Resident: the engine prepares every expert for the compute backend itself.
   engine_ = std::make_unique<OffloadEngine>(model, host_ ? *host_ : compute.backend(), std::move(config));
-  source_ = &engine_->source();
-  if (compute.device() != Device::kCpu && resident) {
-    device_experts_ = prepareExperts(compute.backend(), model.hostExperts());
-    device_source_ = std::make_unique<ResidentExpertSource>(device_experts_);
-    source_ = device_source_.get();
-  }
 }
 
-Runtime::~Runtime() {
-  device_source_.reset();
-  engine_.reset();
-}
+Runtime::~Runtime() = default;
 
 std::unique_ptr<Transformer> Runtime::makeTransformer(int n_ctx, ExpertSource* wrapper) {
-  auto t = std::make_unique<Transformer>(model_, compute_.backend(), wrapper ? *wrapper : *source_, n_ctx);
+  auto t = std::make_unique<Transformer>(model_, compute_.backend(), wrapper ? *wrapper : source(), n_ctx);
   if (host_) t->setHostBackend(host_);
   if (file_routing_) t->setRoutingReplay(file_routing_);
   return t;

@@ -68,7 +68,7 @@ class Runtime {
   OffloadEngine& offload() { return *engine_; }
   const OffloadEngine& offload() const { return *engine_; }
   // What a transformer computes its experts with.
-  ExpertSource& source() { return *source_; }
+  ExpertSource& source() { return engine_->source(); }
   // A transformer over source(), or over `wrapper` (a source around source(),
   // e.g. a TraceRecorder), with the host backend set where there is one, and the
   // routing the file asks for (a synthetic file's "realistic": fileRouting()).
@@ -81,10 +81,6 @@ class Runtime {
   Compute& compute_;
   Backend* host_ = nullptr;  // set on a GPU for an offload policy
   std::unique_ptr<OffloadEngine> engine_;
-  // GPU + resident: every expert uploaded to the device, and the source over them.
-  std::vector<std::vector<ExpertWeights>> device_experts_;
-  std::unique_ptr<ExpertSource> device_source_;
-  ExpertSource* source_ = nullptr;
   std::shared_ptr<const RoutingReplay> file_routing_;
 };
 

@@ -23,6 +23,7 @@
 #include "offload/offload_device.h"
 #include "offload/offload_engine.h"
 #include "offload/resident_expert_source.h"
+#include "runtime/runtime.h"
 #include "support/engine_fixture.h"
 #include "support/gpu_suite.h"
 #include "support/test_log.h"
@@ -139,6 +140,45 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
     }
   }
   moe::test::info("largest error %g", worst);
+}
+
+// `resident` on the GPU: the run uploads every expert, computes from those copies
+// (logits as the CPU's), and gives the device memory back when it ends, so a second
+// run on the same backend (bench runs every policy on one) starts from the same VRAM.
+TEST_F(CudaOffloadEngine, aResidentRunReleasesItsExpertUploads) {
+  const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
+  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
+  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
+  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
+  uint64_t expert_bytes = 0;
+  for (const auto& row : gpu_model->hostExperts())
+    for (const moe::ExpertWeights& e : row) expert_bytes += e.gate.bytes() + e.up.bytes() + e.down.bytes();
+  ASSERT_GT(expert_bytes, 0u);
+  moe::Compute compute(*gpu_);
+  // The backend's scratch buffers, made by the first run's steps, stay: the second
+  // run must end where the first did.
+  uint64_t ended[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    uint64_t before = 0, during = 0, total = 0;
+    ASSERT_TRUE(gpu_->deviceMemory(before, total));
+    {
+      moe::OffloadConfig oc;
+      oc.policy = moe::OffloadPolicy::kResident;
+      moe::Runtime runtime(*gpu_model, compute, oc);
+      ASSERT_TRUE(gpu_->deviceMemory(during, total));
+      ASSERT_GE(during, before + expert_bytes) << "run " << run << ": the experts are not on the device";
+      const StepLogits got = runSteps(*runtime.makeTransformer(64), gpu_model->config().n_vocab);
+      for (size_t i = 0; i < want.logits.size(); ++i)
+        ASSERT_LT(relMaxDiff(got.logits[i], want.logits[i]), kLogitsBound) << "run " << run << " step " << i;
+      ASSERT_TRUE(gpu_->deviceMemory(during, total));
+    }
+    gpu_->synchronize();
+    ASSERT_TRUE(gpu_->deviceMemory(ended[run], total));
+    ASSERT_LE(ended[run] + expert_bytes, during) << "run " << run << ": the experts' memory not given back";
+  }
+  ASSERT_EQ(ended[1], ended[0]);
 }
 
 #if MOECHAT_CUDA_STANDIN
