@@ -4,7 +4,7 @@
 # repository root ON the device, with .gpu-deps/ carried (tools/gpu/fetch-deps.sh,
 # run on the development machine, fills it):
 #
-#   tools/gpu/run.sh [build] [test] [sanitize] [bench] [speed] [peer]   (default: build test)
+#   tools/gpu/run.sh [build] [test] [sanitize] [bench] [speed] [peer] [ab]   (default: build test)
 #
 #   build     unpack .gpu-deps/*.deb (dpkg -x, into build-gpu/deps, never into /),
 #             configure build-gpu/ (-DMOECHAT_GUI=OFF, sm_90, RelWithDebInfo, the GPU
@@ -29,6 +29,11 @@
 #             .peers/llama-peer.sha256 in one call, part-01 and the .sha256 in the next
 #             (the machine still warm): every call keeps the parts it brings in
 #             /tmp/moechat-peer/parts, and peer unpacks them once both are there
+#   ab        this tree's libmoechat_cuda.so against one built from a copy of the tree
+#             with .ab/'s kernel sources in place (tools/gpu/pack-ab.sh BASE writes
+#             them; carry .ab), both under this moechat-cli (MOECHAT_CUDA_LIBRARY):
+#             bench resident on the OLMoE-shaped Q4_K file, 512-token prompt and 128
+#             decoded, alternating the two libraries run by run, three rounds
 #
 # A stage other than build builds first when build-gpu/ has no moechat-cli (a fresh
 # machine). Logs and JSON go to $OUT (the device tool brings back at most 8 files:
@@ -100,6 +105,18 @@ unpack_deps() {
   for f in "$ROOT"/.gpu-deps/*.deb; do dpkg -x "$f" "$PREFIX" || return 1; done
 }
 
+# Configures source folder $1 into build folder $2 with generator $3. Every
+# dependency named by path inside the prefix (pkg-config disabled): the system's
+# copies, where there are any, are never picked up.
+configure_gpu() {
+  timeout "$(left)" cmake -S "$1" -B "$2" -G "$3" -DMOECHAT_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DMOECHAT_CUDA_STANDIN=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+    -DSQLite3_INCLUDE_DIR="$PREFIX/usr/include" -DSQLite3_LIBRARY="$LIBDIR/libsqlite3.so" \
+    -DSPM_INCLUDE_DIR="$PREFIX/usr/include" -DSPM_LIBRARY="$LIBDIR/libsentencepiece.so" \
+    -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" \
+    -DGTest_DIR="$LIBDIR/cmake/GTest"
+}
+
 stage_build() {
   local t0=$(date +%s) log=$OUT/build.log gen=Ninja
   command -v ninja >/dev/null || gen="Unix Makefiles"
@@ -114,14 +131,7 @@ stage_build() {
     return 1
   fi
   export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  # Every dependency named by path inside the prefix (pkg-config disabled): the
-  # system's copies, where there are any, are never picked up.
-  if ! timeout "$(left)" cmake -S "$ROOT" -B "$BUILD" -G "$gen" -DMOECHAT_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DMOECHAT_CUDA_STANDIN=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
-    -DSQLite3_INCLUDE_DIR="$PREFIX/usr/include" -DSQLite3_LIBRARY="$LIBDIR/libsqlite3.so" \
-    -DSPM_INCLUDE_DIR="$PREFIX/usr/include" -DSPM_LIBRARY="$LIBDIR/libsentencepiece.so" \
-    -DPCRE2_INCLUDE_DIR="$PREFIX/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.so" \
-    -DGTest_DIR="$LIBDIR/cmake/GTest" >>"$log" 2>&1; then
+  if ! configure_gpu "$ROOT" "$BUILD" "$gen" >>"$log" 2>&1; then
     row build FAIL $(($(date +%s) - t0)) "configure failed (build.log): $(grep -m1 -E 'Error|error' "$log")"
     return 1
   fi
@@ -375,6 +385,66 @@ stage_peer() {
   return "$rc"
 }
 
+# The OLMoE-shaped Q4_K file the speed, peer and ab stages time (generated once per machine).
+olmoe_q4() {
+  local q4
+  q4=$(model_cache)/OLMoE-q4_k.gguf
+  if [ ! -f "$q4" ]; then
+    timeout "$(($(left) < 150 ? $(left) : 150))" "$CLI" gen-model --preset OLMoE --expert-type q4_k \
+      --weight-type q4_k -o "$q4.part" >&2 && mv "$q4.part" "$q4"
+  fi
+  [ -f "$q4" ] && echo "$q4"
+}
+
+stage_ab() {
+  local t0=$(date +%s) rc=0 log=$OUT/ab.log gen=Ninja
+  command -v ninja >/dev/null || gen="Unix Makefiles"
+  need_gpu ab || return 2
+  ensure_built || return 1
+  [ -f "$ROOT/.ab/base" ] || { row ab FAIL 0 "no .ab/ here: tools/gpu/pack-ab.sh BASE, then carry .ab"; return 1; }
+  local base src=$BUILD-ab-src dir=$BUILD-ab
+  base=$(cat "$ROOT/.ab/base")
+  local lib_this=$BUILD/lib/moechat/libmoechat_cuda.so lib_base=$dir/lib/moechat/libmoechat_cuda.so
+  : >"$log"
+  if [ ! -f "$lib_base" ]; then
+    local t1=$(date +%s)
+    rm -rf "$src" && mkdir -p "$src"
+    tar -C "$ROOT" --exclude=./build-gpu --exclude='./build-gpu-ab*' --exclude=./.peers --exclude=./.gpu-deps \
+      --exclude=./.git -cf - . | tar -C "$src" -xf -
+    cp -a "$ROOT/.ab/tree/." "$src/"
+    while read -r f; do [ -n "$f" ] && rm -f "$src/$f"; done <"$ROOT/.ab/remove"
+    if ! configure_gpu "$src" "$dir" "$gen" >>"$log" 2>&1 ||
+      ! timeout "$(left)" cmake --build "$dir" --target moechat_cuda -j "$(nproc)" >>"$log" 2>&1; then
+      grep -m5 -E 'error|FAILED' "$log"
+      row ab FAIL $(($(date +%s) - t0)) "the base library ($base) did not build (ab.log)"
+      return 1
+    fi
+    row "  ab build $base" ok $(($(date +%s) - t1)) "$lib_base"
+  fi
+  local q4
+  q4=$(olmoe_q4 2>>"$log") || { row ab FAIL $(($(date +%s) - t0)) "no OLMoE q4_k file"; return 1; }
+  local round side
+  for round in 1 2 3; do
+    for side in this "$base"; do
+      local lib=$lib_this t1=$(date +%s) one=$OUT/.ab-run
+      [ "$side" = this ] || lib=$lib_base
+      echo "=== round $round: $side ($lib)" >>"$log"
+      MOECHAT_CUDA_LIBRARY=$lib timeout "$(left)" "$CLI" bench "$q4" --backend cuda --policies resident \
+        --prompt-tokens 512 --decode-tokens 128 --json >"$one" 2>>"$log"
+      local code=$?
+      cat "$one" >>"$log"
+      local tps
+      tps=$(grep -oE '"(prefill|decode)_tok_s": *[0-9.]+' "$one" | sed -E 's/.*: *//' | paste -sd' ')
+      rm -f "$one"
+      [ "$code" -ne 0 ] && rc=1 && tps="exit $code"
+      row "  ab $side r$round" "$([ "$code" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t1)) \
+        "prefill, decode tok/s: $tps"
+    done
+  done
+  row ab "$([ "$rc" = 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "ab.log (this tree against $base)"
+  return "$rc"
+}
+
 stage_bench() {
   local t0=$(date +%s) rc=0 log=$OUT/bench.log
   need_gpu bench || return 2
@@ -410,7 +480,7 @@ environment
 stash_peer_parts
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | sanitize | bench | speed | peer)
+    build | test | sanitize | bench | speed | peer | ab)
       echo "== stage $s ($(left) s of the budget left)"
       "stage_$s"
       code=$?
@@ -418,7 +488,7 @@ for s in "${STAGES[@]}"; do
       [ "$s" = build ] && [ $code -ne 0 ] && [ ! -x "$CLI" ] && break
       ;;
     *)
-      echo "unknown stage '$s' (build, test, sanitize, bench, speed, peer)" >&2
+      echo "unknown stage '$s' (build, test, sanitize, bench, speed, peer, ab)" >&2
       exit 2
       ;;
   esac
