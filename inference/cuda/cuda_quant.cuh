@@ -659,7 +659,12 @@ __device__ __forceinline__ float warpSum(float v) {
 
 // The dot products of one weight row with up to NT activation rows (rows[i] for
 // i < nt), summed over the warp: every lane returns with acc[i] = the total. The
-// row's bytes are read once for the NT rows.
+// row's bytes are read once for the NT rows. A lane takes its units two at a time,
+// so the loads of both are in flight together: in a decode step a lane has a few
+// units of a row, and the kernels wait on memory latency more than on bandwidth.
+// Each lane still adds its units in order (u, u + 32, u + 64, ...), so the sums are
+// the same bits as one unit at a time. (Gate and up read together, four units in
+// flight, took the expert kernel to 147-180 registers for ptxas: fewer warps.)
 template <ElemType T, int NT>
 __device__ __forceinline__ void rowDot(const uint8_t* row, const ActRows& a, const int64_t* rows, int nt,
                                        float* acc) {
@@ -674,11 +679,21 @@ __device__ __forceinline__ void rowDot(const uint8_t* row, const ActRows& a, con
         if (i < nt) acc[i] += w * a.f[rows[i] * a.cols + c];
     }
   } else {
-    for (int u = lane; u < a.units; u += 32) {
-      const Unit un = loadUnitFast<T>(row, u);
+    int u = lane;
+    for (; u + 32 < a.units; u += 64) {
+      const Unit first = loadUnitFast<T>(row, u), second = loadUnitFast<T>(row, u + 32);
 #pragma unroll
       for (int i = 0; i < NT; ++i)
-        if (i < nt) acc[i] += unitDot<T>(un, a, rows[i], u);
+        if (i < nt) {
+          acc[i] += unitDot<T>(first, a, rows[i], u);
+          acc[i] += unitDot<T>(second, a, rows[i], u + 32);
+        }
+    }
+    if (u < a.units) {
+      const Unit last = loadUnitFast<T>(row, u);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        if (i < nt) acc[i] += unitDot<T>(last, a, rows[i], u);
     }
   }
 #pragma unroll
