@@ -48,6 +48,7 @@ MOECHAT_AVX2_INLINE __m256i broadcastWord(__m256i v, int j) {
 struct KTraits {
   static constexpr int kBias = 0;
   static constexpr bool kMins = false, kSigned = false;
+  static constexpr bool kSplitSigns = false;  // magSigns hands out |w| and the signs apart
 };
 
 template <bool kFive>
@@ -173,19 +174,21 @@ struct WeightsIQ4_XS : KTraits {
   MOECHAT_AVX2_INLINE static __m256i scale(const Block& b, int j) { return broadcastWord(b.scales, j); }
 };
 
-// The grid-coded IQ types (quant_grids.h): a sub-block's 32 signed grid values (IQ1:
-// 8 * g + delta) from four table entries and their sign bits, the group multipliers
-// m = 2s + 1 as words (four per group of 8), d = the block's d times the type's factor.
-// 0xff in every byte whose sign bit is set.
-struct SignMasks {
+// The grid-coded IQ types (quant_grids.h): a sub-block's 32 grid magnitudes from four
+// table entries and the signs of their sign bits (IQ1: 8 * g + delta, signed), the group
+// multipliers m = 2s + 1 as words (four per group of 8), d = the block's d times the
+// type's factor. A signed type's magnitudes are multiplied by the activations with
+// their signs moved onto the activations (maddubs(|w|, sign(x, s)): one sign per byte,
+// the same integers as w * x).
+// -1 (0xff) in every byte whose sign bit is set, +1 in the others.
+struct SignBytes {
   uint64_t of[256];
-  constexpr SignMasks() : of{} {
+  constexpr SignBytes() : of{} {
     for (int s = 0; s < 256; ++s)
-      for (int j = 0; j < 8; ++j)
-        if ((s >> j) & 1) of[s] |= uint64_t{0xff} << (8 * j);
+      for (int j = 0; j < 8; ++j) of[s] |= uint64_t{((s >> j) & 1) ? 0xffu : 0x01u} << (8 * j);
   }
 };
-constexpr SignMasks kSignMasks;
+constexpr SignBytes kSignBytes;
 
 template <TensorType Type>
 struct WeightsGrid : KTraits {
@@ -205,64 +208,80 @@ struct WeightsGrid : KTraits {
   MOECHAT_AVX2_INLINE static Block open(const uint8_t* blk) {
     return {blk, grids::gridBlockD(Type, blk) * (kIq1 ? 0.125f : grids::gridFactor(Type))};
   }
-  // Magnitudes (four 8-byte entries) with the signs of four 8-bit masks applied.
-  MOECHAT_AVX2_INLINE static __m256i signed4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint8_t s0,
+  // A sub-block as magnitudes and the +-1 of each byte's sign (the types with sign bits).
+  struct MagSigns {
+    __m256i mag, sign;
+  };
+  static constexpr bool kSplitSigns = !kIq1;
+  // Four 8-byte magnitude entries and four 8-bit sign patterns.
+  MOECHAT_AVX2_INLINE static MagSigns split4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint8_t s0,
                                              uint8_t s1, uint8_t s2, uint8_t s3) {
-    const __m256i mag = _mm256_setr_epi64x(static_cast<int64_t>(g0), static_cast<int64_t>(g1),
-                                           static_cast<int64_t>(g2), static_cast<int64_t>(g3));
-    const __m256i neg =
-        _mm256_setr_epi64x(static_cast<int64_t>(kSignMasks.of[s0]), static_cast<int64_t>(kSignMasks.of[s1]),
-                           static_cast<int64_t>(kSignMasks.of[s2]), static_cast<int64_t>(kSignMasks.of[s3]));
-    return _mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg);
+    return {
+        _mm256_setr_epi64x(static_cast<int64_t>(g0), static_cast<int64_t>(g1), static_cast<int64_t>(g2),
+                           static_cast<int64_t>(g3)),
+        _mm256_setr_epi64x(static_cast<int64_t>(kSignBytes.of[s0]), static_cast<int64_t>(kSignBytes.of[s1]),
+                           static_cast<int64_t>(kSignBytes.of[s2]), static_cast<int64_t>(kSignBytes.of[s3]))};
   }
   MOECHAT_AVX2_INLINE static uint32_t u32At(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
     return v;
   }
-  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int k) {
+  MOECHAT_AVX2_INLINE static MagSigns magSigns(const Block& b, int k) {
     using namespace grids;
+    static_assert(kSplitSigns, "IQ1 has no sign bits");
     const uint8_t* blk = b.blk;
     if constexpr (Type == TensorType::IQ2_XXS || Type == TensorType::IQ3_XXS) {
       const uint8_t* q = blk + 2 + 8 * k;
       const uint32_t aux = u32At(Type == TensorType::IQ2_XXS ? q + 4 : blk + 66 + 4 * k);
-      uint64_t g[4];
-      for (int l = 0; l < 4; ++l)
-        g[l] = Type == TensorType::IQ2_XXS
+      auto entry = [q](int l) {
+        return Type == TensorType::IQ2_XXS
                    ? kIq2xxsGrid[q[l]]
                    : (uint64_t{kIq3xxsGrid[q[2 * l]]} | (uint64_t{kIq3xxsGrid[q[2 * l + 1]]} << 32));
-      return signed4(g[0], g[1], g[2], g[3], signBits(aux), signBits(aux >> 7), signBits(aux >> 14),
-                     signBits(aux >> 21));
+      };
+      return split4(entry(0), entry(1), entry(2), entry(3), signBits(aux), signBits(aux >> 7),
+                    signBits(aux >> 14), signBits(aux >> 21));
     } else if constexpr (Type == TensorType::IQ2_XS) {
       uint16_t v[4];
       std::memcpy(v, blk + 2 + 8 * k, 8);
-      return signed4(kIq2xsGrid[v[0] & 511], kIq2xsGrid[v[1] & 511], kIq2xsGrid[v[2] & 511],
-                     kIq2xsGrid[v[3] & 511], signBits(v[0] >> 9), signBits(v[1] >> 9), signBits(v[2] >> 9),
-                     signBits(v[3] >> 9));
+      return split4(kIq2xsGrid[v[0] & 511], kIq2xsGrid[v[1] & 511], kIq2xsGrid[v[2] & 511],
+                    kIq2xsGrid[v[3] & 511], signBits(v[0] >> 9), signBits(v[1] >> 9), signBits(v[2] >> 9),
+                    signBits(v[3] >> 9));
     } else if constexpr (Type == TensorType::IQ2_S) {
       const uint8_t* qs = blk + 2 + 4 * k;
       const uint8_t* sg = blk + 34 + 4 * k;
       const int qh = blk[66 + k];
-      return signed4(kIq2sGrid[qs[0] | ((qh << 8) & 0x300)], kIq2sGrid[qs[1] | ((qh << 6) & 0x300)],
-                     kIq2sGrid[qs[2] | ((qh << 4) & 0x300)], kIq2sGrid[qs[3] | ((qh << 2) & 0x300)], sg[0],
-                     sg[1], sg[2], sg[3]);
+      return split4(kIq2sGrid[qs[0] | ((qh << 8) & 0x300)], kIq2sGrid[qs[1] | ((qh << 6) & 0x300)],
+                    kIq2sGrid[qs[2] | ((qh << 4) & 0x300)], kIq2sGrid[qs[3] | ((qh << 2) & 0x300)], sg[0],
+                    sg[1], sg[2], sg[3]);
     } else if constexpr (Type == TensorType::IQ3_S) {
       const uint8_t* q = blk + 2 + 8 * k;
       const uint8_t* sg = blk + 74 + 4 * k;
       const int qh = blk[66 + k];
-      uint64_t g[4];
-      for (int l = 0; l < 4; ++l)
-        g[l] = uint64_t{kIq3sGrid[q[2 * l] | (((qh >> (2 * l)) & 1) << 8)]} |
+      auto entry = [q, qh](int l) {
+        return uint64_t{kIq3sGrid[q[2 * l] | (((qh >> (2 * l)) & 1) << 8)]} |
                (uint64_t{kIq3sGrid[q[2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8)]} << 32);
-      return signed4(g[0], g[1], g[2], g[3], sg[0], sg[1], sg[2], sg[3]);
+      };
+      return split4(entry(0), entry(1), entry(2), entry(3), sg[0], sg[1], sg[2], sg[3]);
+    }
+  }
+  // The sub-block's 32 signed values.
+  MOECHAT_AVX2_INLINE static __m256i quants(const Block& b, int k) {
+    using namespace grids;
+    const uint8_t* blk = b.blk;
+    if constexpr (kSplitSigns) {
+      const MagSigns m = magSigns(b, k);
+      return _mm256_sign_epi8(m.mag, m.sign);
     } else {  // IQ1_S, IQ1_M: 8 * g + delta per byte
       uint64_t g[4];
       int8_t delta[4];
       if constexpr (Type == TensorType::IQ1_S) {
         const uint16_t h = loadU16(blk + 34 + 2 * k);
+#pragma GCC unroll 4  // g and delta stay in registers (a vector built from stored words stalls)
         for (int l = 0; l < 4; ++l) g[l] = kIq1sGrid[blk[2 + 4 * k + l] | (((h >> (3 * l)) & 7) << 8)];
         delta[0] = delta[1] = delta[2] = delta[3] = (h & 0x8000) ? -1 : 1;
       } else {
+#pragma GCC unroll 4
         for (int l = 0; l < 4; ++l) {
           const int nib = (blk[32 + 2 * k + l / 2] >> (4 * (l % 2))) & 15;
           g[l] = kIq1sGrid[blk[4 * k + l] | ((nib & 7) << 8)];
@@ -318,15 +337,21 @@ MOECHAT_AVX2 void tileBlocksK(const TileArgs& a) {
     for (int t = 0; t < T; ++t) p[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < kSubBlocks; ++j) {
-      const __m256i q = W::quants(blk, j), sc = W::scale(blk, j);
+      const __m256i sc = W::scale(blk, j);
+      // |w| and the sign of each w: the signed types' |w| * sign(x, w) = w * x.
+      __m256i mag, sign;
+      if constexpr (W::kSplitSigns) {
+        const auto m = W::magSigns(blk, j);
+        mag = m.mag, sign = m.sign;
+      } else {
+        mag = W::quants(blk, j);
+        sign = mag;
+        if constexpr (W::kSigned) mag = _mm256_sign_epi8(mag, mag);
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {  // |q| <= 127 (63 unsigned): pairs of products fit int16
         const __m256i x = load32(q8kQuants(a.act + t * a.act_stride + b * kQ8_KActBytes) + 32 * j);
-        __m256i prod;
-        if constexpr (W::kSigned)
-          prod = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
-        else
-          prod = _mm256_maddubs_epi16(q, x);
+        const __m256i prod = _mm256_maddubs_epi16(mag, W::kSigned ? _mm256_sign_epi8(x, sign) : x);
         p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(prod, sc));
       }
     }
