@@ -2,8 +2,8 @@
 // layers (16 experts, top-4; random weights, real structure): deterministic for
 // a seed, the prompt split is by prompt, the blobs round-trip, and on held-out
 // prompts the learned MLPs are compared with skip-gate, token-based,
-// previous-token and popularity. The test asserts only what is robust (well
-// above random and above popularity by a stated margin) and prints the table.
+// previous-token and popularity: at distances 1 to 3 the learned set must beat every
+// baseline overall and skip-gate at every layer, as docs/predictor.md reports.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,7 +106,7 @@ TEST_F(TrainerTrain, deterministicForASeed) {
   o.threads = 1;  // the thread count does not change the result
   ASSERT_TRUE(trainPredictors(*trace_, o).set.toBytes() == set_.toBytes());
   o = quick(2);
-  o.max_epochs = 1;
+  o.max_epochs = 15;
   o.patience = 1;
   auto other = quick(1);
   other.max_epochs = 1;
@@ -167,10 +167,20 @@ TEST_F(TrainerTrain, heldOutAccuracyAgainstBaselines) {
     const EvalScores& s = r.overall.acc;
     ASSERT_DOUBLE_EQ(s.random, 0.25);
     ASSERT_TRUE(r.overall.tokens > 200);
-    // Robust: far above a random guess and clearly above "the most used experts".
     ASSERT_TRUE(s.learned > s.random + 0.25) << s.learned;
-    ASSERT_TRUE(s.learned > s.popularity + 0.15) << s.learned << " vs " << s.popularity;
-    for (const auto& l : r.layers) ASSERT_TRUE(l.acc.learned > l.acc.random + 0.1);
+    // What docs/predictor.md says of this model: the learned predictor beats every
+    // baseline overall and skip-gate at every layer, at every distance (training is
+    // seeded: the same figures every run; the closest, layer 4 -> 5 at distance 1, by
+    // 12 tokens of 433). Against previous-token one layer is within 3 tokens (0 -> 3 at
+    // distance 3): reported in the table, not asserted.
+    for (const auto& [name, baseline] : {std::pair{"skip-gate", s.skip_gate},
+                                         {"token-based", s.token_based},
+                                         {"previous-token", s.previous_token},
+                                         {"popularity", s.popularity}})
+      EXPECT_GT(s.learned, baseline) << "distance " << distance << ": learned against " << name;
+    for (const auto& l : r.layers)
+      EXPECT_GT(l.acc.learned, l.acc.skip_gate)
+          << "distance " << distance << ", layer " << l.layer << " -> " << l.target_layer;
   }
 }
 
