@@ -165,6 +165,10 @@ TEST_F(Golden, matchesReference) {
   std::vector<std::string> rows = synth::supportedArchs();
   for (const auto& v : synth::tinyVariantNames()) rows.push_back(v);
   rows.push_back("demo-brown");
+  // qwen3moe 256 wide in the K-quants and IQ4_XS: low Q2_K / Q3_K experts, IQ4_XS the
+  // rest; high Q4_K / Q6_K experts, Q5_K the rest (tests/data/golden/README.md).
+  rows.push_back("kquants-low");
+  rows.push_back("kquants-high");
   for (const auto& arch : rows) {
     SCOPED_TRACE(arch);
     checkArch(arch);

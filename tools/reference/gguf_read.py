@@ -46,19 +46,25 @@ _SCALAR_NP = {
 
 # tensor types: id -> (name, elements per block, bytes per block)
 T_F32, T_F16, T_Q4_0, T_Q8_0 = 0, 1, 2, 8
-T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 12, 13, 14, 30
-T_MXFP4 = 39
+T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 10, 11, 12, 13, 14, 30
+T_IQ4_XS, T_MXFP4 = 23, 39
 TENSOR_TYPES = {
     T_F32: ("F32", 1, 4),
     T_F16: ("F16", 1, 2),
     T_Q4_0: ("Q4_0", 32, 18),
     T_Q8_0: ("Q8_0", 32, 34),
+    T_Q2_K: ("Q2_K", 256, 84),
+    T_Q3_K: ("Q3_K", 256, 110),
     T_Q4_K: ("Q4_K", 256, 144),
     T_Q5_K: ("Q5_K", 256, 176),
     T_Q6_K: ("Q6_K", 256, 210),
     T_BF16: ("BF16", 1, 2),
     T_MXFP4: ("MXFP4", 32, 17),
+    T_IQ4_XS: ("IQ4_XS", 256, 136),
 }
+
+# IQ4_NL's sixteen values (ggml-common.h kvalues_iq4nl), which IQ4_XS's nibbles index.
+_IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float64)
 
 # MXFP4 (OCP Microscaling Formats v1.0): per 32 elements one E8M0 exponent byte e
 # (scale 2^(e-127)) and 16 bytes of E2M1 codes, element j in the low nibble of byte
@@ -262,6 +268,12 @@ def dequantize(data: bytes, ttype: int, n: int) -> np.ndarray:
         return _dequant_q45k(raw, ttype == T_Q5_K)[:n]
     if ttype == T_Q6_K:
         return _dequant_q6k(raw)[:n]
+    if ttype == T_Q2_K:
+        return _dequant_q2k(raw)[:n]
+    if ttype == T_Q3_K:
+        return _dequant_q3k(raw)[:n]
+    if ttype == T_IQ4_XS:
+        return _dequant_iq4xs(raw)[:n]
     name = TENSOR_TYPES.get(ttype, (str(ttype),))[0]
     raise GGUFError(f"dequantisation of tensor type {name} not implemented")
 
@@ -304,6 +316,77 @@ def _dequant_q45k(raw: np.ndarray, five_bit: bool) -> np.ndarray:
         j0, j1 = 2 * c, 2 * c + 1
         out[:, 64 * c:64 * c + 32] = d * sc[:, j0:j0 + 1] * lo - dmin * m[:, j0:j0 + 1]
         out[:, 64 * c + 32:64 * c + 64] = d * sc[:, j1:j1 + 1] * hi - dmin * m[:, j1:j1 + 1]
+    return out.reshape(-1)
+
+
+def _dequant_q2k(raw: np.ndarray) -> np.ndarray:
+    """Q2_K, 84 bytes per 256: scales[16] (bits 0-3 a 4-bit scale, 4-7 a 4-bit min, one
+    pair per 16 elements), qs[64] (2-bit quants), f16 d, f16 dmin. Element 128h + 32g + 16i
+    + l (h < 2, g < 4, i < 2, l < 16) is bits 2g..2g+1 of qs[32h + 16i + l], with scale
+    pair 8h + 2g + i: value d * scale * q - dmin * min."""
+    b = raw.reshape(-1, 84)
+    nb = b.shape[0]
+    sc = b[:, 0:16].astype(np.int64)
+    qs = b[:, 16:80].astype(np.int64)
+    d = _f16(b[:, 80:82].reshape(-1, 1, 2))[:, 0]
+    dmin = _f16(b[:, 82:84].reshape(-1, 1, 2))[:, 0]
+    out = np.zeros((nb, 256), np.float64)
+    for h in range(2):
+        for g in range(4):
+            for i in range(2):
+                pair = sc[:, 8 * h + 2 * g + i]
+                q = (qs[:, 32 * h + 16 * i:32 * h + 16 * i + 16] >> (2 * g)) & 3
+                e = 128 * h + 32 * g + 16 * i
+                out[:, e:e + 16] = (d * (pair & 15))[:, None] * q - (dmin * (pair >> 4))[:, None]
+    return out.reshape(-1)
+
+
+def _dequant_q3k(raw: np.ndarray) -> np.ndarray:
+    """Q3_K, 110 bytes per 256: hmask[32], qs[64], scales[12], f16 d. Sixteen 6-bit scales:
+    scale j has bits 0-3 from scales[j % 8] (low nibble for j < 8, high for j >= 8) and bits
+    4-5 from bits 2(j / 4)..2(j / 4)+1 of scales[8 + j % 4]; it counts from -32. Element
+    128h + 32g + 16i + l is bits 2g..2g+1 of qs[32h + 16i + l] less 4 where bit 4h + g of
+    hmask[16i + l] is clear; scale 8h + 2g + i: value d * (scale - 32) * (q - 4 or q)."""
+    b = raw.reshape(-1, 110)
+    nb = b.shape[0]
+    hm = b[:, 0:32].astype(np.int64)
+    qs = b[:, 32:96].astype(np.int64)
+    s = b[:, 96:108].astype(np.int64)
+    d = _f16(b[:, 108:110].reshape(-1, 1, 2))[:, 0]
+    scale = np.zeros((nb, 16), np.int64)
+    for j in range(16):
+        low = (s[:, j % 8] >> (4 * (j // 8))) & 15
+        high = (s[:, 8 + j % 4] >> (2 * (j // 4))) & 3
+        scale[:, j] = (low | (high << 4)) - 32
+    out = np.zeros((nb, 256), np.float64)
+    for h in range(2):
+        for g in range(4):
+            for i in range(2):
+                q = (qs[:, 32 * h + 16 * i:32 * h + 16 * i + 16] >> (2 * g)) & 3
+                high_bit = (hm[:, 16 * i:16 * i + 16] >> (4 * h + g)) & 1
+                e = 128 * h + 32 * g + 16 * i
+                out[:, e:e + 16] = (d * scale[:, 8 * h + 2 * g + i])[:, None] * (q - 4 * (1 - high_bit))
+    return out.reshape(-1)
+
+
+def _dequant_iq4xs(raw: np.ndarray) -> np.ndarray:
+    """IQ4_XS, 136 bytes per 256: f16 d, u16 scales_h, scales_l[4], qs[128]. Sub-block k (32
+    elements) has the 6-bit scale (nibble k % 2 of scales_l[k / 2]) | (bits 2k..2k+1 of
+    scales_h) << 4, counted from -32; its element l < 16 is the low nibble of qs[16k + l],
+    element 16 + l the high one, each an index into IQ4_NL's values: d * (scale - 32) * value."""
+    b = raw.reshape(-1, 136)
+    nb = b.shape[0]
+    d = _f16(b[:, 0:2].reshape(-1, 1, 2))[:, 0]
+    sh = b[:, 2].astype(np.int64) | (b[:, 3].astype(np.int64) << 8)
+    sl = b[:, 4:8].astype(np.int64)
+    qs = b[:, 8:136].astype(np.int64)
+    out = np.zeros((nb, 256), np.float64)
+    for k in range(8):
+        ls = ((sl[:, k // 2] >> (4 * (k % 2))) & 15) | (((sh >> (2 * k)) & 3) << 4)
+        dl = (d * (ls - 32))[:, None]
+        q = qs[:, 16 * k:16 * k + 16]
+        out[:, 32 * k:32 * k + 16] = dl * _IQ4_VALUES[q & 15]
+        out[:, 32 * k + 16:32 * k + 32] = dl * _IQ4_VALUES[q >> 4]
     return out.reshape(-1)
 
 
