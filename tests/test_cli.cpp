@@ -1,5 +1,6 @@
 // moechat-cli as a user runs it: the demo streams and reports tokens/s; bad
 // input of every kind gets a clear message and a non-zero exit, never a crash.
+#include <cmath>
 #include <csignal>
 
 #include <QtTest>
@@ -8,6 +9,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include "models/gguf.h"
@@ -276,17 +278,40 @@ class CliTest : public QObject {
 
   void infoDescribesAFullSizePresetWithoutItsWeights() {
     // Published totals (model cards): GLM-4.5-Air 106B / 12B active; gpt-oss-20b 21B /
-    // 3.6B; gpt-oss-120b 117B / 5.1B. Counted here from the shapes, the input embedding
-    // (a lookup) not active: 106.85B in GLM-Air's 46 layers run (+2.38B for its
-    // next-token-prediction layer) with 12.80B active (12.18B without the output
-    // matrix too, as GLM's card seems to count); 20.91B / 3.61B; 116.83B / 5.13B.
+    // 3.6B; gpt-oss-120b 117B / 5.1B. GLM-4.5-Air's counts are derived below from its
+    // config.json, not from the program; the input embedding (a lookup) is not active.
     const auto r = runCli({"info", "--preset", "GLM-Air"});
     QCOMPARE(r.code, 0);
     for (const char* want :
          {"architecture:    glm4moe", "46 (45 MoE, 1 dense) + 1 next-token-prediction layer",
-          "parameters:      109.23B in the file, 106.85B in the layers run, 12.80B active per token",
           "128 per layer, 8 used per token, ffn 1408", "expert types:    Q8_0", "one expert:      18.38 MB"})
       QVERIFY2(r.out.contains(want), qPrintable(want + ("\n" + r.out)));
+    {
+      // GLM-4.5-Air's config.json: hidden_size 4096, num_hidden_layers 46 (first_k_dense_replace
+      // 1, intermediate_size 10944), n_routed_experts 128, num_experts_per_tok 8,
+      // moe_intermediate_size 1408, n_shared_experts 1, num_attention_heads 96,
+      // num_key_value_heads 8, head_dim 128, attention_bias true, vocab_size 151552, untied
+      // embeddings, num_nextn_predict_layers 1 (its own layer plus eh_proj 2h -> h and three norms).
+      const double h = 4096, q = 96 * 128, kv = 8 * 128, vocab = 151552, ffe = 1408;
+      const double attn = h * q + 2 * h * kv + q * h + (q + 2 * kv), norms = 2 * h;
+      const double expert = 3 * h * ffe, router = 128 * h + 128;  // weights and selection bias
+      const double dense = attn + norms + 3 * h * 10944;
+      const double moe_all = attn + norms + router + 128 * expert + expert;  // + the shared expert
+      const double moe_active = attn + norms + router + 8 * expert + expert;
+      const double embed = vocab * h, output = vocab * h;
+      const double run = dense + 45 * moe_all + embed + output + h;  // + the output norm
+      const double active = dense + 45 * moe_active + output + h;
+      const double nextn = moe_all + 2 * h * h + 3 * h;
+      const QRegularExpression counts(
+          "parameters: +([0-9.]+)B in the file, ([0-9.]+)B in the layers run, "
+          "([0-9.]+)B active per token");
+      const auto m = counts.match(r.out);
+      QVERIFY2(m.hasMatch(), qPrintable(r.out));
+      for (const auto& [printed, derived] :
+           {std::pair{m.captured(1), run + nextn}, {m.captured(2), run}, {m.captured(3), active}})
+        QVERIFY2(std::abs(printed.toDouble() - derived / 1e9) < 0.006,
+                 qPrintable(printed + "B printed, " + QString::number(derived / 1e9, 'f', 3) + "B derived"));
+    }
     expectFailure(runCli({"info", "--preset", "GLM-Air", "--quant", "q4_k"}), 2, "not whole q4_k blocks");
     for (auto [preset, want] :
          {std::pair{"OSS-20B", "20.91B in the file, 20.91B in the layers run, 3.61B active"},
