@@ -169,6 +169,9 @@ TEST_F(Golden, matchesReference) {
   // rest; high Q4_K / Q6_K experts, Q5_K the rest (tests/data/golden/README.md).
   rows.push_back("kquants-low");
   rows.push_back("kquants-high");
+  // The other added types, in blocks of 32: Q4_1, Q5_0 and IQ4_NL (a); Q5_1, Q4_1, Q5_0 (b).
+  rows.push_back("quants32-a");
+  rows.push_back("quants32-b");
   for (const auto& arch : rows) {
     SCOPED_TRACE(arch);
     checkArch(arch);

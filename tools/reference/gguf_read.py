@@ -45,14 +45,18 @@ _SCALAR_NP = {
 }
 
 # tensor types: id -> (name, elements per block, bytes per block)
-T_F32, T_F16, T_Q4_0, T_Q8_0 = 0, 1, 2, 8
+T_F32, T_F16, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_Q8_0 = 0, 1, 2, 3, 6, 7, 8
 T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 10, 11, 12, 13, 14, 30
-T_IQ4_XS, T_MXFP4 = 23, 39
+T_IQ4_NL, T_IQ4_XS, T_MXFP4 = 20, 23, 39
 TENSOR_TYPES = {
     T_F32: ("F32", 1, 4),
     T_F16: ("F16", 1, 2),
     T_Q4_0: ("Q4_0", 32, 18),
+    T_Q4_1: ("Q4_1", 32, 20),
+    T_Q5_0: ("Q5_0", 32, 22),
+    T_Q5_1: ("Q5_1", 32, 24),
     T_Q8_0: ("Q8_0", 32, 34),
+    T_IQ4_NL: ("IQ4_NL", 32, 18),
     T_Q2_K: ("Q2_K", 256, 84),
     T_Q3_K: ("Q3_K", 256, 110),
     T_Q4_K: ("Q4_K", 256, 144),
@@ -258,6 +262,15 @@ def dequantize(data: bytes, ttype: int, n: int) -> np.ndarray:
         lo = (qs & 0x0F).astype(np.float64) - 8.0              # elements 0..15
         hi = (qs >> 4).astype(np.float64) - 8.0                # elements 16..31
         return (d * np.concatenate([lo, hi], axis=1)).reshape(-1)[:n]
+    if ttype in (T_Q4_1, T_Q5_0, T_Q5_1):
+        return _dequant_q4_1_q5(raw, ttype)[:n]
+    if ttype == T_IQ4_NL:
+        # 18 bytes per 32: f16 d, qs[16]; element j is IQ4_NL's value of the low nibble
+        # of qs[j], element 16 + j of the high one, times d.
+        b = raw.reshape(-1, 18)
+        d = _f16(b[:, 0:2].reshape(-1, 1, 2))
+        qs = b[:, 2:18]
+        return (d * np.concatenate([_IQ4_VALUES[qs & 15], _IQ4_VALUES[qs >> 4]], axis=1)).reshape(-1)[:n]
     if ttype == T_MXFP4:
         b = raw.reshape(-1, 17)
         scale = np.ldexp(1.0, b[:, 0:1].astype(np.int64) - 127)     # (nb, 1)
@@ -317,6 +330,26 @@ def _dequant_q45k(raw: np.ndarray, five_bit: bool) -> np.ndarray:
         out[:, 64 * c:64 * c + 32] = d * sc[:, j0:j0 + 1] * lo - dmin * m[:, j0:j0 + 1]
         out[:, 64 * c + 32:64 * c + 64] = d * sc[:, j1:j1 + 1] * hi - dmin * m[:, j1:j1 + 1]
     return out.reshape(-1)
+
+
+def _dequant_q4_1_q5(raw: np.ndarray, ttype: int) -> np.ndarray:
+    """Blocks of 32: Q4_1 {f16 d, f16 m, qs[16]}, Q5_0 {f16 d, u32 qh, qs[16]}, Q5_1 {f16 d,
+    f16 m, u32 qh, qs[16]}. Element j's quant is the low nibble of qs[j], element 16 + j's
+    the high nibble; Q5 adds bit j (16 + j) of qh as bit 4. Value: d * q + m (Q4_1, Q5_1),
+    d * (q - 16) (Q5_0)."""
+    has_m, has_qh = ttype != T_Q5_0, ttype != T_Q4_1
+    bpb = 20 if ttype == T_Q4_1 else 22 if ttype == T_Q5_0 else 24
+    b = raw.reshape(-1, bpb)
+    d = _f16(b[:, 0:2].reshape(-1, 1, 2))
+    m = _f16(b[:, 2:4].reshape(-1, 1, 2)) if has_m else 0.0
+    at = 4 if has_m else 2
+    q = np.concatenate([b[:, at + 4 * has_qh:] & 15, b[:, at + 4 * has_qh:] >> 4], axis=1).astype(np.int64)
+    if has_qh:
+        qh = (b[:, at].astype(np.int64) | (b[:, at + 1].astype(np.int64) << 8) |
+              (b[:, at + 2].astype(np.int64) << 16) | (b[:, at + 3].astype(np.int64) << 24))
+        q = q | (((qh[:, None] >> np.arange(32)) & 1) << 4)
+    q = q.astype(np.float64)
+    return (d * q + m if has_m else d * (q - 16)).reshape(-1)
 
 
 def _dequant_q2k(raw: np.ndarray) -> np.ndarray:

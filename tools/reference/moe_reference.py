@@ -115,8 +115,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_read import (GGUFReader, T_BF16, T_F16, T_IQ4_XS, T_MXFP4, T_Q2_K, T_Q3_K,  # noqa: E402
-                       T_Q4_0, T_Q4_K, T_Q5_K, T_Q6_K, T_Q8_0)
+from gguf_read import (GGUFReader, T_BF16, T_F16, T_IQ4_NL, T_IQ4_XS, T_MXFP4, T_Q2_K,  # noqa: E402
+                       T_Q3_K, T_Q4_0, T_Q4_1, T_Q4_K, T_Q5_0, T_Q5_1, T_Q5_K, T_Q6_K, T_Q8_0)
 
 ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
 ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
@@ -161,7 +161,7 @@ ARCH_TABLE = {
 # ---- activation quantisation --------------------------------------------------
 # The GGUF family's quantised matmuls ("vec_dot" types) quantise the float32
 # activation rows to 8-bit blocks before dotting them with the weight rows:
-#   Q8_0/Q4_0 weights      -> Q8_0 blocks of 32:  d = amax/127 (stored as f16), q = round(x/d)
+#   the 32-blocks' weights -> Q8_0 blocks of 32:  d = amax/127 (stored as f16), q = round(x/d)
 #   K-quant, IQ4_XS weights -> Q8_K blocks of 256: max = the element of largest |x| (the
 #                             first one), iscale = -127/max, q = min(127, round(iscale*x)),
 #                             d = 1/iscale (float32)
@@ -248,7 +248,8 @@ round_q8_k = _torch_rows(quantize_q8_k, dequantize_q8_k)
 # activations mode -> weight type -> rounding of the matmul's input rows (absent: exact)
 ACTIVATION_MODES = {
     "float": {},
-    "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0, T_MXFP4: round_q8_0,
+    "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0, T_Q4_1: round_q8_0, T_Q5_0: round_q8_0,
+           T_Q5_1: round_q8_0, T_IQ4_NL: round_q8_0, T_MXFP4: round_q8_0,
            T_Q2_K: round_q8_k, T_Q3_K: round_q8_k, T_Q4_K: round_q8_k, T_Q5_K: round_q8_k,
            T_Q6_K: round_q8_k, T_IQ4_XS: round_q8_k},
 }
