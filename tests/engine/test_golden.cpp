@@ -172,6 +172,8 @@ TEST_F(Golden, matchesReference) {
   // The other added types, in blocks of 32: Q4_1, Q5_0 and IQ4_NL (a); Q5_1, Q4_1, Q5_0 (b).
   rows.push_back("quants32-a");
   rows.push_back("quants32-b");
+  // The grid types (float activations: tests/data/golden/README.md says why).
+  for (const char* g : {"grids-a", "grids-b", "grids-c"}) rows.push_back(g);
   for (const auto& arch : rows) {
     SCOPED_TRACE(arch);
     checkArch(arch);

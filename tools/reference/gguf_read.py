@@ -19,6 +19,8 @@ any intermediate float32 rounding beyond what the format itself defines
 
 from __future__ import annotations
 
+import os
+import re
 import struct
 import sys
 from dataclasses import dataclass
@@ -47,7 +49,8 @@ _SCALAR_NP = {
 # tensor types: id -> (name, elements per block, bytes per block)
 T_F32, T_F16, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_Q8_0 = 0, 1, 2, 3, 6, 7, 8
 T_Q2_K, T_Q3_K, T_Q4_K, T_Q5_K, T_Q6_K, T_BF16 = 10, 11, 12, 13, 14, 30
-T_IQ4_NL, T_IQ4_XS, T_MXFP4 = 20, 23, 39
+T_IQ2_XXS, T_IQ2_XS, T_IQ3_XXS, T_IQ1_S, T_IQ4_NL, T_IQ3_S, T_IQ2_S, T_IQ4_XS = 16, 17, 18, 19, 20, 21, 22, 23
+T_IQ1_M, T_MXFP4 = 29, 39
 TENSOR_TYPES = {
     T_F32: ("F32", 1, 4),
     T_F16: ("F16", 1, 2),
@@ -65,7 +68,15 @@ TENSOR_TYPES = {
     T_BF16: ("BF16", 1, 2),
     T_MXFP4: ("MXFP4", 32, 17),
     T_IQ4_XS: ("IQ4_XS", 256, 136),
+    T_IQ2_XXS: ("IQ2_XXS", 256, 66),
+    T_IQ2_XS: ("IQ2_XS", 256, 74),
+    T_IQ2_S: ("IQ2_S", 256, 82),
+    T_IQ3_XXS: ("IQ3_XXS", 256, 98),
+    T_IQ3_S: ("IQ3_S", 256, 110),
+    T_IQ1_S: ("IQ1_S", 256, 50),
+    T_IQ1_M: ("IQ1_M", 256, 56),
 }
+GRID_TYPES = (T_IQ2_XXS, T_IQ2_XS, T_IQ2_S, T_IQ3_XXS, T_IQ3_S, T_IQ1_S, T_IQ1_M)
 
 # IQ4_NL's sixteen values (ggml-common.h kvalues_iq4nl), which IQ4_XS's nibbles index.
 _IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float64)
@@ -287,6 +298,8 @@ def dequantize(data: bytes, ttype: int, n: int) -> np.ndarray:
         return _dequant_q3k(raw)[:n]
     if ttype == T_IQ4_XS:
         return _dequant_iq4xs(raw)[:n]
+    if ttype in GRID_TYPES:
+        return _dequant_grid(raw, ttype)[:n]
     name = TENSOR_TYPES.get(ttype, (str(ttype),))[0]
     raise GGUFError(f"dequantisation of tensor type {name} not implemented")
 
@@ -420,6 +433,128 @@ def _dequant_iq4xs(raw: np.ndarray) -> np.ndarray:
         q = qs[:, 16 * k:16 * k + 16]
         out[:, 32 * k:32 * k + 16] = dl * _IQ4_VALUES[q & 15]
         out[:, 32 * k + 16:32 * k + 32] = dl * _IQ4_VALUES[q >> 4]
+    return out.reshape(-1)
+
+
+# The grid types' lattice tables are the format's data (ggml-common.h), kept in the
+# repository as quant/grids/<name>.inc: one hex word per entry, element j in byte j
+# (little-endian): unsigned magnitudes for IQ2/IQ3, int8 -1/0/1 for IQ1.
+_GRID_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "quant", "grids")
+_GRIDS: dict = {}
+
+
+def _grid(name: str, bytes_per_entry: int, signed: bool = False) -> np.ndarray:
+    """(entries, bytes_per_entry) element values of a lattice table."""
+    if name not in _GRIDS:
+        with open(os.path.join(_GRID_DIR, name + ".inc")) as f:
+            words = [int(w, 16) for w in re.findall(r"0x([0-9a-fA-F]+)", f.read())]
+        raw = np.array(words, np.uint64).astype("<u8").view(np.uint8).reshape(len(words), 8)[:, :bytes_per_entry]
+        _GRIDS[name] = (raw.view(np.int8) if signed else raw).astype(np.float64)
+    return _GRIDS[name]
+
+
+def _signs7(index7: np.ndarray) -> np.ndarray:
+    """The 8 signs (+-1, element j from bit j) of a 7-bit sign index: bit 7 makes the
+    count of minus signs even (IQ2_XXS, IQ2_XS, IQ3_XXS)."""
+    i = index7 & 127
+    parity = np.zeros_like(i)
+    for b in range(7):
+        parity ^= (i >> b) & 1
+    bits = i | (parity << 7)
+    return _signs8(bits)
+
+
+def _signs8(bits: np.ndarray) -> np.ndarray:
+    """(..., 8) signs: -1 where bit j of `bits` is set, +1 elsewhere."""
+    return 1.0 - 2.0 * ((bits[..., None] >> np.arange(8)) & 1)
+
+
+def _u16(b: np.ndarray, at: int) -> np.ndarray:
+    return b[:, at].astype(np.int64) | (b[:, at + 1].astype(np.int64) << 8)
+
+
+def _u32(b: np.ndarray, at: int) -> np.ndarray:
+    return _u16(b, at) | (_u16(b, at + 2) << 16)
+
+
+def _dequant_grid(raw: np.ndarray, ttype: int) -> np.ndarray:
+    """The grid-coded types: blocks of 256 in sub-blocks of 32, each group l of 8
+    elements (element 8l + j) one lattice entry, with signs and a sub-block scale:
+      IQ2_XXS (66 B: f16 d, then per sub-block 4 entry bytes and a u32 of four 7-bit sign
+        indices and a 4-bit scale s in its top bits): d * (s + 1/2) / 4 * entry * sign;
+      IQ2_XS (74 B: f16 d, u16 qs[32] (9-bit entry | 7-bit sign index), scales[8], a
+        nibble per half sub-block): as IQ2_XXS with each half's scale;
+      IQ2_S (82 B: f16 d, qs[32] entry low bytes, signs[32] (a byte per group), qh[8] (2
+        high entry bits per group), scales[8]): as IQ2_XS, signs bit by bit;
+      IQ3_XXS (98 B: f16 d, qs[64] (an entry byte per 4 elements), u32[8] as IQ2_XXS's):
+        d * (s + 1/2) / 2 * entry * sign;
+      IQ3_S (110 B: f16 d, qs[64], qh[8] (the 9th entry bit), signs[32], scales[4] (a
+        nibble per sub-block)): d * (2s + 1) * entry * sign;
+      IQ1_S (50 B: f16 d, qs[32] entry low bytes, u16 qh[8]: 3 high entry bits per group,
+        the 3-bit scale in bits 12-14, the delta's sign in bit 15): d * (2s + 1) *
+        (entry +- 1/8);
+      IQ1_M (56 B: qs[32], qh[16] (a nibble per group: 3 high entry bits, the delta's
+        sign), u16[4] scales (3 bits per half sub-block; their top nibbles make f16 d)):
+        d * (2s + 1) * (entry +- 1/8)."""
+    name, _, bpb = TENSOR_TYPES[ttype]
+    b = raw.reshape(-1, bpb)
+    nb = b.shape[0]
+    out = np.zeros((nb, 8, 4, 8), np.float64)  # block, sub-block, group, element
+    if ttype != T_IQ1_M:
+        d = _f16(b[:, 0:2].reshape(-1, 1, 2))[:, 0]
+    for k in range(8):
+        if ttype in (T_IQ2_XXS, T_IQ3_XXS):
+            three = ttype == T_IQ3_XXS
+            aux = _u32(b, 66 + 4 * k) if three else _u32(b, 2 + 8 * k + 4)
+            scale = d * ((aux >> 28) + 0.5) * (0.5 if three else 0.25)
+            for l in range(4):
+                sign = _signs7(aux >> (7 * l))
+                if three:
+                    g = np.concatenate([_grid("iq3xxs", 4)[b[:, 2 + 8 * k + 2 * l]],
+                                        _grid("iq3xxs", 4)[b[:, 2 + 8 * k + 2 * l + 1]]], axis=1)
+                else:
+                    g = _grid("iq2xxs", 8)[b[:, 2 + 8 * k + l]]
+                out[:, k, l] = scale[:, None] * g * sign
+        elif ttype == T_IQ2_XS:
+            sc = b[:, 66 + k].astype(np.int64)
+            for l in range(4):
+                v = _u16(b, 2 + 8 * k + 2 * l)
+                half = (sc >> (4 * (l // 2))) & 15
+                out[:, k, l] = (d * (half + 0.5) * 0.25)[:, None] * _grid("iq2xs", 8)[v & 511] * _signs7(v >> 9)
+        elif ttype == T_IQ2_S:
+            sc = b[:, 74 + k].astype(np.int64)
+            qh = b[:, 66 + k].astype(np.int64)
+            for l in range(4):
+                idx = b[:, 2 + 4 * k + l].astype(np.int64) | (((qh >> (2 * l)) & 3) << 8)
+                half = (sc >> (4 * (l // 2))) & 15
+                sign = _signs8(b[:, 34 + 4 * k + l].astype(np.int64))
+                out[:, k, l] = (d * (half + 0.5) * 0.25)[:, None] * _grid("iq2s", 8)[idx] * sign
+        elif ttype == T_IQ3_S:
+            s = (b[:, 106 + k // 2].astype(np.int64) >> (4 * (k % 2))) & 15
+            qh = b[:, 66 + k].astype(np.int64)
+            for l in range(4):
+                lo = b[:, 2 + 8 * k + 2 * l].astype(np.int64) | (((qh >> (2 * l)) & 1) << 8)
+                hi = b[:, 2 + 8 * k + 2 * l + 1].astype(np.int64) | (((qh >> (2 * l + 1)) & 1) << 8)
+                g = np.concatenate([_grid("iq3s", 4)[lo], _grid("iq3s", 4)[hi]], axis=1)
+                sign = _signs8(b[:, 74 + 4 * k + l].astype(np.int64))
+                out[:, k, l] = (d * (2 * s + 1))[:, None] * g * sign
+        elif ttype == T_IQ1_S:
+            qh = _u16(b, 34 + 2 * k)
+            delta = np.where(qh & 0x8000, -0.125, 0.125)
+            for l in range(4):
+                idx = b[:, 2 + 4 * k + l].astype(np.int64) | (((qh >> (3 * l)) & 7) << 8)
+                out[:, k, l] = (d * (2 * ((qh >> 12) & 7) + 1))[:, None] * (_grid("iq1s", 8, True)[idx] + delta[:, None])
+        else:  # IQ1_M
+            sc = [_u16(b, 48 + 2 * i) for i in range(4)]
+            dbits = (sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000)
+            d = dbits.astype(np.uint16).view(np.float16).astype(np.float64)
+            s = sc[k // 2] >> (6 * (k % 2))
+            for l in range(4):
+                nib = (b[:, 32 + 2 * k + l // 2].astype(np.int64) >> (4 * (l % 2))) & 15
+                idx = b[:, 4 * k + l].astype(np.int64) | ((nib & 7) << 8)
+                delta = np.where(nib & 8, -0.125, 0.125)
+                scale = d * (2 * ((s >> (3 * (l // 2))) & 7) + 1)
+                out[:, k, l] = scale[:, None] * (_grid("iq1s", 8, True)[idx] + delta[:, None])
     return out.reshape(-1)
 
 

@@ -115,8 +115,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_read import (GGUFReader, T_BF16, T_F16, T_IQ4_NL, T_IQ4_XS, T_MXFP4, T_Q2_K,  # noqa: E402
-                       T_Q3_K, T_Q4_0, T_Q4_1, T_Q4_K, T_Q5_0, T_Q5_1, T_Q5_K, T_Q6_K, T_Q8_0)
+from gguf_read import (GGUFReader, GRID_TYPES, T_BF16, T_F16, T_IQ4_NL, T_IQ4_XS, T_MXFP4,  # noqa: E402
+                       T_Q2_K, T_Q3_K, T_Q4_0, T_Q4_1, T_Q4_K, T_Q5_0, T_Q5_1, T_Q5_K, T_Q6_K, T_Q8_0)
 
 ROPE_NORM = "norm"   # rotate (x[2i], x[2i+1])
 ROPE_NEOX = "neox"   # rotate (x[i], x[i + n_rot/2])
@@ -162,7 +162,7 @@ ARCH_TABLE = {
 # The GGUF family's quantised matmuls ("vec_dot" types) quantise the float32
 # activation rows to 8-bit blocks before dotting them with the weight rows:
 #   the 32-blocks' weights -> Q8_0 blocks of 32:  d = amax/127 (stored as f16), q = round(x/d)
-#   K-quant, IQ4_XS weights -> Q8_K blocks of 256: max = the element of largest |x| (the
+#   K-quant, IQ4_XS, grid   -> Q8_K blocks of 256: max = the element of largest |x| (the
 #                             first one), iscale = -127/max, q = min(127, round(iscale*x)),
 #                             d = 1/iscale (float32)
 # Rounding here is to nearest, ties to even (as moechat's engine), every step in
@@ -251,7 +251,7 @@ ACTIVATION_MODES = {
     "q8": {T_Q8_0: round_q8_0, T_Q4_0: round_q8_0, T_Q4_1: round_q8_0, T_Q5_0: round_q8_0,
            T_Q5_1: round_q8_0, T_IQ4_NL: round_q8_0, T_MXFP4: round_q8_0,
            T_Q2_K: round_q8_k, T_Q3_K: round_q8_k, T_Q4_K: round_q8_k, T_Q5_K: round_q8_k,
-           T_Q6_K: round_q8_k, T_IQ4_XS: round_q8_k},
+           T_Q6_K: round_q8_k, T_IQ4_XS: round_q8_k, **{t: round_q8_k for t in GRID_TYPES}},
 }
 # "ggml": also rounds the input of F16/BF16 matmuls to f16/bf16, as ggml's CPU
 # matmul does (diagnostic; moechat dots float weights with float32 activations).
