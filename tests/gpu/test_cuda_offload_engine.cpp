@@ -82,6 +82,13 @@ class CudaOffloadEngine : public moe::test::GpuTest {
     cpu_ = std::move(cpu);
     moe::test::info("backend: %s", gpu_->name().c_str());
   }
+  // runSteps on the CPU reference backend, every expert resident: what each GPU run must match.
+  static StepLogits cpuReference(const std::vector<uint8_t>& bytes) {
+    auto model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
+    moe::ResidentExpertSource experts(model->hostExperts());
+    moe::Transformer tf(*model, *cpu_, experts, 64);
+    return runSteps(tf, model->config().n_vocab);
+  }
 };
 
 TEST_F(CudaOffloadEngine, policiesMatchCpu) {
@@ -91,10 +98,7 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
     ++arch_index;
     if (moe::test::gpuTestsQuick() && arch != "qwen3moe") continue;  // the same threads for each
     const auto bytes = moe::synth::buildModel(moe::synth::tinySpec(arch)).toBytes();
-    auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-    moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-    moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-    const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+    const StepLogits want = cpuReference(bytes);
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     const int total = moe::OffloadEngine::routedExperts(*gpu_model);
@@ -147,10 +151,7 @@ TEST_F(CudaOffloadEngine, policiesMatchCpu) {
 // run on the same backend (bench runs every policy on one) starts from the same VRAM.
 TEST_F(CudaOffloadEngine, aResidentRunReleasesItsExpertUploads) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
-  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  const StepLogits want = cpuReference(bytes);
   auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
   uint64_t expert_bytes = 0;
   for (const auto& row : gpu_model->hostExperts())
@@ -194,10 +195,7 @@ TEST_F(CudaOffloadEngine, slowCopiesMatchCpu) {
     ~LatencyReset() { cudastandin::setCopyLatencyMicros(0); }
   } reset;
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
-  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  const StepLogits want = cpuReference(bytes);
   auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
   for (int latency_us : {300, 2000})
     for (auto policy :
@@ -240,10 +238,7 @@ TEST_F(CudaOffloadEngine, slowCopiesMatchCpu) {
 // expert use is a hit or a miss read from host memory, its bytes counted.
 TEST_F(CudaOffloadEngine, mappedDecodeWaitsOnceAndMatchesCpu) {
   const auto bytes = moe::synth::buildModel(moe::synth::tinySpec("qwen3moe")).toBytes();
-  auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-  moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-  moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-  const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+  const StepLogits want = cpuReference(bytes);
 
   auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
   moe::OffloadConfig oc;
@@ -303,10 +298,7 @@ TEST_F(CudaOffloadEngine, cpuExpertsOnTheHost) {
     moe::synth::SyntheticSpec spec = moe::synth::tinySpec(arch);
     if (spec.arch == "gpt-oss") spec.expert_type = spec.weight_type = moe::gguf::TensorType::F16;
     const auto bytes = moe::synth::buildModel(spec).toBytes();
-    auto cpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *cpu_);
-    moe::ResidentExpertSource cpu_experts(cpu_model->hostExperts());
-    moe::Transformer cpu_tf(*cpu_model, *cpu_, cpu_experts, 64);
-    const StepLogits want = runSteps(cpu_tf, cpu_model->config().n_vocab);
+    const StepLogits want = cpuReference(bytes);
 
     auto gpu_model = moe::Model::load(moe::gguf::GgufFile::fromBytes(bytes), *gpu_);
     for (auto policy : {moe::OffloadPolicy::kCpuExperts, moe::OffloadPolicy::kProactive}) {
